@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The demo `make demo` runs: make tensors, take views of them, print them as PyTorch would.
+ * Every view shares the first tensor's storage; writing through one shows in the others.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <tensor.h>
+
+#define CHECK(call)                                                                   \
+	do {                                                                          \
+		int r_ = (call);                                                      \
+		if (r_ < 0) {                                                         \
+			fprintf(stderr, "demo: %s failed: %s (%s)\n", #call,          \
+				tn_last_error(), tn_strerror(r_));                    \
+			exit(1);                                                      \
+		}                                                                     \
+	} while (0)
+
+static void show(const char *title, const tn_tensor *t)
+{
+	printf("%s  (sizes", title);
+	for (int d = 0; d < tn_tensor_ndim(t); d++)
+		printf(" %lld", (long long)tn_tensor_sizes(t)[d]);
+	printf(", strides");
+	for (int d = 0; d < tn_tensor_ndim(t); d++)
+		printf(" %lld", (long long)tn_tensor_strides(t)[d]);
+	printf(", offset %lld, %s)\n", (long long)tn_tensor_storage_offset(t),
+	       tn_tensor_is_contiguous(t) ? "contiguous" : "strided");
+	CHECK(tn_tensor_fprint(stdout, t));
+	printf("\n");
+}
+
+int main(void)
+{
+	tn_tensor *a, *m, *mt, *col, *row, *ev, *big, *e, *h;
+	int64_t shape[] = { 3, 4 }, bshape[] = { 2, 3, 4 };
+
+	printf("libtensor %s\n\n", tn_version());
+	CHECK(tn_arange(tn_scalar_int(0), tn_scalar_int(12), tn_scalar_int(1), TN_FLOAT32, &a));
+	show("a = arange(12)", a);
+	CHECK(tn_view(a, 2, shape, &m));
+	show("m = a.view(3, 4)", m);
+	CHECK(tn_transpose(m, 0, 1, &mt));
+	show("m.t()", mt);
+	CHECK(tn_select(m, 1, 2, &col));
+	show("m[:, 2]", col);
+	CHECK(tn_slice(m, 0, 0, INT64_MAX, 2, &row));
+	show("m[::2]", row);
+	CHECK(tn_slice(a, 0, 1, INT64_MAX, 3, &ev));
+	show("a[1::3]", ev);
+
+	/* Writing through a view changes the shared storage. */
+	int64_t idx[] = { 1 };
+	CHECK(tn_tensor_set(col, idx, tn_scalar_double(-2.5)));
+	show("after m[1, 2] = -2.5, a is", a);
+
+	int64_t eshape[] = { 2, 3 };
+	CHECK(tn_expand(col, 2, eshape, &e));
+	show("m[:, 2].expand(2, 3)  (stride 0: no copy)", e);
+
+	CHECK(tn_arange(tn_scalar_int(0), tn_scalar_int(24), tn_scalar_int(1), TN_INT32, &big));
+	tn_tensor *b3;
+	CHECK(tn_view(big, 3, bshape, &b3));
+	show("arange(24, dtype=int32).view(2, 3, 4)", b3);
+
+	CHECK(tn_full(1, shape, tn_scalar_double(0.1), TN_FLOAT16, &h));
+	show("full((3,), 0.1, dtype=float16)", h);
+
+	/* A view that does not fit: the error says why, in PyTorch's words. */
+	int64_t bad[] = { 5, -1 };
+	tn_tensor *fail;
+	if (tn_view(a, 2, bad, &fail) < 0)
+		printf("a.view(5, -1) -> error: %s\n", tn_last_error());
+
+	tn_tensor *list[] = { a, m, mt, col, row, ev, e, big, b3, h };
+	for (size_t i = 0; i < sizeof(list) / sizeof(list[0]); i++)
+		tn_tensor_unref(list[i]);
+	return 0;
+}

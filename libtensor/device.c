@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Device types and their names.
+ */
+#include "internal.h"
+
+static const char *const device_names[TN_NUM_DEVICE_TYPES] = {
+#define TN_X_(e, name) [e] = name,
+	TN_DEVICE_TYPE_LIST(TN_X_)
+#undef TN_X_
+};
+
+TN_EXPORT const char *tn_device_type_name(enum tn_device_type type)
+{
+	return (unsigned)type < TN_NUM_DEVICE_TYPES ? device_names[type] : NULL;
+}
+
+#ifndef TN_HAVE_CUDA
+TN_EXPORT int tn_cuda_device_count(void)
+{
+	return 0;
+}
+#endif

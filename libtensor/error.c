@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Error codes and the thread-local last-error message.
+ *
+ * The library never prints: a failing call formats its explanation into a per-thread buffer
+ * that the caller reads with tn_last_error().
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define TN_ERROR_MSG_MAX 1024
+
+static _Thread_local char last_error[TN_ERROR_MSG_MAX];
+
+TN_EXPORT const char *tn_strerror(int code)
+{
+	if (code > 0)
+		code = -code;
+	switch (code) {
+#define TN_X_(name, value, desc) \
+	case value:              \
+		return desc;
+		TN_ERROR_LIST(TN_X_)
+#undef TN_X_
+	default:
+		return "unknown error";
+	}
+}
+
+TN_EXPORT const char *tn_last_error(void)
+{
+	return last_error;
+}
+
+TN_EXPORT void tn_clear_error(void)
+{
+	last_error[0] = '\0';
+}
+
+int tn__error(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+void tn__format_shape(char *buf, size_t len, int n, const int64_t *values)
+{
+	size_t pos = 0;
+	int w;
+
+	if (len < 8) {
+		if (len)
+			buf[0] = '\0';
+		return;
+	}
+	buf[pos++] = '[';
+	for (int i = 0; i < n; i++) {
+		w = snprintf(buf + pos, len - pos, "%s%lld", i ? ", " : "", (long long)values[i]);
+		if (w < 0 || (size_t)w >= len - pos - 1) {
+			/* Too long: end with "...]" inside the buffer. */
+			pos = len - 5;
+			memcpy(buf + pos, "...]", 5);
+			return;
+		}
+		pos += (size_t)w;
+	}
+	buf[pos++] = ']';
+	buf[pos] = '\0';
+}
+
+TN_EXPORT const char *tn_version(void)
+{
+	return PACKAGE_VERSION;
+}

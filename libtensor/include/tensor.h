@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtensor - a shared-memory tensor runtime. The umbrella header: include this one.
+ * See libtensor(7) for the overview and each function's section-3 page for its contract.
+ */
+#ifndef TENSOR_H
+#define TENSOR_H
+
+#include <tensor/macros.h>
+#include <tensor/version.h>
+#include <tensor/error.h>
+#include <tensor/dtype.h>
+#include <tensor/device.h>
+#include <tensor/alloc.h>
+#include <tensor/storage.h>
+#include <tensor/tensor.h>
+
+#endif /* TENSOR_H */

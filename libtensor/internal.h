@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Declarations shared between libtensor's own source files; never installed.
+ *
+ * Internal non-static functions are named tn__*. Everything here may change at any time.
+ */
+#ifndef TN_INTERNAL_H
+#define TN_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TN_BUILDING_LIBRARY 1
+#include <tensor.h>
+
+#define TN_UNUSED __attribute__((unused))
+#define TN_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TN_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TN_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- errors (error.c) ---- */
+
+/* Format the calling thread's last-error message and return @code, so a failure is one line:
+ * return tn__error(TN_EINVAL, "...", ...); */
+int tn__error(int code, const char *fmt, ...) TN_PRINTF(2, 3);
+
+/* Format "[2, 3]" into @buf (always NUL-terminated, truncated with "...]" if too small). */
+void tn__format_shape(char *buf, size_t len, int n, const int64_t *values);
+
+/* ---- memory (alloc.c) ---- */
+
+/* Every allocation the library makes goes through these, so fault injection sees them all. */
+void *tn__malloc(size_t size);
+void *tn__calloc(size_t n, size_t size);
+void tn__free(void *ptr);
+/* True when the injected fault fires for this attempt (counts the attempt). */
+bool tn__fault_fires(void);
+
+/* Handles: structs whose first member is a 32-bit magic. Freed handles get TN_MAGIC_DEAD and
+ * sit in a quarantine before their memory is returned, so a stale pointer is refused (EBADF)
+ * rather than read after free. */
+#define TN_MAGIC_STORAGE 0x53544f52u /* "STOR" */
+#define TN_MAGIC_TENSOR 0x54454e53u  /* "TENS" */
+#define TN_MAGIC_DEAD 0xdeadbeefu
+void *tn__handle_alloc(size_t size, uint32_t magic);
+void tn__handle_free(void *handle);
+static inline bool tn__handle_is(const void *handle, uint32_t magic)
+{
+	return handle && *(const volatile uint32_t *)handle == magic;
+}
+uint64_t tn__live_handles(void);
+
+/* ---- NUMA (numa/) ---- */
+int tn__numa_node_count(void);
+int tn__numa_bind(void *addr, size_t len, int node);
+
+/* ---- storages and tensors ---- */
+
+struct tn_storage {
+	uint32_t magic;
+	bool resizable;
+	_Atomic int64_t refcount;
+	/* Weak references, plus one held collectively by the strong references. */
+	_Atomic int64_t weakcount;
+	void *data;
+	size_t nbytes;
+	const tn_allocator *allocator; /* NULL for blobs and meta storages */
+	tn_deleter deleter;
+	void *deleter_ctx;
+	tn_device device;
+};
+
+#define TN_INLINE_DIMS 5
+
+struct tn_tensor {
+	uint32_t magic;
+	int ndim;
+	_Atomic int64_t refcount;
+	tn_storage *storage;
+	int64_t offset; /* elements */
+	int64_t numel;
+	enum tn_dtype dtype;
+	bool contiguous;
+	bool channels_last;
+	bool channels_last_3d;
+	int64_t *sizes;   /* inline_dims or a heap array of 2 * ndim entries */
+	int64_t *strides; /* sizes + ndim */
+	int64_t inline_dims[2 * TN_INLINE_DIMS];
+};
+
+/* Make a tensor over @storage (a new reference is taken) after checking every argument and the
+ * bounds; strides NULL means contiguous. @who names the caller in messages ("view", ...). */
+int tn__tensor_make(tn_storage *storage, int64_t offset, int ndim, const int64_t *sizes,
+		    const int64_t *strides, enum tn_dtype dtype, tn_tensor **ret);
+
+/* Wrap @dim for a tensor of @ndim dims as PyTorch's maybe_wrap_dim (0-dim tensors accept
+ * -1 and 0). Returns the wrapped dim or TN_ERANGE with PyTorch's message. */
+int tn__wrap_dim(int64_t dim, int ndim);
+
+/* Contiguous strides for @sizes; returns TN_EOVERFLOW when a stride overflows. */
+int tn__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
+
+/* Copy the elements of @src into @dst (same dtype and sizes, any strides; CPU). */
+void tn__copy_same_dtype(tn_tensor *dst, const tn_tensor *src);
+
+/* Convert a scalar to one element of @dtype at @out, with PyTorch's overflow check. */
+int tn__scalar_to_element(tn_scalar value, enum tn_dtype dtype, void *out);
+/* Read one element of @dtype at @in. */
+tn_scalar tn__element_to_scalar(enum tn_dtype dtype, const void *in);
+/* Read one element as a double (floating and integral types). */
+double tn__element_to_double(enum tn_dtype dtype, const void *in);
+
+/* Fill @count elements of @itemsize bytes at @dst with the element at @elem. */
+void tn__fill_elements(void *dst, const void *elem, size_t itemsize, int64_t count);
+
+#endif /* TN_INTERNAL_H */

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/* Storages: strong and weak counts, blobs and deleters, resizing, devices, bad handles. */
+#include "testutil.h"
+
+static const tn_device cpu = { TN_DEVICE_CPU, 0 };
+
+START_TEST(test_new_and_counts)
+{
+	struct tn_baseline b = tn_test_baseline();
+	tn_storage *s;
+
+	ck_assert_tn_ok(tn_storage_new(cpu, 256, &s));
+	ck_assert_ptr_nonnull(tn_storage_data(s));
+	ck_assert_uint_eq((uintptr_t)tn_storage_data(s) % 64, 0);
+	ck_assert_uint_eq(tn_storage_nbytes(s), 256);
+	ck_assert(tn_storage_is_resizable(s));
+	ck_assert_int_eq(tn_storage_device(s).type, TN_DEVICE_CPU);
+	ck_assert_int_eq(tn_storage_use_count(s), 1);
+	ck_assert_int_eq(tn_storage_weak_count(s), 0);
+	ck_assert_ptr_eq(tn_storage_ref(s), s);
+	ck_assert_int_eq(tn_storage_use_count(s), 2);
+	ck_assert_ptr_null(tn_storage_unref(s));
+	ck_assert_int_eq(tn_storage_use_count(s), 1);
+	tn_storage_unref(s);
+	ck_assert_no_leak(b);
+
+	/* Zero bytes: a valid storage with no data pointer. */
+	ck_assert_tn_ok(tn_storage_new(cpu, 0, &s));
+	ck_assert_ptr_null(tn_storage_data(s));
+	ck_assert_uint_eq(tn_storage_nbytes(s), 0);
+	tn_storage_unref(s);
+	ck_assert_no_leak(b);
+}
+END_TEST
+
+START_TEST(test_weak_references)
+{
+	struct tn_baseline b = tn_test_baseline();
+	tn_storage *s;
+
+	ck_assert_tn_ok(tn_storage_new(cpu, 64, &s));
+	ck_assert_ptr_eq(tn_storage_weak_ref(s), s);
+	ck_assert_int_eq(tn_storage_weak_count(s), 1);
+	/* While a strong reference exists, lock gives a new strong one. */
+	ck_assert_ptr_eq(tn_storage_weak_lock(s), s);
+	ck_assert_int_eq(tn_storage_use_count(s), 2);
+	tn_storage_unref(s);
+	tn_storage_unref(s);
+	/* The bytes are gone, the handle is not: lock fails cleanly. */
+	ck_assert_int_eq(tn_storage_use_count(s), 0);
+	ck_assert_ptr_null(tn_storage_data(s));
+	ck_assert_ptr_null(tn_storage_weak_lock(s));
+	ck_assert_int_eq(tn_storage_weak_count(s), 1);
+	tn_storage *t;
+	ck_assert_tn_error(tn_tensor_new(s, 0, 0, NULL, NULL, TN_INT8, &(tn_tensor *){ NULL }),
+			   TN_EBADF, "not a live storage handle (NULL, freed or foreign)");
+	ck_assert_tn_error(tn_storage_resize(s, 10), TN_EBADF,
+			   "tn_storage_resize: the storage has no strong reference");
+	(void)t;
+	tn_storage_weak_unref(s);
+	ck_assert_no_leak(b);
+	/* Now the handle is dead too. */
+	ck_assert_ptr_null(tn_storage_weak_lock(s));
+	ck_assert_ptr_null(tn_storage_ref(s));
+}
+END_TEST
+
+static void count_deleter(void *data, void *ctx)
+{
+	int *calls = ctx;
+	ck_assert_ptr_nonnull(data);
+	(*calls)++;
+}
+
+START_TEST(test_from_blob_deleter)
+{
+	static double blob[16];
+	int calls = 0;
+	tn_storage *s;
+	tn_tensor *t;
+	int64_t sizes[] = { 4, 4 };
+
+	ck_assert_tn_ok(tn_storage_from_blob(cpu, blob, sizeof(blob), count_deleter, &calls, &s));
+	ck_assert_ptr_eq(tn_storage_data(s), blob);
+	ck_assert(!tn_storage_is_resizable(s));
+	ck_assert_tn_error(tn_storage_resize(s, 8), TN_EPERM,
+			   "Trying to resize storage that is not resizable");
+	ck_assert_tn_ok(tn_tensor_new(s, 0, 2, sizes, NULL, TN_FLOAT64, &t));
+	tn_storage_unref(s);
+	ck_assert_int_eq(calls, 0); /* the tensor still holds it */
+	tn_tensor_unref(t);
+	ck_assert_int_eq(calls, 1);
+
+	/* tn_from_blob: the deleter runs at the end, and not at all on failure. */
+	calls = 0;
+	int64_t bad[] = { 4, -4 };
+	ck_assert_int_eq(tn_from_blob(blob, 2, bad, NULL, TN_FLOAT64, count_deleter, &calls, &t),
+			 TN_EINVAL);
+	ck_assert_tn_ok(tn_from_blob(blob, 2, sizes, NULL, TN_FLOAT64, count_deleter, &calls, &t));
+	ck_assert_uint_eq(tn_storage_nbytes(tn_tensor_storage(t)), sizeof(blob));
+	tn_tensor_unref(t);
+	ck_assert_int_eq(calls, 1);
+
+	ck_assert_tn_error(tn_storage_from_blob(cpu, NULL, 8, NULL, NULL, &s), TN_EINVAL,
+			   "tn_storage_from_blob: NULL data for 8 bytes");
+	ck_assert_tn_ok(tn_storage_from_blob(cpu, NULL, 0, NULL, NULL, &s));
+	tn_storage_unref(s);
+}
+END_TEST
+
+START_TEST(test_resize)
+{
+	struct tn_baseline b = tn_test_baseline();
+	tn_storage *s;
+
+	ck_assert_tn_ok(tn_storage_new(cpu, 16, &s));
+	for (int i = 0; i < 16; i++)
+		((unsigned char *)tn_storage_data(s))[i] = (unsigned char)i;
+	ck_assert_tn_ok(tn_storage_resize(s, (size_t)3 << 20)); /* small -> large path */
+	ck_assert_uint_eq(tn_storage_nbytes(s), (size_t)3 << 20);
+	for (int i = 0; i < 16; i++)
+		ck_assert_int_eq(((unsigned char *)tn_storage_data(s))[i], i);
+	/* Shrinking while a tensor views it could leave the view past the end: refused. */
+	tn_tensor *t;
+	int64_t n = 1 << 20;
+	ck_assert_tn_ok(tn_tensor_new(s, 0, 1, &n, NULL, TN_UINT8, &t));
+	ck_assert_tn_error(tn_storage_resize(s, 8), TN_EBUSY,
+			   "tn_storage_resize: cannot shrink a storage from 3145728 to 8 bytes "
+			   "while 2 references (tensors) hold it");
+	tn_tensor_unref(t);
+	ck_assert_tn_ok(tn_storage_resize(s, 8));
+	ck_assert_uint_eq(tn_storage_nbytes(s), 8);
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(((unsigned char *)tn_storage_data(s))[i], i);
+	ck_assert_tn_ok(tn_storage_resize(s, 0));
+	ck_assert_ptr_null(tn_storage_data(s));
+	tn_storage_unref(s);
+	ck_assert_no_leak(b);
+}
+END_TEST
+
+START_TEST(test_devices)
+{
+	tn_storage *s;
+	tn_device meta = { TN_DEVICE_META, 0 }, cuda = { TN_DEVICE_CUDA, 0 };
+
+	ck_assert_tn_ok(tn_storage_new(meta, (size_t)1 << 40, &s));
+	ck_assert_ptr_null(tn_storage_data(s));
+	ck_assert_uint_eq(tn_storage_nbytes(s), (size_t)1 << 40);
+	ck_assert_tn_ok(tn_storage_resize(s, 10));
+	ck_assert_uint_eq(tn_storage_nbytes(s), 10);
+	tn_storage_unref(s);
+	ck_assert_tn_error(tn_storage_new(cuda, 8, &s), TN_ENODEV,
+			   "tn_storage_new: no allocator is registered for cuda");
+	ck_assert_tn_error(tn_storage_new((tn_device){ TN_DEVICE_CPU, 1 }, 8, &s), TN_EINVAL,
+			   "tn_storage_new: invalid device index 1 for cpu");
+	ck_assert_tn_error(tn_storage_new((tn_device){ (enum tn_device_type)9, 0 }, 8, &s),
+			   TN_EINVAL, "tn_storage_new: invalid device type 9");
+	ck_assert_tn_error(tn_storage_new(cpu, 8, NULL), TN_EINVAL,
+			   "tn_storage_new: NULL ret_storage");
+	ck_assert_int_ge(tn_cuda_device_count(), 0);
+}
+END_TEST
+
+START_TEST(test_bad_handles)
+{
+	tn_storage *s;
+	tn_tensor *t;
+	int64_t one = 1;
+
+	/* NULL */
+	ck_assert_ptr_null(tn_storage_ref(NULL));
+	ck_assert_ptr_null(tn_storage_unref(NULL));
+	ck_assert_ptr_null(tn_storage_data(NULL));
+	ck_assert_uint_eq(tn_storage_nbytes(NULL), 0);
+	ck_assert_tn_error(tn_storage_resize(NULL, 1), TN_EBADF,
+			   "tn_storage_resize: not a live storage handle (NULL, freed or foreign)");
+	/* Foreign: a tensor handle passed as a storage, and a random struct. */
+	ck_assert_tn_ok(tn_empty(1, &one, TN_INT8, &t));
+	ck_assert_ptr_null(tn_storage_ref((tn_storage *)t));
+	ck_assert_int_eq(tn_storage_use_count((tn_storage *)t), 0);
+	struct { uint64_t junk[16]; } fake = { { 0x1234 } };
+	ck_assert_ptr_null(tn_storage_unref((tn_storage *)&fake));
+	ck_assert_int_eq(tn_storage_resize((tn_storage *)&fake, 4), TN_EBADF);
+	tn_tensor_unref(t);
+	/* Freed. */
+	ck_assert_tn_ok(tn_storage_new(cpu, 8, &s));
+	tn_storage_unref(s);
+	ck_assert_ptr_null(tn_storage_ref(s));
+	ck_assert_ptr_null(tn_storage_unref(s)); /* a double unref is refused, not a double free */
+	ck_assert_int_eq(tn_storage_resize(s, 4), TN_EBADF);
+	ck_assert_int_eq(tn_tensor_new(s, 0, 1, &one, NULL, TN_INT8, &t), TN_EBADF);
+}
+END_TEST
+
+static Suite *storage_suite(void)
+{
+	Suite *s = suite_create("storage");
+	TCase *tc = tcase_create("core");
+	tcase_add_test(tc, test_new_and_counts);
+	tcase_add_test(tc, test_weak_references);
+	tcase_add_test(tc, test_from_blob_deleter);
+	tcase_add_test(tc, test_resize);
+	tcase_add_test(tc, test_devices);
+	tcase_add_test(tc, test_bad_handles);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+TN_TEST_MAIN(storage_suite)

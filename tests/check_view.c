@@ -1,0 +1,426 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Views. The base tensor holds its own storage index in every element (arange), so reading
+ * element [i, j, ...] of any view chain tells which storage element it reaches; that must equal
+ * the index computed by hand from the view's definition, and the address must equal
+ * data + sum(index * stride) * itemsize. A randomised as_strided test checks the bounds rule
+ * against a brute-force walk over every element.
+ */
+#include "testutil.h"
+
+static tn_tensor *base(int ndim, const int64_t *sizes)
+{
+	tn_tensor *a, *v;
+	int64_t n = 1;
+	for (int i = 0; i < ndim; i++)
+		n *= sizes[i];
+	ck_assert_tn_ok(tn_arange(tn_scalar_int(0), tn_scalar_int(n), tn_scalar_int(1), TN_INT64, &a));
+	ck_assert_tn_ok(tn_view(a, ndim, sizes, &v));
+	tn_tensor_unref(a);
+	return v;
+}
+
+/* Walk every element of @t: the value read must equal @expect(index), and the element's
+ * address must be the one its strides give. */
+typedef int64_t (*expect_fn)(const int64_t *idx, const void *ctx);
+
+static void check_all(const tn_tensor *t, expect_fn expect, const void *ctx)
+{
+	int n = tn_tensor_ndim(t);
+	int64_t idx[TN_MAX_DIMS] = { 0 };
+	const int64_t *sizes = tn_tensor_sizes(t), *strides = tn_tensor_strides(t);
+	const int64_t *storage = tn_storage_data(tn_tensor_storage(t));
+	if (tn_tensor_numel(t) == 0)
+		return;
+	for (;;) {
+		int64_t off = tn_tensor_storage_offset(t);
+		for (int d = 0; d < n; d++)
+			off += idx[d] * strides[d];
+		int64_t want = expect(idx, ctx);
+		ck_assert_int_eq(tn_test_get_int(t, idx), want);
+		ck_assert_int_eq(storage[off], want);
+		ck_assert_ptr_eq((const char *)tn_tensor_data(t) +
+					 (off - tn_tensor_storage_offset(t)) * 8,
+				 &storage[off]);
+		int d = n - 1;
+		while (d >= 0 && ++idx[d] == sizes[d])
+			idx[d--] = 0;
+		if (d < 0)
+			return;
+	}
+}
+
+static int64_t e_transpose(const int64_t *i, const void *c) { (void)c; return i[1] * 4 + i[0]; }
+/* permute(2, 0, 1) of a [2, 3, 4] base: result [i, j, k] is base[j, k, i]. */
+static int64_t e_permute(const int64_t *i, const void *c) { (void)c; return i[1] * 12 + i[2] * 4 + i[0]; }
+/* base [6, 5]: slice dim 1 from 1 step 2 -> cols 1, 3; then select row 4 of dim 0. */
+static int64_t e_slice(const int64_t *i, const void *c) { (void)c; return i[0] * 5 + 1 + 2 * i[1]; }
+static int64_t e_select(const int64_t *i, const void *c) { (void)c; return 4 * 5 + 1 + 2 * i[0]; }
+/* expand [3, 1] -> [2, 3, 4]: result [a, b, c] is base[b, 0]. */
+static int64_t e_expand(const int64_t *i, const void *c) { (void)c; return i[1]; }
+/* chain: base [4, 6] -> t() [6, 4] -> narrow(0, 1, 4) -> slice(1, 0, end, 3) [4, 2]:
+ * [a, b] is t[1 + a, 3 * b] = base[3 * b, 1 + a]. */
+static int64_t e_chain(const int64_t *i, const void *c) { (void)c; return i[1] * 3 * 6 + 1 + i[0]; }
+
+START_TEST(test_view_semantics)
+{
+	struct tn_baseline b = tn_test_baseline();
+	int64_t s34[] = { 3, 4 }, s234[] = { 2, 3, 4 }, s65[] = { 6, 5 }, s31[] = { 3, 1 },
+		s46[] = { 4, 6 };
+	tn_tensor *a, *v, *w, *x;
+
+	a = base(2, s34);
+	ck_assert_tn_ok(tn_transpose(a, 0, 1, &v));
+	ck_assert(!tn_tensor_is_contiguous(v));
+	check_all(v, e_transpose, NULL);
+	tn_tensor_unref(v);
+	tn_tensor_unref(a);
+
+	a = base(3, s234);
+	int64_t perm[] = { 2, 0, 1 };
+	ck_assert_tn_ok(tn_permute(a, 3, perm, &v));
+	ck_assert_int_eq(tn_tensor_sizes(v)[0], 4);
+	ck_assert_int_eq(tn_tensor_strides(v)[0], 1);
+	check_all(v, e_permute, NULL);
+	tn_tensor_unref(v);
+	tn_tensor_unref(a);
+
+	a = base(2, s65);
+	ck_assert_tn_ok(tn_slice(a, 1, 1, INT64_MAX, 2, &v));
+	ck_assert_int_eq(tn_tensor_sizes(v)[1], 2);
+	ck_assert_int_eq(tn_tensor_strides(v)[1], 2);
+	ck_assert_int_eq(tn_tensor_storage_offset(v), 1);
+	check_all(v, e_slice, NULL);
+	ck_assert_tn_ok(tn_select(v, 0, -2, &w));
+	ck_assert_int_eq(tn_tensor_ndim(w), 1);
+	check_all(w, e_select, NULL);
+	tn_tensor_unref(w);
+	tn_tensor_unref(v);
+	tn_tensor_unref(a);
+
+	a = base(2, s31);
+	ck_assert_tn_ok(tn_expand(a, 3, s234, &v));
+	ck_assert_int_eq(tn_tensor_strides(v)[0], 0);
+	ck_assert_int_eq(tn_tensor_strides(v)[2], 0);
+	check_all(v, e_expand, NULL);
+	tn_tensor_unref(v);
+	tn_tensor_unref(a);
+
+	a = base(2, s46);
+	ck_assert_tn_ok(tn_transpose(a, -1, -2, &v));
+	ck_assert_tn_ok(tn_narrow(v, 0, 1, 4, &w));
+	ck_assert_tn_ok(tn_slice(w, 1, 0, INT64_MAX, 3, &x));
+	ck_assert_int_eq(tn_tensor_sizes(x)[0], 4);
+	ck_assert_int_eq(tn_tensor_sizes(x)[1], 2);
+	check_all(x, e_chain, NULL);
+	/* Views share the storage and keep it alive after the base is gone. */
+	ck_assert_ptr_eq(tn_tensor_storage(x), tn_tensor_storage(a));
+	tn_tensor_unref(a);
+	tn_tensor_unref(v);
+	tn_tensor_unref(w);
+	check_all(x, e_chain, NULL);
+	tn_tensor_unref(x);
+	ck_assert_no_leak(b);
+}
+END_TEST
+
+START_TEST(test_view_and_reshape)
+{
+	int64_t s234[] = { 2, 3, 4 };
+	tn_tensor *a = base(3, s234), *v, *t, *r;
+
+	int64_t shape[] = { 4, -1 };
+	ck_assert_tn_ok(tn_view(a, 2, shape, &v));
+	ck_assert_int_eq(tn_tensor_sizes(v)[1], 6);
+	ck_assert_ptr_eq(tn_tensor_storage(v), tn_tensor_storage(a));
+	tn_tensor_unref(v);
+	int64_t bad[] = { 5, -1 };
+	ck_assert_tn_error(tn_view(a, 2, bad, &v), TN_EINVAL,
+			   "shape '[5, -1]' is invalid for input of size 24");
+	int64_t two[] = { -1, -1 };
+	ck_assert_tn_error(tn_view(a, 2, two, &v), TN_EINVAL, "only one dimension can be inferred");
+	int64_t neg[] = { -2, 12 };
+	ck_assert_tn_error(tn_view(a, 2, neg, &v), TN_EINVAL, "invalid shape dimension -2");
+
+	/* A transposed tensor cannot be flattened by a view; reshape copies instead. */
+	ck_assert_tn_ok(tn_transpose(a, 1, 2, &t));
+	int64_t flat[] = { 24 };
+	ck_assert_tn_error(tn_view(t, 1, flat, &v), TN_EINVAL,
+			   "view size is not compatible with input tensor's size and stride (at least "
+			   "one dimension spans across two contiguous subspaces). Use .reshape(...) "
+			   "instead.");
+	ck_assert_tn_ok(tn_reshape(t, 1, flat, &r));
+	ck_assert_ptr_ne(tn_tensor_storage(r), tn_tensor_storage(a));
+	ck_assert(tn_tensor_is_contiguous(r));
+	for (int64_t i = 0; i < 24; i++) {
+		/* r[i] = t[i / 12, (i / 3) % 4, i % 3] = a[i / 12, i % 3, (i / 3) % 4] */
+		int64_t want = (i / 12) * 12 + (i % 3) * 4 + (i / 3) % 4;
+		ck_assert_int_eq(tn_test_get_int(r, &i), want);
+	}
+	tn_tensor_unref(r);
+	/* But splitting the untouched dim is a view even on the transposed tensor. */
+	int64_t split[] = { 1, 2, 4, 3 };
+	ck_assert_tn_ok(tn_view(t, 4, split, &v));
+	ck_assert_ptr_eq(tn_tensor_storage(v), tn_tensor_storage(a));
+	tn_tensor_unref(v);
+	ck_assert_tn_ok(tn_reshape(a, 2, shape, &r)); /* viewable: no copy */
+	ck_assert_ptr_eq(tn_tensor_storage(r), tn_tensor_storage(a));
+	tn_tensor_unref(r);
+	tn_tensor_unref(t);
+
+	/* Empty and 0-dim cases. */
+	tn_tensor *z, *s;
+	int64_t z0[] = { 0, 4 }, zr[] = { -1, 2 }, zz[] = { 2, -1, 0 };
+	ck_assert_tn_ok(tn_empty(2, z0, TN_FLOAT32, &z));
+	ck_assert_tn_ok(tn_view(z, 2, zr, &v));
+	ck_assert_int_eq(tn_tensor_sizes(v)[0], 0);
+	tn_tensor_unref(v);
+	ck_assert_tn_error(tn_view(z, 3, zz, &v), TN_EINVAL,
+			   "cannot reshape tensor of 0 elements into shape [2, -1, 0] because the "
+			   "unspecified dimension size -1 can be any value and is ambiguous");
+	tn_tensor_unref(z);
+	ck_assert_tn_ok(tn_full(0, NULL, tn_scalar_int(7), TN_INT64, &s));
+	int64_t ones[] = { 1, 1, 1 };
+	ck_assert_tn_ok(tn_view(s, 3, ones, &v));
+	ck_assert_tn_ok(tn_view(v, 0, NULL, &z));
+	ck_assert_int_eq(tn_test_get_int(z, NULL), 7);
+	tn_tensor_unref(z);
+	tn_tensor_unref(v);
+	tn_tensor_unref(s);
+	tn_tensor_unref(a);
+}
+END_TEST
+
+START_TEST(test_view_errors)
+{
+	int64_t s234[] = { 2, 3, 4 };
+	tn_tensor *a = base(3, s234), *v;
+
+	int64_t dims2[] = { 0, 1 }, dup[] = { 0, 1, -3 };
+	ck_assert_tn_error(tn_permute(a, 2, dims2, &v), TN_EINVAL,
+			   "permute(): number of dimensions in the tensor input does not match the "
+			   "length of the desired ordering of dimensions i.e. input.dim() = 3 is not "
+			   "equal to len(dims) = 2");
+	ck_assert_tn_error(tn_permute(a, 3, dup, &v), TN_EINVAL,
+			   "permute(): duplicate dims are not allowed.");
+	ck_assert_tn_error(tn_transpose(a, 0, 3, &v), TN_ERANGE,
+			   "Dimension out of range (expected to be in range of [-3, 2], but got 3)");
+	ck_assert_tn_error(tn_slice(a, 0, 0, 2, 0, &v), TN_EINVAL, "slice step must be positive");
+	ck_assert_tn_error(tn_narrow(a, 2, 3, 2, &v), TN_ERANGE,
+			   "start (3) + length (2) exceeds dimension size (4).");
+	ck_assert_tn_error(tn_narrow(a, 2, -5, 1, &v), TN_ERANGE,
+			   "start out of range (expected to be in range of [-4, 4], but got -5)");
+	ck_assert_tn_error(tn_narrow(a, 2, 0, -1, &v), TN_EINVAL,
+			   "narrow(): length must be non-negative.");
+	ck_assert_tn_error(tn_select(a, 1, 3, &v), TN_ERANGE,
+			   "select(): index 3 out of range for tensor of size [2, 3, 4] at dimension 1");
+	ck_assert_tn_error(tn_select(a, 1, -4, &v), TN_ERANGE,
+			   "select(): index -4 out of range for tensor of size [2, 3, 4] at dimension 1");
+	int64_t e1[] = { 4 }, e2[] = { 2, 5, 4 }, e3[] = { -1, 2, 3, 4 };
+	ck_assert_tn_error(tn_expand(a, 1, e1, &v), TN_EINVAL,
+			   "expand(int64{[2, 3, 4]}, size=[4]): the number of sizes provided (1) must "
+			   "be greater or equal to the number of dimensions in the tensor (3)");
+	ck_assert_tn_error(tn_expand(a, 3, e2, &v), TN_EINVAL,
+			   "The expanded size of the tensor (5) must match the existing size (3) at "
+			   "non-singleton dimension 1.  Target sizes: [2, 5, 4].  Tensor sizes: [2, 3, 4]");
+	ck_assert_tn_error(tn_expand(a, 4, e3, &v), TN_EINVAL,
+			   "The expanded size of the tensor (-1) isn't allowed in a leading, "
+			   "non-existing dimension 0");
+	ck_assert_tn_error(tn_unsqueeze(a, 4, &v), TN_ERANGE,
+			   "Dimension out of range (expected to be in range of [-4, 3], but got 4)");
+	ck_assert_tn_error(tn_squeeze_dim(a, -4, &v), TN_ERANGE,
+			   "Dimension out of range (expected to be in range of [-3, 2], but got -4)");
+	ck_assert_tn_error(tn_view(a, 1, e1, NULL), TN_EINVAL, "view: NULL ret_tensor");
+	tn_tensor *s;
+	ck_assert_tn_ok(tn_select(a, 0, 0, &s));
+	tn_tensor *s0;
+	ck_assert_tn_ok(tn_select(s, 0, 0, &v));
+	ck_assert_tn_ok(tn_select(v, 0, 3, &s0));
+	ck_assert_int_eq(tn_tensor_ndim(s0), 0);
+	ck_assert_int_eq(tn_test_get_int(s0, NULL), 3);
+	ck_assert_tn_error(tn_select(s0, 0, 0, &(tn_tensor *){ NULL }), TN_ERANGE,
+			   "select() cannot be applied to a 0-dim tensor.");
+	ck_assert_tn_error(tn_narrow(s0, 0, 0, 1, &(tn_tensor *){ NULL }), TN_EINVAL,
+			   "narrow() cannot be applied to a 0-dim tensor.");
+	tn_tensor_unref(s0);
+	tn_tensor_unref(v);
+	tn_tensor_unref(s);
+	tn_tensor_unref(a);
+}
+END_TEST
+
+START_TEST(test_slice_clamping)
+{
+	int64_t n10[] = { 10 };
+	tn_tensor *a = base(1, n10), *v;
+	static const struct {
+		int64_t start, end, step, size, first;
+	} cases[] = {
+		{ -3, INT64_MAX, 1, 3, 7 },   { -100, 2, 1, 2, 0 }, { 8, 100, 1, 2, 8 },
+		{ 5, 2, 1, 0, -1 },           { 0, 10, 3, 4, 0 },   { 1, -1, 4, 2, 1 },
+		{ INT64_MIN, INT64_MAX, INT64_MAX, 1, 0 },          { 10, 10, 1, 0, -1 },
+	};
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		ck_assert_tn_ok(tn_slice(a, 0, cases[k].start, cases[k].end, cases[k].step, &v));
+		ck_assert_int_eq(tn_tensor_sizes(v)[0], cases[k].size);
+		if (cases[k].size) {
+			int64_t zero = 0;
+			ck_assert_int_eq(tn_test_get_int(v, &zero), cases[k].first);
+		}
+		tn_tensor_unref(v);
+	}
+	tn_tensor_unref(a);
+	/* Slicing a size-0 dimension at the end of a storage stays valid. */
+	int64_t s35[] = { 3, 5 };
+	tn_tensor *b = base(2, s35), *e, *f;
+	ck_assert_tn_ok(tn_slice(b, 0, 3, 3, 1, &e));
+	ck_assert_tn_ok(tn_slice(e, 1, 4, 4, 1, &f));
+	ck_assert_int_eq(tn_tensor_numel(f), 0);
+	ck_assert_int_eq(tn_tensor_storage_offset(f), 19);
+	tn_tensor_unref(f);
+	tn_tensor_unref(e);
+	tn_tensor_unref(b);
+}
+END_TEST
+
+START_TEST(test_squeeze_unsqueeze)
+{
+	int64_t s[] = { 1, 3, 1, 2 };
+	tn_tensor *a = base(4, s), *v, *w;
+	ck_assert_tn_ok(tn_squeeze(a, &v));
+	ck_assert_int_eq(tn_tensor_ndim(v), 2);
+	ck_assert_int_eq(tn_tensor_sizes(v)[0], 3);
+	ck_assert_int_eq(tn_tensor_sizes(v)[1], 2);
+	tn_tensor_unref(v);
+	ck_assert_tn_ok(tn_squeeze_dim(a, -2, &v));
+	ck_assert_int_eq(tn_tensor_ndim(v), 3);
+	ck_assert_tn_ok(tn_squeeze_dim(v, 1, &w)); /* size 3: unchanged */
+	ck_assert_int_eq(tn_tensor_ndim(w), 3);
+	tn_tensor_unref(w);
+	ck_assert_tn_ok(tn_unsqueeze(v, -1, &w));
+	ck_assert_int_eq(tn_tensor_ndim(w), 4);
+	ck_assert_int_eq(tn_tensor_sizes(w)[3], 1);
+	ck_assert_int_eq(tn_tensor_strides(w)[3], 1);
+	tn_tensor_unref(w);
+	ck_assert_tn_ok(tn_unsqueeze(v, 1, &w));
+	ck_assert_int_eq(tn_tensor_strides(w)[1], 6); /* sizes[1] * strides[1] of the input */
+	int64_t idx[] = { 0, 0, 2, 1 };
+	ck_assert_int_eq(tn_test_get_int(w, idx), 5);
+	tn_tensor_unref(w);
+	tn_tensor_unref(v);
+	tn_tensor_unref(a);
+}
+END_TEST
+
+/* xorshift64*: a fixed-seed generator, so failures reproduce. */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 2685821657736338717ull;
+}
+
+START_TEST(test_as_strided_bounds_fuzz)
+{
+	/* Storage of 97 int16 elements; random geometries are accepted exactly when a brute-force
+	 * walk finds every element inside the storage. */
+	tn_storage *st;
+	tn_tensor *a, *v;
+	const int64_t nelem = 97;
+	ck_assert_tn_ok(tn_storage_new((tn_device){ TN_DEVICE_CPU, 0 }, nelem * 2 + 1, &st));
+	ck_assert_tn_ok(tn_tensor_new(st, 0, 0, NULL, NULL, TN_INT16, &a));
+	int accepted = 0, refused = 0;
+	for (int iter = 0; iter < 20000; iter++) {
+		int ndim = (int)(rnd() % 4);
+		int64_t sizes[4], strides[4], off = (int64_t)(rnd() % 120) - 5;
+		if (off == -1)
+			off = -2; /* -1 means "keep the offset", tested below */
+		bool huge = rnd() % 50 == 0;
+		for (int d = 0; d < ndim; d++) {
+			sizes[d] = (int64_t)(rnd() % 6);
+			strides[d] = huge ? (int64_t)(rnd() >> 1) : (int64_t)(rnd() % 40) - 2;
+		}
+		/* Brute force: the largest element index, with overflow treated as out of range. */
+		bool neg = off < 0, any_zero = false, out = false;
+		__int128 max = off;
+		for (int d = 0; d < ndim; d++) {
+			neg |= strides[d] < 0;
+			any_zero |= sizes[d] == 0;
+			if (sizes[d] > 0)
+				max += (__int128)(sizes[d] - 1) * strides[d];
+		}
+		out = !any_zero && (max + 1) * 2 > nelem * 2 + 1;
+		int r = tn_as_strided(a, ndim, sizes, strides, off, &v);
+		if (neg || out) {
+			ck_assert_msg(r < 0, "accepted an escaping view (iter %d)", iter);
+			refused++;
+			continue;
+		}
+		ck_assert_msg(r == 0, "refused a valid view (iter %d): %s", iter, tn_last_error());
+		accepted++;
+		/* Every element is readable: the walk stays inside the storage (ASan checks too). */
+		int64_t idx[4] = { 0 };
+		for (int64_t k = 0; k < tn_tensor_numel(v); k++) {
+			int64_t rem = k;
+			for (int d = ndim - 1; d >= 0; d--) {
+				idx[d] = rem % sizes[d];
+				rem /= sizes[d];
+			}
+			tn_scalar s;
+			ck_assert_int_eq(tn_tensor_get(v, idx, &s), 0);
+		}
+		tn_tensor_unref(v);
+	}
+	ck_assert_int_gt(accepted, 1000);
+	ck_assert_int_gt(refused, 1000);
+	ck_assert_tn_error(tn_as_strided(a, 1, (int64_t[]){ 2 }, (int64_t[]){ -1 }, 0, &v), TN_EINVAL,
+			   "as_strided: Negative strides are not supported at the moment, got strides: "
+			   "[-1]");
+	ck_assert_tn_error(tn_as_strided(a, 1, (int64_t[]){ 2 }, (int64_t[]){ 1 }, -2, &v), TN_EINVAL,
+			   "Tensor: invalid storage offset -2");
+	ck_assert_tn_error(tn_as_strided(a, 1, (int64_t[]){ 98 }, (int64_t[]){ 1 }, -1, &v), TN_ERANGE,
+			   "setStorage: sizes [98], strides [1], storage offset 0, and itemsize 2 "
+			   "requiring a storage size of 196 are out of bounds for storage of size 195");
+	tn_tensor_unref(a);
+	tn_storage_unref(st);
+}
+END_TEST
+
+START_TEST(test_contiguous_and_clone)
+{
+	int64_t s[] = { 3, 4 };
+	tn_tensor *a = base(2, s), *c, *t;
+	ck_assert_tn_ok(tn_contiguous(a, &c));
+	ck_assert_ptr_eq(c, a); /* already contiguous: the same tensor */
+	tn_tensor_unref(c);
+	ck_assert_tn_ok(tn_clone(a, &c));
+	ck_assert_ptr_ne(tn_tensor_storage(c), tn_tensor_storage(a));
+	tn_tensor_unref(c);
+	ck_assert_tn_ok(tn_transpose(a, 0, 1, &t));
+	ck_assert_tn_ok(tn_contiguous(t, &c));
+	ck_assert(tn_tensor_is_contiguous(c));
+	check_all(c, e_transpose, NULL);
+	tn_tensor_unref(c);
+	tn_tensor_unref(t);
+	tn_tensor_unref(a);
+}
+END_TEST
+
+static Suite *view_suite(void)
+{
+	Suite *s = suite_create("view");
+	TCase *tc = tcase_create("core");
+	tcase_add_test(tc, test_view_semantics);
+	tcase_add_test(tc, test_view_and_reshape);
+	tcase_add_test(tc, test_view_errors);
+	tcase_add_test(tc, test_slice_clamping);
+	tcase_add_test(tc, test_squeeze_unsqueeze);
+	tcase_add_test(tc, test_as_strided_bounds_fuzz);
+	tcase_add_test(tc, test_contiguous_and_clone);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+TN_TEST_MAIN(view_suite)

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Helpers shared by the Check suites: an error assertion that also checks the message, a
+ * leak baseline from the allocator's counters, and the main() every suite uses.
+ */
+#ifndef TN_TESTUTIL_H
+#define TN_TESTUTIL_H
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tensor.h>
+
+/* The call failed with @code and left exactly @msg as the thread's last error. */
+#define ck_assert_tn_error(call, code, msg)                                              \
+	do {                                                                             \
+		tn_clear_error();                                                        \
+		int tn_r_ = (call);                                                      \
+		ck_assert_msg(tn_r_ == (code), "%s returned %d (%s), expected %d", #call, \
+			      tn_r_, tn_last_error(), (int)(code));                      \
+		ck_assert_str_eq(tn_last_error(), (msg));                                \
+	} while (0)
+
+/* The call failed with @code and left a message containing @part. */
+#define ck_assert_tn_error_has(call, code, part)                                          \
+	do {                                                                              \
+		tn_clear_error();                                                         \
+		int tn_r_ = (call);                                                       \
+		ck_assert_msg(tn_r_ == (code), "%s returned %d (%s), expected %d", #call,  \
+			      tn_r_, tn_last_error(), (int)(code));                       \
+		ck_assert_msg(strstr(tn_last_error(), (part)) != NULL,                    \
+			      "message '%s' lacks '%s'", tn_last_error(), (part));        \
+	} while (0)
+
+#define ck_assert_tn_ok(call)                                                             \
+	do {                                                                              \
+		int tn_r_ = (call);                                                       \
+		ck_assert_msg(tn_r_ == 0, "%s failed: %d %s", #call, tn_r_, tn_last_error()); \
+	} while (0)
+
+struct tn_baseline {
+	uint64_t objects, blocks, bytes;
+};
+
+static inline struct tn_baseline tn_test_baseline(void)
+{
+	tn_alloc_stats s;
+	tn_cpu_allocator_stats(&s);
+	return (struct tn_baseline){ s.live_objects, s.allocated_blocks, s.allocated_bytes };
+}
+
+/* Nothing allocated since @b is still alive: no handle, no block, no byte. */
+#define ck_assert_no_leak(b)                                                              \
+	do {                                                                              \
+		struct tn_baseline now_ = tn_test_baseline();                             \
+		ck_assert_uint_eq(now_.objects, (b).objects);                             \
+		ck_assert_uint_eq(now_.blocks, (b).blocks);                               \
+		ck_assert_uint_eq(now_.bytes, (b).bytes);                                 \
+	} while (0)
+
+static inline int64_t tn_test_get_int(const tn_tensor *t, const int64_t *index)
+{
+	tn_scalar s;
+	ck_assert_int_eq(tn_tensor_get(t, index, &s), 0);
+	ck_assert_int_eq(s.kind, TN_SCALAR_INT);
+	return s.v.i;
+}
+
+static inline double tn_test_get_double(const tn_tensor *t, const int64_t *index)
+{
+	tn_scalar s;
+	ck_assert_int_eq(tn_tensor_get(t, index, &s), 0);
+	ck_assert_int_eq(s.kind, TN_SCALAR_DOUBLE);
+	return s.v.d;
+}
+
+#define TN_TEST_MAIN(suite_fn)                                  \
+	int main(void)                                          \
+	{                                                       \
+		SRunner *sr = srunner_create(suite_fn());       \
+		srunner_run_all(sr, CK_NORMAL);                 \
+		int failed = srunner_ntests_failed(sr);         \
+		srunner_free(sr);                               \
+		return failed ? EXIT_FAILURE : EXIT_SUCCESS;    \
+	}
+
+#endif /* TN_TESTUTIL_H */
