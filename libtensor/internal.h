@@ -65,6 +65,9 @@ struct tn_storage {
 	_Atomic int64_t refcount;
 	/* Weak references, plus one held collectively by the strong references. */
 	_Atomic int64_t weakcount;
+	/* Tensors over this storage: shrinking is refused while any exists, since a view could
+	 * then reach past the new end. */
+	_Atomic int64_t tensors;
 	void *data;
 	size_t nbytes;
 	const tn_allocator *allocator; /* NULL for blobs and meta storages */

@@ -359,7 +359,7 @@ TN_EXPORT int tn_tensor_fprint(FILE *stream, const tn_tensor *tensor)
 	if ((r = tn_tensor_repr(tensor, &s)))
 		return r;
 	r = fputs(s, stream) < 0 || fputc('\n', stream) == EOF
-		    ? tn__error(-EIO, "tn_tensor_fprint: write failed")
+		    ? tn__error(TN_EIO, "tn_tensor_fprint: write failed")
 		    : 0;
 	free(s);
 	return r;

@@ -219,13 +219,15 @@ TN_EXPORT int tn_storage_resize(tn_storage *storage, size_t nbytes)
 		return tn__error(TN_EPERM, "Trying to resize storage that is not resizable");
 	if (nbytes == storage->nbytes)
 		return 0;
-	if (nbytes < storage->nbytes &&
-	    atomic_load_explicit(&storage->refcount, memory_order_acquire) > 1)
-		return tn__error(TN_EBUSY,
-				 "tn_storage_resize: cannot shrink a storage from %zu to %zu bytes "
-				 "while %lld references (tensors) hold it",
-				 storage->nbytes, nbytes,
-				 (long long)atomic_load(&storage->refcount));
+	if (nbytes < storage->nbytes) {
+		int64_t views = atomic_load_explicit(&storage->tensors, memory_order_acquire);
+		int64_t refs = atomic_load_explicit(&storage->refcount, memory_order_acquire);
+		if (views > 0 || refs > 1)
+			return tn__error(TN_EBUSY,
+					 "tn_storage_resize: cannot shrink a storage from %zu to %zu "
+					 "bytes while %lld tensors view it and %lld references hold it",
+					 storage->nbytes, nbytes, (long long)views, (long long)refs);
+	}
 	if (nbytes > (size_t)INT64_MAX)
 		return tn__error(TN_EOVERFLOW, "tn_storage_resize: %zu bytes is too large", nbytes);
 	if (!storage->allocator) { /* meta */

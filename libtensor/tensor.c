@@ -202,6 +202,7 @@ int tn__tensor_make(tn_storage *storage, int64_t offset, int ndim, const int64_t
 	t->channels_last = ndim == 4 && compute_channels_last(ndim, t->sizes, t->strides);
 	t->channels_last_3d = ndim == 5 && compute_channels_last(ndim, t->sizes, t->strides);
 	t->storage = tn_storage_ref(storage);
+	atomic_fetch_add_explicit(&storage->tensors, 1, memory_order_relaxed);
 	atomic_init(&t->refcount, 1);
 	*ret = t;
 	return 0;
@@ -229,6 +230,7 @@ TN_EXPORT tn_tensor *tn_tensor_unref(tn_tensor *tensor)
 	if (!tensor_ok(tensor))
 		return NULL;
 	if (atomic_fetch_sub_explicit(&tensor->refcount, 1, memory_order_acq_rel) == 1) {
+		atomic_fetch_sub_explicit(&tensor->storage->tensors, 1, memory_order_relaxed);
 		tn_storage_unref(tensor->storage);
 		if (tensor->sizes != tensor->inline_dims)
 			tn__free(tensor->sizes);

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Storages: strong and weak counts, blobs and deleters, resizing, devices, bad handles. */
+#include <pthread.h>
+
 #include "testutil.h"
 
 static const tn_device cpu = { TN_DEVICE_CPU, 0 };
@@ -125,8 +127,17 @@ START_TEST(test_resize)
 	int64_t n = 1 << 20;
 	ck_assert_tn_ok(tn_tensor_new(s, 0, 1, &n, NULL, TN_UINT8, &t));
 	ck_assert_tn_error(tn_storage_resize(s, 8), TN_EBUSY,
-			   "tn_storage_resize: cannot shrink a storage from 3145728 to 8 bytes "
-			   "while 2 references (tensors) hold it");
+			   "tn_storage_resize: cannot shrink a storage from 3145728 to 8 bytes while 1 "
+			   "tensors view it and 2 references hold it");
+	/* Even when the tensor's reference is the only one left: its view would escape. */
+	tn_storage_unref(s);
+	s = tn_tensor_storage(t);
+	ck_assert_int_eq(tn_storage_use_count(s), 1);
+	ck_assert_tn_error(tn_storage_resize(s, 8), TN_EBUSY,
+			   "tn_storage_resize: cannot shrink a storage from 3145728 to 8 bytes while 1 "
+			   "tensors view it and 1 references hold it");
+	ck_assert_tn_ok(tn_storage_resize(s, (size_t)4 << 20)); /* growing is always fine */
+	tn_storage_ref(s);
 	tn_tensor_unref(t);
 	ck_assert_tn_ok(tn_storage_resize(s, 8));
 	ck_assert_uint_eq(tn_storage_nbytes(s), 8);
@@ -193,6 +204,58 @@ START_TEST(test_bad_handles)
 }
 END_TEST
 
+/* Many threads take views of one tensor, drop them, and churn large and small blocks: the
+ * counts must come out exact and (under TSan) race-free. */
+#define THREADS 4
+#define ROUNDS 2000
+
+static void *churn(void *arg)
+{
+	tn_tensor *shared = arg;
+	for (int i = 0; i < ROUNDS; i++) {
+		tn_tensor *v, *w;
+		if (tn_transpose(shared, 0, 1, &v) || tn_select(v, 0, i % 8, &w))
+			return (void *)1;
+		tn_tensor_unref(v);
+		tn_storage *s;
+		size_t n = (i % 16 == 0) ? (size_t)2 << 20 : 256;
+		if (tn_storage_new(cpu, n, &s))
+			return (void *)1;
+		((unsigned char *)tn_storage_data(s))[n - 1] = 1;
+		tn_storage *weak = tn_storage_weak_ref(tn_tensor_storage(w));
+		tn_storage *strong = tn_storage_weak_lock(weak);
+		if (strong != tn_tensor_storage(shared))
+			return (void *)1;
+		tn_storage_unref(strong);
+		tn_storage_weak_unref(weak);
+		tn_storage_unref(s);
+		tn_tensor_unref(w);
+	}
+	return NULL;
+}
+
+START_TEST(test_threads_share_refcounts)
+{
+	struct tn_baseline b = tn_test_baseline();
+	pthread_t th[THREADS];
+	tn_tensor *t;
+	int64_t sizes[] = { 4, 8 };
+
+	ck_assert_tn_ok(tn_zeros(2, sizes, TN_FLOAT32, &t));
+	for (int i = 0; i < THREADS; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, churn, t), 0);
+	for (int i = 0; i < THREADS; i++) {
+		void *ret;
+		pthread_join(th[i], &ret);
+		ck_assert_ptr_null(ret);
+	}
+	ck_assert_int_eq(tn_storage_use_count(tn_tensor_storage(t)), 1);
+	ck_assert_int_eq(tn_storage_weak_count(tn_tensor_storage(t)), 0);
+	tn_tensor_unref(t);
+	ck_assert_no_leak(b);
+}
+END_TEST
+
 static Suite *storage_suite(void)
 {
 	Suite *s = suite_create("storage");
@@ -203,6 +266,7 @@ static Suite *storage_suite(void)
 	tcase_add_test(tc, test_resize);
 	tcase_add_test(tc, test_devices);
 	tcase_add_test(tc, test_bad_handles);
+	tcase_add_test(tc, test_threads_share_refcounts);
 	suite_add_tcase(s, tc);
 	return s;
 }

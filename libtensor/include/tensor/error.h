@@ -33,7 +33,8 @@ TN_BEGIN_DECLS
 	X(TN_ENOTSUP, -ENOTSUP, "operation not supported for this dtype or device")         \
 	X(TN_ENODEV, -ENODEV, "no such device")                                             \
 	X(TN_EPERM, -EPERM, "operation not permitted")                                      \
-	X(TN_ENOENT, -ENOENT, "no such entry")
+	X(TN_ENOENT, -ENOENT, "no such entry")                                              \
+	X(TN_EIO, -EIO, "input/output error")
 
 enum tn_error {
 #define TN_X_(name, value, desc) name = (value),
@@ -52,9 +53,10 @@ TN_EXPORT const char *tn_strerror(int code);
 /*
  * tn_last_error - the message left by the last failing libtensor call on this thread.
  *
- * Returns a thread-local string that stays valid until the next libtensor call on the same
- * thread; "" when no call has failed since the thread started or since tn_clear_error().
- * Successful calls do not clear it.
+ * Returns a thread-local string; "" when no call has failed since the thread started or since
+ * tn_clear_error(). The pointer stays valid for the life of the thread; the text changes only
+ * when a later call on the same thread fails or tn_clear_error() runs (successful calls,
+ * tn_strerror() and the getters never change it).
  */
 TN_EXPORT const char *tn_last_error(void);
 

@@ -16,10 +16,8 @@
 
 #if defined(__GNUC__)
 #define TN_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
-#define TN_NODISCARD __attribute__((warn_unused_result))
 #else
 #define TN_PRINTF(fmt, args)
-#define TN_NODISCARD
 #endif
 
 #ifdef __cplusplus

@@ -28,9 +28,12 @@ typedef void (*tn_deleter)(void *data, void *ctx);
 
 /*
  * tn_storage_new - allocate @nbytes bytes on @device with that device type's current
- * allocator (tn_allocator_get). The storage is resizable. *ret_storage gets a new reference.
- * Errors: TN_EINVAL (NULL ret_storage, bad device), TN_ENODEV (no allocator for the device
- * type), TN_ENOMEM.
+ * allocator (tn_allocator_get). The storage is resizable; with 0 bytes its data pointer is
+ * NULL. Meta storages record a size and own no bytes, so they need no allocator.
+ * *ret_storage gets a new reference. Errors: TN_EINVAL (NULL ret_storage, a device type
+ * outside the enum, a negative index, or a non-zero index for the CPU or Meta), TN_ENODEV (no
+ * allocator is registered for the device type, as for CUDA today), TN_EOVERFLOW (more than
+ * INT64_MAX bytes), TN_ENOMEM.
  */
 TN_EXPORT int tn_storage_new(tn_device device, size_t nbytes, tn_storage **ret_storage);
 
@@ -59,8 +62,9 @@ TN_EXPORT tn_storage *tn_storage_unref(tn_storage *storage);
 /*
  * Weak references keep the handle, not the bytes. tn_storage_weak_ref adds one and returns
  * @storage; tn_storage_weak_unref drops one (NULL accepted, returns NULL); tn_storage_weak_lock
- * turns a weak reference into a new strong one when the storage is still alive (returns it),
- * or returns NULL when the bytes are gone.
+ * returns a new strong reference when the storage is still alive, or NULL when the bytes are
+ * gone; either way the caller's weak reference is kept and must still be dropped.
+ * tn_storage_weak_count counts only weak references taken with tn_storage_weak_ref.
  */
 TN_EXPORT tn_storage *tn_storage_weak_ref(tn_storage *storage);
 TN_EXPORT tn_storage *tn_storage_weak_unref(tn_storage *storage);
@@ -78,8 +82,8 @@ TN_EXPORT int64_t tn_storage_weak_count(const tn_storage *storage);
  * tn_storage_resize - change the size to @nbytes, keeping the common prefix of the bytes
  * (new bytes are filled per the allocator's fill mode). The data pointer may change.
  * Errors: TN_EBADF, TN_EPERM (not resizable: "Trying to resize storage that is not
- * resizable"), TN_EBUSY (shrinking while more than one reference holds it, which could leave a
- * view reaching past the end), TN_ENOMEM.
+ * resizable"), TN_EBUSY (shrinking while any tensor views the storage or any other reference
+ * holds it, which could leave a view reaching past the end), TN_ENOMEM.
  */
 TN_EXPORT int tn_storage_resize(tn_storage *storage, size_t nbytes);
 

@@ -215,12 +215,12 @@ TN_EXPORT int tn_clone(const tn_tensor *tensor, tn_tensor **ret_tensor);
 /* ---- Printing ----------------------------------------------------------------------- */
 
 /*
- * tn_tensor_repr - format the tensor as PyTorch's repr does ("tensor([[0., 1.],\n [2., 3.]])",
+ * tn_tensor_repr - format the tensor as PyTorch's repr does ("tensor([[0., 1.],\n        [2., 3.]])",
  * summarised with "..." past 1000 elements, dtype suffix when not float32/int64/bool).
  * *ret_string gets a NUL-terminated string the caller frees with free(3).
  * tn_tensor_fprint writes the same text and a newline to @stream.
  * Errors: TN_EBADF, TN_EINVAL, TN_ENOMEM, TN_ENOTSUP (not a CPU tensor); fprint also
- * returns -EIO when the stream fails.
+ * returns TN_EIO when writing to the stream fails.
  */
 TN_EXPORT int tn_tensor_repr(const tn_tensor *tensor, char **ret_string);
 TN_EXPORT int tn_tensor_fprint(FILE *stream, const tn_tensor *tensor);
