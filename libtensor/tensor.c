@@ -554,36 +554,31 @@ TN_EXPORT bool tn_tensor_is_contiguous_as(const tn_tensor *tensor, enum tn_memor
 	return false;
 }
 
-TN_EXPORT int tn_tensor_size(const tn_tensor *tensor, int dim, int64_t *ret_size)
+/* One dimension's size or stride, for tn_tensor_size and tn_tensor_stride. */
+static int dim_entry(const tn_tensor *tensor, int dim, bool stride, int64_t *ret, const char *who)
 {
 	int d;
 	if (!tensor_ok(tensor))
-		return bad_tensor("tn_tensor_size");
-	if (!ret_size)
-		return tn__error(TN_EINVAL, "tn_tensor_size: NULL ret_size");
+		return bad_tensor(who);
+	if (!ret)
+		return tn__error(TN_EINVAL, "%s: NULL output", who);
 	if (tensor->ndim == 0)
 		return tn__error(TN_ERANGE, "dimension specified as %d but tensor has no dimensions",
 				 dim);
 	if ((d = tn__wrap_dim(dim, tensor->ndim)) < 0)
 		return d;
-	*ret_size = tensor->sizes[d];
+	*ret = stride ? tensor->strides[d] : tensor->sizes[d];
 	return 0;
+}
+
+TN_EXPORT int tn_tensor_size(const tn_tensor *tensor, int dim, int64_t *ret_size)
+{
+	return dim_entry(tensor, dim, false, ret_size, "tn_tensor_size");
 }
 
 TN_EXPORT int tn_tensor_stride(const tn_tensor *tensor, int dim, int64_t *ret_stride)
 {
-	int d;
-	if (!tensor_ok(tensor))
-		return bad_tensor("tn_tensor_stride");
-	if (!ret_stride)
-		return tn__error(TN_EINVAL, "tn_tensor_stride: NULL ret_stride");
-	if (tensor->ndim == 0)
-		return tn__error(TN_ERANGE, "dimension specified as %d but tensor has no dimensions",
-				 dim);
-	if ((d = tn__wrap_dim(dim, tensor->ndim)) < 0)
-		return d;
-	*ret_stride = tensor->strides[d];
-	return 0;
+	return dim_entry(tensor, dim, true, ret_stride, "tn_tensor_stride");
 }
 
 /* ---- element access --------------------------------------------------------------------------- */
