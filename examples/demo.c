@@ -53,7 +53,7 @@ int main(void)
 
 	/* Writing through a view changes the shared storage. */
 	int64_t idx[] = { 1 };
-	CHECK(tn_tensor_set(col, idx, tn_scalar_double(-2.5)));
+	CHECK(tn_tensor_set(col, 1, idx, tn_scalar_double(-2.5)));
 	show("after m[1, 2] = -2.5, a is", a);
 
 	int64_t eshape[] = { 2, 3 };

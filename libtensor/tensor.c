@@ -36,12 +36,17 @@ int tn__wrap_dim(int64_t dim, int ndim)
 
 int tn__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides)
 {
+	char shape[256];
 	int64_t acc = 1;
 	for (int d = ndim - 1; d >= 0; d--) {
 		strides[d] = acc;
-		/* PyTorch keeps strides meaningful for size-0 dims by multiplying by max(size, 1). */
-		if (__builtin_mul_overflow(acc, sizes[d] > 1 ? sizes[d] : 1, &acc))
-			return tn__error(TN_EOVERFLOW, "stride computation overflowed for sizes");
+		/* PyTorch keeps strides meaningful for size-0 dims by multiplying by max(size, 1),
+		 * so strides can overflow even when there are no elements. */
+		if (d > 0 && __builtin_mul_overflow(acc, sizes[d] > 1 ? sizes[d] : 1, &acc)) {
+			tn__format_shape(shape, sizeof(shape), ndim, sizes);
+			return tn__error(TN_EOVERFLOW,
+					 "contiguous strides overflow int64 for sizes=%s", shape);
+		}
 	}
 	return 0;
 }
@@ -127,8 +132,11 @@ static int check_geometry(int64_t offset, int ndim, const int64_t *sizes, const 
 	if (overflow || __builtin_add_overflow(max_off, 1, &need) ||
 	    __builtin_mul_overflow(need, (int64_t)itemsize, &need)) {
 		tn__format_shape(shape, sizeof(shape), ndim, sizes);
-		return tn__error(TN_EOVERFLOW, "Storage size calculation overflowed with sizes=%s",
-				 shape);
+		tn__format_shape(stride_buf, sizeof(stride_buf), ndim, strides);
+		return tn__error(TN_EOVERFLOW,
+				 "Storage size calculation overflowed with sizes=%s and strides=%s "
+				 "(storage offset %lld)",
+				 shape, stride_buf, (long long)offset);
 	}
 	if ((uint64_t)need > storage_nbytes) {
 		tn__format_shape(shape, sizeof(shape), ndim, sizes);
@@ -583,13 +591,16 @@ TN_EXPORT int tn_tensor_stride(const tn_tensor *tensor, int dim, int64_t *ret_st
 
 /* ---- element access --------------------------------------------------------------------------- */
 
-static int element_address(const tn_tensor *t, const int64_t *index, const char *who,
+static int element_address(const tn_tensor *t, int nindex, const int64_t *index, const char *who,
 			   unsigned char **ret)
 {
 	int64_t off = t->offset;
 
 	if (t->storage->device.type != TN_DEVICE_CPU)
 		return tn__error(TN_ENOTSUP, "%s: only CPU tensors can be read element-wise", who);
+	if (nindex != t->ndim)
+		return tn__error(TN_EINVAL, "%s: %d indices for a tensor of %d dimensions", who,
+				 nindex, t->ndim);
 	if (t->ndim && !index)
 		return tn__error(TN_EINVAL, "%s: NULL index", who);
 	for (int d = 0; d < t->ndim; d++) {
@@ -604,7 +615,8 @@ static int element_address(const tn_tensor *t, const int64_t *index, const char 
 	return 0;
 }
 
-TN_EXPORT int tn_tensor_get(const tn_tensor *tensor, const int64_t *index, tn_scalar *ret_value)
+TN_EXPORT int tn_tensor_get(const tn_tensor *tensor, int nindex, const int64_t *index,
+			    tn_scalar *ret_value)
 {
 	unsigned char *p;
 	int r;
@@ -613,20 +625,20 @@ TN_EXPORT int tn_tensor_get(const tn_tensor *tensor, const int64_t *index, tn_sc
 		return bad_tensor("tn_tensor_get");
 	if (!ret_value)
 		return tn__error(TN_EINVAL, "tn_tensor_get: NULL ret_value");
-	if ((r = element_address(tensor, index, "tn_tensor_get", &p)))
+	if ((r = element_address(tensor, nindex, index, "tn_tensor_get", &p)))
 		return r;
 	*ret_value = tn__element_to_scalar(tensor->dtype, p);
 	return 0;
 }
 
-TN_EXPORT int tn_tensor_set(tn_tensor *tensor, const int64_t *index, tn_scalar value)
+TN_EXPORT int tn_tensor_set(tn_tensor *tensor, int nindex, const int64_t *index, tn_scalar value)
 {
 	unsigned char *p;
 	int r;
 
 	if (!tensor_ok(tensor))
 		return bad_tensor("tn_tensor_set");
-	if ((r = element_address(tensor, index, "tn_tensor_set", &p)))
+	if ((r = element_address(tensor, nindex, index, "tn_tensor_set", &p)))
 		return r;
 	return tn__scalar_to_element(value, tensor->dtype, p);
 }
@@ -640,5 +652,5 @@ TN_EXPORT int tn_tensor_item(const tn_tensor *tensor, tn_scalar *ret_value)
 	if (tensor->numel != 1)
 		return tn__error(TN_EINVAL, "a Tensor with %lld elements cannot be converted to Scalar",
 				 (long long)tensor->numel);
-	return tn_tensor_get(tensor, zeros, ret_value);
+	return tn_tensor_get(tensor, tensor->ndim, zeros, ret_value);
 }

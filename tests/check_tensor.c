@@ -99,6 +99,10 @@ START_TEST(test_bad_factory_arguments)
 			   "Negative strides are not supported, got strides: [1, -1]");
 	ck_assert_tn_error(tn_empty_strided(2, sizes, NULL, TN_FLOAT32, &t), TN_EINVAL,
 			   "tn_empty_strided: NULL strides");
+	int64_t wide[] = { 0, INT64_MAX, INT64_MAX };
+	ck_assert_tn_error(tn_empty(3, wide, TN_INT8, &t), TN_EOVERFLOW,
+			   "contiguous strides overflow int64 for sizes=[0, 9223372036854775807, "
+			   "9223372036854775807]");
 	ck_assert_ptr_null(t); /* never written on failure */
 	/* An allocation the machine cannot satisfy fails with ENOMEM, not a crash. */
 	int64_t too_much[] = { INT64_C(1) << 59 };
@@ -140,7 +144,7 @@ START_TEST(test_full_every_dtype)
 				int64_t idx[] = { i, j };
 				tn_scalar s;
 				double v;
-				ck_assert_tn_ok(tn_tensor_get(t, idx, &s));
+				ck_assert_tn_ok(tn_tensor_get(t, 2, idx, &s));
 				ck_assert_tn_ok(tn_scalar_to_double(s, &v));
 				ck_assert_double_eq(v, 1.0);
 			}
@@ -168,7 +172,7 @@ START_TEST(test_full_every_dtype)
 	tn_tensor_unref(t);
 	ck_assert_tn_ok(tn_full(1, sizes, tn_scalar_double(0.5), TN_BOOL, &t));
 	tn_scalar s;
-	ck_assert_tn_ok(tn_tensor_get(t, i2, &s));
+	ck_assert_tn_ok(tn_tensor_get(t, 1, i2, &s));
 	ck_assert_int_eq(s.kind, TN_SCALAR_BOOL);
 	ck_assert(s.v.b);
 	tn_tensor_unref(t);
@@ -288,9 +292,11 @@ START_TEST(test_tensor_new_bounds)
 			   "Tensor: invalid storage offset -1");
 	int64_t wrap[] = { 2 }, wrap_stride[] = { INT64_MAX };
 	ck_assert_tn_error(tn_tensor_new(s, 0, 1, wrap, wrap_stride, TN_INT8, &t), TN_EOVERFLOW,
-			   "Storage size calculation overflowed with sizes=[2]");
+			   "Storage size calculation overflowed with sizes=[2] and strides="
+			   "[9223372036854775807] (storage offset 0)");
 	ck_assert_tn_error(tn_tensor_new(s, INT64_MAX, 1, ok_sizes, NULL, TN_INT8, &t), TN_EOVERFLOW,
-			   "Storage size calculation overflowed with sizes=[5]");
+			   "Storage size calculation overflowed with sizes=[5] and strides=[1] "
+			   "(storage offset 9223372036854775807)");
 	/* Zero elements reach no byte: any offset is accepted, as in PyTorch. */
 	int64_t empty[] = { 0 };
 	ck_assert_tn_ok(tn_tensor_new(s, 1000, 1, empty, NULL, TN_FLOAT32, &t));
@@ -310,21 +316,25 @@ START_TEST(test_get_set_item)
 	int64_t sizes[] = { 2, 3 };
 	ck_assert_tn_ok(tn_zeros(2, sizes, TN_INT16, &t));
 	int64_t idx[] = { 1, -1 };
-	ck_assert_tn_ok(tn_tensor_set(t, idx, tn_scalar_int(-300)));
+	ck_assert_tn_ok(tn_tensor_set(t, 2, idx, tn_scalar_int(-300)));
 	int64_t same[] = { 1, 2 };
 	ck_assert_int_eq(tn_test_get_int(t, same), -300);
 	ck_assert_int_eq(((int16_t *)tn_tensor_data(t))[5], -300);
 	int64_t bad[] = { 2, 0 };
-	ck_assert_tn_error(tn_tensor_set(t, bad, tn_scalar_int(1)), TN_ERANGE,
+	ck_assert_tn_error(tn_tensor_set(t, 2, bad, tn_scalar_int(1)), TN_ERANGE,
 			   "index 2 is out of bounds for dimension 0 with size 2");
 	int64_t bad2[] = { 0, -4 };
-	ck_assert_tn_error(tn_tensor_get(t, bad2, &(tn_scalar){ 0 }), TN_ERANGE,
+	ck_assert_tn_error(tn_tensor_get(t, 2, bad2, &(tn_scalar){ 0 }), TN_ERANGE,
 			   "index -4 is out of bounds for dimension 1 with size 3");
-	ck_assert_tn_error(tn_tensor_set(t, idx, tn_scalar_int(40000)), TN_EOVERFLOW,
+	ck_assert_tn_error(tn_tensor_set(t, 2, idx, tn_scalar_int(40000)), TN_EOVERFLOW,
 			   "value cannot be converted to type int16 without overflow");
 	ck_assert_int_eq(tn_test_get_int(t, same), -300); /* unchanged */
-	ck_assert_tn_error(tn_tensor_get(t, NULL, &(tn_scalar){ 0 }), TN_EINVAL,
+	ck_assert_tn_error(tn_tensor_get(t, 2, NULL, &(tn_scalar){ 0 }), TN_EINVAL,
 			   "tn_tensor_get: NULL index");
+	ck_assert_tn_error(tn_tensor_get(t, 1, idx, &(tn_scalar){ 0 }), TN_EINVAL,
+			   "tn_tensor_get: 1 indices for a tensor of 2 dimensions");
+	ck_assert_tn_error(tn_tensor_set(t, 3, idx, tn_scalar_int(0)), TN_EINVAL,
+			   "tn_tensor_set: 3 indices for a tensor of 2 dimensions");
 	ck_assert_tn_error(tn_tensor_item(t, &(tn_scalar){ 0 }), TN_EINVAL,
 			   "a Tensor with 6 elements cannot be converted to Scalar");
 	tn_tensor_unref(t);

@@ -369,7 +369,7 @@ START_TEST(test_as_strided_bounds_fuzz)
 				rem /= sizes[d];
 			}
 			tn_scalar s;
-			ck_assert_int_eq(tn_tensor_get(v, idx, &s), 0);
+			ck_assert_int_eq(tn_tensor_get(v, ndim, idx, &s), 0);
 		}
 		tn_tensor_unref(v);
 	}

@@ -62,7 +62,7 @@ static inline struct tn_baseline tn_test_baseline(void)
 static inline int64_t tn_test_get_int(const tn_tensor *t, const int64_t *index)
 {
 	tn_scalar s;
-	ck_assert_int_eq(tn_tensor_get(t, index, &s), 0);
+	ck_assert_int_eq(tn_tensor_get(t, tn_tensor_ndim(t), index, &s), 0);
 	ck_assert_int_eq(s.kind, TN_SCALAR_INT);
 	return s.v.i;
 }
@@ -70,7 +70,7 @@ static inline int64_t tn_test_get_int(const tn_tensor *t, const int64_t *index)
 static inline double tn_test_get_double(const tn_tensor *t, const int64_t *index)
 {
 	tn_scalar s;
-	ck_assert_int_eq(tn_tensor_get(t, index, &s), 0);
+	ck_assert_int_eq(tn_tensor_get(t, tn_tensor_ndim(t), index, &s), 0);
 	ck_assert_int_eq(s.kind, TN_SCALAR_DOUBLE);
 	return s.v.d;
 }

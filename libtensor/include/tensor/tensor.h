@@ -130,15 +130,19 @@ TN_EXPORT int tn_tensor_size(const tn_tensor *tensor, int dim, int64_t *ret_size
 TN_EXPORT int tn_tensor_stride(const tn_tensor *tensor, int dim, int64_t *ret_stride);
 
 /*
- * tn_tensor_get / tn_tensor_set - read or write the element at @index (tn_tensor_ndim()
- * entries, each wrapped like a Python index). get returns a bool, int or double scalar by
+ * tn_tensor_get / tn_tensor_set - read or write the element at @index, an array of @nindex
+ * entries that must equal tn_tensor_ndim() (each wrapped like a Python index; @index may be
+ * NULL for a 0-dim tensor). get returns a bool, int or double scalar by
  * the dtype's category; set converts with the same overflow check as tn_full. tn_tensor_item
  * reads the only element of a one-element tensor ("a Tensor with 6 elements cannot be
- * converted to Scalar"). Errors: TN_EBADF, TN_EINVAL, TN_ERANGE ("index 5 is out of bounds for
+ * converted to Scalar"). Floating values written to an integer dtype truncate toward zero and
+ * any non-zero value becomes true for bool, as in PyTorch. Errors: TN_EBADF, TN_EINVAL (NULL
+ * output, a count that is not the tensor's ndim, more than one element for item), TN_ERANGE ("index 5 is out of bounds for
  * dimension 0 with size 3"), TN_EOVERFLOW, TN_ENOTSUP (not a CPU tensor).
  */
-TN_EXPORT int tn_tensor_get(const tn_tensor *tensor, const int64_t *index, tn_scalar *ret_value);
-TN_EXPORT int tn_tensor_set(tn_tensor *tensor, const int64_t *index, tn_scalar value);
+TN_EXPORT int tn_tensor_get(const tn_tensor *tensor, int nindex, const int64_t *index,
+			    tn_scalar *ret_value);
+TN_EXPORT int tn_tensor_set(tn_tensor *tensor, int nindex, const int64_t *index, tn_scalar value);
 TN_EXPORT int tn_tensor_item(const tn_tensor *tensor, tn_scalar *ret_value);
 
 /* ---- Views: they share the storage and never copy ------------------------------------- */
