@@ -99,11 +99,9 @@ void tn__copy_same_dtype(tn_tensor *dst, const tn_tensor *src)
 
 static int check_cpu_tensor(const tn_tensor *t, void *ret, const char *who)
 {
-	if (!tn__handle_is(t, TN_MAGIC_TENSOR))
-		return tn__error(TN_EBADF, "%s: not a live tensor handle (NULL, freed or foreign)",
-				 who);
-	if (!ret)
-		return tn__error(TN_EINVAL, "%s: NULL ret_tensor", who);
+	int r = tn__check_tensor_args(t, ret, who);
+	if (r)
+		return r;
 	if (t->storage->device.type != TN_DEVICE_CPU)
 		return tn__error(TN_ENOTSUP, "%s: only CPU tensors can be copied yet", who);
 	return 0;

@@ -99,6 +99,10 @@ struct tn_tensor {
 int tn__tensor_make(tn_storage *storage, int64_t offset, int ndim, const int64_t *sizes,
 		    const int64_t *strides, enum tn_dtype dtype, tn_tensor **ret);
 
+/* The entry check of every function taking a tensor and returning one: a live handle and a
+ * non-NULL output, else TN_EBADF / TN_EINVAL with @who in the message. */
+int tn__check_tensor_args(const tn_tensor *t, const void *ret, const char *who);
+
 /* Wrap @dim for a tensor of @ndim dims as PyTorch's maybe_wrap_dim (0-dim tensors accept
  * -1 and 0). Returns the wrapped dim or TN_ERANGE with PyTorch's message. */
 int tn__wrap_dim(int64_t dim, int ndim);

@@ -22,6 +22,15 @@ static int bad_tensor(const char *who)
 	return tn__error(TN_EBADF, "%s: not a live tensor handle (NULL, freed or foreign)", who);
 }
 
+int tn__check_tensor_args(const tn_tensor *t, const void *ret, const char *who)
+{
+	if (!tensor_ok(t))
+		return bad_tensor(who);
+	if (!ret)
+		return tn__error(TN_EINVAL, "%s: NULL ret_tensor", who);
+	return 0;
+}
+
 int tn__wrap_dim(int64_t dim, int ndim)
 {
 	int64_t n = ndim > 0 ? ndim : 1; /* a 0-dim tensor wraps like a 1-dim one */

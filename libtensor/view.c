@@ -19,15 +19,7 @@ static int64_t mul_or(int64_t a, int64_t b, int64_t fallback)
 	return __builtin_mul_overflow(a, b, &r) ? fallback : r;
 }
 
-static int check_in(const tn_tensor *t, void *ret, const char *who)
-{
-	if (!tn__handle_is(t, TN_MAGIC_TENSOR))
-		return tn__error(TN_EBADF, "%s: not a live tensor handle (NULL, freed or foreign)",
-				 who);
-	if (!ret)
-		return tn__error(TN_EINVAL, "%s: NULL ret_tensor", who);
-	return 0;
-}
+#define check_in tn__check_tensor_args
 
 static int make_view(const tn_tensor *t, int64_t offset, int ndim, const int64_t *sizes,
 		     const int64_t *strides, tn_tensor **ret)
