@@ -75,7 +75,7 @@ static struct result run(enum which w, size_t bytes, int iters)
 			tn_storage_unref(s);
 		} else {
 			tn_tensor *x;
-			if (tn_full(1, &n, tn_scalar_double(1.0), TN_FLOAT32, &x)) {
+			if (tn_full(1, &n, tn_scalar_double(1.0), &(enum tn_dtype){ TN_FLOAT32 }, TN_CPU, &x)) {
 				fprintf(stderr, "bench: %s\n", tn_last_error());
 				exit(1);
 			}

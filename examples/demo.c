@@ -38,7 +38,7 @@ int main(void)
 	int64_t shape[] = { 3, 4 }, bshape[] = { 2, 3, 4 };
 
 	printf("libtensor %s\n\n", tn_version());
-	CHECK(tn_arange(tn_scalar_int(0), tn_scalar_int(12), tn_scalar_int(1), TN_FLOAT32, &a));
+	CHECK(tn_arange(tn_scalar_int(0), tn_scalar_int(12), tn_scalar_int(1), &(enum tn_dtype){ TN_FLOAT32 }, TN_CPU, &a));
 	show("a = arange(12)", a);
 	CHECK(tn_view(a, 2, shape, &m));
 	show("m = a.view(3, 4)", m);
@@ -60,12 +60,12 @@ int main(void)
 	CHECK(tn_expand(col, 2, eshape, &e));
 	show("m[:, 2].expand(2, 3)  (stride 0: no copy)", e);
 
-	CHECK(tn_arange(tn_scalar_int(0), tn_scalar_int(24), tn_scalar_int(1), TN_INT32, &big));
+	CHECK(tn_arange(tn_scalar_int(0), tn_scalar_int(24), tn_scalar_int(1), &(enum tn_dtype){ TN_INT32 }, TN_CPU, &big));
 	tn_tensor *b3;
 	CHECK(tn_view(big, 3, bshape, &b3));
 	show("arange(24, dtype=int32).view(2, 3, 4)", b3);
 
-	CHECK(tn_full(1, shape, tn_scalar_double(0.1), TN_FLOAT16, &h));
+	CHECK(tn_full(1, shape, tn_scalar_double(0.1), &(enum tn_dtype){ TN_FLOAT16 }, TN_CPU, &h));
 	show("full((3,), 0.1, dtype=float16)", h);
 
 	/* A view that does not fit: the error says why, in PyTorch's words. */

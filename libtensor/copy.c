@@ -8,33 +8,15 @@
 #include <string.h>
 
 #include "internal.h"
+#include "ops_kernels.h"
+#include "stub.h"
 
 void tn__fill_elements(void *dst, const void *elem, size_t itemsize, int64_t count)
 {
-	unsigned char *d = dst;
-	size_t total = (size_t)count * itemsize, filled;
-	bool same = true;
-
 	if (count <= 0)
 		return;
-	for (size_t i = 1; i < itemsize; i++)
-		same &= ((const unsigned char *)elem)[i] == ((const unsigned char *)elem)[0];
-	if (same) { /* zero, one-byte and byte-repeating patterns */
-		memset(d, ((const unsigned char *)elem)[0], total);
-		return;
-	}
-	/* Write one element, then double the filled prefix with memcpy: the copies run at memory
-	 * bandwidth and the pattern stays aligned to the element size. */
-	memcpy(d, elem, itemsize);
-	filled = itemsize;
-	while (filled < total) {
-		size_t n = filled < total - filled ? filled : total - filled;
-		/* Cap the chunk so the source stays cache-resident. */
-		if (n > ((size_t)1 << 16))
-			n = (size_t)1 << 16;
-		memcpy(d + filled, d, n);
-		filled += n;
-	}
+	/* The per-capability kernel (AVX-512, AVX2 or baseline stores). */
+	((tn__fill_fn)tn__stub_get(&tn__fill_stub))(dst, elem, itemsize, count);
 }
 
 /* Copy one row of @n elements between strided positions (strides in bytes). */
@@ -97,39 +79,145 @@ void tn__copy_same_dtype(tn_tensor *dst, const tn_tensor *src)
 	}
 }
 
-static int check_cpu_tensor(const tn_tensor *t, void *ret, const char *who)
+/* The layout a copy of @t takes for @fmt: PyTorch's preserve_format keeps the strides of a
+ * non-overlapping, dense tensor, else picks channels-last when the input is so, else row-major. */
+static int copy_strides(const tn_tensor *t, enum tn_memory_format fmt, int64_t *strides,
+			bool *ret_use_strides, const char *who)
 {
-	int r = tn__check_tensor_args(t, ret, who);
-	if (r)
-		return r;
-	if (t->storage->device.type != TN_DEVICE_CPU)
-		return tn__error(TN_ENOTSUP, "%s: only CPU tensors can be copied yet", who);
-	return 0;
+	*ret_use_strides = true;
+	if (fmt == TN_PRESERVE_FORMAT) {
+		if (tn__is_non_overlapping_and_dense(t)) {
+			memcpy(strides, t->strides, (size_t)t->ndim * sizeof(int64_t));
+			return 0;
+		}
+		fmt = t->channels_last && t->ndim == 4	     ? TN_CHANNELS_LAST
+		      : t->channels_last_3d && t->ndim == 5 ? TN_CHANNELS_LAST_3D
+							     : TN_CONTIGUOUS_FORMAT;
+	}
+	if (fmt == TN_CONTIGUOUS_FORMAT) {
+		*ret_use_strides = false;
+		return 0;
+	}
+	return tn__format_strides(t->ndim, t->sizes, fmt, strides, who);
 }
 
-TN_EXPORT int tn_clone(const tn_tensor *tensor, tn_tensor **ret_tensor)
+static int clone_impl(const tn_tensor *t, enum tn_memory_format fmt, bool copy_data,
+		      tn_tensor **ret, const char *who)
 {
+	int64_t strides[TN_MAX_DIMS];
+	bool use_strides;
 	tn_tensor *out;
 	int r;
 
-	if ((r = check_cpu_tensor(tensor, ret_tensor, "clone")))
+	if ((r = tn__check_tensor_args(t, ret, who)))
 		return r;
-	if ((r = tn_empty(tensor->ndim, tensor->sizes, tensor->dtype, &out)))
+	if ((r = copy_strides(t, fmt, strides, &use_strides, who)))
 		return r;
-	tn__copy_same_dtype(out, tensor);
-	*ret_tensor = out;
+	if ((r = tn__empty_like(t, t->ndim, t->sizes, use_strides ? strides : NULL, &out, who)))
+		return r;
+	if (copy_data)
+		tn__copy_same_dtype(out, t);
+	*ret = out;
 	return 0;
 }
 
-TN_EXPORT int tn_contiguous(const tn_tensor *tensor, tn_tensor **ret_tensor)
+int tn__clone_cpu(const tn_tensor *self, enum tn_memory_format memory_format,
+		  tn_tensor **ret_tensor)
+{
+	return clone_impl(self, memory_format, true, ret_tensor, "clone");
+}
+
+int tn__clone_meta(const tn_tensor *self, enum tn_memory_format memory_format,
+		   tn_tensor **ret_tensor)
+{
+	return clone_impl(self, memory_format, false, ret_tensor, "clone");
+}
+
+static int contiguous_impl(const tn_tensor *t, enum tn_memory_format fmt, bool copy_data,
+			   tn_tensor **ret)
 {
 	int r;
 
-	if ((r = check_cpu_tensor(tensor, ret_tensor, "contiguous")))
+	if ((r = tn__check_tensor_args(t, ret, "contiguous")))
 		return r;
-	if (tensor->contiguous) {
-		*ret_tensor = tn_tensor_ref((tn_tensor *)tensor);
+	if (fmt == TN_PRESERVE_FORMAT)
+		return tn__error(TN_EINVAL, "contiguous: Preserve memory format is unsupported by "
+					    "the contiguous operator.");
+	if (tn_tensor_is_contiguous_as(t, fmt)) {
+		*ret = tn_tensor_ref((tn_tensor *)t);
 		return 0;
 	}
-	return tn_clone(tensor, ret_tensor);
+	return clone_impl(t, fmt, copy_data, ret, "contiguous");
+}
+
+int tn__contiguous_cpu(const tn_tensor *self, enum tn_memory_format memory_format,
+		       tn_tensor **ret_tensor)
+{
+	return contiguous_impl(self, memory_format, true, ret_tensor);
+}
+
+int tn__contiguous_meta(const tn_tensor *self, enum tn_memory_format memory_format,
+			tn_tensor **ret_tensor)
+{
+	return contiguous_impl(self, memory_format, false, ret_tensor);
+}
+
+/* fill_ on any strides: the contiguous kernel per run of elements. */
+static int fill_impl(tn_tensor *t, tn_scalar value, bool write, const char *who)
+{
+	unsigned char elem[8];
+	int r;
+
+	if ((r = tn__check_tensor_args(t, t, who)))
+		return r;
+	if ((r = tn__scalar_to_element(value, t->dtype, elem)))
+		return r;
+	if (!write || t->numel == 0)
+		return 0;
+	size_t isz = tn_dtype_size(t->dtype);
+	unsigned char *base = tn_tensor_data(t);
+	if (t->contiguous || tn__is_non_overlapping_and_dense(t)) {
+		tn__fill_elements(base, elem, isz, t->numel);
+		return 0;
+	}
+	int n = t->ndim;
+	int64_t counter[TN_MAX_DIMS] = { 0 };
+	int64_t inner = t->sizes[n - 1], istride = t->strides[n - 1];
+	for (;;) {
+		int64_t off = 0;
+		for (int k = 0; k < n - 1; k++)
+			off += counter[k] * t->strides[k];
+		unsigned char *row = base + off * (int64_t)isz;
+		if (istride == 1) {
+			tn__fill_elements(row, elem, isz, inner);
+		} else {
+			for (int64_t i = 0; i < inner; i++)
+				memcpy(row + i * istride * (int64_t)isz, elem, isz);
+		}
+		int k = n - 2;
+		while (k >= 0 && ++counter[k] == t->sizes[k])
+			counter[k--] = 0;
+		if (k < 0)
+			return 0;
+	}
+}
+
+int tn__fill_cpu(tn_tensor *self, tn_scalar value)
+{
+	return fill_impl(self, value, true, "fill_");
+}
+
+int tn__fill_meta(tn_tensor *self, tn_scalar value)
+{
+	return fill_impl(self, value, false, "fill_");
+}
+
+int tn__zero_cpu(tn_tensor *self)
+{
+	return fill_impl(self, tn_scalar_int(0), true, "zero_");
+}
+
+int tn__zero_meta(tn_tensor *self)
+{
+	return fill_impl(self, tn_scalar_int(0), false, "zero_");
 }

@@ -120,7 +120,19 @@ tn_scalar tn__element_to_scalar(enum tn_dtype dtype, const void *in);
 /* Read one element as a double (floating and integral types). */
 double tn__element_to_double(enum tn_dtype dtype, const void *in);
 
-/* Fill @count elements of @itemsize bytes at @dst with the element at @elem. */
+/* Fill @count elements of @itemsize (1, 2, 4 or 8) bytes at @dst with the element at @elem,
+ * through the fill kernel of the process's CPU capability. */
 void tn__fill_elements(void *dst, const void *elem, size_t itemsize, int64_t count);
+
+/* Strides of a dense tensor of @sizes in memory format @fmt (not preserve). */
+int tn__format_strides(int ndim, const int64_t *sizes, enum tn_memory_format fmt,
+		       int64_t *strides, const char *who);
+
+/* An uninitialised tensor with @t's dtype and device and the given geometry. */
+int tn__empty_like(const tn_tensor *t, int ndim, const int64_t *sizes, const int64_t *strides,
+		   tn_tensor **ret, const char *who);
+
+/* PyTorch's is_non_overlapping_and_dense: some permutation of the dims is contiguous. */
+bool tn__is_non_overlapping_and_dense(const tn_tensor *t);
 
 #endif /* TN_INTERNAL_H */

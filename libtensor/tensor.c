@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "ops_kernels.h"
 
 #define SHAPE_BUF 256
 
@@ -311,67 +312,177 @@ overflow:
 	return tn__error(TN_EOVERFLOW, "Storage size calculation overflowed with sizes=%s", shape);
 }
 
-static int empty_impl(int ndim, const int64_t *sizes, const int64_t *strides, enum tn_dtype dtype,
-		      tn_tensor **ret)
+/* Strides of a dense tensor laid out in @fmt (contiguous, channels-last 2d/3d), as
+ * PyTorch's get_channels_last_strides_2d/3d: sizes of 0 count as 1. */
+int tn__format_strides(int ndim, const int64_t *sizes, enum tn_memory_format fmt,
+		       int64_t *strides, const char *who)
 {
-	tn_device cpu = { TN_DEVICE_CPU, 0 };
+	static const int order2d[] = { 1, 3, 2, 0 };    /* C, W, H, N: fastest first */
+	static const int order3d[] = { 1, 4, 3, 2, 0 }; /* C, W, H, D, N */
+	const int *order;
+	int64_t acc = 1;
+
+	switch (fmt) {
+	case TN_CONTIGUOUS_FORMAT:
+		return tn__contiguous_strides(ndim, sizes, strides);
+	case TN_CHANNELS_LAST:
+		if (ndim != 4)
+			return tn__error(TN_EINVAL, "%s: required rank 4 tensor to use channels_last "
+						    "format",
+					 who);
+		order = order2d;
+		break;
+	case TN_CHANNELS_LAST_3D:
+		if (ndim != 5)
+			return tn__error(TN_EINVAL, "%s: required rank 5 tensor to use "
+						    "channels_last_3d format",
+					 who);
+		order = order3d;
+		break;
+	case TN_PRESERVE_FORMAT:
+		return tn__error(TN_EINVAL,
+				 "%s: Preserve memory format is unsupported by the contiguous operator.",
+				 who);
+	default:
+		return tn__error(TN_EINVAL, "%s: %d is not a memory format", who, (int)fmt);
+	}
+	for (int i = 0; i < ndim; i++) {
+		strides[order[i]] = acc;
+		if (__builtin_mul_overflow(acc, sizes[order[i]] > 1 ? sizes[order[i]] : 1, &acc))
+			return tn__error(TN_EOVERFLOW, "%s: strides overflow int64", who);
+	}
+	return 0;
+}
+
+static int factory_device(tn_device device, const char *who)
+{
+	if (device.index != 0)
+		return tn__error(TN_EINVAL, "%s: device index %d of %s: only index 0 exists", who,
+				 device.index, tn_device_type_name(device.type));
+	return 0;
+}
+
+/* The one allocation path of the factories: a tensor of @dtype on @device with the given
+ * geometry (strides NULL: contiguous) over a storage just large enough. */
+static int empty_impl(int ndim, const int64_t *sizes, const int64_t *strides, enum tn_dtype dtype,
+		      tn_device device, tn_tensor **ret, const char *who)
+{
 	tn_storage *s;
 	size_t nbytes;
 	int r;
 
 	if (!ret)
-		return tn__error(TN_EINVAL, "NULL ret_tensor");
+		return tn__error(TN_EINVAL, "%s: NULL ret_tensor", who);
 	if (!tn_dtype_is_valid(dtype))
-		return tn__error(TN_EINVAL, "invalid dtype %d", (int)dtype);
+		return tn__error(TN_EINVAL, "%s: invalid dtype %d", who, (int)dtype);
+	if ((r = factory_device(device, who)))
+		return r;
 	if ((r = storage_bytes_for(ndim, sizes, strides, tn_dtype_size(dtype), &nbytes)))
 		return r;
-	if ((r = tn_storage_new(cpu, nbytes, &s)))
+	if ((r = tn_storage_new(device, nbytes, &s)))
 		return r;
 	r = tn__tensor_make(s, 0, ndim, sizes, strides, dtype, ret);
 	tn_storage_unref(s);
 	return r;
 }
 
-TN_EXPORT int tn_empty(int ndim, const int64_t *sizes, enum tn_dtype dtype, tn_tensor **ret_tensor)
+int tn__empty_like(const tn_tensor *t, int ndim, const int64_t *sizes, const int64_t *strides,
+		   tn_tensor **ret, const char *who)
 {
-	return empty_impl(ndim, sizes, NULL, dtype, ret_tensor);
+	return empty_impl(ndim, sizes, strides, t->dtype, t->storage->device, ret, who);
 }
 
-TN_EXPORT int tn_empty_strided(int ndim, const int64_t *sizes, const int64_t *strides,
-			       enum tn_dtype dtype, tn_tensor **ret_tensor)
+int tn__empty(int nsize, const int64_t *size, enum tn_dtype dtype, tn_device device,
+	      enum tn_memory_format memory_format, tn_tensor **ret_tensor)
 {
-	if (ndim > 0 && !strides)
-		return tn__error(TN_EINVAL, "tn_empty_strided: NULL strides");
-	return empty_impl(ndim, sizes, strides, dtype, ret_tensor);
+	int64_t strides[TN_MAX_DIMS];
+	int r;
+
+	if (memory_format == TN_CONTIGUOUS_FORMAT)
+		return empty_impl(nsize, size, NULL, dtype, device, ret_tensor, "empty");
+	if ((r = storage_bytes_for(nsize, size, NULL, 1, &(size_t){ 0 })))
+		return r; /* validates the sizes before they are read */
+	if ((r = tn__format_strides(nsize, size, memory_format, strides, "empty")))
+		return r;
+	return empty_impl(nsize, size, strides, dtype, device, ret_tensor, "empty");
 }
 
-TN_EXPORT int tn_full(int ndim, const int64_t *sizes, tn_scalar value, enum tn_dtype dtype,
-		      tn_tensor **ret_tensor)
+int tn__empty_strided(int nsize, const int64_t *size, int nstride, const int64_t *stride,
+		      enum tn_dtype dtype, tn_device device, tn_tensor **ret_tensor)
+{
+	if (nstride != nsize)
+		return tn__error(TN_EINVAL,
+				 "empty_strided: mismatch in length of strides and shape (%d and %d)",
+				 nstride, nsize);
+	if (nsize > 0 && !stride)
+		return tn__error(TN_EINVAL, "empty_strided: NULL strides");
+	return empty_impl(nsize, size, stride, dtype, device, ret_tensor, "empty_strided");
+}
+
+/* dtype None of full(): bool, int64 or float32 by the value's kind, as torch.full. */
+static enum tn_dtype dtype_of_scalar(tn_scalar v)
+{
+	return v.kind == TN_SCALAR_BOOL ? TN_BOOL : v.kind == TN_SCALAR_INT ? TN_INT64 : TN_FLOAT32;
+}
+
+static int full_impl(int nsize, const int64_t *size, tn_scalar value, enum tn_dtype dtype,
+		     tn_device device, bool fill, tn_tensor **ret_tensor, const char *who)
 {
 	unsigned char elem[8];
 	tn_tensor *t;
 	int r;
 
+	if (!ret_tensor)
+		return tn__error(TN_EINVAL, "%s: NULL ret_tensor", who);
 	if (!tn_dtype_is_valid(dtype))
-		return tn__error(TN_EINVAL, "invalid dtype %d", (int)dtype);
+		return tn__error(TN_EINVAL, "%s: invalid dtype %d", who, (int)dtype);
 	/* Convert first: a bad fill value should not cost an allocation. */
 	if ((r = tn__scalar_to_element(value, dtype, elem)))
 		return r;
-	if ((r = tn_empty(ndim, sizes, dtype, &t)))
+	if ((r = empty_impl(nsize, size, NULL, dtype, device, &t, who)))
 		return r;
-	tn__fill_elements(tn_tensor_data(t), elem, tn_dtype_size(dtype), t->numel);
+	if (fill)
+		tn__fill_elements(tn_tensor_data(t), elem, tn_dtype_size(dtype), t->numel);
 	*ret_tensor = t;
 	return 0;
 }
 
-TN_EXPORT int tn_zeros(int ndim, const int64_t *sizes, enum tn_dtype dtype, tn_tensor **ret_tensor)
+int tn__full_cpu(int nsize, const int64_t *size, tn_scalar fill_value, const enum tn_dtype *dtype,
+		 tn_device device, tn_tensor **ret_tensor)
 {
-	return tn_full(ndim, sizes, tn_scalar_int(0), dtype, ret_tensor);
+	return full_impl(nsize, size, fill_value, dtype ? *dtype : dtype_of_scalar(fill_value),
+			 device, true, ret_tensor, "full");
 }
 
-TN_EXPORT int tn_ones(int ndim, const int64_t *sizes, enum tn_dtype dtype, tn_tensor **ret_tensor)
+int tn__full_meta(int nsize, const int64_t *size, tn_scalar fill_value, const enum tn_dtype *dtype,
+		  tn_device device, tn_tensor **ret_tensor)
 {
-	return tn_full(ndim, sizes, tn_scalar_int(1), dtype, ret_tensor);
+	return full_impl(nsize, size, fill_value, dtype ? *dtype : dtype_of_scalar(fill_value),
+			 device, false, ret_tensor, "full");
+}
+
+int tn__zeros_cpu(int nsize, const int64_t *size, enum tn_dtype dtype, tn_device device,
+		  tn_tensor **ret_tensor)
+{
+	return full_impl(nsize, size, tn_scalar_int(0), dtype, device, true, ret_tensor, "zeros");
+}
+
+int tn__zeros_meta(int nsize, const int64_t *size, enum tn_dtype dtype, tn_device device,
+		   tn_tensor **ret_tensor)
+{
+	return full_impl(nsize, size, tn_scalar_int(0), dtype, device, false, ret_tensor, "zeros");
+}
+
+int tn__ones_cpu(int nsize, const int64_t *size, enum tn_dtype dtype, tn_device device,
+		 tn_tensor **ret_tensor)
+{
+	return full_impl(nsize, size, tn_scalar_int(1), dtype, device, true, ret_tensor, "ones");
+}
+
+int tn__ones_meta(int nsize, const int64_t *size, enum tn_dtype dtype, tn_device device,
+		  tn_tensor **ret_tensor)
+{
+	return full_impl(nsize, size, tn_scalar_int(1), dtype, device, false, ret_tensor, "ones");
 }
 
 TN_EXPORT int tn_from_blob(void *data, int ndim, const int64_t *sizes, const int64_t *strides,
@@ -406,15 +517,20 @@ TN_EXPORT int tn_from_blob(void *data, int ndim, const int64_t *sizes, const int
 
 /* Number of arange elements, following PyTorch's RangeFactories.cpp: int64 results use an
  * integer formula, every other dtype ceil((end - start) / step) in double. */
-TN_EXPORT int tn_arange(tn_scalar start, tn_scalar end, tn_scalar step, enum tn_dtype dtype,
-			tn_tensor **ret_tensor)
+static int arange_impl(tn_scalar start, tn_scalar end, tn_scalar step,
+		       const enum tn_dtype *dtype_opt, tn_device device, bool compute,
+		       tn_tensor **ret_tensor)
 {
 	double ds, de, dst, size_d;
 	tn_tensor *t;
 	int r;
+	/* dtype None: int64 when every bound is an integer (bools count), else float32. */
+	enum tn_dtype dtype = dtype_opt ? *dtype_opt
+		: (start.kind != TN_SCALAR_DOUBLE && end.kind != TN_SCALAR_DOUBLE &&
+		   step.kind != TN_SCALAR_DOUBLE) ? TN_INT64 : TN_FLOAT32;
 
 	if (!ret_tensor)
-		return tn__error(TN_EINVAL, "tn_arange: NULL ret_tensor");
+		return tn__error(TN_EINVAL, "arange: NULL ret_tensor");
 	if (!tn_dtype_is_valid(dtype) || dtype == TN_BOOL)
 		return tn__error(TN_ENOTSUP, "\"arange_cpu\" not implemented for '%s'",
 				 tn_dtype_name(dtype) ? tn_dtype_name(dtype) : "?");
@@ -446,8 +562,12 @@ TN_EXPORT int tn_arange(tn_scalar start, tn_scalar end, tn_scalar step, enum tn_
 		if (!(size_d >= 0 && size_d <= 9.2233720368547748e18))
 			return tn__error(TN_EOVERFLOW, "invalid size, possible overflow?");
 		int64_t n = (int64_t)size_d;
-		if ((r = tn_empty(1, &n, dtype, &t)))
+		if ((r = empty_impl(1, &n, NULL, dtype, device, &t, "arange")))
 			return r;
+		if (!compute) {
+			*ret_tensor = t;
+			return 0;
+		}
 		unsigned char *out = tn_tensor_data(t);
 		size_t isz = tn_dtype_size(dtype);
 		for (int64_t i = 0; i < n; i++) {
@@ -474,8 +594,12 @@ TN_EXPORT int tn_arange(tn_scalar start, tn_scalar end, tn_scalar step, enum tn_
 	if (!(size_d >= 0 && size_d <= 9.2233720368547748e18))
 		return tn__error(TN_EOVERFLOW, "invalid size, possible overflow?");
 	int64_t n = (int64_t)size_d;
-	if ((r = tn_empty(1, &n, dtype, &t)))
+	if ((r = empty_impl(1, &n, NULL, dtype, device, &t, "arange")))
 		return r;
+	if (!compute) {
+		*ret_tensor = t;
+		return 0;
+	}
 	unsigned char *out = tn_tensor_data(t);
 	size_t isz = tn_dtype_size(dtype);
 	bool narrow = dtype == TN_FLOAT16 || dtype == TN_BFLOAT16;
@@ -489,6 +613,18 @@ TN_EXPORT int tn_arange(tn_scalar start, tn_scalar end, tn_scalar step, enum tn_
 	}
 	*ret_tensor = t;
 	return 0;
+}
+
+int tn__arange_cpu(tn_scalar start, tn_scalar end, tn_scalar step, const enum tn_dtype *dtype,
+		   tn_device device, tn_tensor **ret_tensor)
+{
+	return arange_impl(start, end, step, dtype, device, true, ret_tensor);
+}
+
+int tn__arange_meta(tn_scalar start, tn_scalar end, tn_scalar step, const enum tn_dtype *dtype,
+		    tn_device device, tn_tensor **ret_tensor)
+{
+	return arange_impl(start, end, step, dtype, device, false, ret_tensor);
 }
 
 /* ---- accessors -------------------------------------------------------------------------------- */
@@ -567,6 +703,8 @@ TN_EXPORT bool tn_tensor_is_contiguous_as(const tn_tensor *tensor, enum tn_memor
 		return tensor->channels_last;
 	case TN_CHANNELS_LAST_3D:
 		return tensor->channels_last_3d;
+	case TN_PRESERVE_FORMAT:
+		break;
 	}
 	return false;
 }
@@ -662,4 +800,39 @@ TN_EXPORT int tn_tensor_item(const tn_tensor *tensor, tn_scalar *ret_value)
 		return tn__error(TN_EINVAL, "a Tensor with %lld elements cannot be converted to Scalar",
 				 (long long)tensor->numel);
 	return tn_tensor_get(tensor, tensor->ndim, zeros, ret_value);
+}
+
+bool tn__is_non_overlapping_and_dense(const tn_tensor *t)
+{
+	int perm[TN_MAX_DIMS];
+	int n = t->ndim;
+	int64_t require = 1;
+
+	if (t->contiguous)
+		return true;
+	/* Order the dims by stride, size-0/1 dims last (their strides do not matter). */
+	for (int i = 0; i < n; i++)
+		perm[i] = i;
+	for (int i = 1; i < n; i++) {
+		int p = perm[i], j = i;
+		while (j > 0) {
+			int q = perm[j - 1];
+			bool p_first = t->sizes[q] < 2 ? t->sizes[p] >= 2
+						       : t->sizes[p] >= 2 && t->strides[p] < t->strides[q];
+			if (!p_first)
+				break;
+			perm[j] = q;
+			j--;
+		}
+		perm[j] = p;
+	}
+	for (int i = 0; i < n; i++) {
+		int64_t size = t->sizes[perm[i]];
+		if (size < 2)
+			return true;
+		if (t->strides[perm[i]] != require)
+			return false;
+		require *= size;
+	}
+	return true;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "ops_kernels.h"
 
 #define SHAPE_BUF 256
 
@@ -129,8 +130,7 @@ static bool compute_stride(int oldn, const int64_t *oldshape, const int64_t *old
 	return view_d == -1;
 }
 
-TN_EXPORT int tn_view(const tn_tensor *tensor, int ndim, const int64_t *shape,
-		      tn_tensor **ret_tensor)
+int tn__view(const tn_tensor *tensor, int ndim, const int64_t *shape, tn_tensor **ret_tensor)
 {
 	int64_t sizes[TN_MAX_DIMS], strides[TN_MAX_DIMS];
 	int r;
@@ -148,8 +148,8 @@ TN_EXPORT int tn_view(const tn_tensor *tensor, int ndim, const int64_t *shape,
 	return make_view(tensor, tensor->offset, ndim, sizes, strides, ret_tensor);
 }
 
-TN_EXPORT int tn_reshape(const tn_tensor *tensor, int ndim, const int64_t *shape,
-			 tn_tensor **ret_tensor)
+static int reshape_impl(const tn_tensor *tensor, int ndim, const int64_t *shape, bool copy_data,
+			tn_tensor **ret_tensor)
 {
 	int64_t sizes[TN_MAX_DIMS], strides[TN_MAX_DIMS];
 	tn_tensor *copy;
@@ -163,16 +163,37 @@ TN_EXPORT int tn_reshape(const tn_tensor *tensor, int ndim, const int64_t *shape
 	if (compute_stride(tensor->ndim, tensor->sizes, tensor->strides, tensor->numel, ndim, sizes,
 			   strides))
 		return make_view(tensor, tensor->offset, ndim, sizes, strides, ret_tensor);
-	/* The strides cannot express the shape: copy into contiguous memory, as PyTorch does. */
-	if ((r = tn_clone(tensor, &copy)))
+	/* The strides cannot express the shape: copy into contiguous memory, as PyTorch does
+	 * (a Meta tensor gets the same geometry without data). */
+	if ((r = copy_data ? tn__clone_cpu(tensor, TN_CONTIGUOUS_FORMAT, &copy)
+			   : tn__clone_meta(tensor, TN_CONTIGUOUS_FORMAT, &copy)))
 		return r;
-	r = tn_view(copy, ndim, sizes, ret_tensor);
+	r = tn__view(copy, ndim, sizes, ret_tensor);
 	tn_tensor_unref(copy);
 	return r;
 }
 
-TN_EXPORT int tn_permute(const tn_tensor *tensor, int ndim, const int64_t *dims,
-			 tn_tensor **ret_tensor)
+int tn__reshape_cpu(const tn_tensor *self, int nshape, const int64_t *shape,
+		    tn_tensor **ret_tensor)
+{
+	return reshape_impl(self, nshape, shape, true, ret_tensor);
+}
+
+int tn__reshape_meta(const tn_tensor *self, int nshape, const int64_t *shape,
+		     tn_tensor **ret_tensor)
+{
+	return reshape_impl(self, nshape, shape, false, ret_tensor);
+}
+
+int tn__alias(const tn_tensor *self, tn_tensor **ret_tensor)
+{
+	int r;
+	if ((r = check_in(self, ret_tensor, "alias")))
+		return r;
+	return make_view(self, self->offset, self->ndim, self->sizes, self->strides, ret_tensor);
+}
+
+int tn__permute(const tn_tensor *tensor, int ndim, const int64_t *dims, tn_tensor **ret_tensor)
 {
 	int64_t sizes[TN_MAX_DIMS], strides[TN_MAX_DIMS];
 	bool seen[TN_MAX_DIMS] = { false };
@@ -201,7 +222,7 @@ TN_EXPORT int tn_permute(const tn_tensor *tensor, int ndim, const int64_t *dims,
 	return make_view(tensor, tensor->offset, ndim, sizes, strides, ret_tensor);
 }
 
-TN_EXPORT int tn_transpose(const tn_tensor *tensor, int dim0, int dim1, tn_tensor **ret_tensor)
+int tn__transpose(const tn_tensor *tensor, int64_t dim0, int64_t dim1, tn_tensor **ret_tensor)
 {
 	int64_t sizes[TN_MAX_DIMS], strides[TN_MAX_DIMS], tmp;
 	int r, d0, d1;
@@ -222,8 +243,8 @@ TN_EXPORT int tn_transpose(const tn_tensor *tensor, int dim0, int dim1, tn_tenso
 	return make_view(tensor, tensor->offset, n, sizes, strides, ret_tensor);
 }
 
-TN_EXPORT int tn_slice(const tn_tensor *tensor, int dim, int64_t start, int64_t end, int64_t step,
-		       tn_tensor **ret_tensor)
+int tn__slice(const tn_tensor *tensor, int64_t dim, int64_t start, int64_t end, int64_t step,
+	      tn_tensor **ret_tensor)
 {
 	int64_t sizes[TN_MAX_DIMS], strides[TN_MAX_DIMS], offset;
 	int r, d;
@@ -264,8 +285,8 @@ TN_EXPORT int tn_slice(const tn_tensor *tensor, int dim, int64_t start, int64_t 
 	return make_view(tensor, offset, n, sizes, strides, ret_tensor);
 }
 
-TN_EXPORT int tn_narrow(const tn_tensor *tensor, int dim, int64_t start, int64_t length,
-			tn_tensor **ret_tensor)
+int tn__narrow(const tn_tensor *tensor, int64_t dim, int64_t start, int64_t length,
+	       tn_tensor **ret_tensor)
 {
 	int r, d;
 
@@ -288,10 +309,10 @@ TN_EXPORT int tn_narrow(const tn_tensor *tensor, int dim, int64_t start, int64_t
 	if (start > cur - length)
 		return tn__error(TN_ERANGE, "start (%lld) + length (%lld) exceeds dimension size (%lld).",
 				 (long long)start, (long long)length, (long long)cur);
-	return tn_slice(tensor, d, start, start + length, 1, ret_tensor);
+	return tn__slice(tensor, d, start, start + length, 1, ret_tensor);
 }
 
-TN_EXPORT int tn_select(const tn_tensor *tensor, int dim, int64_t index, tn_tensor **ret_tensor)
+int tn__select(const tn_tensor *tensor, int64_t dim, int64_t index, tn_tensor **ret_tensor)
 {
 	int64_t sizes[TN_MAX_DIMS], strides[TN_MAX_DIMS], offset;
 	char buf[SHAPE_BUF];
@@ -325,8 +346,7 @@ TN_EXPORT int tn_select(const tn_tensor *tensor, int dim, int64_t index, tn_tens
 	return make_view(tensor, offset, n, sizes, strides, ret_tensor);
 }
 
-TN_EXPORT int tn_expand(const tn_tensor *tensor, int ndim, const int64_t *sizes,
-			tn_tensor **ret_tensor)
+int tn__expand(const tn_tensor *tensor, int ndim, const int64_t *sizes, tn_tensor **ret_tensor)
 {
 	int64_t out_sizes[TN_MAX_DIMS], out_strides[TN_MAX_DIMS];
 	char want[SHAPE_BUF], have[SHAPE_BUF];
@@ -399,7 +419,7 @@ static int squeeze_impl(const tn_tensor *tensor, int only, tn_tensor **ret)
 	return make_view(tensor, tensor->offset, n, sizes, strides, ret);
 }
 
-TN_EXPORT int tn_squeeze(const tn_tensor *tensor, tn_tensor **ret_tensor)
+int tn__squeeze(const tn_tensor *tensor, tn_tensor **ret_tensor)
 {
 	int r;
 	if ((r = check_in(tensor, ret_tensor, "squeeze")))
@@ -407,7 +427,7 @@ TN_EXPORT int tn_squeeze(const tn_tensor *tensor, tn_tensor **ret_tensor)
 	return squeeze_impl(tensor, -1, ret_tensor);
 }
 
-TN_EXPORT int tn_squeeze_dim(const tn_tensor *tensor, int dim, tn_tensor **ret_tensor)
+int tn__squeeze_dim(const tn_tensor *tensor, int64_t dim, tn_tensor **ret_tensor)
 {
 	int r, d;
 	if ((r = check_in(tensor, ret_tensor, "squeeze")))
@@ -419,7 +439,7 @@ TN_EXPORT int tn_squeeze_dim(const tn_tensor *tensor, int dim, tn_tensor **ret_t
 	return squeeze_impl(tensor, tensor->ndim ? d : TN_MAX_DIMS, ret_tensor);
 }
 
-TN_EXPORT int tn_unsqueeze(const tn_tensor *tensor, int dim, tn_tensor **ret_tensor)
+int tn__unsqueeze(const tn_tensor *tensor, int64_t dim, tn_tensor **ret_tensor)
 {
 	int64_t sizes[TN_MAX_DIMS], strides[TN_MAX_DIMS];
 	int r, d;
@@ -445,9 +465,8 @@ TN_EXPORT int tn_unsqueeze(const tn_tensor *tensor, int dim, tn_tensor **ret_ten
 	return make_view(tensor, tensor->offset, n + 1, sizes, strides, ret_tensor);
 }
 
-TN_EXPORT int tn_as_strided(const tn_tensor *tensor, int ndim, const int64_t *sizes,
-			    const int64_t *strides, int64_t storage_offset,
-			    tn_tensor **ret_tensor)
+int tn__as_strided(const tn_tensor *tensor, int ndim, const int64_t *sizes, int nstride,
+		   const int64_t *strides, const int64_t *storage_offset, tn_tensor **ret_tensor)
 {
 	char buf[SHAPE_BUF];
 	int r;
@@ -455,6 +474,10 @@ TN_EXPORT int tn_as_strided(const tn_tensor *tensor, int ndim, const int64_t *si
 	if ((r = check_in(tensor, ret_tensor, "as_strided")) ||
 	    (r = check_shape_arg(ndim, sizes, "as_strided")))
 		return r;
+	if (nstride != ndim)
+		return tn__error(TN_EINVAL,
+				 "as_strided: mismatch in length of strides and shape (%d and %d)",
+				 nstride, ndim);
 	if (ndim && !strides)
 		return tn__error(TN_EINVAL, "as_strided: NULL strides");
 	for (int d = 0; d < ndim; d++) {
@@ -466,7 +489,53 @@ TN_EXPORT int tn_as_strided(const tn_tensor *tensor, int ndim, const int64_t *si
 					 buf);
 		}
 	}
-	if (storage_offset == -1)
-		storage_offset = tensor->offset;
-	return make_view(tensor, storage_offset, ndim, sizes, strides, ret_tensor);
+	return make_view(tensor, storage_offset ? *storage_offset : tensor->offset, ndim, sizes,
+			 strides, ret_tensor);
+}
+
+int tn__unbind(const tn_tensor *self, int64_t dim, int *ret_n, tn_tensor ***ret_tensors)
+{
+	tn_tensor **out;
+	int r, d;
+
+	if (!ret_n || !ret_tensors)
+		return tn__error(TN_EINVAL, "unbind: NULL %s", ret_n ? "ret_tensors" : "ret_n");
+	if ((r = check_in(self, ret_tensors, "unbind")))
+		return r;
+	if (self->ndim == 0)
+		return tn__error(TN_EINVAL, "Dimension specified as 0 but tensor has no dimensions");
+	if ((d = tn__wrap_dim(dim, self->ndim)) < 0)
+		return d;
+	int64_t n = self->sizes[d];
+	if (n > INT32_MAX)
+		return tn__error(TN_EOVERFLOW, "unbind: %lld tensors do not fit an int count",
+				 (long long)n);
+	/* The caller frees the array with free(3), so it comes from malloc (tn__malloc is
+	 * malloc with fault injection). */
+	if (!(out = tn__malloc((size_t)(n ? n : 1) * sizeof(*out))))
+		return tn__error(TN_ENOMEM, "unbind: out of memory");
+	for (int64_t i = 0; i < n; i++) {
+		if ((r = tn__select(self, d, i, &out[i]))) {
+			while (i--)
+				tn_tensor_unref(out[i]);
+			tn__free(out);
+			return r;
+		}
+	}
+	*ret_n = (int)n;
+	*ret_tensors = out;
+	return 0;
+}
+
+int tn__is_same_size(const tn_tensor *self, const tn_tensor *other, bool *ret_value)
+{
+	int r;
+	if (!ret_value)
+		return tn__error(TN_EINVAL, "is_same_size: NULL ret_value");
+	if ((r = check_in(self, ret_value, "is_same_size")) ||
+	    (r = check_in(other, ret_value, "is_same_size")))
+		return r;
+	*ret_value = self->ndim == other->ndim &&
+		     memcmp(self->sizes, other->sizes, (size_t)self->ndim * sizeof(int64_t)) == 0;
+	return 0;
 }

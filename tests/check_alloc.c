@@ -78,13 +78,13 @@ START_TEST(test_custom_allocator_is_used_and_kept)
 
 	ck_assert_tn_ok(tn_allocator_set(TN_DEVICE_CPU, &mine));
 	ck_assert_ptr_eq(tn_allocator_get(TN_DEVICE_CPU), &mine);
-	ck_assert_tn_ok(tn_zeros(2, sizes, TN_INT32, &t));
+	ck_assert_tn_ok(tn_zeros(2, sizes, TN_INT32, TN_CPU, &t));
 	ck_assert_int_eq(c.allocs, 1);
 	ck_assert_uint_eq(c.last_size, 4 * 8 * 4);
 	/* Restoring the default does not move existing storages off their allocator. */
 	ck_assert_tn_ok(tn_allocator_set(TN_DEVICE_CPU, NULL));
 	ck_assert_ptr_eq(tn_allocator_get(TN_DEVICE_CPU), tn_cpu_allocator());
-	ck_assert_tn_ok(tn_zeros(2, sizes, TN_INT32, &u));
+	ck_assert_tn_ok(tn_zeros(2, sizes, TN_INT32, TN_CPU, &u));
 	ck_assert_int_eq(c.allocs, 1);
 	tn_tensor_unref(t);
 	ck_assert_int_eq(c.frees, 1);
@@ -245,7 +245,7 @@ START_TEST(test_stats_and_peak)
 	tn_cpu_allocator_reset_peak();
 	ck_assert_tn_ok(tn_cpu_allocator_stats(&s0));
 	ck_assert_uint_eq(s0.peak_bytes, s0.allocated_bytes);
-	ck_assert_tn_ok(tn_empty(1, sizes, TN_FLOAT64, &t));
+	ck_assert_tn_ok(tn_empty(1, sizes, TN_FLOAT64, TN_CPU, TN_CONTIGUOUS_FORMAT, &t));
 	ck_assert_tn_ok(tn_cpu_allocator_stats(&s));
 	ck_assert_uint_eq(s.allocated_bytes, s0.allocated_bytes + 8000);
 	ck_assert_uint_eq(s.allocated_blocks, s0.allocated_blocks + 1);

@@ -26,11 +26,11 @@ START_TEST(test_last_error_set_and_clear)
 
 	tn_clear_error();
 	ck_assert_str_eq(tn_last_error(), "");
-	ck_assert_tn_error(tn_empty(2, sizes, TN_FLOAT32, &t), TN_EINVAL,
+	ck_assert_tn_error(tn_empty(2, sizes, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, &t), TN_EINVAL,
 			   "Trying to create tensor with negative dimension -3: [2, -3]");
 	/* A success does not clear the message. */
 	sizes[1] = 3;
-	ck_assert_tn_ok(tn_empty(2, sizes, TN_FLOAT32, &t));
+	ck_assert_tn_ok(tn_empty(2, sizes, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, &t));
 	ck_assert_str_ne(tn_last_error(), "");
 	tn_clear_error();
 	ck_assert_str_eq(tn_last_error(), "");
@@ -75,7 +75,7 @@ START_TEST(test_long_messages_are_truncated_safely)
 	for (int i = 0; i < TN_MAX_DIMS; i++)
 		sizes[i] = 1000000000000LL + i;
 	sizes[TN_MAX_DIMS - 1] = -1;
-	ck_assert_int_eq(tn_empty(TN_MAX_DIMS, sizes, TN_INT8, &t), TN_EINVAL);
+	ck_assert_int_eq(tn_empty(TN_MAX_DIMS, sizes, TN_INT8, TN_CPU, TN_CONTIGUOUS_FORMAT, &t), TN_EINVAL);
 	ck_assert_uint_lt(strlen(tn_last_error()), 1024);
 	ck_assert_ptr_nonnull(strstr(tn_last_error(), "negative dimension -1"));
 	ck_assert_ptr_nonnull(strstr(tn_last_error(), "...]"));

@@ -13,7 +13,7 @@ static tn_tensor *build(const struct repr_case *c)
 	int64_t numel = 1;
 
 	ck_assert_tn_ok(tn_dtype_from_name(c->dtype, &dt));
-	ck_assert_tn_ok(tn_empty(c->ndim, c->sizes, dt, &t));
+	ck_assert_tn_ok(tn_empty(c->ndim, c->sizes, dt, TN_CPU, TN_CONTIGUOUS_FORMAT, &t));
 	for (int d = 0; d < c->ndim; d++)
 		numel *= c->sizes[d];
 	/* Values go in through a float64 tensor converted element-wise as torch's .to() would:
@@ -72,7 +72,7 @@ START_TEST(test_strided_views_print_like_copies)
 		tn_tensor *t = build(c), *v, *copy;
 		char *a, *b;
 		ck_assert_tn_ok(tn_transpose(t, 0, -1, &v));
-		ck_assert_tn_ok(tn_clone(v, &copy));
+		ck_assert_tn_ok(tn_clone(v, TN_CONTIGUOUS_FORMAT, &copy));
 		ck_assert_tn_ok(tn_tensor_repr(v, &a));
 		ck_assert_tn_ok(tn_tensor_repr(copy, &b));
 		ck_assert_str_eq(a, b);
@@ -92,7 +92,7 @@ START_TEST(test_fprint)
 	tn_tensor *t;
 	char buf[256] = { 0 };
 	int64_t s[] = { 2, 2 };
-	ck_assert_tn_ok(tn_arange(tn_scalar_int(0), tn_scalar_int(4), tn_scalar_int(1), TN_INT64, &t));
+	ck_assert_tn_ok(tn_arange(tn_scalar_int(0), tn_scalar_int(4), tn_scalar_int(1), &(enum tn_dtype){ TN_INT64 }, TN_CPU, &t));
 	tn_tensor *v;
 	ck_assert_tn_ok(tn_view(t, 2, s, &v));
 	FILE *f = fmemopen(buf, sizeof(buf), "w");

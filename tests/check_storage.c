@@ -187,7 +187,7 @@ START_TEST(test_bad_handles)
 	ck_assert_tn_error(tn_storage_resize(NULL, 1), TN_EBADF,
 			   "tn_storage_resize: not a live storage handle (NULL, freed or foreign)");
 	/* Foreign: a tensor handle passed as a storage, and a random struct. */
-	ck_assert_tn_ok(tn_empty(1, &one, TN_INT8, &t));
+	ck_assert_tn_ok(tn_empty(1, &one, TN_INT8, TN_CPU, TN_CONTIGUOUS_FORMAT, &t));
 	ck_assert_ptr_null(tn_storage_ref((tn_storage *)t));
 	ck_assert_int_eq(tn_storage_use_count((tn_storage *)t), 0);
 	struct { uint64_t junk[16]; } fake = { { 0x1234 } };
@@ -241,7 +241,7 @@ START_TEST(test_threads_share_refcounts)
 	tn_tensor *t;
 	int64_t sizes[] = { 4, 8 };
 
-	ck_assert_tn_ok(tn_zeros(2, sizes, TN_FLOAT32, &t));
+	ck_assert_tn_ok(tn_zeros(2, sizes, TN_FLOAT32, TN_CPU, &t));
 	for (int i = 0; i < THREADS; i++)
 		ck_assert_int_eq(pthread_create(&th[i], NULL, churn, t), 0);
 	for (int i = 0; i < THREADS; i++) {

@@ -16,7 +16,7 @@ START_TEST(test_empty_geometry)
 	int64_t sizes[] = { 2, 3, 4 };
 	tn_tensor *t;
 
-	ck_assert_tn_ok(tn_empty(3, sizes, TN_FLOAT32, &t));
+	ck_assert_tn_ok(tn_empty(3, sizes, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, &t));
 	ck_assert_int_eq(tn_tensor_ndim(t), 3);
 	ck_assert_int_eq(tn_tensor_numel(t), 24);
 	ck_assert_int_eq(tn_tensor_strides(t)[0], 12);
@@ -42,7 +42,7 @@ START_TEST(test_empty_geometry)
 	tn_tensor_unref(t);
 
 	/* 0-dim: one element, no sizes. */
-	ck_assert_tn_ok(tn_empty(0, NULL, TN_INT64, &t));
+	ck_assert_tn_ok(tn_empty(0, NULL, TN_INT64, TN_CPU, TN_CONTIGUOUS_FORMAT, &t));
 	ck_assert_int_eq(tn_tensor_numel(t), 1);
 	ck_assert_tn_error(tn_tensor_size(t, 0, &v), TN_ERANGE,
 			   "dimension specified as 0 but tensor has no dimensions");
@@ -50,7 +50,7 @@ START_TEST(test_empty_geometry)
 
 	/* Size-0 dims: no bytes, still valid and contiguous; strides as PyTorch's. */
 	int64_t z[] = { 2, 0, 3 };
-	ck_assert_tn_ok(tn_empty(3, z, TN_INT16, &t));
+	ck_assert_tn_ok(tn_empty(3, z, TN_INT16, TN_CPU, TN_CONTIGUOUS_FORMAT, &t));
 	ck_assert_int_eq(tn_tensor_numel(t), 0);
 	ck_assert_uint_eq(tn_storage_nbytes(tn_tensor_storage(t)), 0);
 	ck_assert_int_eq(tn_tensor_strides(t)[0], 3);
@@ -67,14 +67,14 @@ START_TEST(test_many_dims)
 	tn_tensor *t;
 	for (int i = 0; i <= TN_MAX_DIMS; i++)
 		sizes[i] = (i % 3) ? 1 : 2;
-	ck_assert_tn_ok(tn_zeros(TN_MAX_DIMS, sizes, TN_UINT8, &t));
+	ck_assert_tn_ok(tn_zeros(TN_MAX_DIMS, sizes, TN_UINT8, TN_CPU, &t));
 	ck_assert_int_eq(tn_tensor_ndim(t), TN_MAX_DIMS);
 	ck_assert_int_eq(tn_tensor_numel(t), 1LL << 22);
 	ck_assert_int_eq(tn_tensor_strides(t)[TN_MAX_DIMS - 1], 1);
 	tn_tensor_unref(t);
-	ck_assert_tn_error(tn_empty(TN_MAX_DIMS + 1, sizes, TN_UINT8, &t), TN_EINVAL,
+	ck_assert_tn_error(tn_empty(TN_MAX_DIMS + 1, sizes, TN_UINT8, TN_CPU, TN_CONTIGUOUS_FORMAT, &t), TN_EINVAL,
 			   "number of dimensions 65 is outside [0, 64]");
-	ck_assert_tn_error(tn_empty(-1, sizes, TN_UINT8, &t), TN_EINVAL,
+	ck_assert_tn_error(tn_empty(-1, sizes, TN_UINT8, TN_CPU, TN_CONTIGUOUS_FORMAT, &t), TN_EINVAL,
 			   "number of dimensions -1 is outside [0, 64]");
 }
 END_TEST
@@ -86,27 +86,27 @@ START_TEST(test_bad_factory_arguments)
 	int64_t big[] = { INT64_C(1) << 62 };
 	int64_t sizes[] = { 2, 2 };
 
-	ck_assert_tn_error(tn_empty(2, huge, TN_FLOAT32, &t), TN_EOVERFLOW,
+	ck_assert_tn_error(tn_empty(2, huge, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, &t), TN_EOVERFLOW,
 			   "Storage size calculation overflowed with sizes=[4294967296, 4294967296]");
-	ck_assert_tn_error(tn_empty(1, big, TN_FLOAT32, &t), TN_EOVERFLOW,
+	ck_assert_tn_error(tn_empty(1, big, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, &t), TN_EOVERFLOW,
 			   "Storage size calculation overflowed with sizes=[4611686018427387904]");
-	ck_assert_tn_error(tn_empty(2, NULL, TN_FLOAT32, &t), TN_EINVAL,
+	ck_assert_tn_error(tn_empty(2, NULL, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, &t), TN_EINVAL,
 			   "NULL sizes for 2 dimensions");
-	ck_assert_tn_error(tn_empty(2, sizes, (enum tn_dtype)42, &t), TN_EINVAL, "invalid dtype 42");
-	ck_assert_tn_error(tn_empty(2, sizes, TN_FLOAT32, NULL), TN_EINVAL, "NULL ret_tensor");
+	ck_assert_tn_error(tn_empty(2, sizes, (enum tn_dtype)42, TN_CPU, TN_CONTIGUOUS_FORMAT, &t), TN_EINVAL, "empty: invalid dtype 42");
+	ck_assert_tn_error(tn_empty(2, sizes, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, NULL), TN_EINVAL, "empty: NULL ret_tensor");
 	int64_t neg_stride[] = { 1, -1 };
-	ck_assert_tn_error(tn_empty_strided(2, sizes, neg_stride, TN_FLOAT32, &t), TN_EINVAL,
+	ck_assert_tn_error(tn_empty_strided(2, sizes, 2, neg_stride, TN_FLOAT32, TN_CPU, &t), TN_EINVAL,
 			   "Negative strides are not supported, got strides: [1, -1]");
-	ck_assert_tn_error(tn_empty_strided(2, sizes, NULL, TN_FLOAT32, &t), TN_EINVAL,
-			   "tn_empty_strided: NULL strides");
+	ck_assert_tn_error(tn_empty_strided(2, sizes, 2, NULL, TN_FLOAT32, TN_CPU, &t), TN_EINVAL,
+			   "empty_strided: NULL strides");
 	int64_t wide[] = { 0, INT64_MAX, INT64_MAX };
-	ck_assert_tn_error(tn_empty(3, wide, TN_INT8, &t), TN_EOVERFLOW,
+	ck_assert_tn_error(tn_empty(3, wide, TN_INT8, TN_CPU, TN_CONTIGUOUS_FORMAT, &t), TN_EOVERFLOW,
 			   "contiguous strides overflow int64 for sizes=[0, 9223372036854775807, "
 			   "9223372036854775807]");
 	ck_assert_ptr_null(t); /* never written on failure */
 	/* An allocation the machine cannot satisfy fails with ENOMEM, not a crash. */
 	int64_t too_much[] = { INT64_C(1) << 59 };
-	ck_assert_int_eq(tn_empty(1, too_much, TN_INT8, &t), TN_ENOMEM);
+	ck_assert_int_eq(tn_empty(1, too_much, TN_INT8, TN_CPU, TN_CONTIGUOUS_FORMAT, &t), TN_ENOMEM);
 }
 END_TEST
 
@@ -114,19 +114,19 @@ START_TEST(test_empty_strided_storage_size)
 {
 	int64_t sizes[] = { 2, 3 }, strides[] = { 1, 2 };
 	tn_tensor *t;
-	ck_assert_tn_ok(tn_empty_strided(2, sizes, strides, TN_FLOAT64, &t));
+	ck_assert_tn_ok(tn_empty_strided(2, sizes, 2, strides, TN_FLOAT64, TN_CPU, &t));
 	/* Furthest element (1, 2) is at 1 + 4 = 5: storage of 6 elements. */
 	ck_assert_uint_eq(tn_storage_nbytes(tn_tensor_storage(t)), 48);
 	ck_assert(!tn_tensor_is_contiguous(t));
 	tn_tensor_unref(t);
 	int64_t cl_sizes[] = { 2, 3, 4, 5 }, cl_strides[] = { 60, 1, 15, 3 };
-	ck_assert_tn_ok(tn_empty_strided(4, cl_sizes, cl_strides, TN_FLOAT32, &t));
+	ck_assert_tn_ok(tn_empty_strided(4, cl_sizes, 4, cl_strides, TN_FLOAT32, TN_CPU, &t));
 	ck_assert(tn_tensor_is_contiguous_as(t, TN_CHANNELS_LAST));
 	ck_assert(!tn_tensor_is_contiguous_as(t, TN_CONTIGUOUS_FORMAT));
 	ck_assert(!tn_tensor_is_contiguous_as(t, TN_CHANNELS_LAST_3D));
 	tn_tensor_unref(t);
 	int64_t cl3_sizes[] = { 2, 3, 4, 5, 6 }, cl3_strides[] = { 360, 1, 90, 18, 3 };
-	ck_assert_tn_ok(tn_empty_strided(5, cl3_sizes, cl3_strides, TN_FLOAT32, &t));
+	ck_assert_tn_ok(tn_empty_strided(5, cl3_sizes, 5, cl3_strides, TN_FLOAT32, TN_CPU, &t));
 	ck_assert(tn_tensor_is_contiguous_as(t, TN_CHANNELS_LAST_3D));
 	ck_assert(!tn_tensor_is_contiguous_as(t, TN_CHANNELS_LAST));
 	tn_tensor_unref(t);
@@ -138,7 +138,7 @@ START_TEST(test_full_every_dtype)
 	int64_t sizes[] = { 3, 5 };
 	for (int d = 0; d < TN_NUM_DTYPES; d++) {
 		tn_tensor *t;
-		ck_assert_tn_ok(tn_full(2, sizes, tn_scalar_int(1), (enum tn_dtype)d, &t));
+		ck_assert_tn_ok(tn_full(2, sizes, tn_scalar_int(1), &(enum tn_dtype){ (enum tn_dtype)d }, TN_CPU, &t));
 		for (int64_t i = 0; i < 3; i++) {
 			for (int64_t j = 0; j < 5; j++) {
 				int64_t idx[] = { i, j };
@@ -150,27 +150,27 @@ START_TEST(test_full_every_dtype)
 			}
 		}
 		tn_tensor_unref(t);
-		ck_assert_tn_ok(tn_zeros(2, sizes, (enum tn_dtype)d, &t));
+		ck_assert_tn_ok(tn_zeros(2, sizes, (enum tn_dtype)d, TN_CPU, &t));
 		const unsigned char *p = tn_tensor_data(t);
 		for (size_t i = 0; i < tn_tensor_nbytes(t); i++)
 			ck_assert_int_eq(p[i], 0);
 		tn_tensor_unref(t);
 	}
 	tn_tensor *t;
-	ck_assert_tn_ok(tn_full(1, sizes, tn_scalar_double(-2.75), TN_BFLOAT16, &t));
+	ck_assert_tn_ok(tn_full(1, sizes, tn_scalar_double(-2.75), &(enum tn_dtype){ TN_BFLOAT16 }, TN_CPU, &t));
 	int64_t i2[] = { 2 };
 	ck_assert_double_eq(tn_test_get_double(t, i2), -2.75);
 	tn_tensor_unref(t);
-	ck_assert_tn_ok(tn_full(1, sizes, tn_scalar_int(INT64_MIN), TN_INT64, &t));
+	ck_assert_tn_ok(tn_full(1, sizes, tn_scalar_int(INT64_MIN), &(enum tn_dtype){ TN_INT64 }, TN_CPU, &t));
 	ck_assert_int_eq(tn_test_get_int(t, i2), INT64_MIN);
 	tn_tensor_unref(t);
-	ck_assert_tn_ok(tn_full(1, sizes, tn_scalar_double(2.9), TN_INT8, &t));
+	ck_assert_tn_ok(tn_full(1, sizes, tn_scalar_double(2.9), &(enum tn_dtype){ TN_INT8 }, TN_CPU, &t));
 	ck_assert_int_eq(tn_test_get_int(t, i2), 2);
 	tn_tensor_unref(t);
-	ck_assert_tn_ok(tn_full(1, sizes, tn_scalar_double(-INFINITY), TN_FLOAT16, &t));
+	ck_assert_tn_ok(tn_full(1, sizes, tn_scalar_double(-INFINITY), &(enum tn_dtype){ TN_FLOAT16 }, TN_CPU, &t));
 	ck_assert(isinf(tn_test_get_double(t, i2)));
 	tn_tensor_unref(t);
-	ck_assert_tn_ok(tn_full(1, sizes, tn_scalar_double(0.5), TN_BOOL, &t));
+	ck_assert_tn_ok(tn_full(1, sizes, tn_scalar_double(0.5), &(enum tn_dtype){ TN_BOOL }, TN_CPU, &t));
 	tn_scalar s;
 	ck_assert_tn_ok(tn_tensor_get(t, 1, i2, &s));
 	ck_assert_int_eq(s.kind, TN_SCALAR_BOOL);
@@ -184,30 +184,30 @@ START_TEST(test_full_overflow)
 	int64_t sizes[] = { 2 };
 	tn_tensor *t = NULL;
 	struct tn_baseline b = tn_test_baseline();
-	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_int(256), TN_UINT8, &t), TN_EOVERFLOW,
+	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_int(256), &(enum tn_dtype){ TN_UINT8 }, TN_CPU, &t), TN_EOVERFLOW,
 			   "value cannot be converted to type uint8 without overflow");
-	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_int(-1), TN_UINT8, &t), TN_EOVERFLOW,
+	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_int(-1), &(enum tn_dtype){ TN_UINT8 }, TN_CPU, &t), TN_EOVERFLOW,
 			   "value cannot be converted to type uint8 without overflow");
-	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_int(-129), TN_INT8, &t), TN_EOVERFLOW,
+	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_int(-129), &(enum tn_dtype){ TN_INT8 }, TN_CPU, &t), TN_EOVERFLOW,
 			   "value cannot be converted to type int8 without overflow");
-	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_double(2147483648.0), TN_INT32, &t),
+	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_double(2147483648.0), &(enum tn_dtype){ TN_INT32 }, TN_CPU, &t),
 			   TN_EOVERFLOW, "value cannot be converted to type int32 without overflow");
-	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_double(NAN), TN_INT64, &t), TN_EOVERFLOW,
+	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_double(NAN), &(enum tn_dtype){ TN_INT64 }, TN_CPU, &t), TN_EOVERFLOW,
 			   "value cannot be converted to type int64 without overflow");
-	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_double(65505.0), TN_FLOAT16, &t),
+	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_double(65505.0), &(enum tn_dtype){ TN_FLOAT16 }, TN_CPU, &t),
 			   TN_EOVERFLOW, "value cannot be converted to type float16 without overflow");
-	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_double(1e39), TN_FLOAT32, &t), TN_EOVERFLOW,
+	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_double(1e39), &(enum tn_dtype){ TN_FLOAT32 }, TN_CPU, &t), TN_EOVERFLOW,
 			   "value cannot be converted to type float32 without overflow");
-	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_double(-1e39), TN_BFLOAT16, &t),
+	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_double(-1e39), &(enum tn_dtype){ TN_BFLOAT16 }, TN_CPU, &t),
 			   TN_EOVERFLOW, "value cannot be converted to type bfloat16 without overflow");
 	ck_assert_ptr_null(t);
 	ck_assert_no_leak(b);
 	/* Edges that fit. */
-	ck_assert_tn_ok(tn_full(1, sizes, tn_scalar_double(-2147483648.9), TN_INT32, &t));
+	ck_assert_tn_ok(tn_full(1, sizes, tn_scalar_double(-2147483648.9), &(enum tn_dtype){ TN_INT32 }, TN_CPU, &t));
 	tn_tensor_unref(t);
-	ck_assert_tn_ok(tn_full(1, sizes, tn_scalar_double(65504.0), TN_FLOAT16, &t));
+	ck_assert_tn_ok(tn_full(1, sizes, tn_scalar_double(65504.0), &(enum tn_dtype){ TN_FLOAT16 }, TN_CPU, &t));
 	tn_tensor_unref(t);
-	ck_assert_tn_ok(tn_full(1, sizes, tn_scalar_double(NAN), TN_FLOAT32, &t));
+	ck_assert_tn_ok(tn_full(1, sizes, tn_scalar_double(NAN), &(enum tn_dtype){ TN_FLOAT32 }, TN_CPU, &t));
 	tn_tensor_unref(t);
 }
 END_TEST
@@ -223,7 +223,7 @@ START_TEST(test_arange_golden)
 		tn_scalar a = c->start_is_double ? tn_scalar_double(c->start) : tn_scalar_int(c->istart);
 		tn_scalar e = c->end_is_double ? tn_scalar_double(c->end) : tn_scalar_int(c->iend);
 		tn_scalar s = c->step_is_double ? tn_scalar_double(c->step) : tn_scalar_int(c->istep);
-		int r = tn_arange(a, e, s, dt, &t);
+		int r = tn_arange(a, e, s, &(enum tn_dtype){ dt }, TN_CPU, &t);
 		if (c->error) {
 			ck_assert_msg(r < 0, "%s: expected error '%s'", c->name, c->error);
 			ck_assert_msg(strcmp(tn_last_error(), c->error) == 0, "%s: '%s' vs torch '%s'",
@@ -260,14 +260,11 @@ END_TEST
 START_TEST(test_arange_errors)
 {
 	tn_tensor *t;
-	ck_assert_tn_error(tn_arange(tn_scalar_double(0), tn_scalar_double(INFINITY),
-				     tn_scalar_double(1), TN_FLOAT32, &t),
+	ck_assert_tn_error(tn_arange(tn_scalar_double(0), tn_scalar_double(INFINITY), tn_scalar_double(1), &(enum tn_dtype){ TN_FLOAT32 }, TN_CPU, &t),
 			   TN_EINVAL, "unsupported range: 0 -> inf");
-	ck_assert_tn_error(tn_arange(tn_scalar_int(0), tn_scalar_int(4), tn_scalar_int(1), TN_BOOL,
-				     &t),
+	ck_assert_tn_error(tn_arange(tn_scalar_int(0), tn_scalar_int(4), tn_scalar_int(1), &(enum tn_dtype){ TN_BOOL }, TN_CPU, &t),
 			   TN_ENOTSUP, "\"arange_cpu\" not implemented for 'bool'");
-	ck_assert_tn_error(tn_arange(tn_scalar_double(0), tn_scalar_double(1e300),
-				     tn_scalar_double(1e-300), TN_FLOAT64, &t),
+	ck_assert_tn_error(tn_arange(tn_scalar_double(0), tn_scalar_double(1e300), tn_scalar_double(1e-300), &(enum tn_dtype){ TN_FLOAT64 }, TN_CPU, &t),
 			   TN_EOVERFLOW, "invalid size, possible overflow?");
 }
 END_TEST
@@ -314,7 +311,7 @@ START_TEST(test_get_set_item)
 {
 	tn_tensor *t;
 	int64_t sizes[] = { 2, 3 };
-	ck_assert_tn_ok(tn_zeros(2, sizes, TN_INT16, &t));
+	ck_assert_tn_ok(tn_zeros(2, sizes, TN_INT16, TN_CPU, &t));
 	int64_t idx[] = { 1, -1 };
 	ck_assert_tn_ok(tn_tensor_set(t, 2, idx, tn_scalar_int(-300)));
 	int64_t same[] = { 1, 2 };
@@ -338,7 +335,7 @@ START_TEST(test_get_set_item)
 	ck_assert_tn_error(tn_tensor_item(t, &(tn_scalar){ 0 }), TN_EINVAL,
 			   "a Tensor with 6 elements cannot be converted to Scalar");
 	tn_tensor_unref(t);
-	ck_assert_tn_ok(tn_full(0, NULL, tn_scalar_double(1.5), TN_FLOAT64, &t));
+	ck_assert_tn_ok(tn_full(0, NULL, tn_scalar_double(1.5), &(enum tn_dtype){ TN_FLOAT64 }, TN_CPU, &t));
 	tn_scalar s;
 	ck_assert_tn_ok(tn_tensor_item(t, &s));
 	ck_assert_int_eq(s.kind, TN_SCALAR_DOUBLE);
@@ -367,7 +364,7 @@ START_TEST(test_bad_tensor_handles)
 	ck_assert_int_eq(tn_storage_use_count(s), 1);
 	tn_storage_unref(s);
 	/* Freed. */
-	ck_assert_tn_ok(tn_empty(1, &one, TN_INT8, &t));
+	ck_assert_tn_ok(tn_empty(1, &one, TN_INT8, TN_CPU, TN_CONTIGUOUS_FORMAT, &t));
 	tn_tensor_unref(t);
 	ck_assert_int_eq(tn_tensor_numel(t), -1);
 	ck_assert_int_eq(tn_select(t, 0, 0, &v), TN_EBADF);
@@ -382,16 +379,16 @@ static tn_tensor *fixture;
 
 typedef int (*ctor_fn)(tn_tensor **ret);
 
-static int c_empty(tn_tensor **r) { int64_t s[] = { 3, 4 }; return tn_empty(2, s, TN_FLOAT32, r); }
+static int c_empty(tn_tensor **r) { int64_t s[] = { 3, 4 }; return tn_empty(2, s, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, r); }
 static int c_many_dims(tn_tensor **r)
 {
 	int64_t s[8] = { 1, 2, 1, 2, 1, 2, 1, 2 };
-	return tn_zeros(8, s, TN_INT32, r);
+	return tn_zeros(8, s, TN_INT32, TN_CPU, r);
 }
-static int c_full(tn_tensor **r) { int64_t s[] = { 5 }; return tn_full(1, s, tn_scalar_double(2), TN_FLOAT16, r); }
-static int c_large(tn_tensor **r) { int64_t s[] = { 1 << 19 }; return tn_ones(1, s, TN_FLOAT32, r); }
-static int c_arange(tn_tensor **r) { return tn_arange(tn_scalar_int(0), tn_scalar_int(9), tn_scalar_int(2), TN_INT64, r); }
-static int c_strided(tn_tensor **r) { int64_t s[] = { 2, 2 }, st[] = { 1, 2 }; return tn_empty_strided(2, s, st, TN_INT8, r); }
+static int c_full(tn_tensor **r) { int64_t s[] = { 5 }; return tn_full(1, s, tn_scalar_double(2), &(enum tn_dtype){ TN_FLOAT16 }, TN_CPU, r); }
+static int c_large(tn_tensor **r) { int64_t s[] = { 1 << 19 }; return tn_ones(1, s, TN_FLOAT32, TN_CPU, r); }
+static int c_arange(tn_tensor **r) { return tn_arange(tn_scalar_int(0), tn_scalar_int(9), tn_scalar_int(2), &(enum tn_dtype){ TN_INT64 }, TN_CPU, r); }
+static int c_strided(tn_tensor **r) { int64_t s[] = { 2, 2 }, st[] = { 1, 2 }; return tn_empty_strided(2, s, 2, st, TN_INT8, TN_CPU, r); }
 static double blob[6];
 static int c_blob(tn_tensor **r) { int64_t s[] = { 2, 3 }; return tn_from_blob(blob, 2, s, NULL, TN_FLOAT64, NULL, NULL, r); }
 static int c_view(tn_tensor **r) { int64_t s[] = { 2, -1 }; return tn_view(fixture, 2, s, r); }
@@ -400,7 +397,7 @@ static int c_slice(tn_tensor **r) { return tn_slice(fixture, 2, 1, INT64_MAX, 2,
 static int c_select(tn_tensor **r) { return tn_select(fixture, 1, -1, r); }
 static int c_expand(tn_tensor **r) { int64_t s[] = { 2, 2, 3, 4 }; return tn_expand(fixture, 4, s, r); }
 static int c_unsqueeze(tn_tensor **r) { return tn_unsqueeze(fixture, 0, r); }
-static int c_clone(tn_tensor **r) { return tn_clone(fixture, r); }
+static int c_clone(tn_tensor **r) { return tn_clone(fixture, TN_CONTIGUOUS_FORMAT, r); }
 static int c_reshape_copy(tn_tensor **r)
 {
 	tn_tensor *tr;
@@ -437,8 +434,7 @@ START_TEST(test_fault_injection_every_constructor)
 		{ "repr", c_repr },
 	};
 	int64_t s[] = { 2, 3, 4 };
-	ck_assert_tn_ok(tn_arange(tn_scalar_int(0), tn_scalar_int(24), tn_scalar_int(1), TN_INT32,
-				  &fixture));
+	ck_assert_tn_ok(tn_arange(tn_scalar_int(0), tn_scalar_int(24), tn_scalar_int(1), &(enum tn_dtype){ TN_INT32 }, TN_CPU, &fixture));
 	tn_tensor *f3;
 	ck_assert_tn_ok(tn_view(fixture, 3, s, &f3));
 	tn_tensor_unref(fixture);

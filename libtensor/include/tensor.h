@@ -14,5 +14,7 @@
 #include <tensor/alloc.h>
 #include <tensor/storage.h>
 #include <tensor/tensor.h>
+#include <tensor/dispatch.h>
+#include <tensor/ops.h>
 
 #endif /* TENSOR_H */

@@ -29,6 +29,11 @@ typedef struct tn_device {
 	int index; /* device ordinal; 0 for the CPU and Meta */
 } tn_device;
 
+/* The devices of the factories' device argument, as compound literals. */
+#define TN_CPU ((tn_device){ TN_DEVICE_CPU, 0 })
+#define TN_META ((tn_device){ TN_DEVICE_META, 0 })
+#define TN_CUDA(index) ((tn_device){ TN_DEVICE_CUDA, (index) })
+
 /*
  * tn_device_type_name - "cpu", "cuda" or "meta"; NULL when @type is not a device type.
  */

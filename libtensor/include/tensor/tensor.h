@@ -9,10 +9,11 @@
  * storage when it is made: no element can lie outside the storage's bytes, and sizes whose
  * element count or byte size overflows are refused.
  *
- * Conventions for every function here: the input handle is borrowed; *ret_tensor receives a
- * new reference that the caller drops with tn_tensor_unref(); outputs are written on success
- * only; failures return a negative TN_E* code and leave a message in tn_last_error().
- * Dimensions may be negative and wrap as in PyTorch (-1 is the last dimension).
+ * Conventions for every function here and every operator of <tensor/ops.h>: the input handle
+ * is borrowed; *ret_tensor receives a new reference that the caller drops with
+ * tn_tensor_unref(); outputs are written on success only; failures return a negative TN_E*
+ * code and leave a message in tn_last_error(). Dimensions may be negative and wrap as in
+ * PyTorch (-1 is the last dimension).
  */
 #ifndef TENSOR_TENSOR_H
 #define TENSOR_TENSOR_H
@@ -35,47 +36,23 @@ enum tn_memory_format {
 	TN_CONTIGUOUS_FORMAT, /* row-major */
 	TN_CHANNELS_LAST,     /* 4-d NCHW sizes laid out as NHWC */
 	TN_CHANNELS_LAST_3D,  /* 5-d NCDHW sizes laid out as NDHWC */
+	TN_PRESERVE_FORMAT,   /* keep the input's layout (clone, contiguous of a copy) */
 };
 
-/* ---- Factories (CPU) ---------------------------------------------------------------- */
+/* The layout of a tensor's elements; libtensor has strided tensors only. */
+enum tn_layout {
+	TN_STRIDED,
+};
 
 /*
- * tn_empty - an uninitialised contiguous tensor of @ndim sizes (0 <= ndim <= TN_MAX_DIMS;
- * @sizes may be NULL when ndim is 0). Errors: TN_EINVAL (negative size, bad dtype, NULL
- * ret_tensor), TN_EOVERFLOW (element count or byte size overflows), TN_ENOMEM.
+ * The factories (tn_empty, tn_zeros, tn_ones, tn_full, tn_arange, tn_empty_strided), the views
+ * (tn_view, tn_reshape, tn_permute, tn_transpose, tn_slice, tn_narrow, tn_select, tn_unbind,
+ * tn_expand, tn_squeeze, tn_squeeze_dim, tn_unsqueeze, tn_as_strided, tn_alias), the copies
+ * (tn_contiguous, tn_clone) and fills (tn_fill_, tn_zero_) are operators of the op table:
+ * their declarations are generated into <tensor/ops.h>; see libtensor-ops(7).
  */
-TN_EXPORT int tn_empty(int ndim, const int64_t *sizes, enum tn_dtype dtype,
-		       tn_tensor **ret_tensor);
 
-/*
- * tn_empty_strided - an uninitialised tensor with the given strides; the storage is just large
- * enough for the furthest element. Negative strides are refused (TN_EINVAL).
- */
-TN_EXPORT int tn_empty_strided(int ndim, const int64_t *sizes, const int64_t *strides,
-			       enum tn_dtype dtype, tn_tensor **ret_tensor);
-
-/* tn_zeros, tn_ones - contiguous tensors filled with 0 or 1. */
-TN_EXPORT int tn_zeros(int ndim, const int64_t *sizes, enum tn_dtype dtype,
-		       tn_tensor **ret_tensor);
-TN_EXPORT int tn_ones(int ndim, const int64_t *sizes, enum tn_dtype dtype,
-		      tn_tensor **ret_tensor);
-
-/*
- * tn_full - a contiguous tensor filled with @value converted to @dtype. A value the dtype
- * cannot hold fails with TN_EOVERFLOW ("value cannot be converted to type uint8 without
- * overflow"); infinities and NaN are allowed for floating dtypes.
- */
-TN_EXPORT int tn_full(int ndim, const int64_t *sizes, tn_scalar value, enum tn_dtype dtype,
-		      tn_tensor **ret_tensor);
-
-/*
- * tn_arange - the 1-d tensor start, start+step, ... up to but excluding @end, as PyTorch's
- * torch.arange: ceil((end-start)/step) elements, computed in double when any argument is a
- * double, in int64 otherwise. Errors: TN_EINVAL ("step must be nonzero", "upper bound and
- * larger bound inconsistent with step sign", non-finite bounds), TN_EOVERFLOW.
- */
-TN_EXPORT int tn_arange(tn_scalar start, tn_scalar end, tn_scalar step, enum tn_dtype dtype,
-			tn_tensor **ret_tensor);
+/* ---- Tensors over existing memory ------------------------------------------------------ */
 
 /*
  * tn_from_blob - a CPU tensor over caller-owned memory at @data. @strides may be NULL for
@@ -144,77 +121,6 @@ TN_EXPORT int tn_tensor_get(const tn_tensor *tensor, int nindex, const int64_t *
 			    tn_scalar *ret_value);
 TN_EXPORT int tn_tensor_set(tn_tensor *tensor, int nindex, const int64_t *index, tn_scalar value);
 TN_EXPORT int tn_tensor_item(const tn_tensor *tensor, tn_scalar *ret_value);
-
-/* ---- Views: they share the storage and never copy ------------------------------------- */
-
-/*
- * tn_view - the same elements with sizes @shape (one entry may be -1, inferred). Fails with
- * TN_EINVAL when the strides cannot express it: "view size is not compatible with input
- * tensor's size and stride (at least one dimension spans across two contiguous subspaces).
- * Use .reshape(...) instead.", or when the element counts differ: "shape '[2, -1]' is invalid
- * for input of size 7".
- */
-TN_EXPORT int tn_view(const tn_tensor *tensor, int ndim, const int64_t *shape,
-		      tn_tensor **ret_tensor);
-
-/*
- * tn_reshape - as tn_view when the strides allow it, else a contiguous copy.
- */
-TN_EXPORT int tn_reshape(const tn_tensor *tensor, int ndim, const int64_t *shape,
-			 tn_tensor **ret_tensor);
-
-/* tn_permute - reorder dimensions: result dim i is input dim dims[i]; @ndim must match. */
-TN_EXPORT int tn_permute(const tn_tensor *tensor, int ndim, const int64_t *dims,
-			 tn_tensor **ret_tensor);
-
-/* tn_transpose - swap two dimensions. */
-TN_EXPORT int tn_transpose(const tn_tensor *tensor, int dim0, int dim1, tn_tensor **ret_tensor);
-
-/*
- * tn_slice - elements start, start+step, ... before end along @dim, as Python's t[start:end:step]:
- * negative start/end count from the end, both are clamped to [0, size], INT64_MAX means "to
- * the end". @step must be positive ("slice step must be positive").
- */
-TN_EXPORT int tn_slice(const tn_tensor *tensor, int dim, int64_t start, int64_t end, int64_t step,
-		       tn_tensor **ret_tensor);
-
-/* tn_narrow - @length elements from @start (which may be negative) along @dim; no clamping. */
-TN_EXPORT int tn_narrow(const tn_tensor *tensor, int dim, int64_t start, int64_t length,
-			tn_tensor **ret_tensor);
-
-/* tn_select - index @index (negative wraps) of @dim, which is removed. */
-TN_EXPORT int tn_select(const tn_tensor *tensor, int dim, int64_t index, tn_tensor **ret_tensor);
-
-/*
- * tn_expand - broadcast to @sizes (ndim >= tensor's ndim; new dims are prepended; -1 keeps a
- * size); expanded dimensions get stride 0. Only size-1 dimensions can grow.
- */
-TN_EXPORT int tn_expand(const tn_tensor *tensor, int ndim, const int64_t *sizes,
-			tn_tensor **ret_tensor);
-
-/* tn_squeeze - drop every size-1 dimension; tn_squeeze_dim - drop @dim if its size is 1. */
-TN_EXPORT int tn_squeeze(const tn_tensor *tensor, tn_tensor **ret_tensor);
-TN_EXPORT int tn_squeeze_dim(const tn_tensor *tensor, int dim, tn_tensor **ret_tensor);
-
-/* tn_unsqueeze - insert a size-1 dimension at @dim (range [-ndim-1, ndim]). */
-TN_EXPORT int tn_unsqueeze(const tn_tensor *tensor, int dim, tn_tensor **ret_tensor);
-
-/*
- * tn_as_strided - any sizes, strides and offset over the same storage, bounds-checked.
- * @storage_offset -1 keeps the tensor's own offset. Negative strides are refused.
- */
-TN_EXPORT int tn_as_strided(const tn_tensor *tensor, int ndim, const int64_t *sizes,
-			    const int64_t *strides, int64_t storage_offset,
-			    tn_tensor **ret_tensor);
-
-/* ---- Copies ------------------------------------------------------------------------- */
-
-/*
- * tn_contiguous - the tensor itself (a new reference) when already contiguous, else a
- * contiguous copy. tn_clone - always a contiguous copy with its own storage.
- */
-TN_EXPORT int tn_contiguous(const tn_tensor *tensor, tn_tensor **ret_tensor);
-TN_EXPORT int tn_clone(const tn_tensor *tensor, tn_tensor **ret_tensor);
 
 /* ---- Printing ----------------------------------------------------------------------- */
 

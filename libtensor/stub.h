@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * DispatchStub: one function pointer per CPU capability for each kernel, as ATen's
+ * DispatchStub and REGISTER_DISPATCH.
+ *
+ * A kernel source under libtensor/kernels/ is compiled once per capability (make builds it
+ * with -DTN_KERNEL_CAP=DEFAULT, AVX2 or AVX512 and the matching -m flags) and names its
+ * function TN_KERNEL_FN(name), which becomes name_DEFAULT, name_AVX2 or name_AVX512; the
+ * prototypes of all three come from TN_DECLARE_KERNEL here, so every variant is type-checked.
+ * The stub (TN_DEFINE_STUB, in cpu_capability.c) lists the variants the build made;
+ * tn__stub_get() picks the best one the process may use on first call and caches it.
+ */
+#ifndef TN_STUB_H
+#define TN_STUB_H
+
+#include <stdatomic.h>
+
+#include "internal.h"
+#include <tensor/dispatch.h>
+
+struct tn__stub {
+	const char *name;
+	_Atomic(tn_fn) chosen;
+	tn_fn variants[TN_NUM_CPU_CAPABILITIES];
+};
+
+tn_fn tn__stub_choose(struct tn__stub *stub);
+
+static inline tn_fn tn__stub_get(struct tn__stub *stub)
+{
+	/* Relaxed is enough: the variants are constants, the pointer is the only datum. */
+	tn_fn fn = atomic_load_explicit(&stub->chosen, memory_order_relaxed);
+	return __builtin_expect(fn != NULL, 1) ? fn : tn__stub_choose(stub);
+}
+
+#define TN__CAT3(a, b, c) a##b##c
+#define TN__XCAT3(a, b, c) TN__CAT3(a, b, c)
+
+/* In a kernel source: the current capability's name of kernel @name. */
+#define TN_KERNEL_FN(name) TN__XCAT3(name, _, TN_KERNEL_CAP)
+
+#define TN_DECLARE_KERNEL(name, ret, params) \
+	ret name##_DEFAULT params;           \
+	ret name##_AVX2 params;              \
+	ret name##_AVX512 params
+
+/* ---- the stubs ---- */
+
+/* Fill @count elements of @itemsize (1, 2, 4 or 8) bytes at @dst with the element at @elem. */
+typedef void (*tn__fill_fn)(void *dst, const void *elem, size_t itemsize, int64_t count);
+TN_DECLARE_KERNEL(tn__fill_kernel, void, (void *dst, const void *elem, size_t itemsize, int64_t count));
+extern struct tn__stub tn__fill_stub;
+
+#endif /* TN_STUB_H */
