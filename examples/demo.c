@@ -74,7 +74,34 @@ int main(void)
 	if (tn_view(a, 2, bad, &fail) < 0)
 		printf("a.view(5, -1) -> error: %s\n", tn_last_error());
 
-	tn_tensor *list[] = { a, m, mt, col, row, ev, e, big, b3, h };
+	/* Every operator above went through the dispatcher; any can also be called by name,
+	 * boxed, with its arguments on a stack (how tools reach every operator generically). */
+	const tn_op *op;
+	CHECK(tn_op_find("aten::transpose.int", &op));
+	printf("\n%s\n", tn_schema_str(tn_op_schema(op)));
+	tn_stack st = TN_STACK_INIT;
+	CHECK(tn_stack_push_tensor(&st, b3));
+	CHECK(tn_stack_push(&st, tn_ivalue_int(0)));
+	CHECK(tn_stack_push(&st, tn_ivalue_int(2)));
+	CHECK(tn_call_boxed("aten::transpose.int", &st));
+	tn_tensor *tb;
+	CHECK(tn_stack_pop_tensor(&st, &tb));
+	tn_stack_destroy(&st);
+	show("tn_call_boxed(\"aten::transpose.int\", [b3, 0, 2])", tb);
+
+	/* A Meta tensor has sizes, strides and dtype but no memory: shape inference only. */
+	int64_t huge[] = { 1 << 20, 1 << 20 };
+	tn_tensor *meta, *metat;
+	CHECK(tn_empty(2, huge, TN_FLOAT64, TN_META, TN_CONTIGUOUS_FORMAT, &meta));
+	CHECK(tn_transpose(meta, 0, 1, &metat));
+	printf("meta: empty(2^20, 2^20, float64).t() has strides %lld %lld and data %p; "
+	       "8 TiB never allocated\n",
+	       (long long)tn_tensor_strides(metat)[0], (long long)tn_tensor_strides(metat)[1],
+	       tn_tensor_data(metat));
+	printf("kernels: %s variant (TN_CPU_CAPABILITY=default|avx2|avx512 lowers it)\n",
+	       tn_cpu_capability_name(tn_cpu_capability()));
+
+	tn_tensor *list[] = { a, m, mt, col, row, ev, e, big, b3, h, tb, meta, metat };
 	for (size_t i = 0; i < sizeof(list) / sizeof(list[0]); i++)
 		tn_tensor_unref(list[i]);
 	return 0;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The whole op table, both ways: for every operator, arguments are built from its schema
+ * The whole op table, both ways. Every table entry is registered with the schema text the
+ * table gives (the generator's reading and the library's agree). For every operator, arguments are built from its schema
  * (defaults where it has them, typical values by type and name otherwise), and the operator
  * is called boxed (tn_call_boxed by name) and unboxed (its public C entry point, reached
  * through the generated per-operator caller in libtensor/ops_calls_gen.h). Both calls must
@@ -299,6 +300,9 @@ START_TEST(test_table_is_registered)
 		const tn_op *h;
 		ck_assert_tn_ok(tn_op_find(tn_test_ops[i].name, &h));
 		ck_assert_str_eq(tn_op_name(h), tn_test_ops[i].name);
+		/* The generator's parser and the library's agree: the table is written in the
+		 * canonical form the library prints. */
+		ck_assert_str_eq(tn_schema_str(tn_op_schema(h)), tn_test_ops[i].schema);
 	}
 	ck_assert_tn_ok(tn_op_foreach(count_aten, &aten));
 	ck_assert_uint_eq(aten, NOPS);
