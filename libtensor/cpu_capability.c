@@ -18,6 +18,12 @@
 
 #include "stub.h"
 
+/* The fuzz targets compile the library in one go, with the DEFAULT kernels only. */
+#ifdef TN_DEFAULT_KERNELS_ONLY
+#undef TN_BUILD_AVX2
+#undef TN_BUILD_AVX512
+#endif
+
 static _Atomic int chosen = -1;
 
 static enum tn_cpu_capability detect(void)
@@ -122,9 +128,9 @@ tn_fn tn__stub_choose(struct tn__stub *stub)
 #define TN_AVX512_VARIANT(name) NULL
 #endif
 
-#define TN_DEFINE_STUB(stub, name)                                                       \
-	struct tn__stub stub = { #name, NULL,                                            \
-				 { (tn_fn)name##_DEFAULT, TN_AVX2_VARIANT(name),        \
-				   TN_AVX512_VARIANT(name) } }
+#define TN_DEFINE_STUB(stub, kern)                                                      \
+	struct tn__stub stub = { .name = #kern,                                          \
+				 .variants = { (tn_fn)kern##_DEFAULT, TN_AVX2_VARIANT(kern), \
+					       TN_AVX512_VARIANT(kern) } }
 
 TN_DEFINE_STUB(tn__fill_stub, tn__fill_kernel);

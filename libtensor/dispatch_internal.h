@@ -85,8 +85,10 @@ int tn__type_format(const tn_type *t, char *buf, size_t len);
  * for an optional type; Int, or a Scalar of kind int, for int (and, broadcast, for int[N] with
  * N > 0); Int, Double or a Scalar of kind int or double for float; Bool or a Scalar of kind
  * bool for bool; Int, Double, Bool or Scalar for Scalar; a list of the element type whose
- * length is N for T[N] (any length when unsized), a Tensor list holding NULL entries only for
- * Tensor?[]; String for str; the enum values by their tags. False when either is NULL.
+ * length is N for T[N] (any length when unsized; the empty list too, which PyTorch schemas
+ * use for "not given": max_pool2d's int[2] stride=[]), a Tensor list holding NULL entries
+ * only for Tensor?[]; String for str; the enum values by their tags. False when either is
+ * NULL.
  */
 bool tn__ivalue_fits(const tn_ivalue *v, const tn_type *t);
 

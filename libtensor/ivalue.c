@@ -149,8 +149,11 @@ TN_EXPORT int tn_ivalue_double_list(size_t n, const double *values, tn_ivalue *r
 TN_EXPORT int tn_ivalue_bool_list(size_t n, const bool *values, tn_ivalue *ret_value)
 {
 	tn_ivalue v;
-	int r = plain_list(TN_IVALUE_BOOL_LIST, n, values, "tn_ivalue_bool_list", &v);
-	if (r)
+	int r;
+
+	if (!ret_value)
+		return tn__error(TN_EINVAL, "tn_ivalue_bool_list: NULL ret_value");
+	if ((r = plain_list(TN_IVALUE_BOOL_LIST, n, values, "tn_ivalue_bool_list", &v)))
 		return r;
 	/* Normalise: a bool read through a byte that is neither 0 nor 1 is undefined. */
 	bool *b = (bool *)(void *)v.u.list->data;

@@ -775,7 +775,8 @@ static int parse_type(struct parser *ps, tn_schema_arg *a, const char *what)
 	}
 	if (!found) {
 		char buf[QUOTE_BUF];
-		return perr(ps, base.s, "unknown type %s", quote(buf, sizeof(buf), base.s, base.len));
+		return perr(ps, base.s, "unknown type %s",
+			    quote(buf, sizeof(buf), base.s, base.len));
 	}
 	take(ps, base);
 	if (is_punct(peek(ps), "(") && (r = parse_alias(ps, a, ty->kind, base, false)))
@@ -945,8 +946,9 @@ static int parse_string(struct parser *ps, const tn_schema_arg *a, const char *p
 						   "argument '%s'",
 					    a->name);
 			if (q[1] != '"' && q[1] != '\'' && q[1] != '\\')
-				return perr(ps, q, "unknown escape sequence %s in the default value "
-						   "of argument '%s'",
+				return perr(ps, q,
+					    "unknown escape sequence %s in the default value of "
+					    "argument '%s'",
 					    quote(buf, sizeof(buf), q, 2), a->name);
 			q++;
 		}
@@ -991,15 +993,15 @@ static int parse_list_literal(struct parser *ps, const tn_schema_arg *a, struct 
 			take(ps, t);
 		} else {
 			char buf[128];
-			snprintf(buf, sizeof(buf), "a number, True or False in the list of argument "
-						   "'%.64s'",
-				 a->name);
+			snprintf(buf, sizeof(buf),
+				 "a number, True or False in the list of argument '%.64s'", a->name);
 			return expected(ps, t, buf);
 		}
 		if (l->n == l->cap) {
 			size_t c = l->cap ? l->cap * 2 : 8, bytes;
 			tn_scalar *e;
-			if (__builtin_mul_overflow(c, sizeof(*e), &bytes) || !(e = tn__malloc(bytes)))
+			if (__builtin_mul_overflow(c, sizeof(*e), &bytes) ||
+			    !(e = tn__malloc(bytes)))
 				return oom();
 			if (l->n)
 				memcpy(e, l->elems, l->n * sizeof(*e));
@@ -1068,7 +1070,11 @@ static bool parse_device(const char *s, tn_device *ret)
 	static const struct {
 		const char *name;
 		enum tn_device_type type;
-	} types[] = { { "cpu", TN_DEVICE_CPU }, { "cuda", TN_DEVICE_CUDA }, { "meta", TN_DEVICE_META } };
+	} types[] = {
+		{ "cpu", TN_DEVICE_CPU },
+		{ "cuda", TN_DEVICE_CUDA },
+		{ "meta", TN_DEVICE_META },
+	};
 
 	for (size_t i = 0; i < TN_ARRAY_SIZE(types); i++) {
 		size_t n = strlen(types[i].name);
@@ -1115,7 +1121,9 @@ static int literal_value(const struct literal *l, const tn_schema_arg *a, tn_iva
 		void *tmp;
 
 		if (l->kind == L_LIST) {
-			if (t->list_size > 0 && l->n != (size_t)t->list_size)
+			/* [] stands for "not given" in sized lists too (max_pool2d's
+			 * int[2] stride=[]). */
+			if (t->list_size > 0 && l->n != (size_t)t->list_size && l->n != 0)
 				return 1;
 			for (size_t i = 0; i < l->n; i++) {
 				enum tn_scalar_kind k = l->elems[i].kind;
@@ -1130,14 +1138,16 @@ static int literal_value(const struct literal *l, const tn_schema_arg *a, tn_iva
 		}
 		if (t->kind == TN_TYPE_TENSOR)
 			return tn_ivalue_tensor_list(0, NULL, ret) ? oom() : 0;
-		if (__builtin_mul_overflow(n, sizeof(int64_t), &bytes) || !(tmp = tn__malloc(bytes)))
+		if (__builtin_mul_overflow(n, sizeof(int64_t), &bytes) ||
+		    !(tmp = tn__malloc(bytes)))
 			return oom();
 		for (size_t i = 0; i < n; i++) {
 			tn_scalar e = l->kind == L_LIST ? l->elems[i] : l->num;
 			if (t->kind == TN_TYPE_INT)
 				((int64_t *)tmp)[i] = e.v.i;
 			else if (t->kind == TN_TYPE_FLOAT)
-				((double *)tmp)[i] = e.kind == TN_SCALAR_INT ? (double)e.v.i : e.v.d;
+				((double *)tmp)[i] =
+					e.kind == TN_SCALAR_INT ? (double)e.v.i : e.v.d;
 			else
 				((bool *)tmp)[i] = e.v.b;
 		}
@@ -1188,16 +1198,16 @@ static int literal_value(const struct literal *l, const tn_schema_arg *a, tn_iva
 		return 0;
 	}
 	case TN_TYPE_MEMORY_FORMAT:
-		for (size_t i = 0; l->kind == L_IDENT && i < TN_ARRAY_SIZE(memory_format_names); i++) {
-			if (literal_is(l, memory_format_names[i])) {
+		for (size_t i = 0; i < TN_ARRAY_SIZE(memory_format_names); i++) {
+			if (l->kind == L_IDENT && literal_is(l, memory_format_names[i])) {
 				*ret = tn_ivalue_memory_format((enum tn_memory_format)i);
 				return 0;
 			}
 		}
 		return 1;
 	case TN_TYPE_LAYOUT:
-		for (size_t i = 0; l->kind == L_IDENT && i < TN_ARRAY_SIZE(layout_names); i++) {
-			if (literal_is(l, layout_names[i])) {
+		for (size_t i = 0; i < TN_ARRAY_SIZE(layout_names); i++) {
+			if (l->kind == L_IDENT && literal_is(l, layout_names[i])) {
 				*ret = tn_ivalue_layout((enum tn_layout)i);
 				return 0;
 			}
@@ -1226,7 +1236,8 @@ static int parse_default(struct parser *ps, tn_schema_arg *a)
 		r = literal_value(&l, a, &a->default_value);
 		if (r == 1) {
 			tn__type_format(&a->type, type, sizeof(type));
-			r = perr(ps, l.start, "default value for argument '%s' does not fit type '%s': %s",
+			r = perr(ps, l.start,
+				 "default value for argument '%s' does not fit type '%s': %s",
 				 a->name, type, escape(buf, sizeof(buf), l.start, l.len, false));
 		} else if (r == 0) {
 			a->has_default = true;
@@ -1284,8 +1295,9 @@ static int parse_args(struct parser *ps)
 		t = peek(ps);
 		if (is_punct(t, "*")) {
 			if (star.s)
-				return perr(ps, t.s, "a second '*' in the arguments (the first is at "
-						     "column %zu)",
+				return perr(ps, t.s,
+					    "a second '*' in the arguments (the first is at column "
+					    "%zu)",
 					    (size_t)(star.s - ps->src) + 1);
 			star = t;
 			take(ps, t);
@@ -1326,7 +1338,8 @@ static int parse_return(struct parser *ps)
 		for (size_t i = 0; i + 1 < ps->s->num_returns; i++) {
 			const char *other = ps->s->returns[i].name;
 			if (other && strlen(other) == t.len && memcmp(other, t.s, t.len) == 0)
-				return perr(ps, t.s, "duplicate return name '%.*s'", (int)t.len, t.s);
+				return perr(ps, t.s, "duplicate return name '%.*s'", (int)t.len,
+					    t.s);
 		}
 		if (!(a->name = dupn(t.s, t.len)))
 			return oom();
@@ -1387,7 +1400,8 @@ static int parse(const char *text, bool with_name, tn_schema **ret, const char *
 	}
 	t = peek(&ps);
 	if (!is_punct(t, "(")) {
-		r = expected(&ps, t, with_name ? "'(' after the operator name" : "'(' to start a signature");
+		r = expected(&ps, t,
+			     with_name ? "'(' after the operator name" : "'(' to start a signature");
 		goto fail;
 	}
 	if ((r = parse_args(&ps)) || (r = parse_returns(&ps)))
@@ -1456,7 +1470,7 @@ TN_EXPORT const char *tn_schema_str(const tn_schema *schema)
 	return schema ? schema->text : NULL;
 }
 
-/* ---- type checks ------------------------------------------------------------------------------ */
+/* ---- type checks --------------------------------------------------------------------------- */
 
 static bool scalar_kind_is(const tn_ivalue *v, enum tn_scalar_kind k)
 {
@@ -1521,7 +1535,7 @@ bool tn__ivalue_fits(const tn_ivalue *v, const tn_type *t)
 	if (v->tag != want)
 		return false;
 	n = tn__ivalue_list_len(v);
-	if (t->list_size > 0 && n != (size_t)t->list_size)
+	if (t->list_size > 0 && n != (size_t)t->list_size && n != 0)
 		return false;
 	if (want == TN_IVALUE_TENSOR_LIST && !t->elem_optional) {
 		for (size_t i = 0; i < n; i++)
