@@ -820,14 +820,22 @@ TN_EXPORT int tn_op_call_boxed(const tn_op *op, tn_stack *stack)
 			drop_to(stack, base);
 			return rc;
 		}
+		/* A value built by hand rather than by tn_ivalue_tensor() may hold anything:
+		 * check the handles before reading their devices. */
 		if (v->tag == TN_IVALUE_TENSOR) {
-			keys |= 1u << (unsigned)v->u.tensor->storage->device.type;
+			if ((rc = tn__keys_of_tensor(&keys, v->u.tensor, op->name, a->name)) < 0) {
+				drop_to(stack, base);
+				return rc;
+			}
 		} else if (v->tag == TN_IVALUE_TENSOR_LIST) {
 			size_t n = tn__ivalue_list_len(v);
 			tn_tensor *const *t = tn__ivalue_list_tensors(v);
-			for (size_t j = 0; j < n; j++)
-				if (t[j])
-					keys |= 1u << (unsigned)t[j]->storage->device.type;
+			for (size_t j = 0; j < n; j++) {
+				if (t[j] && (rc = tn__keys_of_tensor(&keys, t[j], op->name, a->name)) < 0) {
+					drop_to(stack, base);
+					return rc;
+				}
+			}
 		} else if (v->tag == TN_IVALUE_DEVICE && !dev_keys) {
 			if (v->u.i < 0 || v->u.i >= TN_NUM_DEVICE_TYPES) {
 				rc = tn__error(TN_EINVAL, "%s: %lld is not a device type", op->name,

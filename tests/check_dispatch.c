@@ -484,6 +484,13 @@ START_TEST(test_boxed_errors_on_table_ops)
 	ck_assert_tn_error(tn_call_boxed("view", &st), TN_EINVAL,
 			   "aten::view takes 2 arguments but the stack holds 1 values");
 	tn_stack_clear(&st);
+	/* A Tensor value built by hand around a dead handle is refused, not read. */
+	ck_assert_tn_ok(tn_stack_push(&st, (tn_ivalue){ .u.tensor = NULL, .tag = TN_IVALUE_TENSOR }));
+	ck_assert_tn_ok(tn_stack_push(&st, tn_ivalue_int(0)));
+	ck_assert_tn_ok(tn_stack_push(&st, tn_ivalue_int(1)));
+	ck_assert_tn_error(tn_call_boxed("aten::transpose.int", &st), TN_EBADF,
+			   "aten::transpose.int: not a live tensor handle (NULL, freed or foreign)");
+	ck_assert_uint_eq(st.size, 0);
 	/* The kernel's own error comes through unchanged. */
 	ck_assert_tn_ok(tn_stack_push_tensor(&st, x));
 	ck_assert_tn_ok(tn_stack_push(&st, tn_ivalue_int(5)));

@@ -319,6 +319,21 @@ def fmt_params(params):
     return ", ".join(parts) if parts else "void"
 
 
+def wrap_decl(head, params, width=100):
+    """A declaration with its parameters wrapped under the opening parenthesis."""
+    parts = fmt_params(params).split(", ")
+    lines, cur = [], head
+    for k, p in enumerate(parts):
+        piece = p + (", " if k + 1 < len(parts) else ");")
+        if len(cur) + len(piece.rstrip()) > width and cur.strip() and not cur.endswith("("):
+            lines.append(cur.rstrip())
+            cur = "\t\t" + piece
+        else:
+            cur += piece
+    lines.append(cur)
+    return "\n".join(lines)
+
+
 def cident(s):
     return s.name + ("_" + s.overload if s.overload else "")
 
@@ -638,7 +653,7 @@ def generate(table_path, map_in, outdir, rel_table):
          "TN_BEGIN_DECLS", ""]
     for s in schemas:
         h.append(doc_comment(s))
-        h.append("TN_EXPORT int %s(%s);" % (s.cname, s.proto))
+        h.append(wrap_decl("TN_EXPORT int %s(" % s.cname, s.cparams + s.cret))
         h.append("")
     h += ["TN_END_DECLS", "", "#endif /* TENSOR_OPS_H */", ""]
     write(os.path.join(outdir, "include", "tensor", "ops.h"), "\n".join(h))
