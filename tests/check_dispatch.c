@@ -605,8 +605,41 @@ END_TEST
 
 /* ---- CPU capability (each test runs in its own process, before any first use) ---- */
 
+/* A fill past the streaming threshold, starting off the vector alignment and ending in a
+ * partial vector: every element inside is set, the neighbours outside are not. */
+static void check_large_fill(enum tn_dtype dt, tn_scalar v, tn_scalar zero_like)
+{
+	int64_t n = (INT64_C(12) << 20) / (int64_t)tn_dtype_size(dt) + 7;
+	tn_tensor *t, *inner;
+	ck_assert_tn_ok(tn_zeros(1, &n, dt, TN_CPU, &t));
+	ck_assert_tn_ok(tn_narrow(t, 0, 3, n - 5, &inner));
+	ck_assert_tn_ok(tn_fill_(inner, v));
+	int64_t probes[] = { 0, 2, 3, 4, 17, n / 2, n / 2 + 1, n - 3, n - 2, n - 1 };
+	for (size_t k = 0; k < sizeof(probes) / sizeof(probes[0]); k++) {
+		tn_scalar s;
+		bool in = probes[k] >= 3 && probes[k] < n - 2;
+		tn_scalar want = in ? v : zero_like;
+		ck_assert_tn_ok(tn_tensor_get(t, 1, &probes[k], &s));
+		ck_assert_msg(s.kind == TN_SCALAR_DOUBLE ? s.v.d == want.v.d : s.v.i == want.v.i,
+			      "%s element %lld", tn_dtype_name(dt), (long long)probes[k]);
+	}
+	/* Every element, cheaply: the sum of the filled run. */
+	double sum = 0;
+	if (dt == TN_FLOAT32) {
+		const float *p = tn_tensor_data(t);
+		for (int64_t i = 0; i < n; i++)
+			sum += p[i];
+		ck_assert_double_eq(sum, (double)(n - 5) * v.v.d);
+	}
+	tn_tensor_unref(inner);
+	tn_tensor_unref(t);
+}
+
 static void check_fill_under_capability(void)
 {
+	check_large_fill(TN_FLOAT32, tn_scalar_double(0.5), tn_scalar_double(0.0));
+	check_large_fill(TN_INT16, tn_scalar_int(-7), tn_scalar_int(0));
+	check_large_fill(TN_FLOAT64, tn_scalar_double(-2.25), tn_scalar_double(0.0));
 	/* Every dtype width, contiguous and strided, against values read back one by one. */
 	static const enum tn_dtype dts[] = { TN_UINT8, TN_INT16, TN_FLOAT32, TN_FLOAT64, TN_BOOL };
 	int64_t sizes[] = { 37, 41 };
