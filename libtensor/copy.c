@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Copies between tensors of the same dtype (contiguous(), clone(), reshape's fallback) and
- * fills. The TensorIterator will take these over with dtype conversion, broadcasting and
- * threads; until then this is a plain strided walk whose innermost dimension is one memcpy
- * when both sides are dense there.
+ * Copies and fills: copy_ (any dtypes, any strides, a broadcast source) runs on the
+ * TensorIterator with the per-capability cast kernel; clone, contiguous and reshape's copies
+ * go through it. fill_ and zero_ use the per-capability fill kernel on each dense run.
  */
 #include <string.h>
 
 #include "internal.h"
 #include "ops_kernels.h"
 #include "stub.h"
+#include "iter.h"
 
 void tn__fill_elements(void *dst, const void *elem, size_t itemsize, int64_t count)
 {
@@ -19,64 +19,57 @@ void tn__fill_elements(void *dst, const void *elem, size_t itemsize, int64_t cou
 	((tn__fill_fn)tn__stub_get(&tn__fill_stub))(dst, elem, itemsize, count);
 }
 
-/* Copy one row of @n elements between strided positions (strides in bytes). */
-static void copy_row(unsigned char *dst, int64_t dstride, const unsigned char *src,
-		     int64_t sstride, int64_t n, size_t itemsize)
+struct cast_ctx {
+	tn__cast_fn fn;
+	enum tn_dtype ddt, sdt;
+};
+
+static void cast_loop(void *vctx, char **data, const int64_t *strides, int64_t n0, int64_t n1)
 {
-	if (dstride == (int64_t)itemsize && sstride == (int64_t)itemsize) {
-		memcpy(dst, src, (size_t)n * itemsize);
-		return;
-	}
-	switch (itemsize) {
-#define ROW(T)                                                                   \
-	for (int64_t i = 0; i < n; i++)                                          \
-		memcpy(dst + i * dstride, src + i * sstride, sizeof(T));         \
-	return;
-	case 1:
-		ROW(uint8_t)
-	case 2:
-		ROW(uint16_t)
-	case 4:
-		ROW(uint32_t)
-	case 8:
-		ROW(uint64_t)
-#undef ROW
-	default:
-		for (int64_t i = 0; i < n; i++)
-			memcpy(dst + i * dstride, src + i * sstride, itemsize);
-	}
+	const struct cast_ctx *c = vctx;
+	for (int64_t j = 0; j < n1; j++)
+		c->fn(data[0] + j * strides[2], c->ddt, strides[0], data[1] + j * strides[3], c->sdt,
+		      strides[1], n0);
 }
 
-void tn__copy_same_dtype(tn_tensor *dst, const tn_tensor *src)
+int tn__copy(tn_tensor *dst, const tn_tensor *src, bool run, const char *who)
 {
-	size_t isz = tn_dtype_size(src->dtype);
-	int n = src->ndim;
-	int64_t counter[TN_MAX_DIMS] = { 0 };
+	struct tn_iter_config cfg;
+	struct tn_iter it;
+	int rc;
 
-	if (src->numel == 0)
-		return;
-	unsigned char *d = tn_tensor_data(dst);
-	const unsigned char *s = tn_tensor_data(src);
-	if (n == 0 || (src->contiguous && dst->contiguous)) {
-		memcpy(d, s, (size_t)src->numel * isz);
-		return;
+	if ((rc = tn__check_tensor_args(dst, dst, who)) || (rc = tn__check_tensor_args(src, src, who)))
+		return rc;
+	if (dst == src)
+		return 0;
+	tn__iter_config_init(&cfg);
+	cfg.noutputs = 1;
+	cfg.ninputs = 1;
+	cfg.tensors[0] = dst;
+	cfg.tensors[1] = src;
+	cfg.resize_outputs = false;
+	cfg.check_all_same_dtype = false;
+	if ((rc = tn__iter_build(&it, &cfg, who)) < 0)
+		return rc;
+	if (run && it.numel > 0) {
+		struct cast_ctx c = { (tn__cast_fn)tn__stub_get(&tn__cast_stub), dst->dtype,
+				      src->dtype };
+		tn__iter_for_each(&it, cast_loop, &c, TN_GRAIN_SIZE);
 	}
-	int64_t inner = src->sizes[n - 1];
-	int64_t ds = dst->strides[n - 1] * (int64_t)isz, ss = src->strides[n - 1] * (int64_t)isz;
-	/* Odometer over the outer dimensions (the reference notes' DimCounter, 1-D steps). */
-	for (;;) {
-		int64_t doff = 0, soff = 0;
-		for (int k = 0; k < n - 1; k++) {
-			doff += counter[k] * dst->strides[k];
-			soff += counter[k] * src->strides[k];
-		}
-		copy_row(d + doff * (int64_t)isz, ds, s + soff * (int64_t)isz, ss, inner, isz);
-		int k = n - 2;
-		while (k >= 0 && ++counter[k] == src->sizes[k])
-			counter[k--] = 0;
-		if (k < 0)
-			return;
-	}
+	tn__iter_release(&it);
+	return 0;
+}
+
+int tn__copy_cpu(tn_tensor *self, const tn_tensor *src, bool non_blocking)
+{
+	(void)non_blocking;
+	return tn__copy(self, src, true, "copy_");
+}
+
+int tn__copy_meta(tn_tensor *self, const tn_tensor *src, bool non_blocking)
+{
+	(void)non_blocking;
+	return tn__copy(self, src, false, "copy_");
 }
 
 /* The layout a copy of @t takes for @fmt: PyTorch's preserve_format keeps the strides of a
@@ -115,8 +108,10 @@ static int clone_impl(const tn_tensor *t, enum tn_memory_format fmt, bool copy_d
 		return r;
 	if ((r = tn__empty_like(t, t->ndim, t->sizes, use_strides ? strides : NULL, &out, who)))
 		return r;
-	if (copy_data)
-		tn__copy_same_dtype(out, t);
+	if (copy_data && (r = tn__copy(out, t, true, who)) < 0) {
+		tn_tensor_unref(out);
+		return r;
+	}
 	*ret = out;
 	return 0;
 }

@@ -110,8 +110,6 @@ int tn__wrap_dim(int64_t dim, int ndim);
 /* Contiguous strides for @sizes; returns TN_EOVERFLOW when a stride overflows. */
 int tn__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
 
-/* Copy the elements of @src into @dst (same dtype and sizes, any strides; CPU). */
-void tn__copy_same_dtype(tn_tensor *dst, const tn_tensor *src);
 
 /* Convert a scalar to one element of @dtype at @out, with PyTorch's overflow check. */
 int tn__scalar_to_element(tn_scalar value, enum tn_dtype dtype, void *out);
@@ -131,6 +129,15 @@ int tn__format_strides(int ndim, const int64_t *sizes, enum tn_memory_format fmt
 /* An uninitialised tensor with @t's dtype and device and the given geometry. */
 int tn__empty_like(const tn_tensor *t, int ndim, const int64_t *sizes, const int64_t *strides,
 		   tn_tensor **ret, const char *who);
+
+/* An uninitialised tensor of @dtype on @device with the given geometry (strides NULL:
+ * contiguous). */
+int tn__empty_like_device(tn_device device, enum tn_dtype dtype, int ndim, const int64_t *sizes,
+			  const int64_t *strides, tn_tensor **ret, const char *who);
+
+/* copy_: @src into @dst (broadcast, any dtypes and strides), through the TensorIterator on
+ * OpenMP threads; @run false only checks (the Meta kernel). */
+int tn__copy(tn_tensor *dst, const tn_tensor *src, bool run, const char *who);
 
 /* PyTorch's is_non_overlapping_and_dense: some permutation of the dims is contiguous. */
 bool tn__is_non_overlapping_and_dense(const tn_tensor *t);

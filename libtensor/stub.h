@@ -51,4 +51,11 @@ typedef void (*tn__fill_fn)(void *dst, const void *elem, size_t itemsize, int64_
 TN_DECLARE_KERNEL(tn__fill_kernel, void, (void *dst, const void *elem, size_t itemsize, int64_t count));
 extern struct tn__stub tn__fill_stub;
 
+/* Copy @n elements from @src (dtype @sdt, byte stride @ss) to @dst (@ddt, @ds), converting. */
+typedef void (*tn__cast_fn)(char *dst, enum tn_dtype ddt, int64_t ds, const char *src,
+			    enum tn_dtype sdt, int64_t ss, int64_t n);
+TN_DECLARE_KERNEL(tn__cast_kernel, void, (char *dst, enum tn_dtype ddt, int64_t ds,
+					  const char *src, enum tn_dtype sdt, int64_t ss, int64_t n));
+extern struct tn__stub tn__cast_stub;
+
 #endif /* TN_STUB_H */

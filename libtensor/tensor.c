@@ -386,6 +386,12 @@ static int empty_impl(int ndim, const int64_t *sizes, const int64_t *strides, en
 	return r;
 }
 
+int tn__empty_like_device(tn_device device, enum tn_dtype dtype, int ndim, const int64_t *sizes,
+			  const int64_t *strides, tn_tensor **ret, const char *who)
+{
+	return empty_impl(ndim, sizes, strides, dtype, device, ret, who);
+}
+
 int tn__empty_like(const tn_tensor *t, int ndim, const int64_t *sizes, const int64_t *strides,
 		   tn_tensor **ret, const char *who)
 {

@@ -6,6 +6,8 @@ Writes three C headers, computed with PyTorch (and NumPy) as the reference:
     half_golden.h    float32 <-> float16 / bfloat16 conversion goldens
     repr_golden.h    repr(tensor) strings (PyTorch default print options)
     arange_golden.h  torch.arange results (numel, values, errors)
+    iter_golden.h    type promotion (torch.result_type) for every dtype pair in each
+                     priority class, and copy_ casts between every dtype pair
 
 Rerun from the repository root with Debian's interpreter (it has torch and
 numpy; the `python3` found first on PATH may not):
@@ -837,6 +839,67 @@ def gen_arange(outdir):
     return cases, notes
 
 
+# The dtype order of libtensor's TN_DTYPE_LIST (enum values).
+TN_ORDER = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
+            "float32", "float64"]
+
+
+def gen_iter(outdir):
+    """Promotion: for each pair (a, b), the result type of
+         a 1-d tensor a with a 1-d tensor b,
+         a 1-d tensor a with a 0-d tensor b,
+         a 1-d tensor a with a Python number of b's kind (bool, int or float),
+       as enum values of TN_ORDER. Casts: fixed values, made in float64 then cast to the
+       source dtype, then copy_'d into each destination dtype; the results as doubles."""
+    L = header_top("TN_ITER_GOLDEN_H", "TensorIterator goldens: type promotion and casts.")
+    n = len(TN_ORDER)
+    def rt(a, b):
+        return TN_ORDER.index(DTYPE_NAMES[torch.result_type(a, b)])
+    def scalar_of(name):
+        return True if name == "bool" else (3 if name in TN_ORDER[1:6] else 2.5)
+    L.append("/* [a][b]: result dtype of tensor(a, 1-d) op tensor(b, 1-d) */")
+    L.append("static const int promote_dim_golden[%d][%d] = {" % (n, n))
+    for a in TN_ORDER:
+        row = [rt(torch.ones(2, dtype=DTYPES[a]), torch.ones(2, dtype=DTYPES[b])) for b in TN_ORDER]
+        L.append("    { %s }," % ", ".join(str(x) for x in row))
+    L.append("};")
+    L.append("/* [a][b]: result dtype of tensor(a, 1-d) op tensor(b, 0-d) */")
+    L.append("static const int promote_zero_golden[%d][%d] = {" % (n, n))
+    for a in TN_ORDER:
+        row = [rt(torch.ones(2, dtype=DTYPES[a]), torch.ones((), dtype=DTYPES[b])) for b in TN_ORDER]
+        L.append("    { %s }," % ", ".join(str(x) for x in row))
+    L.append("};")
+    L.append("/* [a][k]: result dtype of tensor(a, 0-d) op tensor(b, 0-d) for every b */")
+    L.append("static const int promote_zero_zero_golden[%d][%d] = {" % (n, n))
+    for a in TN_ORDER:
+        row = [rt(torch.ones((), dtype=DTYPES[a]), torch.ones((), dtype=DTYPES[b])) for b in TN_ORDER]
+        L.append("    { %s }," % ", ".join(str(x) for x in row))
+    L.append("};")
+    L.append("/* [a][k]: result dtype of tensor(a, 1-d) op a Python bool (k=0), int (1), float (2) */")
+    L.append("static const int promote_wrapped_golden[%d][3] = {" % n)
+    for a in TN_ORDER:
+        row = [rt(torch.ones(2, dtype=DTYPES[a]), v) for v in (True, 3, 2.5)]
+        L.append("    { %s }," % ", ".join(str(x) for x in row))
+    L.append("};")
+    vals = [0.0, 1.0, -1.0, 2.5, -2.5, 7.75, -7.75, 100.0, -100.0, 0.3, 126.0]
+    L.append("#define CAST_NVALS %d" % len(vals))
+    L.append("static const double cast_values[CAST_NVALS] = { %s };" % ", ".join(c_double(v) for v in vals))
+    L.append("/* [src][dst][i]: float64 value i cast to src, then copy_ into dst, read as double */")
+    L.append("static const double cast_golden[%d][%d][CAST_NVALS] = {" % (n, n))
+    for a in TN_ORDER:
+        L.append("    {")
+        src = torch.tensor(vals, dtype=torch.float64).to(DTYPES[a])
+        for b in TN_ORDER:
+            dst = torch.empty(len(vals), dtype=DTYPES[b])
+            dst.copy_(src)
+            L.append("        { %s }," % ", ".join(c_double(float(x)) for x in dst.to(torch.float64).tolist()))
+        L.append("    },")
+    L.append("};")
+    L += header_bottom("TN_ITER_GOLDEN_H")
+    write(os.path.join(outdir, "iter_golden.h"), L)
+    return n
+
+
 def main(argv):
     if len(argv) != 2:
         sys.stderr.write("usage: %s OUTDIR\n" % argv[0])
@@ -846,6 +909,7 @@ def main(argv):
     nh, nw = gen_half(outdir)
     rc = gen_repr(outdir)
     ac, notes = gen_arange(outdir)
+    gen_iter(outdir)
     print("half_golden.h: %d conversion rows, %d widen rows" % (nh, nw))
     print("repr_golden.h: %d cases" % len(rc))
     print("arange_golden.h: %d cases" % len(ac))

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * TensorIterator: the plan every element-wise operator, copy and cast runs on, as ATen's
+ * TensorIteratorBase.
+ *
+ * A config lists the operands (outputs first, then inputs) and the policies (overlap checks,
+ * dtype rules, resizing). tn__iter_build then follows the reference notes' order:
+ * populate operands, mark outputs (an output that is also an input is read-write), check
+ * memory overlap, broadcast the shapes, mark outputs to resize, compute the common dtype and
+ * check casts, compute byte strides, reorder the dimensions fastest-first, allocate the
+ * outputs in the inputs' layout, and coalesce dimensions. The result is a shape and, per
+ * operand, a data pointer and byte strides in the same (fastest-first) order; loops walk it
+ * with tn__iter_for_each.
+ */
+#ifndef TN_ITER_H
+#define TN_ITER_H
+
+#include "internal.h"
+
+#define TN_ITER_MAX_OPERANDS 8
+/* for_each runs serially below this many elements (ATen's GRAIN_SIZE). */
+#define TN_GRAIN_SIZE 32768
+
+struct tn_iter_config {
+	int noutputs;
+	int ninputs;
+	/* Outputs first, then inputs. An output may be NULL: the iterator allocates it. */
+	const tn_tensor *tensors[TN_ITER_MAX_OPERANDS];
+	/* Inputs that stand for a Python number (a Scalar argument): lowest promotion priority,
+	 * and a floating one counts as float32. */
+	bool wrapped[TN_ITER_MAX_OPERANDS];
+	bool check_mem_overlap;              /* default true */
+	bool check_all_same_dtype;           /* default true */
+	bool promote_inputs_to_common_dtype; /* default false */
+	bool promote_integer_inputs_to_float;
+	bool cast_common_dtype_to_outputs;
+	bool enforce_safe_casting_to_output;
+	bool resize_outputs; /* default true */
+	bool is_reduction;
+	bool has_static_dtype;
+	enum tn_dtype static_dtype;
+	bool has_static_shape;
+	int static_ndim;
+	const int64_t *static_shape;
+};
+
+/* ATen's defaults. */
+void tn__iter_config_init(struct tn_iter_config *cfg);
+
+struct tn_iter_operand {
+	tn_tensor *tensor; /* a reference held by the iterator */
+	enum tn_dtype dtype;        /* the tensor's dtype */
+	enum tn_dtype target_dtype; /* the dtype the loop computes in (the common dtype when
+				     * promoting), converted chunk by chunk when they differ */
+	char *data;
+	int64_t strides[TN_MAX_DIMS]; /* bytes, in iterator order */
+	bool is_output;
+	bool is_read_write;
+	bool will_resize;
+	bool wrapped;
+};
+
+struct tn_iter {
+	int ndim; /* after coalescing; dimension 0 is the fastest */
+	int64_t shape[TN_MAX_DIMS];
+	int64_t numel;
+	int noutputs;
+	int ntensors;
+	struct tn_iter_operand ops[TN_ITER_MAX_OPERANDS];
+	enum tn_dtype common_dtype;
+	/* The broadcast shape in the tensors' own dimension order, before reordering. */
+	int out_ndim;
+	int64_t out_shape[TN_MAX_DIMS];
+	/* perm[i]: the tensor dimension of iterator dimension i (before coalescing). */
+	int perm[TN_MAX_DIMS];
+	bool is_reduction;
+};
+
+/* Build @it from @cfg; @who names the operator in messages. On failure @it holds nothing. */
+int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const char *who);
+/* Drop the iterator's tensor references. */
+void tn__iter_release(struct tn_iter *it);
+/* The output @i (a new reference). */
+tn_tensor *tn__iter_output(const struct tn_iter *it, int i);
+
+/*
+ * A 2-D loop: @size0 elements along the fast dimension, @size1 rows. data[k] points at
+ * operand k's first element; strides[k] is its fast byte stride and strides[ntensors + k]
+ * its row stride.
+ */
+typedef void (*tn_loop2d_fn)(void *ctx, char **data, const int64_t *strides, int64_t size0,
+			     int64_t size1);
+
+/* Run @loop over the elements [begin, end) in linear (fastest-first) order. */
+void tn__iter_serial_for_each(const struct tn_iter *it, tn_loop2d_fn loop, void *ctx,
+			      int64_t begin, int64_t end);
+/* Run @loop over every element, on OpenMP threads when there are more than @grain. */
+void tn__iter_for_each(const struct tn_iter *it, tn_loop2d_fn loop, void *ctx, int64_t grain);
+
+/* PyTorch's type promotion of two dtypes (promoteTypes). */
+enum tn_dtype tn__promote_types(enum tn_dtype a, enum tn_dtype b);
+/* PyTorch's canCast: float to integral and non-bool to bool are unsafe. */
+bool tn__can_cast(enum tn_dtype from, enum tn_dtype to);
+/* PyTorch's ScalarType name ("Float", "Long", ...). */
+const char *tn__scalar_type_name(enum tn_dtype dtype);
+
+/* The number of threads for_each uses: TN_NUM_THREADS, else OpenMP's setting. */
+int tn__num_threads(void);
+
+#endif /* TN_ITER_H */

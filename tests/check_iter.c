@@ -1,0 +1,426 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * TensorIterator: type promotion against PyTorch for every dtype pair and priority class,
+ * broadcasting and its error, the two overlap errors, safe casting to outputs, output layout
+ * from the inputs (permuted, channels-last), coalescing, DimCounter ranges that start and end
+ * anywhere, the parallel path, and copy_ between every dtype pair against PyTorch's casts,
+ * with broadcast and strided operands, under each CPU capability.
+ */
+#include <stdatomic.h>
+
+#include "testutil.h"
+#include "iter.h"
+#include "golden/iter_golden.h"
+
+static tn_tensor *arange_f(int n, const int64_t *sizes, enum tn_dtype dt)
+{
+	int64_t numel = 1;
+	tn_tensor *flat, *t;
+	for (int i = 0; i < n; i++)
+		numel *= sizes[i];
+	ck_assert_tn_ok(tn_arange(tn_scalar_int(0), tn_scalar_int(numel), tn_scalar_int(1), &dt,
+				  TN_CPU, &flat));
+	ck_assert_tn_ok(tn_view(flat, n, sizes, &t));
+	tn_tensor_unref(flat);
+	return t;
+}
+
+static struct tn_iter_config binary_cfg(const tn_tensor *out, const tn_tensor *a,
+					const tn_tensor *b)
+{
+	struct tn_iter_config c;
+	tn__iter_config_init(&c);
+	c.noutputs = 1;
+	c.ninputs = 2;
+	c.tensors[0] = out;
+	c.tensors[1] = a;
+	c.tensors[2] = b;
+	c.promote_inputs_to_common_dtype = true;
+	c.cast_common_dtype_to_outputs = true;
+	c.enforce_safe_casting_to_output = true;
+	return c;
+}
+
+static enum tn_dtype result_type(const tn_tensor *a, const tn_tensor *b, bool b_wrapped)
+{
+	struct tn_iter it;
+	struct tn_iter_config c = binary_cfg(NULL, a, b);
+	c.wrapped[2] = b_wrapped;
+	ck_assert_tn_ok(tn__iter_build(&it, &c, "test"));
+	enum tn_dtype r = it.common_dtype;
+	ck_assert_int_eq(it.ops[0].dtype, r); /* the allocated output has the common dtype */
+	tn__iter_release(&it);
+	return r;
+}
+
+START_TEST(test_promotion_matches_pytorch)
+{
+	int64_t two = 2;
+	for (int a = 0; a < TN_NUM_DTYPES; a++) {
+		for (int b = 0; b < TN_NUM_DTYPES; b++) {
+			tn_tensor *ta, *tb, *za, *zb;
+			ck_assert_tn_ok(tn_ones(1, &two, a, TN_CPU, &ta));
+			ck_assert_tn_ok(tn_ones(1, &two, b, TN_CPU, &tb));
+			ck_assert_tn_ok(tn_ones(0, NULL, a, TN_CPU, &za));
+			ck_assert_tn_ok(tn_ones(0, NULL, b, TN_CPU, &zb));
+			ck_assert_msg((int)tn__promote_types(a, b) == promote_dim_golden[a][b],
+				      "promote_types(%s, %s)", tn_dtype_name(a), tn_dtype_name(b));
+			ck_assert_msg((int)result_type(ta, tb, false) == promote_dim_golden[a][b],
+				      "%s + %s", tn_dtype_name(a), tn_dtype_name(b));
+			ck_assert_msg((int)result_type(ta, zb, false) == promote_zero_golden[a][b],
+				      "%s + 0-dim %s", tn_dtype_name(a), tn_dtype_name(b));
+			ck_assert_msg((int)result_type(za, zb, false) ==
+					      promote_zero_zero_golden[a][b],
+				      "0-dim %s + 0-dim %s", tn_dtype_name(a), tn_dtype_name(b));
+			tn_tensor_unref(ta);
+			tn_tensor_unref(tb);
+			tn_tensor_unref(za);
+			tn_tensor_unref(zb);
+		}
+		/* Python numbers: bool, int, float, wrapped as 0-dim bool, int64, float64. */
+		static const enum tn_dtype wrapped[] = { TN_BOOL, TN_INT64, TN_FLOAT64 };
+		for (int k = 0; k < 3; k++) {
+			tn_tensor *ta, *w;
+			ck_assert_tn_ok(tn_ones(1, &two, a, TN_CPU, &ta));
+			ck_assert_tn_ok(tn_ones(0, NULL, wrapped[k], TN_CPU, &w));
+			ck_assert_msg((int)result_type(ta, w, true) == promote_wrapped_golden[a][k],
+				      "%s + python %d", tn_dtype_name(a), k);
+			tn_tensor_unref(ta);
+			tn_tensor_unref(w);
+		}
+	}
+}
+END_TEST
+
+START_TEST(test_broadcast_and_errors)
+{
+	int64_t s23[] = { 2, 3 }, s24[] = { 2, 4 }, s3[] = { 3 }, s413[] = { 4, 1, 3 };
+	tn_tensor *a = arange_f(2, s23, TN_FLOAT32), *b = arange_f(2, s24, TN_FLOAT32);
+	tn_tensor *r = arange_f(1, s3, TN_FLOAT32), *c = arange_f(3, s413, TN_FLOAT32);
+	struct tn_iter it;
+	struct tn_iter_config cfg = binary_cfg(NULL, a, b);
+	ck_assert_tn_error(tn__iter_build(&it, &cfg, "add"), TN_EINVAL,
+			   "The size of tensor a (3) must match the size of tensor b (4) at "
+			   "non-singleton dimension 1");
+	cfg = binary_cfg(NULL, a, c);
+	ck_assert_tn_ok(tn__iter_build(&it, &cfg, "add"));
+	ck_assert_int_eq(it.out_ndim, 3);
+	ck_assert_int_eq(it.out_shape[0], 4);
+	ck_assert_int_eq(it.out_shape[1], 2);
+	ck_assert_int_eq(it.out_shape[2], 3);
+	tn_tensor *out = tn__iter_output(&it, 0);
+	ck_assert_int_eq(tn_tensor_ndim(out), 3);
+	ck_assert(tn_tensor_is_contiguous(out));
+	tn_tensor_unref(out);
+	tn__iter_release(&it);
+	/* An out= tensor of the wrong shape is refused (PyTorch would resize it). */
+	cfg = binary_cfg(b, a, r);
+	ck_assert_tn_error_has(tn__iter_build(&it, &cfg, "add"), TN_EINVAL,
+			       "output with shape [2, 4] doesn't match the broadcast shape [2, 3]");
+	/* Unsafe cast to an out= tensor. */
+	tn_tensor *li;
+	ck_assert_tn_ok(tn_zeros(2, s23, TN_INT64, TN_CPU, &li));
+	cfg = binary_cfg(li, a, a);
+	ck_assert_tn_error(tn__iter_build(&it, &cfg, "add"), TN_EINVAL,
+			   "result type Float can't be cast to the desired output type Long");
+	/* Without promotion, mixed dtypes are refused. */
+	struct tn_iter_config plain;
+	tn__iter_config_init(&plain);
+	plain.noutputs = 1;
+	plain.ninputs = 2;
+	plain.tensors[1] = a;
+	plain.tensors[2] = li;
+	ck_assert_tn_error(tn__iter_build(&it, &plain, "add"), TN_EINVAL,
+			   "Found dtype Long but expected Float");
+	tn_tensor *list[] = { a, b, r, c, li };
+	for (size_t i = 0; i < 5; i++)
+		tn_tensor_unref(list[i]);
+}
+END_TEST
+
+START_TEST(test_overlap_errors)
+{
+	int64_t s6[] = { 6 }, s23[] = { 2, 3 };
+	tn_tensor *x = arange_f(1, s6, TN_FLOAT32), *lo, *hi, *row, *ex;
+	struct tn_iter it;
+	ck_assert_tn_ok(tn_narrow(x, 0, 0, 4, &lo));
+	ck_assert_tn_ok(tn_narrow(x, 0, 2, 4, &hi));
+	struct tn_iter_config cfg = binary_cfg(hi, lo, lo);
+	ck_assert_tn_error(tn__iter_build(&it, &cfg, "add"), TN_EINVAL,
+			   "unsupported operation: some elements of the input tensor and the "
+			   "written-to tensor refer to a single memory location. Please clone() the "
+			   "tensor before performing the operation.");
+	ck_assert_tn_ok(tn_narrow(x, 0, 0, 3, &row));
+	ck_assert_tn_ok(tn_expand(row, 2, s23, &ex));
+	tn_tensor *src = arange_f(2, s23, TN_FLOAT32);
+	cfg = binary_cfg(ex, src, src);
+	ck_assert_tn_error(tn__iter_build(&it, &cfg, "add"), TN_EINVAL,
+			   "unsupported operation: more than one element of the written-to tensor "
+			   "refers to a single memory location. Please clone() the tensor before "
+			   "performing the operation.");
+	/* In place (the output is an input) is fine and marked read-write. */
+	cfg = binary_cfg(lo, lo, lo);
+	ck_assert_tn_ok(tn__iter_build(&it, &cfg, "add_"));
+	ck_assert(it.ops[0].is_read_write);
+	tn__iter_release(&it);
+	/* The same through copy_. */
+	ck_assert_tn_error_has(tn_copy_(hi, lo, false), TN_EINVAL, "some elements of the input");
+	ck_assert_tn_error_has(tn_copy_(ex, src, false), TN_EINVAL, "more than one element");
+	tn_tensor *list[] = { x, lo, hi, row, ex, src };
+	for (size_t i = 0; i < 6; i++)
+		tn_tensor_unref(list[i]);
+}
+END_TEST
+
+START_TEST(test_output_layout_follows_inputs)
+{
+	int64_t s234[] = { 2, 3, 4 }, perm[] = { 2, 0, 1 }, nchw[] = { 2, 3, 4, 5 };
+	tn_tensor *a = arange_f(3, s234, TN_FLOAT32), *p, *out;
+	struct tn_iter it;
+	ck_assert_tn_ok(tn_permute(a, 3, perm, &p)); /* sizes [4, 2, 3], strides [1, 12, 4] */
+	struct tn_iter_config cfg = binary_cfg(NULL, p, p);
+	ck_assert_tn_ok(tn__iter_build(&it, &cfg, "add"));
+	out = tn__iter_output(&it, 0);
+	ck_assert_int_eq(tn_tensor_strides(out)[0], 1);
+	ck_assert_int_eq(tn_tensor_strides(out)[1], 12);
+	ck_assert_int_eq(tn_tensor_strides(out)[2], 4);
+	ck_assert_int_eq(it.ndim, 1); /* dense in the same order: one dimension */
+	tn_tensor_unref(out);
+	tn__iter_release(&it);
+	/* channels-last in, channels-last out */
+	tn_tensor *x, *cl;
+	ck_assert_tn_ok(tn_zeros(4, nchw, TN_FLOAT32, TN_CPU, &x));
+	ck_assert_tn_ok(tn_contiguous(x, TN_CHANNELS_LAST, &cl));
+	cfg = binary_cfg(NULL, cl, cl);
+	ck_assert_tn_ok(tn__iter_build(&it, &cfg, "add"));
+	out = tn__iter_output(&it, 0);
+	ck_assert(tn_tensor_is_contiguous_as(out, TN_CHANNELS_LAST));
+	tn_tensor_unref(out);
+	tn__iter_release(&it);
+	/* A transposed input with a contiguous one: the written output's order wins ties. */
+	tn_tensor *t, *c2;
+	int64_t s34[] = { 3, 4 }, s43[] = { 4, 3 };
+	tn_tensor *m = arange_f(2, s43, TN_FLOAT32);
+	ck_assert_tn_ok(tn_transpose(m, 0, 1, &t));
+	c2 = arange_f(2, s34, TN_FLOAT32);
+	cfg = binary_cfg(NULL, t, t);
+	ck_assert_tn_ok(tn__iter_build(&it, &cfg, "add"));
+	out = tn__iter_output(&it, 0);
+	ck_assert_int_eq(tn_tensor_strides(out)[0], 1); /* transposed like its inputs */
+	tn_tensor_unref(out);
+	tn__iter_release(&it);
+	tn_tensor *list[] = { a, p, x, cl, t, c2, m };
+	for (size_t i = 0; i < 7; i++)
+		tn_tensor_unref(list[i]);
+}
+END_TEST
+
+/* Count visits: each element's int32 counter goes up by one. */
+static void count_loop(void *ctx, char **data, const int64_t *strides, int64_t n0, int64_t n1)
+{
+	atomic_long *calls = ctx;
+	atomic_fetch_add(calls, 1);
+	for (int64_t j = 0; j < n1; j++)
+		for (int64_t i = 0; i < n0; i++)
+			(*(int32_t *)(data[0] + j * strides[1] + i * strides[0]))++; /* one operand */
+}
+
+static void check_all_ones(const tn_tensor *t)
+{
+	tn_tensor *c;
+	ck_assert_tn_ok(tn_contiguous(t, TN_CONTIGUOUS_FORMAT, &c));
+	const int32_t *p = tn_tensor_data(c);
+	for (int64_t i = 0; i < tn_tensor_numel(c); i++)
+		ck_assert_msg(p[i] == 1, "element %lld visited %d times", (long long)i, p[i]);
+	tn_tensor_unref(c);
+}
+
+START_TEST(test_serial_ranges_visit_each_element_once)
+{
+	int64_t s[] = { 5, 7, 3, 4 }, perm[] = { 3, 1, 0, 2 };
+	tn_tensor *base, *v, *sl;
+	ck_assert_tn_ok(tn_zeros(4, s, TN_INT32, TN_CPU, &base));
+	ck_assert_tn_ok(tn_permute(base, 4, perm, &v));
+	ck_assert_tn_ok(tn_slice(v, 1, 0, INT64_MAX, 2, &sl)); /* not coalescible */
+	struct tn_iter_config cfg;
+	tn__iter_config_init(&cfg);
+	cfg.noutputs = 1;
+	cfg.tensors[0] = sl;
+	cfg.has_static_dtype = true;
+	cfg.static_dtype = TN_INT32;
+	struct tn_iter it;
+	ck_assert_tn_ok(tn__iter_build(&it, &cfg, "test"));
+	ck_assert_int_ge(it.ndim, 2);
+	/* Split the range at awkward points: each piece starts mid-row. */
+	int64_t cuts[] = { 0, 1, 6, 13, 50, 51, 100, it.numel };
+	atomic_long calls = 0;
+	for (size_t k = 0; k + 1 < sizeof(cuts) / sizeof(cuts[0]); k++)
+		tn__iter_serial_for_each(&it, count_loop, &calls, cuts[k], cuts[k + 1]);
+	check_all_ones(sl);
+	tn__iter_release(&it);
+	tn_tensor_unref(sl);
+	tn_tensor_unref(v);
+	tn_tensor_unref(base);
+}
+END_TEST
+
+START_TEST(test_parallel_for_each)
+{
+	int64_t s[] = { 300, 1001 };
+	tn_tensor *t, *tt;
+	ck_assert_tn_ok(tn_zeros(2, s, TN_INT32, TN_CPU, &t));
+	ck_assert_tn_ok(tn_transpose(t, 0, 1, &tt));
+	struct tn_iter_config cfg;
+	tn__iter_config_init(&cfg);
+	cfg.noutputs = 1;
+	cfg.tensors[0] = tt;
+	struct tn_iter it;
+	ck_assert_tn_ok(tn__iter_build(&it, &cfg, "test"));
+	atomic_long calls = 0;
+	tn__iter_for_each(&it, count_loop, &calls, TN_GRAIN_SIZE);
+	check_all_ones(t);
+	if (tn__num_threads() > 1)
+		ck_assert_int_ge(atomic_load(&calls), 2);
+	tn__iter_release(&it);
+	tn_tensor_unref(tt);
+	tn_tensor_unref(t);
+}
+END_TEST
+
+START_TEST(test_zero_dim_and_empty)
+{
+	tn_tensor *z, *e, *out;
+	int64_t s0[] = { 0, 3 };
+	ck_assert_tn_ok(tn_full(0, NULL, tn_scalar_double(2.5), NULL, TN_CPU, &z));
+	ck_assert_tn_ok(tn_zeros(2, s0, TN_FLOAT64, TN_CPU, &e));
+	struct tn_iter it;
+	struct tn_iter_config cfg = binary_cfg(NULL, z, z);
+	ck_assert_tn_ok(tn__iter_build(&it, &cfg, "add"));
+	ck_assert_int_eq(it.ndim, 0);
+	ck_assert_int_eq(it.numel, 1);
+	atomic_long calls = 0;
+	tn__iter_release(&it);
+	cfg = binary_cfg(NULL, e, z);
+	ck_assert_tn_ok(tn__iter_build(&it, &cfg, "add"));
+	ck_assert_int_eq(it.numel, 0);
+	tn__iter_for_each(&it, count_loop, &calls, TN_GRAIN_SIZE);
+	ck_assert_int_eq(atomic_load(&calls), 0);
+	out = tn__iter_output(&it, 0);
+	ck_assert_int_eq(tn_tensor_dtype(out), TN_FLOAT64);
+	ck_assert_int_eq(tn_tensor_sizes(out)[0], 0);
+	tn_tensor_unref(out);
+	tn__iter_release(&it);
+	tn_tensor_unref(z);
+	tn_tensor_unref(e);
+}
+END_TEST
+
+/* copy_ from each dtype into each dtype: PyTorch's values. */
+START_TEST(test_copy_casts_match_pytorch)
+{
+	int64_t n = CAST_NVALS;
+	tn_tensor *f64;
+	ck_assert_tn_ok(tn_empty(1, &n, TN_FLOAT64, TN_CPU, TN_CONTIGUOUS_FORMAT, &f64));
+	memcpy(tn_tensor_data(f64), cast_values, sizeof(cast_values));
+	for (int s = 0; s < TN_NUM_DTYPES; s++) {
+		tn_tensor *src;
+		ck_assert_tn_ok(tn_empty(1, &n, s, TN_CPU, TN_CONTIGUOUS_FORMAT, &src));
+		ck_assert_tn_ok(tn_copy_(src, f64, false));
+		for (int d = 0; d < TN_NUM_DTYPES; d++) {
+			tn_tensor *dst, *back;
+			ck_assert_tn_ok(tn_empty(1, &n, d, TN_CPU, TN_CONTIGUOUS_FORMAT, &dst));
+			ck_assert_tn_ok(tn_copy_(dst, src, false));
+			ck_assert_tn_ok(tn_empty(1, &n, TN_FLOAT64, TN_CPU, TN_CONTIGUOUS_FORMAT, &back));
+			ck_assert_tn_ok(tn_copy_(back, dst, false));
+			const double *got = tn_tensor_data(back);
+			for (int i = 0; i < CAST_NVALS; i++)
+				ck_assert_msg(got[i] == cast_golden[s][d][i],
+					      "%s -> %s: value %g gives %g, PyTorch %g",
+					      tn_dtype_name(s), tn_dtype_name(d), cast_values[i], got[i],
+					      cast_golden[s][d][i]);
+			tn_tensor_unref(dst);
+			tn_tensor_unref(back);
+		}
+		tn_tensor_unref(src);
+	}
+	tn_tensor_unref(f64);
+}
+END_TEST
+
+START_TEST(test_copy_strided_broadcast_parallel)
+{
+	/* A transposed int32 source broadcast into a strided float64 slice, past the grain. */
+	int64_t s[] = { 257, 301 }, big[] = { 3, 301, 514 };
+	tn_tensor *src = arange_f(2, s, TN_INT32), *srct, *base, *dst;
+	ck_assert_tn_ok(tn_transpose(src, 0, 1, &srct)); /* [301, 257] */
+	ck_assert_tn_ok(tn_zeros(3, big, TN_FLOAT64, TN_CPU, &base));
+	ck_assert_tn_ok(tn_slice(base, 2, 1, INT64_MAX, 2, &dst)); /* [3, 301, 257], stride 2 */
+	ck_assert_tn_ok(tn_copy_(dst, srct, false));
+	for (int64_t k = 0; k < 3; k++)
+		for (int64_t i = 0; i < 301; i += 7)
+			for (int64_t j = 0; j < 257; j += 5) {
+				int64_t idx[] = { k, i, j };
+				ck_assert_double_eq(tn_test_get_double(dst, idx), (double)(j * 301 + i));
+				int64_t hole[] = { k, i, 2 * j };
+				ck_assert_double_eq(tn_test_get_double(base, hole), 0.0);
+			}
+	/* The source does not fit: PyTorch's message. */
+	int64_t s2[] = { 2, 3 };
+	tn_tensor *small = arange_f(2, s2, TN_FLOAT32);
+	ck_assert_tn_error(tn_copy_(small, srct, false), TN_EINVAL,
+			   "The size of tensor a (3) must match the size of tensor b (257) at "
+			   "non-singleton dimension 1");
+	int64_t s3[] = { 3 };
+	tn_tensor *vec3 = arange_f(1, s3, TN_FLOAT32);
+	ck_assert_tn_error(tn_copy_(vec3, small, false), TN_EINVAL,
+			   "output with shape [3] doesn't match the broadcast shape [2, 3]");
+	tn_tensor_unref(vec3);
+	tn_tensor *list[] = { src, srct, base, dst, small };
+	for (size_t i = 0; i < 5; i++)
+		tn_tensor_unref(list[i]);
+}
+END_TEST
+
+START_TEST(test_copy_under_each_capability)
+{
+	enum tn_cpu_capability want = (enum tn_cpu_capability)_i;
+	setenv("TN_CPU_CAPABILITY", tn_cpu_capability_name(want), 1);
+	ck_assert_int_le(tn_cpu_capability(), want);
+	/* The cast table and a strided copy, in this process's kernel variant. */
+	int64_t n = CAST_NVALS;
+	tn_tensor *f64, *f32, *i8;
+	ck_assert_tn_ok(tn_empty(1, &n, TN_FLOAT64, TN_CPU, TN_CONTIGUOUS_FORMAT, &f64));
+	memcpy(tn_tensor_data(f64), cast_values, sizeof(cast_values));
+	ck_assert_tn_ok(tn_empty(1, &n, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, &f32));
+	ck_assert_tn_ok(tn_empty(1, &n, TN_INT8, TN_CPU, TN_CONTIGUOUS_FORMAT, &i8));
+	ck_assert_tn_ok(tn_copy_(f32, f64, false));
+	ck_assert_tn_ok(tn_copy_(i8, f32, false));
+	const int8_t *p = tn_tensor_data(i8);
+	for (int i = 0; i < CAST_NVALS; i++)
+		ck_assert_int_eq(p[i], (int8_t)cast_golden[8][2][i]);
+	tn_tensor_unref(f64);
+	tn_tensor_unref(f32);
+	tn_tensor_unref(i8);
+}
+END_TEST
+
+static Suite *iter_suite(void)
+{
+	Suite *s = suite_create("iter");
+	TCase *tc = tcase_create("build");
+	tcase_add_test(tc, test_promotion_matches_pytorch);
+	tcase_add_test(tc, test_broadcast_and_errors);
+	tcase_add_test(tc, test_overlap_errors);
+	tcase_add_test(tc, test_output_layout_follows_inputs);
+	tcase_add_test(tc, test_serial_ranges_visit_each_element_once);
+	tcase_add_test(tc, test_parallel_for_each);
+	tcase_add_test(tc, test_zero_dim_and_empty);
+	tcase_add_test(tc, test_copy_casts_match_pytorch);
+	tcase_add_test(tc, test_copy_strided_broadcast_parallel);
+	tcase_add_loop_test(tc, test_copy_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);
+	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+TN_TEST_MAIN(iter_suite)
