@@ -58,4 +58,19 @@ TN_DECLARE_KERNEL(tn__cast_kernel, void, (char *dst, enum tn_dtype ddt, int64_t 
 					  const char *src, enum tn_dtype sdt, int64_t ss, int64_t n));
 extern struct tn__stub tn__cast_stub;
 
+/* Arithmetic binary kernels: out = a OP b (add and sub: a OP alpha * b) in dtype @dt. */
+enum tn__binop { TN_BINOP_ADD, TN_BINOP_SUB, TN_BINOP_MUL, TN_BINOP_DIV };
+struct tn__alpha {
+	double d;  /* for floating dtypes */
+	int64_t i; /* for integer dtypes */
+	bool b;    /* for bool */
+};
+typedef void (*tn__binary_fn)(int op, enum tn_dtype dt, char *o, int64_t so, const char *a,
+			      int64_t sa, const char *b, int64_t sb, int64_t n,
+			      const struct tn__alpha *alpha);
+TN_DECLARE_KERNEL(tn__binary_kernel, void,
+		  (int op, enum tn_dtype dt, char *o, int64_t so, const char *a, int64_t sa,
+		   const char *b, int64_t sb, int64_t n, const struct tn__alpha *alpha));
+extern struct tn__stub tn__binary_stub;
+
 #endif /* TN_STUB_H */

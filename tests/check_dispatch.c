@@ -56,8 +56,8 @@ START_TEST(test_find)
 	ck_assert(tn_op_has_kernel(op, TN_KEY_META));
 	ck_assert_tn_ok(tn_op_find("aten::transpose.int", &op));
 	ck_assert_str_eq(tn_schema_overload(tn_op_schema(op)), "int");
-	ck_assert_tn_error(tn_op_find("aten::add.Tensor", &op), TN_ENOENT,
-			   "No such operator aten::add.Tensor");
+	ck_assert_tn_error(tn_op_find("aten::add.Tensors", &op), TN_ENOENT,
+			   "No such operator aten::add.Tensors");
 	ck_assert_tn_error(tn_op_find("nope", &op), TN_ENOENT, "No such operator aten::nope");
 	ck_assert_tn_error(tn_op_find(NULL, &op), TN_EINVAL, "tn_op_find: NULL name");
 	ck_assert_tn_error(tn_call_boxed("aten::nope.x", &(tn_stack)TN_STACK_INIT), TN_ENOENT,

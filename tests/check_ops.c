@@ -197,7 +197,7 @@ static void same_elements(const char *op, const tn_tensor *a, const tn_tensor *b
 		ck_assert_tn_ok(tn_tensor_get(a, n, idx, &x));
 		ck_assert_tn_ok(tn_tensor_get(b, n, idx, &y));
 		ck_assert_msg(x.kind == y.kind, "%s: scalar kinds differ", op);
-		ck_assert_msg(x.kind == TN_SCALAR_DOUBLE ? x.v.d == y.v.d
+		ck_assert_msg(x.kind == TN_SCALAR_DOUBLE ? (x.v.d == y.v.d || (x.v.d != x.v.d && y.v.d != y.v.d))
 			      : x.kind == TN_SCALAR_INT	 ? x.v.i == y.v.i
 							 : x.v.b == y.v.b,
 			      "%s: elements differ", op);
@@ -242,16 +242,22 @@ static int call_both(size_t i, tn_device dev, tn_stack *boxed)
 	int rb, ru;
 
 	build_args(op, dev, boxed);
-	/* The written argument of an in-place operator is its result, the same object. */
-	tn_tensor *first = boxed->size && boxed->items[0].tag == TN_IVALUE_TENSOR
-				   ? tn_tensor_ref(boxed->items[0].u.tensor) : NULL;
+	/* The written argument of an in-place or out= operator is its result, the same object:
+	 * keep the tensor arguments to compare. */
+	tn_tensor *bargs[16] = { NULL }, *uargs[16] = { NULL };
+	size_t nargs = boxed->size;
+	ck_assert_uint_le(nargs, 16);
+	for (size_t k = 0; k < nargs; k++)
+		if (boxed->items[k].tag == TN_IVALUE_TENSOR)
+			bargs[k] = tn_tensor_ref(boxed->items[k].u.tensor);
 	tn_clear_error();
 	rb = tn_call_boxed(op, boxed);
 	snprintf(msg, sizeof(msg), "%s", tn_last_error());
 
 	build_args(op, dev, &unboxed);
-	tn_tensor *ufirst = unboxed.size && unboxed.items[0].tag == TN_IVALUE_TENSOR
-				    ? tn_tensor_ref(unboxed.items[0].u.tensor) : NULL;
+	for (size_t k = 0; k < nargs; k++)
+		if (unboxed.items[k].tag == TN_IVALUE_TENSOR)
+			uargs[k] = tn_tensor_ref(unboxed.items[k].u.tensor);
 	tn_clear_error();
 	ru = tn_test_ops[i].call(&unboxed);
 	ck_assert_msg(rb == ru, "%s on %s: boxed %d (%s), unboxed %d (%s)", op,
@@ -272,14 +278,22 @@ static int call_both(size_t i, tn_device dev, tn_stack *boxed)
 				ck_assert_int_eq(tn_tensor_device(boxed->items[r].u.tensor).type, dev.type);
 				ck_assert_int_eq(tn_tensor_device(unboxed.items[r].u.tensor).type, dev.type);
 			}
-			if (tn_schema_return_at(s, r)->alias_write) {
-				ck_assert_ptr_eq(boxed->items[r].u.tensor, first);
-				ck_assert_ptr_eq(unboxed.items[r].u.tensor, ufirst);
-			}
+			const tn_schema_arg *ra = tn_schema_return_at(s, r);
+			if (!ra->alias_write)
+				continue;
+			size_t k = 0;
+			while (k < nargs && !(tn_schema_arg_at(s, k)->alias_set &&
+					      strcmp(tn_schema_arg_at(s, k)->alias_set, ra->alias_set) == 0))
+				k++;
+			ck_assert_msg(k < nargs, "%s: no argument for the written return", op);
+			ck_assert_ptr_eq(boxed->items[r].u.tensor, bargs[k]);
+			ck_assert_ptr_eq(unboxed.items[r].u.tensor, uargs[k]);
 		}
 	}
-	tn_tensor_unref(first);
-	tn_tensor_unref(ufirst);
+	for (size_t k = 0; k < nargs; k++) {
+		tn_tensor_unref(bargs[k]);
+		tn_tensor_unref(uargs[k]);
+	}
 	tn_stack_destroy(&unboxed);
 	return rb;
 }

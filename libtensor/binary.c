@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Arithmetic binary operators on the TensorIterator: add, sub, mul and div, each functional,
+ * out= and in place, with Tensor and Scalar right-hand sides, and their Meta kernels.
+ *
+ * The iterator promotes the inputs to a common dtype (a Scalar is a "wrapped number": the
+ * lowest priority, a float one counting as float32), checks that the result may be cast to an
+ * out= or in-place output, and allocates functional outputs in the inputs' layout. The loop
+ * calls the per-capability kernel on whole rows when every operand already has the common
+ * dtype; otherwise it converts 256-element chunks of the other operands into buffers on the
+ * stack and back (bounded memory, no full-size temporaries).
+ */
+#include <string.h>
+
+#include "iter.h"
+#include "ops_kernels.h"
+#include "stub.h"
+
+#define CHUNK 256
+
+struct bin_ctx {
+	tn__binary_fn fn;
+	tn__cast_fn cast;
+	int op;
+	enum tn_dtype ct;
+	enum tn_dtype dt[3];
+	bool cast_any;
+	struct tn__alpha alpha;
+};
+
+static void binary_loop(void *vctx, char **data, const int64_t *strides, int64_t n0, int64_t n1)
+{
+	const struct bin_ctx *c = vctx;
+	const int64_t w = (int64_t)tn_dtype_size(c->ct);
+	_Alignas(64) unsigned char buf[3][CHUNK * 8];
+
+	for (int64_t j = 0; j < n1; j++) {
+		char *p[3];
+		for (int k = 0; k < 3; k++)
+			p[k] = data[k] + j * strides[3 + k];
+		if (!c->cast_any) {
+			c->fn(c->op, c->ct, p[0], strides[0], p[1], strides[1], p[2], strides[2], n0,
+			      &c->alpha);
+			continue;
+		}
+		for (int64_t i = 0; i < n0; i += CHUNK) {
+			int64_t m = n0 - i < CHUNK ? n0 - i : CHUNK;
+			char *q[3];
+			int64_t qs[3];
+			for (int k = 1; k < 3; k++) {
+				char *src = p[k] + i * strides[k];
+				if (c->dt[k] == c->ct) {
+					q[k] = src;
+					qs[k] = strides[k];
+				} else if (strides[k] == 0) { /* a broadcast value: convert it once */
+					c->cast((char *)buf[k], c->ct, w, src, c->dt[k], 0, 1);
+					q[k] = (char *)buf[k];
+					qs[k] = 0;
+				} else {
+					c->cast((char *)buf[k], c->ct, w, src, c->dt[k], strides[k], m);
+					q[k] = (char *)buf[k];
+					qs[k] = w;
+				}
+			}
+			char *dst = p[0] + i * strides[0];
+			bool out_cast = c->dt[0] != c->ct;
+			q[0] = out_cast ? (char *)buf[0] : dst;
+			qs[0] = out_cast ? w : strides[0];
+			c->fn(c->op, c->ct, q[0], qs[0], q[1], qs[1], q[2], qs[2], m, &c->alpha);
+			if (out_cast)
+				c->cast(dst, c->dt[0], strides[0], (char *)buf[0], c->ct, w, m);
+		}
+	}
+}
+
+static const char *const op_names[] = { "add", "sub", "mul", "div" };
+
+/* A Scalar operand as PyTorch wraps it: a 0-dim tensor of bool, int64 or float64. */
+static int wrap_scalar(tn_scalar v, const tn_tensor *like, tn_tensor **ret)
+{
+	enum tn_dtype dt = v.kind == TN_SCALAR_BOOL ? TN_BOOL
+			   : v.kind == TN_SCALAR_INT ? TN_INT64
+						     : TN_FLOAT64;
+	tn_device dev = tn__handle_is(like, TN_MAGIC_TENSOR) ? like->storage->device
+							     : (tn_device){ TN_DEVICE_CPU, 0 };
+	int rc;
+	if (v.kind != TN_SCALAR_BOOL && v.kind != TN_SCALAR_INT && v.kind != TN_SCALAR_DOUBLE)
+		return tn__error(TN_EINVAL, "invalid scalar kind %d", (int)v.kind);
+	if ((rc = tn__empty_like_device(dev, dt, 0, NULL, NULL, ret, "scalar")) < 0)
+		return rc;
+	if (dev.type != TN_DEVICE_META)
+		tn__scalar_to_element(v, dt, tn_tensor_data(*ret));
+	return 0;
+}
+
+/*
+ * The one implementation: out = a OP (alpha *) b. @out NULL allocates (functional), @out == a
+ * is in place. @b_scalar, when not NULL, replaces @b. @run false builds only (Meta).
+ */
+static int binary(int op, tn_tensor *out, const tn_tensor *a, const tn_tensor *b,
+		  const tn_scalar *b_scalar, tn_scalar alpha, bool run, tn_tensor **ret)
+{
+	const char *who = op_names[op];
+	struct tn_iter_config cfg;
+	struct tn_iter it;
+	tn_tensor *wrapped = NULL;
+	int rc;
+
+	if (b_scalar) {
+		if ((rc = wrap_scalar(*b_scalar, a, &wrapped)) < 0)
+			return rc;
+		b = wrapped;
+	}
+	tn__iter_config_init(&cfg);
+	cfg.noutputs = 1;
+	cfg.ninputs = 2;
+	cfg.tensors[0] = out;
+	cfg.tensors[1] = a;
+	cfg.tensors[2] = b;
+	cfg.wrapped[2] = b_scalar != NULL;
+	cfg.promote_inputs_to_common_dtype = true;
+	cfg.cast_common_dtype_to_outputs = true;
+	cfg.enforce_safe_casting_to_output = true;
+	cfg.promote_integer_inputs_to_float = op == TN_BINOP_DIV;
+	rc = tn__iter_build(&it, &cfg, who);
+	tn_tensor_unref(wrapped);
+	if (rc < 0)
+		return rc;
+
+	enum tn_dtype ct = it.common_dtype;
+	if (op == TN_BINOP_SUB && (it.ops[1].dtype == TN_BOOL || it.ops[2].dtype == TN_BOOL)) {
+		rc = it.ops[1].dtype == TN_BOOL && it.ops[2].dtype == TN_BOOL
+			     ? tn__error(TN_EINVAL,
+					 "Subtraction, the `-` operator, with two bool tensors is not "
+					 "supported. Use the `^` or `logical_xor()` operator instead.")
+			     : tn__error(TN_EINVAL,
+					 "Subtraction, the `-` operator, with a bool tensor is not "
+					 "supported. If you are trying to invert a mask, use the `~` or "
+					 "`logical_not()` operator instead.");
+		goto out;
+	}
+	struct bin_ctx c = { .op = op, .ct = ct };
+	if (op == TN_BINOP_ADD || op == TN_BINOP_SUB) {
+		if (alpha.kind == TN_SCALAR_BOOL && ct != TN_BOOL) {
+			rc = tn__error(TN_EINVAL, "Boolean alpha only supported for Boolean results.");
+			goto out;
+		}
+		if (alpha.kind == TN_SCALAR_DOUBLE && !tn_dtype_is_floating(ct)) {
+			rc = tn__error(TN_EINVAL, "For integral input tensors, argument alpha must not "
+						  "be a floating point number.");
+			goto out;
+		}
+		c.alpha.b = alpha.kind == TN_SCALAR_BOOL ? alpha.v.b
+			    : alpha.kind == TN_SCALAR_INT ? alpha.v.i != 0
+							  : alpha.v.d != 0;
+		c.alpha.i = alpha.kind == TN_SCALAR_INT ? alpha.v.i : alpha.kind == TN_SCALAR_BOOL;
+		c.alpha.d = alpha.kind == TN_SCALAR_DOUBLE ? alpha.v.d : (double)c.alpha.i;
+	} else {
+		c.alpha = (struct tn__alpha){ 1.0, 1, true };
+	}
+	if (run && it.numel > 0) {
+		c.fn = (tn__binary_fn)tn__stub_get(&tn__binary_stub);
+		c.cast = (tn__cast_fn)tn__stub_get(&tn__cast_stub);
+		for (int k = 0; k < 3; k++) {
+			c.dt[k] = it.ops[k].dtype;
+			c.cast_any |= c.dt[k] != ct;
+		}
+		tn__iter_for_each(&it, binary_loop, &c, TN_GRAIN_SIZE);
+	}
+	if (ret)
+		*ret = tn__iter_output(&it, 0);
+out:
+	tn__iter_release(&it);
+	return rc;
+}
+
+static int need_ret(void *ret, const char *who)
+{
+	return ret ? 0 : tn__error(TN_EINVAL, "%s: NULL ret_tensor", who);
+}
+
+static int need_out(const tn_tensor *out, const char *who)
+{
+	return tn__handle_is(out, TN_MAGIC_TENSOR)
+		       ? 0
+		       : tn__error(TN_EBADF, "%s: not a live tensor handle (NULL, freed or foreign)",
+				   who);
+}
+
+/* The kernels of the table: per operator, functional / out= / in place / Scalar, CPU and Meta. */
+#define ALPHA_KERNELS(NAME, OP)                                                              \
+	static int NAME##_fn(const tn_tensor *self, const tn_tensor *other, tn_scalar alpha,    \
+			     bool run, tn_tensor **ret)                                         \
+	{                                                                                    \
+		int rc = need_ret(ret, #NAME);                                               \
+		return rc ? rc : binary(OP, NULL, self, other, NULL, alpha, run, ret);        \
+	}                                                                                    \
+	int tn__##NAME##_cpu(const tn_tensor *self, const tn_tensor *other, tn_scalar alpha,    \
+			     tn_tensor **ret_tensor)                                            \
+	{                                                                                    \
+		return NAME##_fn(self, other, alpha, true, ret_tensor);                       \
+	}                                                                                    \
+	int tn__##NAME##_meta(const tn_tensor *self, const tn_tensor *other, tn_scalar alpha,   \
+			      tn_tensor **ret_tensor)                                           \
+	{                                                                                    \
+		return NAME##_fn(self, other, alpha, false, ret_tensor);                      \
+	}                                                                                    \
+	int tn__##NAME##_out_cpu(const tn_tensor *self, const tn_tensor *other, tn_scalar alpha, \
+				 tn_tensor *out)                                                \
+	{                                                                                    \
+		int rc = need_out(out, #NAME);                                               \
+		return rc ? rc : binary(OP, out, self, other, NULL, alpha, true, NULL);       \
+	}                                                                                    \
+	int tn__##NAME##_out_meta(const tn_tensor *self, const tn_tensor *other,                \
+				  tn_scalar alpha, tn_tensor *out)                              \
+	{                                                                                    \
+		int rc = need_out(out, #NAME);                                               \
+		return rc ? rc : binary(OP, out, self, other, NULL, alpha, false, NULL);      \
+	}                                                                                    \
+	int tn__##NAME##__cpu(tn_tensor *self, const tn_tensor *other, tn_scalar alpha)         \
+	{                                                                                    \
+		int rc = need_out(self, #NAME "_");                                          \
+		return rc ? rc : binary(OP, self, self, other, NULL, alpha, true, NULL);      \
+	}                                                                                    \
+	int tn__##NAME##__meta(tn_tensor *self, const tn_tensor *other, tn_scalar alpha)        \
+	{                                                                                    \
+		int rc = need_out(self, #NAME "_");                                          \
+		return rc ? rc : binary(OP, self, self, other, NULL, alpha, false, NULL);     \
+	}                                                                                    \
+	int tn__##NAME##_scalar_cpu(const tn_tensor *self, tn_scalar other, tn_scalar alpha,    \
+				    tn_tensor **ret_tensor)                                     \
+	{                                                                                    \
+		int rc = need_ret(ret_tensor, #NAME);                                        \
+		return rc ? rc : binary(OP, NULL, self, NULL, &other, alpha, true, ret_tensor); \
+	}                                                                                    \
+	int tn__##NAME##_scalar_meta(const tn_tensor *self, tn_scalar other, tn_scalar alpha,   \
+				     tn_tensor **ret_tensor)                                    \
+	{                                                                                    \
+		int rc = need_ret(ret_tensor, #NAME);                                        \
+		return rc ? rc                                                               \
+			  : binary(OP, NULL, self, NULL, &other, alpha, false, ret_tensor);   \
+	}
+
+#define PLAIN_KERNELS(NAME, OP)                                                              \
+	int tn__##NAME##_cpu(const tn_tensor *self, const tn_tensor *other, tn_tensor **ret_tensor) \
+	{                                                                                    \
+		int rc = need_ret(ret_tensor, #NAME);                                        \
+		return rc ? rc                                                               \
+			  : binary(OP, NULL, self, other, NULL, tn_scalar_int(1), true,       \
+				   ret_tensor);                                                \
+	}                                                                                    \
+	int tn__##NAME##_meta(const tn_tensor *self, const tn_tensor *other,                    \
+			      tn_tensor **ret_tensor)                                           \
+	{                                                                                    \
+		int rc = need_ret(ret_tensor, #NAME);                                        \
+		return rc ? rc                                                               \
+			  : binary(OP, NULL, self, other, NULL, tn_scalar_int(1), false,      \
+				   ret_tensor);                                                \
+	}                                                                                    \
+	int tn__##NAME##_out_cpu(const tn_tensor *self, const tn_tensor *other, tn_tensor *out) \
+	{                                                                                    \
+		int rc = need_out(out, #NAME);                                               \
+		return rc ? rc : binary(OP, out, self, other, NULL, tn_scalar_int(1), true, NULL); \
+	}                                                                                    \
+	int tn__##NAME##_out_meta(const tn_tensor *self, const tn_tensor *other, tn_tensor *out) \
+	{                                                                                    \
+		int rc = need_out(out, #NAME);                                               \
+		return rc ? rc                                                               \
+			  : binary(OP, out, self, other, NULL, tn_scalar_int(1), false, NULL); \
+	}                                                                                    \
+	int tn__##NAME##__cpu(tn_tensor *self, const tn_tensor *other)                          \
+	{                                                                                    \
+		int rc = need_out(self, #NAME "_");                                          \
+		return rc ? rc                                                               \
+			  : binary(OP, self, self, other, NULL, tn_scalar_int(1), true, NULL); \
+	}                                                                                    \
+	int tn__##NAME##__meta(tn_tensor *self, const tn_tensor *other)                         \
+	{                                                                                    \
+		int rc = need_out(self, #NAME "_");                                          \
+		return rc ? rc                                                               \
+			  : binary(OP, self, self, other, NULL, tn_scalar_int(1), false, NULL); \
+	}                                                                                    \
+	int tn__##NAME##_scalar_cpu(const tn_tensor *self, tn_scalar other, tn_tensor **ret_tensor) \
+	{                                                                                    \
+		int rc = need_ret(ret_tensor, #NAME);                                        \
+		return rc ? rc                                                               \
+			  : binary(OP, NULL, self, NULL, &other, tn_scalar_int(1), true,      \
+				   ret_tensor);                                                \
+	}                                                                                    \
+	int tn__##NAME##_scalar_meta(const tn_tensor *self, tn_scalar other,                    \
+				     tn_tensor **ret_tensor)                                    \
+	{                                                                                    \
+		int rc = need_ret(ret_tensor, #NAME);                                        \
+		return rc ? rc                                                               \
+			  : binary(OP, NULL, self, NULL, &other, tn_scalar_int(1), false,     \
+				   ret_tensor);                                                \
+	}
+
+ALPHA_KERNELS(add, TN_BINOP_ADD)
+ALPHA_KERNELS(sub, TN_BINOP_SUB)
+PLAIN_KERNELS(mul, TN_BINOP_MUL)
+PLAIN_KERNELS(div, TN_BINOP_DIV)
