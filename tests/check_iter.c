@@ -404,6 +404,167 @@ START_TEST(test_copy_under_each_capability)
 }
 END_TEST
 
+/* A tensor of @dtype holding @values (made in float64, then copy_'d: PyTorch's .to()). */
+static tn_tensor *from_values(const double *values, int n, const int64_t *sizes,
+			      enum tn_dtype dtype)
+{
+	int64_t numel = 1;
+	tn_tensor *f64, *t;
+	for (int i = 0; i < n; i++)
+		numel *= sizes[i];
+	ck_assert_tn_ok(tn_empty(n, sizes, TN_FLOAT64, TN_CPU, TN_CONTIGUOUS_FORMAT, &f64));
+	memcpy(tn_tensor_data(f64), values, (size_t)numel * sizeof(double));
+	ck_assert_tn_ok(tn_empty(n, sizes, dtype, TN_CPU, TN_CONTIGUOUS_FORMAT, &t));
+	ck_assert_tn_ok(tn_copy_(t, f64, false));
+	tn_tensor_unref(f64);
+	return t;
+}
+
+static void assert_values(const tn_tensor *t, const double *want, int n, const char *what)
+{
+	tn_tensor *f64;
+	ck_assert_tn_ok(tn_empty(tn_tensor_ndim(t), tn_tensor_sizes(t), TN_FLOAT64, TN_CPU,
+				 TN_CONTIGUOUS_FORMAT, &f64));
+	ck_assert_tn_ok(tn_copy_(f64, t, false));
+	const double *got = tn_tensor_data(f64);
+	for (int i = 0; i < n; i++)
+		ck_assert_msg(got[i] == want[i] || (got[i] != got[i] && want[i] != want[i]),
+			      "%s: element %d is %.17g, PyTorch %.17g", what, i, got[i], want[i]);
+	tn_tensor_unref(f64);
+}
+
+static int arith(int op, const tn_tensor *a, const tn_tensor *b, tn_scalar alpha, tn_tensor **r)
+{
+	switch (op) {
+	case 0:
+		return tn_add(a, b, alpha, r);
+	case 1:
+		return tn_sub(a, b, tn_scalar_int(1), r);
+	case 2:
+		return tn_mul(a, b, r);
+	default:
+		return tn_div(a, b, r);
+	}
+}
+
+static int arith_out(int op, const tn_tensor *a, const tn_tensor *b, tn_scalar alpha,
+		     tn_tensor *out)
+{
+	switch (op) {
+	case 0:
+		return tn_add_out(a, b, alpha, out);
+	case 1:
+		return tn_sub_out(a, b, tn_scalar_int(1), out);
+	case 2:
+		return tn_mul_out(a, b, out);
+	default:
+		return tn_div_out(a, b, out);
+	}
+}
+
+/* Every dtype pair of add/sub/mul/div against PyTorch: contiguous, with the left operand
+ * transposed in memory, and into an out= tensor of the result dtype. */
+START_TEST(test_arith_matches_pytorch)
+{
+	static const char *names[] = { "add", "sub", "mul", "div" };
+	int64_t s23[] = { 2, 3 }, s32[] = { 3, 2 }, s3[] = { 3 };
+	double at[6];
+	for (int i = 0; i < 2; i++)
+		for (int j = 0; j < 3; j++)
+			at[j * 2 + i] = arith_a[i * 3 + j];
+	for (int g = 0; g < ARITH_NGOLDEN; g++) {
+		const struct arith_golden *G = &arith_golden[g];
+		char what[96];
+		snprintf(what, sizeof(what), "%s(%s, %s)", names[G->op], tn_dtype_name(G->a),
+			 tn_dtype_name(G->b));
+		tn_tensor *a = from_values(arith_a, 2, s23, G->a);
+		tn_tensor *b = from_values(arith_b, 1, s3, G->b);
+		tn_tensor *a_mem = from_values(at, 2, s32, G->a), *a_t, *r = NULL;
+		ck_assert_tn_ok(tn_transpose(a_mem, 0, 1, &a_t));
+		tn_scalar alpha = tn_scalar_int(G->a == TN_BOOL && G->b == TN_BOOL ? 1 : 2);
+		int rc = arith(G->op, a, b, alpha, &r);
+		if (!G->ok) {
+			ck_assert_msg(rc == TN_EINVAL, "%s: PyTorch refuses, libtensor gave %d", what,
+				      rc);
+		} else {
+			ck_assert_msg(rc == 0, "%s failed: %s", what, tn_last_error());
+			ck_assert_msg(tn_tensor_dtype(r) == G->dtype, "%s: dtype %s, PyTorch %s", what,
+				      tn_dtype_name(tn_tensor_dtype(r)), tn_dtype_name(G->dtype));
+			assert_values(r, G->v, 6, what);
+			tn_tensor_unref(r);
+			ck_assert_tn_ok(arith(G->op, a_t, b, alpha, &r));
+			ck_assert_int_eq(tn_tensor_strides(r)[0], 1); /* laid out like a_t */
+			assert_values(r, G->v, 6, what);
+			tn_tensor_unref(r);
+			tn_tensor *out;
+			ck_assert_tn_ok(tn_zeros(2, s23, G->dtype, TN_CPU, &out));
+			ck_assert_tn_ok(arith_out(G->op, a_t, b, alpha, out));
+			assert_values(out, G->v, 6, what);
+			tn_tensor_unref(out);
+		}
+		tn_tensor_unref(a);
+		tn_tensor_unref(b);
+		tn_tensor_unref(a_mem);
+		tn_tensor_unref(a_t);
+	}
+	/* With a Python number on the right. */
+	for (int g = 0; g < ARITH_SCALAR_NGOLDEN; g++) {
+		const struct arith_scalar_golden *G = &arith_scalar_golden[g];
+		tn_scalar num = G->k == 0 ? tn_scalar_bool(true)
+				: G->k == 1 ? tn_scalar_int(3)
+					    : tn_scalar_double(2.5);
+		char what[96];
+		snprintf(what, sizeof(what), "%s(%s, number %d)", names[G->op], tn_dtype_name(G->a),
+			 G->k);
+		tn_tensor *a = from_values(arith_a, 2, s23, G->a), *r = NULL;
+		int rc = G->op == 0   ? tn_add_scalar(a, num, tn_scalar_int(1), &r)
+			 : G->op == 1 ? tn_sub_scalar(a, num, tn_scalar_int(1), &r)
+			 : G->op == 2 ? tn_mul_scalar(a, num, &r)
+				      : tn_div_scalar(a, num, &r);
+		if (!G->ok) {
+			ck_assert_msg(rc == TN_EINVAL, "%s: PyTorch refuses, libtensor gave %d", what,
+				      rc);
+		} else {
+			ck_assert_msg(rc == 0, "%s failed: %s", what, tn_last_error());
+			ck_assert_msg(tn_tensor_dtype(r) == G->dtype, "%s: dtype %s, PyTorch %s", what,
+				      tn_dtype_name(tn_tensor_dtype(r)), tn_dtype_name(G->dtype));
+			assert_values(r, G->v, 6, what);
+			tn_tensor_unref(r);
+		}
+		tn_tensor_unref(a);
+	}
+}
+END_TEST
+
+/* Past the grain size (parallel), mixed int32 + float32 (chunked casts), a transposed
+ * operand and an out= of another dtype (cast back), under each CPU capability. */
+START_TEST(test_arith_large_under_each_capability)
+{
+	enum tn_cpu_capability want = (enum tn_cpu_capability)_i;
+	setenv("TN_CPU_CAPABILITY", tn_cpu_capability_name(want), 1);
+	int64_t s[] = { 311, 257 }, row[] = { 311 };
+	tn_tensor *ai = arange_f(2, s, TN_INT32), *ait, *b, *r, *out64;
+	ck_assert_tn_ok(tn_transpose(ai, 0, 1, &ait)); /* [257, 311] */
+	tn_tensor *b_mem = arange_f(1, row, TN_FLOAT32);
+	ck_assert_tn_ok(tn_mul_scalar(b_mem, tn_scalar_double(0.25), &b));
+	ck_assert_tn_ok(tn_add(ait, b, tn_scalar_int(1), &r));
+	ck_assert_int_eq(tn_tensor_dtype(r), TN_FLOAT32);
+	ck_assert_tn_ok(tn_empty(2, (int64_t[]){ 257, 311 }, TN_FLOAT64, TN_CPU,
+				 TN_CONTIGUOUS_FORMAT, &out64));
+	ck_assert_tn_ok(tn_sub_out(ait, b, tn_scalar_int(2), out64));
+	for (int64_t i = 0; i < 257; i += 3)
+		for (int64_t j = 0; j < 311; j += 7) {
+			int64_t idx[] = { i, j };
+			float x = (float)(j * 257 + i), y = (float)j * 0.25f;
+			ck_assert_double_eq(tn_test_get_double(r, idx), (double)(x + y));
+			ck_assert_double_eq(tn_test_get_double(out64, idx), (double)(x - 2.0f * y));
+		}
+	tn_tensor *list[] = { ai, ait, b, b_mem, r, out64 };
+	for (size_t i = 0; i < 6; i++)
+		tn_tensor_unref(list[i]);
+}
+END_TEST
+
 static Suite *iter_suite(void)
 {
 	Suite *s = suite_create("iter");
@@ -417,6 +578,9 @@ static Suite *iter_suite(void)
 	tcase_add_test(tc, test_zero_dim_and_empty);
 	tcase_add_test(tc, test_copy_casts_match_pytorch);
 	tcase_add_test(tc, test_copy_strided_broadcast_parallel);
+	tcase_add_test(tc, test_arith_matches_pytorch);
+	tcase_add_loop_test(tc, test_arith_large_under_each_capability, 0,
+			    TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_copy_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);

@@ -895,6 +895,54 @@ def gen_iter(outdir):
             L.append("        { %s }," % ", ".join(c_double(float(x)) for x in dst.to(torch.float64).tolist()))
         L.append("    },")
     L.append("};")
+    # Arithmetic: a [2, 3] op b [3] (broadcast) for every dtype pair, and a op Python number.
+    av = [-3.0, -1.0, 0.0, 2.0, 5.0, 7.0]
+    bv = [1.0, 2.0, -4.0]
+    ops = [("add", lambda x, y: torch.add(x, y, alpha=2) if not (x.dtype == torch.bool and y.dtype == torch.bool) else torch.add(x, y)),
+           ("sub", lambda x, y: torch.sub(x, y)),
+           ("mul", lambda x, y: torch.mul(x, y)),
+           ("div", lambda x, y: torch.div(x, y))]
+    L.append("static const double arith_a[6] = { %s };" % ", ".join(c_double(v) for v in av))
+    L.append("static const double arith_b[3] = { %s };" % ", ".join(c_double(v) for v in bv))
+    L.append("struct arith_golden { int op, a, b, ok, dtype; double v[6]; };")
+    L.append("/* op: 0 add (alpha 2, or 1 for bool + bool), 1 sub, 2 mul, 3 div; ok 0: PyTorch refuses */")
+    L.append("static const struct arith_golden arith_golden[] = {")
+    count = 0
+    for oi, (name, fn) in enumerate(ops):
+        for a in TN_ORDER:
+            ta = torch.tensor(av, dtype=torch.float64).to(DTYPES[a]).reshape(2, 3)
+            for b in TN_ORDER:
+                tb = torch.tensor(bv, dtype=torch.float64).to(DTYPES[b])
+                try:
+                    r = fn(ta, tb)
+                    vals = [float(x) for x in r.to(torch.float64).reshape(-1).tolist()]
+                    L.append("    { %d, %d, %d, 1, %d, { %s } }," % (oi, TN_ORDER.index(a), TN_ORDER.index(b),
+                             TN_ORDER.index(DTYPE_NAMES[r.dtype]), ", ".join(c_double(v) for v in vals)))
+                except RuntimeError:
+                    L.append("    { %d, %d, %d, 0, 0, { 0 } }," % (oi, TN_ORDER.index(a), TN_ORDER.index(b)))
+                count += 1
+    L.append("};")
+    L.append("#define ARITH_NGOLDEN %d" % count)
+    # a op a Python number: 0 bool True, 1 int 3, 2 float 2.5 (add with alpha 1)
+    L.append("struct arith_scalar_golden { int op, a, k, ok, dtype; double v[6]; };")
+    L.append("static const struct arith_scalar_golden arith_scalar_golden[] = {")
+    nums = [True, 3, 2.5]
+    count = 0
+    for oi, name in enumerate(["add", "sub", "mul", "div"]):
+        f = getattr(torch, name)
+        for a in TN_ORDER:
+            ta = torch.tensor(av, dtype=torch.float64).to(DTYPES[a]).reshape(2, 3)
+            for k, num in enumerate(nums):
+                try:
+                    r = f(ta, num)
+                    vals = [float(x) for x in r.to(torch.float64).reshape(-1).tolist()]
+                    L.append("    { %d, %d, %d, 1, %d, { %s } }," % (oi, TN_ORDER.index(a), k,
+                             TN_ORDER.index(DTYPE_NAMES[r.dtype]), ", ".join(c_double(v) for v in vals)))
+                except RuntimeError:
+                    L.append("    { %d, %d, %d, 0, 0, { 0 } }," % (oi, TN_ORDER.index(a), k))
+                count += 1
+    L.append("};")
+    L.append("#define ARITH_SCALAR_NGOLDEN %d" % count)
     L += header_bottom("TN_ITER_GOLDEN_H")
     write(os.path.join(outdir, "iter_golden.h"), L)
     return n
