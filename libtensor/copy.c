@@ -72,20 +72,49 @@ int tn__copy_meta(tn_tensor *self, const tn_tensor *src, bool non_blocking)
 	return tn__copy(self, src, false, "copy_");
 }
 
+/* PyTorch's infer_dense_strides: dense strides in the order of @t's strides (smallest
+ * first; zero strides and size-1 dimensions do not decide the order). */
+static void infer_dense_strides(const tn_tensor *t, int64_t *strides)
+{
+	int n = t->ndim, perm[TN_MAX_DIMS];
+	for (int i = 0; i < n; i++)
+		perm[i] = n - 1 - i;
+	for (int i = 1; i < n; i++) {
+		int d1 = i;
+		for (int d0 = i - 1; d0 >= 0; d0--) {
+			int a = perm[d0], b = perm[d1], c = 0;
+			int64_t sa = t->strides[a], sb = t->strides[b];
+			if (sa != 0 && sb != 0)
+				c = sa < sb ? -1 : sa > sb ? 1 : t->sizes[a] > t->sizes[b] ? 1 : 0;
+			if (c > 0) {
+				perm[d0] = b;
+				perm[d1] = a;
+				d1 = d0;
+			} else if (c < 0) {
+				break;
+			}
+		}
+	}
+	int64_t acc = 1;
+	for (int i = 0; i < n; i++) {
+		strides[perm[i]] = acc;
+		if (t->sizes[perm[i]] > 1)
+			acc *= t->sizes[perm[i]];
+	}
+}
+
 /* The layout a copy of @t takes for @fmt: PyTorch's preserve_format keeps the strides of a
- * non-overlapping, dense tensor, else picks channels-last when the input is so, else row-major. */
+ * non-overlapping, dense tensor and otherwise makes dense strides in the same order. */
 static int copy_strides(const tn_tensor *t, enum tn_memory_format fmt, int64_t *strides,
 			bool *ret_use_strides, const char *who)
 {
 	*ret_use_strides = true;
 	if (fmt == TN_PRESERVE_FORMAT) {
-		if (tn__is_non_overlapping_and_dense(t)) {
+		if (tn__is_non_overlapping_and_dense(t))
 			memcpy(strides, t->strides, (size_t)t->ndim * sizeof(int64_t));
-			return 0;
-		}
-		fmt = t->channels_last && t->ndim == 4	     ? TN_CHANNELS_LAST
-		      : t->channels_last_3d && t->ndim == 5 ? TN_CHANNELS_LAST_3D
-							     : TN_CONTIGUOUS_FORMAT;
+		else
+			infer_dense_strides(t, strides);
+		return 0;
 	}
 	if (fmt == TN_CONTIGUOUS_FORMAT) {
 		*ret_use_strides = false;

@@ -79,6 +79,9 @@ static bool owns_payload(uint32_t tag)
 
 static void list_unref(tn_ivalue_list *l)
 {
+	/* A hand-built value may lack its payload: nothing to drop. */
+	if (!l)
+		return;
 	/* acq_rel, as tn_tensor_unref: the last owner must see every other owner's writes to
 	 * the entries before it frees them. */
 	if (atomic_fetch_sub_explicit(&l->refcount, 1, memory_order_acq_rel) != 1)
@@ -93,7 +96,7 @@ static void list_unref(tn_ivalue_list *l)
 
 static void string_unref(struct tn_ivalue_string *s)
 {
-	if (atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) == 1)
+	if (s && atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) == 1)
 		tn__free(s);
 }
 
@@ -230,9 +233,9 @@ TN_EXPORT void tn_ivalue_copy(const tn_ivalue *value, tn_ivalue *ret_value)
 	 * payload alive meanwhile (the usual reference-counting argument). */
 	if (v.tag == TN_IVALUE_TENSOR)
 		tn_tensor_ref(v.u.tensor);
-	else if (v.tag == TN_IVALUE_STRING)
+	else if (v.tag == TN_IVALUE_STRING && v.u.string)
 		atomic_fetch_add_explicit(&v.u.string->refcount, 1, memory_order_relaxed);
-	else if (owns_payload(v.tag))
+	else if (owns_payload(v.tag) && v.u.list)
 		atomic_fetch_add_explicit(&v.u.list->refcount, 1, memory_order_relaxed);
 	*ret_value = v;
 }

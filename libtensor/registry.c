@@ -8,9 +8,13 @@
  * dispatch table with one slot per key, holding the newest kernel registered for that key.
  * Registration and deregistration serialise on one mutex and publish with release stores;
  * lookups and calls take no lock and read with acquire loads. Entries, kernel records and
- * replaced schemas live until the library is unloaded (a destructor frees them), so a
- * concurrent call never sees freed memory. The registry's own memory comes from calloc,
- * outside the allocator statistics: it is process-wide state, not tensor data.
+ * replaced schemas are never freed, so a concurrent call never sees freed memory; like
+ * PyTorch's dispatcher singleton the registry is not torn down at exit either (a thread
+ * still calling an operator while the process exits, or a destructor that deregisters, must
+ * find it intact). It stays reachable from the statics, so leak checkers do not report it.
+ * Each deregistration therefore keeps its record (about 100 bytes; a removed definition
+ * keeps its schema, about 1 KiB) until the process exits. The registry's memory comes from
+ * calloc, outside the allocator statistics: it is process-wide state, not tensor data.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -232,32 +236,32 @@ static void registration_free(struct tn_registration *r)
 	}
 }
 
-static void kernel_free(struct tn__kernel *k)
-{
-	if (k) {
-		free((char *)k->file);
-		free(k);
-	}
-}
-
 /* ---- definitions ---- */
 
-static void format_full_name(const tn_schema *s, char *buf, size_t len)
+/* "ns::name.overload" in a malloc'd string (NULL on ENOMEM). */
+static char *full_name(const tn_schema *s)
 {
 	const char *ov = tn_schema_overload(s);
-	snprintf(buf, len, "%s%s%s", tn_schema_name(s), *ov ? "." : "", ov);
+	size_t n = strlen(tn_schema_name(s)) + strlen(ov) + 2;
+	char *buf = malloc(n);
+	if (buf)
+		snprintf(buf, n, "%s%s%s", tn_schema_name(s), *ov ? "." : "", ov);
+	return buf;
 }
 
 /* Under the lock. Takes ownership of @schema. */
 static int def_locked(tn_schema *schema, tn__unbox_fn unbox, const char *file, int line,
 		      tn_registration **ret, struct tn_op **ret_op)
 {
-	char name[512];
+	char *name = full_name(schema);
 	struct tn_registration *r;
 	struct tn_op *op;
 	int rc;
 
-	format_full_name(schema, name, sizeof(name));
+	if (!name) {
+		rc = tn__error(TN_ENOMEM, "out of memory registering an operator");
+		goto fail;
+	}
 	if ((rc = op_get_or_create(name, &op)) < 0)
 		goto fail;
 	if (op->def) {
@@ -287,8 +291,10 @@ static int def_locked(tn_schema *schema, tn__unbox_fn unbox, const char *file, i
 		*ret = r;
 	if (ret_op)
 		*ret_op = op;
+	free(name);
 	return 0;
 fail:
+	free(name);
 	tn_schema_free(schema);
 	return rc;
 }
@@ -424,7 +430,20 @@ TN_EXPORT int tn_op_impl_unboxed_at(const char *name, enum tn_dispatch_key key,
 	if ((rc = find_defined_locked(name, key, file, line, &op)) < 0)
 		goto out;
 	const tn_schema *schema = atomic_load_explicit(&op->schema, memory_order_relaxed);
-	if (!tn__schema_types_equal(schema, sig, why, sizeof(why))) {
+	bool same = tn__schema_types_equal(schema, sig, why, sizeof(why));
+	/* A return that aliases a written argument (Tensor(a!)) has no C parameter, so it
+	 * changes the C signature: the annotations of the returns must agree too. */
+	for (size_t i = 0; same && i < tn_schema_num_returns(schema); i++) {
+		if (tn_schema_return_at(schema, i)->alias_write !=
+		    tn_schema_return_at(sig, i)->alias_write) {
+			snprintf(why, sizeof(why),
+				 "return %zu is written-to (a!) in one and not in the other, which "
+				 "changes the C parameters",
+				 i + 1);
+			same = false;
+		}
+	}
+	if (!same) {
 		rc = tn__error(TN_EINVAL,
 			       "Mismatch in kernel C signature for operator %s: the kernel "
 			       "registered at %s:%d for dispatch key %s declares '%s', the schema "
@@ -740,11 +759,9 @@ static void drop_to(tn_stack *stack, size_t base)
 		tn__stack_drop(stack, stack->size - base);
 }
 
-int tn__call_kernel_boxed(const struct tn_op *op, enum tn_dispatch_key key,
+int tn__call_kernel_boxed(const struct tn_op *op, const tn_schema *s, enum tn_dispatch_key key,
 			  const struct tn__kernel *k, tn_stack *stack)
 {
-	const tn_schema *s = atomic_load_explicit(&((struct tn_op *)op)->schema,
-						  memory_order_acquire);
 	size_t nargs = tn_schema_num_args(s), nret = tn_schema_num_returns(s);
 	size_t base = stack->size - nargs;
 	char want[64];
@@ -775,7 +792,22 @@ int tn__call_kernel_boxed(const struct tn_op *op, enum tn_dispatch_key key,
 	}
 	for (size_t i = 0; i < nret; i++) {
 		const tn_schema_arg *r = tn_schema_return_at(s, i);
-		if (!tn__ivalue_fits(&stack->items[base + i], &r->type)) {
+		const tn_ivalue *v = &stack->items[base + i];
+		bool dead = v->tag == TN_IVALUE_TENSOR && !tn__handle_is(v->u.tensor, TN_MAGIC_TENSOR);
+		if (v->tag == TN_IVALUE_TENSOR_LIST && tn__ivalue_fits(v, &r->type)) {
+			size_t n = tn__ivalue_list_len(v);
+			tn_tensor *const *t = tn__ivalue_list_tensors(v);
+			for (size_t j = 0; j < n; j++)
+				dead |= t[j] && !tn__handle_is(t[j], TN_MAGIC_TENSOR);
+		}
+		if (dead) {
+			drop_to(stack, base);
+			return tn__error(TN_EINVAL,
+					 "the %s kernel of %s (%s:%d) returned a tensor that is not a "
+					 "live handle for return %zu",
+					 tn_dispatch_key_name(key), op->name, k->file, k->line, i);
+		}
+		if (!tn__ivalue_fits(v, &r->type)) {
 			tn__type_format(&r->type, want, sizeof(want));
 			const char *got = tn_ivalue_type_name(&stack->items[base + i]);
 			drop_to(stack, base);
@@ -804,6 +836,9 @@ TN_EXPORT int tn_op_call_boxed(const tn_op *op, tn_stack *stack)
 	if (!s)
 		return tn__error(TN_ENOENT, "No such operator %s", op->name);
 	nargs = tn_schema_num_args(s);
+	if (stack->size > stack->capacity || (stack->size && !stack->items))
+		return tn__error(TN_EINVAL, "%s: a malformed stack (%zu values, capacity %zu, items %p)",
+				 op->name, stack->size, stack->capacity, (void *)stack->items);
 	if (stack->size < nargs)
 		return tn__error(TN_EINVAL, "%s takes %zu arguments but the stack holds %zu values",
 				 op->name, nargs, stack->size);
@@ -852,7 +887,7 @@ TN_EXPORT int tn_op_call_boxed(const tn_op *op, tn_stack *stack)
 		drop_to(stack, base);
 		return rc;
 	}
-	return tn__call_kernel_boxed(op, tn__highest_key(keys), k, stack);
+	return tn__call_kernel_boxed(op, s, tn__highest_key(keys), k, stack);
 }
 
 TN_EXPORT int tn_call_boxed(const char *name, tn_stack *stack)
@@ -881,49 +916,4 @@ int tn__ivalue_take_tensor_array(tn_ivalue *value, int *ret_n, tn_tensor ***ret)
 	*ret_n = (int)n;
 	*ret = arr;
 	return 0;
-}
-
-/* ---- teardown ---- */
-
-__attribute__((destructor)) static void registry_teardown(void)
-{
-	struct op_table *t = atomic_load_explicit(&ops, memory_order_relaxed);
-
-	for (size_t i = 0; t && i < t->cap; i++) {
-		struct tn_op *op = atomic_load_explicit(&t->slots[i], memory_order_relaxed);
-		if (!op)
-			continue;
-		for (int key = 0; key < TN_NUM_DISPATCH_KEYS; key++) {
-			struct tn_registration *r = op->impls[key];
-			while (r) {
-				struct tn_registration *next = r->next;
-				kernel_free(r->kernel);
-				registration_free(r);
-				r = next;
-			}
-		}
-		registration_free(op->def);
-		tn_schema_free(atomic_load_explicit(&op->schema, memory_order_relaxed));
-		free(op->name);
-		free(op);
-	}
-	free(t);
-	for (size_t i = 0; i < nold_tables; i++)
-		free(old_tables[i]);
-	free(old_tables);
-	for (int key = 0; key < TN_NUM_DISPATCH_KEYS; key++) {
-		if (fallback_regs[key]) {
-			kernel_free(fallback_regs[key]->kernel);
-			registration_free(fallback_regs[key]);
-		}
-	}
-	while (retired_kernels) {
-		struct tn__kernel *next = retired_kernels->retired_next;
-		kernel_free(retired_kernels);
-		retired_kernels = next;
-	}
-	for (size_t i = 0; i < nretired_schemas; i++)
-		tn_schema_free(retired_schemas[i]);
-	free(retired_schemas);
-	free(defined);
 }

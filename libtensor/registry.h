@@ -5,8 +5,8 @@
  * An operator entry (struct tn_op) holds its schema and one published kernel pointer per
  * dispatch key. Registration, under one mutex, builds an immutable kernel record and
  * publishes it with a release store; calls load it with an acquire load and take no lock.
- * Records that a deregistration replaces are retired, not freed, until the library is
- * unloaded, so a call that loaded one just before can still use it.
+ * Records that a deregistration replaces are retired, never freed, so a call that loaded one
+ * just before can still use it.
  */
 #ifndef TN_REGISTRY_H
 #define TN_REGISTRY_H
@@ -128,8 +128,8 @@ static inline int tn__dispatch(const struct tn_op *op, enum tn_dispatch_key key,
 
 /* Run kernel @k the boxed way on the arguments atop @stack (already type-checked), and check
  * what a boxed kernel left there against the schema's returns. */
-int tn__call_kernel_boxed(const struct tn_op *op, enum tn_dispatch_key key,
-			  const struct tn__kernel *k, tn_stack *stack);
+int tn__call_kernel_boxed(const struct tn_op *op, const tn_schema *schema,
+			  enum tn_dispatch_key key, const struct tn__kernel *k, tn_stack *stack);
 
 /* Stack helpers for generated code. */
 static inline void tn__stack_push_reserved(tn_stack *stack, tn_ivalue value)

@@ -1518,6 +1518,8 @@ bool tn__ivalue_fits(const tn_ivalue *v, const tn_type *t)
 		return false;
 	if (v->tag == TN_IVALUE_NONE)
 		return t->optional;
+	if (v->tag == TN_IVALUE_STRING && !v->u.string)
+		return false;
 	if (!t->is_list)
 		return fits_elem(v, t->kind);
 	switch (t->kind) {
@@ -1532,7 +1534,7 @@ bool tn__ivalue_fits(const tn_ivalue *v, const tn_type *t)
 	case TN_TYPE_TENSOR: want = TN_IVALUE_TENSOR_LIST; break;
 	default: return false;
 	}
-	if (v->tag != want)
+	if (v->tag != want || !v->u.list) /* a hand-built value may lack its payload */
 		return false;
 	n = tn__ivalue_list_len(v);
 	if (t->list_size > 0 && n != (size_t)t->list_size && n != 0)

@@ -360,6 +360,88 @@ START_TEST(test_unboxed_user_kernel)
 }
 END_TEST
 
+static int bad_zero(const tn_tensor *self, tn_tensor **ret)
+{
+	(void)self, (void)ret;
+	return 0;
+}
+
+START_TEST(test_signature_check_covers_written_returns)
+{
+	tn_registration *r;
+	/* zero_ returns Tensor(a!): no C parameter. A signature claiming a plain Tensor return
+	 * describes another C function, (const tn_tensor *, tn_tensor **), and is refused. */
+	ck_assert_tn_error_has(tn_op_impl_unboxed_at("aten::zero_", TN_KEY_META,
+						     "(Tensor self) -> Tensor", (tn_fn)bad_zero,
+						     NULL, NULL, "x.c", 7, &r),
+			       TN_EINVAL, "return 1 is written-to (a!) in one and not in the other");
+	ck_assert_tn_ok(tn_op_impl_unboxed_at("aten::zero_", TN_KEY_META,
+					      "(Tensor(a!) self) -> Tensor(a!)", (tn_fn)bad_zero, NULL,
+					      NULL, "x.c", 8, &r));
+	ck_assert_tn_ok(tn_deregister(r));
+}
+END_TEST
+
+/* A Meta kernel for zeros that returns a dead tensor. */
+static int null_result(const tn_op *op, enum tn_dispatch_key key, tn_stack *stack, void *ctx)
+{
+	size_t n = tn_schema_num_args(tn_op_schema(op));
+	(void)key, (void)ctx;
+	while (n--) {
+		tn_ivalue v;
+		tn_stack_pop(stack, &v);
+		tn_ivalue_release(&v);
+	}
+	return tn_stack_push(stack, (tn_ivalue){ .u.tensor = NULL, .tag = TN_IVALUE_TENSOR });
+}
+
+START_TEST(test_hostile_values)
+{
+	tn_registration *r;
+	tn_tensor *t = (tn_tensor *)0x1;
+	int64_t two = 2;
+	/* A kernel's dead tensor result is caught, never handed out. */
+	ck_assert_tn_ok(TN_OP_IMPL("aten::zeros", TN_KEY_META, null_result, NULL, &r));
+	ck_assert_tn_error_has(tn_zeros(1, &two, TN_FLOAT32, TN_META, &t), TN_EINVAL,
+			       "returned a tensor that is not a live handle for return 0");
+	ck_assert_ptr_eq(t, (tn_tensor *)0x1);
+	ck_assert_tn_ok(tn_deregister(r));
+	/* A hand-built list value without its payload does not fit any list type. */
+	int64_t s[] = { 2, 3 };
+	tn_tensor *x = make(2, s, TN_CPU);
+	tn_stack st = TN_STACK_INIT;
+	ck_assert_tn_ok(tn_stack_push_tensor(&st, x));
+	ck_assert_tn_ok(tn_stack_push(&st, (tn_ivalue){ .u.list = NULL, .tag = TN_IVALUE_INT_LIST }));
+	ck_assert_tn_error_has(tn_call_boxed("aten::view", &st), TN_EINVAL,
+			       "Expected a value of type 'int[]' for argument 'size'");
+	/* A malformed stack. */
+	tn_stack bad = { NULL, 3, 0 };
+	ck_assert_tn_error_has(tn_call_boxed("aten::view", &bad), TN_EINVAL, "a malformed stack");
+	tn_stack_destroy(&st);
+	tn_tensor_unref(x);
+}
+END_TEST
+
+START_TEST(test_long_operator_names)
+{
+	char schema[1200], name[1100];
+	memset(name, 'a', 700);
+	memcpy(name, "ns::", 4);
+	name[700] = '\0';
+	snprintf(schema, sizeof(schema), "%s(Tensor self) -> Tensor", name);
+	tn_registration *r, *r2;
+	const tn_op *op;
+	ck_assert_tn_ok(TN_OP_DEF(schema, &r));
+	ck_assert_tn_ok(tn_op_find(name, &op));
+	ck_assert_str_eq(tn_op_name(op), name);
+	name[699] = 'b';
+	snprintf(schema, sizeof(schema), "%s(Tensor self) -> Tensor", name);
+	ck_assert_tn_ok(TN_OP_DEF(schema, &r2)); /* a different name, not a duplicate */
+	ck_assert_tn_ok(tn_deregister(r2));
+	ck_assert_tn_ok(tn_deregister(r));
+}
+END_TEST
+
 /* myns::scale(Tensor self, float factor) -> Tensor: a program-defined operator, boxed. */
 static int scale_kernel(const tn_op *op, enum tn_dispatch_key key, tn_stack *stack, void *ctx)
 {
@@ -727,6 +809,9 @@ static Suite *dispatch_suite(void)
 	tcase_add_test(tc, test_override_boxed_and_restore);
 	tcase_add_test(tc, test_unboxed_user_kernel);
 	tcase_add_test(tc, test_user_operator_boxed);
+	tcase_add_test(tc, test_signature_check_covers_written_returns);
+	tcase_add_test(tc, test_hostile_values);
+	tcase_add_test(tc, test_long_operator_names);
 	tcase_add_test(tc, test_boxed_errors_on_table_ops);
 	tcase_add_test(tc, test_boxed_call_fault_injection);
 	tcase_add_test(tc, test_concurrent_calls_and_registration);

@@ -488,7 +488,7 @@ START_TEST(test_arith_matches_pytorch)
 				      rc);
 		} else {
 			ck_assert_msg(rc == 0, "%s failed: %s", what, tn_last_error());
-			ck_assert_msg(tn_tensor_dtype(r) == G->dtype, "%s: dtype %s, PyTorch %s", what,
+			ck_assert_msg(tn_tensor_dtype(r) == (enum tn_dtype)G->dtype, "%s: dtype %s, PyTorch %s", what,
 				      tn_dtype_name(tn_tensor_dtype(r)), tn_dtype_name(G->dtype));
 			assert_values(r, G->v, 6, what);
 			tn_tensor_unref(r);
@@ -526,7 +526,7 @@ START_TEST(test_arith_matches_pytorch)
 				      rc);
 		} else {
 			ck_assert_msg(rc == 0, "%s failed: %s", what, tn_last_error());
-			ck_assert_msg(tn_tensor_dtype(r) == G->dtype, "%s: dtype %s, PyTorch %s", what,
+			ck_assert_msg(tn_tensor_dtype(r) == (enum tn_dtype)G->dtype, "%s: dtype %s, PyTorch %s", what,
 				      tn_dtype_name(tn_tensor_dtype(r)), tn_dtype_name(G->dtype));
 			assert_values(r, G->v, 6, what);
 			tn_tensor_unref(r);

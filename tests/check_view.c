@@ -408,6 +408,52 @@ START_TEST(test_contiguous_and_clone)
 }
 END_TEST
 
+/* clone's preserve_format against PyTorch 1.13: dense inputs keep their strides, others get
+ * dense strides in the same order (infer_dense_strides). */
+START_TEST(test_clone_preserve_format)
+{
+	struct {
+		int64_t perm[4];
+		int slice_dim;
+		int64_t slice_end, step;
+		int64_t want[4];
+	} cases[] = {
+		/* empty(2,3,4,5, channels_last)[..., :3] -> (36, 1, 9, 3) */
+		{ { 0, 1, 2, 3 }, 3, 3, 1, { 36, 1, 9, 3 } },
+		/* empty(2,3,4,5).permute(0,2,3,1)[..., :2] -> (40, 5, 1, 20) */
+		{ { 0, 2, 3, 1 }, 3, 2, 1, { 40, 5, 1, 20 } },
+	};
+	int64_t sizes[] = { 2, 3, 4, 5 };
+	for (size_t k = 0; k < 2; k++) {
+		tn_tensor *base, *src, *v, *sl, *c;
+		ck_assert_tn_ok(tn_zeros(4, sizes, TN_FLOAT32, TN_CPU, &base));
+		if (k == 0)
+			ck_assert_tn_ok(tn_contiguous(base, TN_CHANNELS_LAST, &src));
+		else
+			src = tn_tensor_ref(base);
+		ck_assert_tn_ok(tn_permute(src, 4, cases[k].perm, &v));
+		ck_assert_tn_ok(tn_slice(v, cases[k].slice_dim, 0, cases[k].slice_end, cases[k].step, &sl));
+		ck_assert_tn_ok(tn_clone(sl, TN_PRESERVE_FORMAT, &c));
+		for (int d = 0; d < 4; d++)
+			ck_assert_int_eq(tn_tensor_strides(c)[d], cases[k].want[d]);
+		tn_tensor *list[] = { base, src, v, sl, c };
+		for (size_t i = 0; i < 5; i++)
+			tn_tensor_unref(list[i]);
+	}
+	/* A dense channels-last tensor keeps its strides; contiguous() makes it row-major. */
+	tn_tensor *base, *cl, *c, *rm;
+	ck_assert_tn_ok(tn_zeros(4, sizes, TN_FLOAT32, TN_CPU, &base));
+	ck_assert_tn_ok(tn_contiguous(base, TN_CHANNELS_LAST, &cl));
+	ck_assert_tn_ok(tn_clone(cl, TN_PRESERVE_FORMAT, &c));
+	ck_assert(tn_tensor_is_contiguous_as(c, TN_CHANNELS_LAST));
+	ck_assert_tn_ok(tn_contiguous(cl, TN_CONTIGUOUS_FORMAT, &rm));
+	ck_assert(tn_tensor_is_contiguous(rm));
+	tn_tensor *list[] = { base, cl, c, rm };
+	for (size_t i = 0; i < 4; i++)
+		tn_tensor_unref(list[i]);
+}
+END_TEST
+
 static Suite *view_suite(void)
 {
 	Suite *s = suite_create("view");
@@ -419,6 +465,7 @@ static Suite *view_suite(void)
 	tcase_add_test(tc, test_squeeze_unsqueeze);
 	tcase_add_test(tc, test_as_strided_bounds_fuzz);
 	tcase_add_test(tc, test_contiguous_and_clone);
+	tcase_add_test(tc, test_clone_preserve_format);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -446,6 +446,19 @@ def emit_unpack(s, callee, out):
     for idx, r in enumerate(s.returns):
         rv = "r%d" % idx
         if r.type.is_list:
+            w("\tif (%s_n < 0 || (%s_n > 0 && !%s)) {" % (rv, rv, rv))
+            w("\t\treturn tn__error(TN_EINVAL, \"%s: the kernel returned a bad tensor list "
+              "(%%d entries at %%p)\", %s_n, (void *)%s);" % (s.qualname, rv, rv))
+            w("\t}")
+            w("\tfor (int k = 0; k < %s_n; k++) {" % rv)
+            w("\t\tif (!%s[k]) {" % rv)
+            w("\t\t\tfor (int m = 0; m < %s_n; m++)" % rv)
+            w("\t\t\t\ttn_tensor_unref(%s[m]);" % rv)
+            w("\t\t\tfree(%s);" % rv)
+            w("\t\t\treturn tn__error(TN_EINVAL, \"%s: the kernel returned a NULL tensor "
+              "in its list\");" % s.qualname)
+            w("\t\t}")
+            w("\t}")
             w("\t{")
             w("\t\ttn_ivalue lv;")
             w("\t\tint lrc = tn_ivalue_tensor_list((size_t)%s_n, %s, &lv);" % (rv, rv))
@@ -520,7 +533,7 @@ def emit_box_call(s, out):
         else:
             w("\tv = %s(%s);" % (BOXER[t.kind], n))
         w("\ttn__stack_push_reserved(&st, v);")
-    w("\tif ((rc = tn__call_kernel_boxed(op, key, k, &st)) < 0)")
+    w("\tif ((rc = tn__call_kernel_boxed(op, tn_op_schema(op), key, k, &st)) < 0)")
     w("\t\tgoto out;")
     for idx, r in enumerate(s.returns):
         if r.write:

@@ -388,8 +388,9 @@ TN_EXPORT int tn_op_impl_at(const char *name, enum tn_dispatch_key key, tn_boxed
 /*
  * tn_op_impl_unboxed_at - register an unboxed kernel: a C function with the operator's C
  * signature (see libtensor-ops(7)), described by @signature, a schema whose types must match
- * the operator's ("(Tensor self, Tensor other, Scalar alpha) -> Tensor"; names may differ).
- * A mismatch fails with TN_EINVAL naming both sites. Operators of the op table box and unbox
+ * the operator's ("(Tensor self, Tensor other, Scalar alpha) -> Tensor"; names, defaults and
+ * argument alias annotations may differ, but a written-to return, Tensor(a!), must be marked
+ * so, since it has no C parameter). A mismatch fails with TN_EINVAL naming both sites. Operators of the op table box and unbox
  * for such a kernel themselves; for other operators @boxed must be given too.
  */
 TN_EXPORT int tn_op_impl_unboxed_at(const char *name, enum tn_dispatch_key key,
@@ -408,7 +409,10 @@ TN_EXPORT int tn_fallback_impl_at(enum tn_dispatch_key key, tn_boxed_kernel kern
 
 /*
  * tn_deregister - undo a registration and free @registration (NULL is accepted). Removing a
- * definition while kernels are registered for it fails with TN_EBUSY and keeps it.
+ * definition while kernels are registered for it fails with TN_EBUSY and keeps it. The
+ * registry keeps the removed kernel record (about 100 bytes) or schema (about 1 KiB) until the
+ * process exits, since a call on another thread may still be using it: a program that
+ * registers and deregisters in a loop grows by that much per cycle.
  */
 TN_EXPORT int tn_deregister(tn_registration *registration);
 
