@@ -255,7 +255,7 @@ static int def_locked(tn_schema *schema, tn__unbox_fn unbox, const char *file, i
 {
 	char *name = full_name(schema);
 	struct tn_registration *r;
-	struct tn_op *op;
+	struct tn_op *op = NULL;
 	int rc;
 
 	if (!name) {
