@@ -122,10 +122,11 @@ static int binary(int op, tn_tensor *out, const tn_tensor *a, const tn_tensor *b
 	cfg.cast_common_dtype_to_outputs = true;
 	cfg.enforce_safe_casting_to_output = true;
 	cfg.promote_integer_inputs_to_float = op == TN_BINOP_DIV;
-	rc = tn__iter_build(&it, &cfg, who);
-	tn_tensor_unref(wrapped);
-	if (rc < 0)
+	/* The iterator borrows its operands: the wrapped scalar lives until the end. */
+	if ((rc = tn__iter_build(&it, &cfg, who)) < 0) {
+		tn_tensor_unref(wrapped);
 		return rc;
+	}
 
 	enum tn_dtype ct = it.common_dtype;
 	if (op == TN_BINOP_SUB && (it.ops[1].dtype == TN_BOOL || it.ops[2].dtype == TN_BOOL)) {
@@ -171,6 +172,7 @@ static int binary(int op, tn_tensor *out, const tn_tensor *a, const tn_tensor *b
 		*ret = tn__iter_output(&it, 0);
 out:
 	tn__iter_release(&it);
+	tn_tensor_unref(wrapped);
 	return rc;
 }
 

@@ -94,6 +94,29 @@ struct tn_tensor {
 	int64_t inline_dims[2 * TN_INLINE_DIMS];
 };
 
+/* Element size of a valid dtype, without the call (hot paths; the public one checks). */
+static inline size_t tn__itemsize(enum tn_dtype dtype)
+{
+	static const unsigned char sizes[] = {
+#define TN_X_(e, ctype, name, size, cat, sgn) size,
+		TN_DTYPE_LIST(TN_X_)
+#undef TN_X_
+	};
+	return sizes[dtype];
+}
+
+static inline bool tn__is_floating(enum tn_dtype dtype)
+{
+	return dtype >= TN_FLOAT16 && dtype <= TN_FLOAT64;
+}
+
+/* The address of element [0, ..., 0] of a live tensor (NULL for Meta). */
+static inline char *tn__data(const tn_tensor *t)
+{
+	char *base = (char *)t->storage->data;
+	return base ? base + t->offset * (int64_t)tn__itemsize(t->dtype) : NULL;
+}
+
 /* Make a tensor over @storage (a new reference is taken) after checking every argument and the
  * bounds; strides NULL means contiguous. @who names the caller in messages ("view", ...). */
 int tn__tensor_make(tn_storage *storage, int64_t offset, int ndim, const int64_t *sizes,

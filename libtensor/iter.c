@@ -23,12 +23,12 @@ enum tn_dtype tn__promote_types(enum tn_dtype a, enum tn_dtype b)
 		return b;
 	if (b == TN_BOOL)
 		return a;
-	bool fa = tn_dtype_is_floating(a), fb = tn_dtype_is_floating(b);
+	bool fa = tn__is_floating(a), fb = tn__is_floating(b);
 	if (fa && fb) {
 		/* Neither 16-bit float holds the other: both go to float32. */
 		if ((a == TN_FLOAT16 && b == TN_BFLOAT16) || (a == TN_BFLOAT16 && b == TN_FLOAT16))
 			return TN_FLOAT32;
-		return tn_dtype_size(a) >= tn_dtype_size(b) ? a : b;
+		return tn__itemsize(a) >= tn__itemsize(b) ? a : b;
 	}
 	if (fa)
 		return a;
@@ -37,14 +37,14 @@ enum tn_dtype tn__promote_types(enum tn_dtype a, enum tn_dtype b)
 	/* Both integral. uint8 with a signed type needs the next wider signed type. */
 	bool sa = tn_dtype_is_signed(a), sb = tn_dtype_is_signed(b);
 	if (sa == sb)
-		return tn_dtype_size(a) >= tn_dtype_size(b) ? a : b;
+		return tn__itemsize(a) >= tn__itemsize(b) ? a : b;
 	enum tn_dtype s = sa ? a : b;
 	return s == TN_INT8 ? TN_INT16 : s;
 }
 
 bool tn__can_cast(enum tn_dtype from, enum tn_dtype to)
 {
-	if (tn_dtype_is_floating(from) && !tn_dtype_is_floating(to))
+	if (tn__is_floating(from) && !tn__is_floating(to))
 		return false;
 	if (from != TN_BOOL && to == TN_BOOL)
 		return false;
@@ -75,9 +75,9 @@ static enum tn_dtype combine_categories(enum tn_dtype higher, enum tn_dtype lowe
 {
 	if (higher == TN_UNDEFINED_DTYPE)
 		return lower;
-	if (tn_dtype_is_floating(higher))
+	if (tn__is_floating(higher))
 		return higher;
-	if (higher == TN_BOOL || (lower != TN_UNDEFINED_DTYPE && tn_dtype_is_floating(lower)))
+	if (higher == TN_BOOL || (lower != TN_UNDEFINED_DTYPE && tn__is_floating(lower)))
 		return promote_skip_undefined(higher, lower);
 	return higher;
 }
@@ -95,8 +95,10 @@ void tn__iter_config_init(struct tn_iter_config *cfg)
 void tn__iter_release(struct tn_iter *it)
 {
 	for (int i = 0; i < it->ntensors; i++) {
-		tn_tensor_unref(it->ops[i].tensor);
+		if (it->ops[i].owned)
+			tn_tensor_unref(it->ops[i].tensor);
 		it->ops[i].tensor = NULL;
+		it->ops[i].owned = false;
 	}
 	it->ntensors = 0;
 }
@@ -141,7 +143,7 @@ static enum overlap overlap_status(const tn_tensor *a, const tn_tensor *b)
 		return OVERLAP_TOO_HARD;
 	if (a->storage != b->storage)
 		return OVERLAP_NO;
-	size_t ia = tn_dtype_size(a->dtype), ib = tn_dtype_size(b->dtype);
+	size_t ia = tn__itemsize(a->dtype), ib = tn__itemsize(b->dtype);
 	int64_t a0 = a->offset * (int64_t)ia, a1 = a0 + a->numel * (int64_t)ia;
 	int64_t b0 = b->offset * (int64_t)ib, b1 = b0 + b->numel * (int64_t)ib;
 	if (a0 == b0 && a1 == b1)
@@ -266,7 +268,7 @@ static int compute_types(struct tn_iter *it, const struct tn_iter_config *cfg, c
 			enum tn_dtype cur = op->dtype;
 			if (op->wrapped) {
 				/* A Python float counts as the default dtype, float32. */
-				if (tn_dtype_is_floating(cur))
+				if (tn__is_floating(cur))
 					cur = TN_FLOAT32;
 				wrapped = promote_skip_undefined(wrapped, cur);
 			} else if (op->tensor->ndim > 0) {
@@ -286,7 +288,7 @@ static int compute_types(struct tn_iter *it, const struct tn_iter_config *cfg, c
 	}
 	if (common == TN_UNDEFINED_DTYPE)
 		return tn__error(TN_EINVAL, "%s: cannot infer a dtype without inputs", who);
-	if (cfg->promote_integer_inputs_to_float && !tn_dtype_is_floating(common))
+	if (cfg->promote_integer_inputs_to_float && !tn__is_floating(common))
 		common = TN_FLOAT32;
 	it->common_dtype = common;
 
@@ -344,7 +346,12 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 	int64_t tstrides[TN_ITER_MAX_OPERANDS][TN_MAX_DIMS]; /* bytes, tensor dim order */
 	int n, rc;
 
-	memset(it, 0, sizeof(*it));
+	/* Only the fields the build reads before writing (the stride arrays are large and
+	 * written before use): a full memset would cost more than a small operator. */
+	it->ndim = it->out_ndim = 0;
+	it->ntensors = 0;
+	it->numel = 0;
+	it->common_dtype = TN_BOOL;
 	if (cfg->noutputs < 0 || cfg->ninputs < 0 ||
 	    cfg->noutputs + cfg->ninputs > TN_ITER_MAX_OPERANDS || cfg->noutputs + cfg->ninputs == 0)
 		return tn__error(TN_EINVAL, "%s: %d outputs and %d inputs", who, cfg->noutputs,
@@ -356,6 +363,11 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 	for (int k = 0; k < cfg->noutputs + cfg->ninputs; k++) {
 		const tn_tensor *t = cfg->tensors[k];
 		struct tn_iter_operand *op = &it->ops[k];
+		op->tensor = NULL;
+		op->owned = false;
+		op->data = NULL;
+		op->dtype = op->target_dtype = TN_BOOL;
+		op->is_read_write = op->will_resize = false;
 		op->is_output = k < cfg->noutputs;
 		op->wrapped = cfg->wrapped[k];
 		if (!t) {
@@ -373,7 +385,8 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 			return tn__error(TN_EBADF, "%s: not a live tensor handle (NULL, freed or foreign)",
 					 who);
 		}
-		op->tensor = tn_tensor_ref((tn_tensor *)t);
+		/* Borrowed, as ATen's MaybeOwned: the caller holds the operands for the call. */
+		op->tensor = (tn_tensor *)t;
 		op->dtype = t->dtype;
 		it->ntensors = k + 1;
 	}
@@ -417,7 +430,7 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 		const tn_tensor *t = it->ops[k].tensor;
 		if (!t)
 			continue;
-		int64_t isz = (int64_t)tn_dtype_size(t->dtype);
+		int64_t isz = (int64_t)tn__itemsize(t->dtype);
 		int off = n - t->ndim;
 		for (int d = 0; d < n; d++) {
 			int td = d - off;
@@ -458,13 +471,11 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 			strides[perm[i]] = acc;
 			acc *= it->out_shape[perm[i]] > 1 ? it->out_shape[perm[i]] : 1;
 		}
-		if (n == 0 && (rc = tn__empty_like_device(dev, op->dtype, 0, NULL, NULL, &op->tensor,
-							   who)) < 0)
+		if ((rc = tn__empty_like_device(dev, op->dtype, n, n ? it->out_shape : NULL,
+						 n ? strides : NULL, &op->tensor, who)) < 0)
 			goto fail;
-		if (n > 0 && (rc = tn__empty_like_device(dev, op->dtype, n, it->out_shape, strides,
-							  &op->tensor, who)) < 0)
-			goto fail;
-		int64_t isz = (int64_t)tn_dtype_size(op->dtype);
+		op->owned = true;
+		int64_t isz = (int64_t)tn__itemsize(op->dtype);
 		for (int d = 0; d < n; d++)
 			tstrides[o][d] = it->out_shape[d] == 1 ? 0 : strides[d] * isz;
 	}
@@ -476,7 +487,7 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 		struct tn_iter_operand *op = &it->ops[k];
 		for (int i = 0; i < n; i++)
 			op->strides[i] = tstrides[k][perm[i]];
-		op->data = tn_tensor_data(op->tensor);
+		op->data = tn__data(op->tensor);
 	}
 	it->ndim = n;
 	it->numel = 1;
@@ -525,12 +536,14 @@ void tn__iter_serial_for_each(const struct tn_iter *it, tn_loop2d_fn loop, void 
 
 	if (begin >= end)
 		return;
-	if (it->ndim == 0) {
+	if (it->ndim <= 1) { /* one run: no counter */
 		for (int k = 0; k < nt; k++) {
-			ptrs[k] = it->ops[k].data;
-			strides[k] = strides[nt + k] = 0;
+			int64_t st = it->ndim ? it->ops[k].strides[0] : 0;
+			ptrs[k] = it->ops[k].data + begin * st;
+			strides[k] = st;
+			strides[nt + k] = 0;
 		}
-		loop(ctx, ptrs, strides, 1, 1);
+		loop(ctx, ptrs, strides, end - begin, 1);
 		return;
 	}
 	/* DimCounter: the position of @begin in each dimension. */

@@ -48,7 +48,8 @@ struct tn_iter_config {
 void tn__iter_config_init(struct tn_iter_config *cfg);
 
 struct tn_iter_operand {
-	tn_tensor *tensor; /* a reference held by the iterator */
+	tn_tensor *tensor; /* borrowed from the caller, or allocated and owned (see owned) */
+	bool owned;
 	enum tn_dtype dtype;        /* the tensor's dtype */
 	enum tn_dtype target_dtype; /* the dtype the loop computes in (the common dtype when
 				     * promoting), converted chunk by chunk when they differ */
