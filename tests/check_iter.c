@@ -565,6 +565,34 @@ START_TEST(test_arith_large_under_each_capability)
 }
 END_TEST
 
+/* Transposing copies take the tiled path: every element lands, for shapes that are not
+ * multiples of the tile, and for the NHWC -> NCHW permute with few channels. */
+START_TEST(test_transposing_copies)
+{
+	int64_t s[] = { 517, 300 }, nhwc[] = { 2, 37, 41, 3 }, perm[] = { 0, 3, 1, 2 };
+	tn_tensor *a = arange_f(2, s, TN_INT32), *t, *c;
+	ck_assert_tn_ok(tn_transpose(a, 0, 1, &t));
+	ck_assert_tn_ok(tn_contiguous(t, TN_CONTIGUOUS_FORMAT, &c));
+	const int32_t *p = tn_tensor_data(c);
+	for (int64_t i = 0; i < 300; i++)
+		for (int64_t j = 0; j < 517; j++)
+			ck_assert_int_eq(p[i * 517 + j], (int32_t)(j * 300 + i));
+	tn_tensor *x = arange_f(4, nhwc, TN_FLOAT32), *xp, *xc;
+	ck_assert_tn_ok(tn_permute(x, 4, perm, &xp));
+	ck_assert_tn_ok(tn_contiguous(xp, TN_CONTIGUOUS_FORMAT, &xc));
+	const float *q = tn_tensor_data(xc);
+	for (int64_t n = 0; n < 2; n++)
+		for (int64_t ch = 0; ch < 3; ch++)
+			for (int64_t h = 0; h < 37; h++)
+				for (int64_t w = 0; w < 41; w++)
+					ck_assert_float_eq(q[((n * 3 + ch) * 37 + h) * 41 + w],
+							   (float)(((n * 37 + h) * 41 + w) * 3 + ch));
+	tn_tensor *list[] = { a, t, c, x, xp, xc };
+	for (size_t i = 0; i < 6; i++)
+		tn_tensor_unref(list[i]);
+}
+END_TEST
+
 static Suite *iter_suite(void)
 {
 	Suite *s = suite_create("iter");
@@ -579,6 +607,7 @@ static Suite *iter_suite(void)
 	tcase_add_test(tc, test_copy_casts_match_pytorch);
 	tcase_add_test(tc, test_copy_strided_broadcast_parallel);
 	tcase_add_test(tc, test_arith_matches_pytorch);
+	tcase_add_test(tc, test_transposing_copies);
 	tcase_add_loop_test(tc, test_arith_large_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_copy_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);
