@@ -13,6 +13,7 @@
 
 #include "dispatch_internal.h"
 #include "testutil.h"
+#include "schema_equal.h"
 
 static tn_schema *parse_ok(const char *text)
 {
@@ -21,38 +22,6 @@ static tn_schema *parse_ok(const char *text)
 	ck_assert_msg(r == 0, "'%s' failed: %d %s", text, r, tn_last_error());
 	ck_assert_ptr_nonnull(s);
 	return s;
-}
-
-static bool same_str(const char *a, const char *b)
-{
-	return (!a && !b) || (a && b && strcmp(a, b) == 0);
-}
-
-static bool same_arg(const tn_schema_arg *a, const tn_schema_arg *b)
-{
-	return same_str(a->name, b->name) && a->type.kind == b->type.kind &&
-	       a->type.is_list == b->type.is_list && a->type.elem_optional == b->type.elem_optional &&
-	       a->type.optional == b->type.optional && a->type.list_size == b->type.list_size &&
-	       same_str(a->alias_set, b->alias_set) && same_str(a->alias_after, b->alias_after) &&
-	       a->alias_write == b->alias_write && a->kwarg_only == b->kwarg_only &&
-	       a->has_default == b->has_default &&
-	       tn_ivalue_equal(&a->default_value, &b->default_value);
-}
-
-static bool same_schema(const tn_schema *a, const tn_schema *b)
-{
-	if (!same_str(tn_schema_name(a), tn_schema_name(b)) ||
-	    !same_str(tn_schema_overload(a), tn_schema_overload(b)) ||
-	    tn_schema_num_args(a) != tn_schema_num_args(b) ||
-	    tn_schema_num_returns(a) != tn_schema_num_returns(b))
-		return false;
-	for (size_t i = 0; i < tn_schema_num_args(a); i++)
-		if (!same_arg(tn_schema_arg_at(a, i), tn_schema_arg_at(b, i)))
-			return false;
-	for (size_t i = 0; i < tn_schema_num_returns(a); i++)
-		if (!same_arg(tn_schema_return_at(a, i), tn_schema_return_at(b, i)))
-			return false;
-	return true;
 }
 
 /* Input, and its canonical text. */
