@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Arithmetic binary operators on the TensorIterator: add, sub, mul and div, each functional,
- * out= and in place, with Tensor and Scalar right-hand sides, and their Meta kernels.
+ * Binary operators on the TensorIterator: the arithmetic ones (add, sub, mul, div) and the
+ * comparisons (eq, ne, lt, le, gt, ge), each functional, out= and in place, with Tensor and
+ * Scalar right-hand sides, and their Meta kernels.
  *
  * The iterator promotes the inputs to a common dtype (a Scalar is a "wrapped number": the
  * lowest priority, a float one counting as float32), checks that the result may be cast to an
@@ -19,19 +20,30 @@
 #define CHUNK 256
 
 struct bin_ctx {
-	tn__binary_fn fn;
+	tn__binary_fn fn;  /* arithmetic */
+	tn__compare_fn cmp; /* comparisons */
 	tn__cast_fn cast;
 	int op;
-	enum tn_dtype ct;
+	enum tn_dtype ct;     /* the inputs' compute dtype */
+	enum tn_dtype out_ct; /* the dtype the kernel writes: ct, or bool for comparisons */
 	enum tn_dtype dt[3];
 	bool cast_any;
 	struct tn__alpha alpha;
 };
 
+static void run_row(const struct bin_ctx *c, char *o, int64_t so, const char *a, int64_t sa,
+		    const char *b, int64_t sb, int64_t n)
+{
+	if (c->cmp)
+		c->cmp(c->op, c->ct, o, so, a, sa, b, sb, n);
+	else
+		c->fn(c->op, c->ct, o, so, a, sa, b, sb, n, &c->alpha);
+}
+
 static void binary_loop(void *vctx, char **data, const int64_t *strides, int64_t n0, int64_t n1)
 {
 	const struct bin_ctx *c = vctx;
-	const int64_t w = (int64_t)tn_dtype_size(c->ct);
+	const int64_t w = (int64_t)tn__itemsize(c->ct), wo = (int64_t)tn__itemsize(c->out_ct);
 	_Alignas(64) unsigned char buf[3][CHUNK * 8];
 
 	for (int64_t j = 0; j < n1; j++) {
@@ -39,8 +51,7 @@ static void binary_loop(void *vctx, char **data, const int64_t *strides, int64_t
 		for (int k = 0; k < 3; k++)
 			p[k] = data[k] + j * strides[3 + k];
 		if (!c->cast_any) {
-			c->fn(c->op, c->ct, p[0], strides[0], p[1], strides[1], p[2], strides[2], n0,
-			      &c->alpha);
+			run_row(c, p[0], strides[0], p[1], strides[1], p[2], strides[2], n0);
 			continue;
 		}
 		for (int64_t i = 0; i < n0; i += CHUNK) {
@@ -63,17 +74,18 @@ static void binary_loop(void *vctx, char **data, const int64_t *strides, int64_t
 				}
 			}
 			char *dst = p[0] + i * strides[0];
-			bool out_cast = c->dt[0] != c->ct;
+			bool out_cast = c->dt[0] != c->out_ct;
 			q[0] = out_cast ? (char *)buf[0] : dst;
-			qs[0] = out_cast ? w : strides[0];
-			c->fn(c->op, c->ct, q[0], qs[0], q[1], qs[1], q[2], qs[2], m, &c->alpha);
+			qs[0] = out_cast ? wo : strides[0];
+			run_row(c, q[0], qs[0], q[1], qs[1], q[2], qs[2], m);
 			if (out_cast)
-				c->cast(dst, c->dt[0], strides[0], (char *)buf[0], c->ct, w, m);
+				c->cast(dst, c->dt[0], strides[0], (char *)buf[0], c->out_ct, wo, m);
 		}
 	}
 }
 
 static const char *const op_names[] = { "add", "sub", "mul", "div" };
+static const char *const cmp_names[] = { "eq", "ne", "lt", "le", "gt", "ge" };
 
 /* A Scalar operand as PyTorch wraps it: a 0-dim tensor of bool, int64 or float64. */
 static int wrap_scalar(tn_scalar v, const tn_tensor *like, tn_tensor **ret)
@@ -97,10 +109,10 @@ static int wrap_scalar(tn_scalar v, const tn_tensor *like, tn_tensor **ret)
  * The one implementation: out = a OP (alpha *) b. @out NULL allocates (functional), @out == a
  * is in place. @b_scalar, when not NULL, replaces @b. @run false builds only (Meta).
  */
-static int binary(int op, tn_tensor *out, const tn_tensor *a, const tn_tensor *b,
-		  const tn_scalar *b_scalar, tn_scalar alpha, bool run, tn_tensor **ret)
+static int binary_impl(bool cmp, int op, tn_tensor *out, const tn_tensor *a, const tn_tensor *b,
+		       const tn_scalar *b_scalar, tn_scalar alpha, bool run, tn_tensor **ret)
 {
-	const char *who = op_names[op];
+	const char *who = cmp ? cmp_names[op] : op_names[op];
 	struct tn_iter_config cfg;
 	struct tn_iter it;
 	tn_tensor *wrapped = NULL;
@@ -119,9 +131,17 @@ static int binary(int op, tn_tensor *out, const tn_tensor *a, const tn_tensor *b
 	cfg.tensors[2] = b;
 	cfg.wrapped[2] = b_scalar != NULL;
 	cfg.promote_inputs_to_common_dtype = true;
-	cfg.cast_common_dtype_to_outputs = true;
-	cfg.enforce_safe_casting_to_output = true;
-	cfg.promote_integer_inputs_to_float = op == TN_BINOP_DIV;
+	if (cmp) {
+		/* PyTorch's comparison_op: a functional result is bool; an out= tensor of any
+		 * dtype gets the 0/1 results converted (no safe-cast rule). */
+		cfg.check_all_same_dtype = false;
+		cfg.has_output_dtype = true;
+		cfg.output_dtype = TN_BOOL;
+	} else {
+		cfg.cast_common_dtype_to_outputs = true;
+		cfg.enforce_safe_casting_to_output = true;
+		cfg.promote_integer_inputs_to_float = op == TN_BINOP_DIV;
+	}
 	/* The iterator borrows its operands: the wrapped scalar lives until the end. */
 	if ((rc = tn__iter_build(&it, &cfg, who)) < 0) {
 		tn_tensor_unref(wrapped);
@@ -129,7 +149,7 @@ static int binary(int op, tn_tensor *out, const tn_tensor *a, const tn_tensor *b
 	}
 
 	enum tn_dtype ct = it.common_dtype;
-	if (op == TN_BINOP_SUB && (it.ops[1].dtype == TN_BOOL || it.ops[2].dtype == TN_BOOL)) {
+	if (!cmp && op == TN_BINOP_SUB && (it.ops[1].dtype == TN_BOOL || it.ops[2].dtype == TN_BOOL)) {
 		rc = it.ops[1].dtype == TN_BOOL && it.ops[2].dtype == TN_BOOL
 			     ? tn__error(TN_EINVAL,
 					 "Subtraction, the `-` operator, with two bool tensors is not "
@@ -140,8 +160,8 @@ static int binary(int op, tn_tensor *out, const tn_tensor *a, const tn_tensor *b
 					 "`logical_not()` operator instead.");
 		goto out;
 	}
-	struct bin_ctx c = { .op = op, .ct = ct };
-	if (op == TN_BINOP_ADD || op == TN_BINOP_SUB) {
+	struct bin_ctx c = { .op = op, .ct = ct, .out_ct = cmp ? TN_BOOL : ct };
+	if (!cmp && (op == TN_BINOP_ADD || op == TN_BINOP_SUB)) {
 		if (alpha.kind == TN_SCALAR_BOOL && ct != TN_BOOL) {
 			rc = tn__error(TN_EINVAL, "Boolean alpha only supported for Boolean results.");
 			goto out;
@@ -160,11 +180,14 @@ static int binary(int op, tn_tensor *out, const tn_tensor *a, const tn_tensor *b
 		c.alpha = (struct tn__alpha){ 1.0, 1, true };
 	}
 	if (run && it.numel > 0) {
-		c.fn = (tn__binary_fn)tn__stub_get(&tn__binary_stub);
+		if (cmp)
+			c.cmp = (tn__compare_fn)tn__stub_get(&tn__compare_stub);
+		else
+			c.fn = (tn__binary_fn)tn__stub_get(&tn__binary_stub);
 		c.cast = (tn__cast_fn)tn__stub_get(&tn__cast_stub);
 		for (int k = 0; k < 3; k++) {
 			c.dt[k] = it.ops[k].dtype;
-			c.cast_any |= c.dt[k] != ct;
+			c.cast_any |= c.dt[k] != (k == 0 ? c.out_ct : ct);
 		}
 		tn__iter_for_each(&it, binary_loop, &c, TN_GRAIN_SIZE);
 	}
@@ -174,6 +197,18 @@ out:
 	tn__iter_release(&it);
 	tn_tensor_unref(wrapped);
 	return rc;
+}
+
+static int binary(int op, tn_tensor *out, const tn_tensor *a, const tn_tensor *b,
+		  const tn_scalar *b_scalar, tn_scalar alpha, bool run, tn_tensor **ret)
+{
+	return binary_impl(false, op, out, a, b, b_scalar, alpha, run, ret);
+}
+
+static int compare(int op, tn_tensor *out, const tn_tensor *a, const tn_tensor *b,
+		   const tn_scalar *b_scalar, bool run, tn_tensor **ret)
+{
+	return binary_impl(true, op, out, a, b, b_scalar, tn_scalar_int(1), run, ret);
 }
 
 static int need_ret(void *ret, const char *who)
@@ -302,3 +337,51 @@ ALPHA_KERNELS(add, TN_BINOP_ADD)
 ALPHA_KERNELS(sub, TN_BINOP_SUB)
 PLAIN_KERNELS(mul, TN_BINOP_MUL)
 PLAIN_KERNELS(div, TN_BINOP_DIV)
+
+/* Comparisons: .Tensor, .Scalar, .Tensor_out, .Scalar_out, _.Tensor, _.Scalar; CPU and Meta. */
+#define CMP_KERNELS_RUN(NAME, OP, SUFFIX, RUN)                                               \
+	int tn__##NAME##_##SUFFIX(const tn_tensor *self, const tn_tensor *other,                \
+				  tn_tensor **ret_tensor)                                       \
+	{                                                                                    \
+		int rc = need_ret(ret_tensor, #NAME);                                        \
+		return rc ? rc : compare(OP, NULL, self, other, NULL, RUN, ret_tensor);       \
+	}                                                                                    \
+	int tn__##NAME##_scalar_##SUFFIX(const tn_tensor *self, tn_scalar other,                \
+					 tn_tensor **ret_tensor)                                \
+	{                                                                                    \
+		int rc = need_ret(ret_tensor, #NAME);                                        \
+		return rc ? rc : compare(OP, NULL, self, NULL, &other, RUN, ret_tensor);      \
+	}                                                                                    \
+	int tn__##NAME##_out_##SUFFIX(const tn_tensor *self, const tn_tensor *other,            \
+				      tn_tensor *out)                                           \
+	{                                                                                    \
+		int rc = need_out(out, #NAME);                                               \
+		return rc ? rc : compare(OP, out, self, other, NULL, RUN, NULL);              \
+	}                                                                                    \
+	int tn__##NAME##_scalar_out_##SUFFIX(const tn_tensor *self, tn_scalar other,            \
+					     tn_tensor *out)                                    \
+	{                                                                                    \
+		int rc = need_out(out, #NAME);                                               \
+		return rc ? rc : compare(OP, out, self, NULL, &other, RUN, NULL);             \
+	}                                                                                    \
+	int tn__##NAME##__##SUFFIX(tn_tensor *self, const tn_tensor *other)                     \
+	{                                                                                    \
+		int rc = need_out(self, #NAME "_");                                          \
+		return rc ? rc : compare(OP, self, self, other, NULL, RUN, NULL);             \
+	}                                                                                    \
+	int tn__##NAME##_scalar__##SUFFIX(tn_tensor *self, tn_scalar other)                     \
+	{                                                                                    \
+		int rc = need_out(self, #NAME "_");                                          \
+		return rc ? rc : compare(OP, self, self, NULL, &other, RUN, NULL);            \
+	}
+
+#define CMP_KERNELS(NAME, OP)                    \
+	CMP_KERNELS_RUN(NAME, OP, cpu, true)     \
+	CMP_KERNELS_RUN(NAME, OP, meta, false)
+
+CMP_KERNELS(eq, TN_CMP_EQ)
+CMP_KERNELS(ne, TN_CMP_NE)
+CMP_KERNELS(lt, TN_CMP_LT)
+CMP_KERNELS(le, TN_CMP_LE)
+CMP_KERNELS(gt, TN_CMP_GT)
+CMP_KERNELS(ge, TN_CMP_GE)

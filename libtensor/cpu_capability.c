@@ -136,3 +136,4 @@ tn_fn tn__stub_choose(struct tn__stub *stub)
 TN_DEFINE_STUB(tn__fill_stub, tn__fill_kernel);
 TN_DEFINE_STUB(tn__cast_stub, tn__cast_kernel);
 TN_DEFINE_STUB(tn__binary_stub, tn__binary_kernel);
+TN_DEFINE_STUB(tn__compare_stub, tn__compare_kernel);

@@ -295,7 +295,7 @@ static int compute_types(struct tn_iter *it, const struct tn_iter_config *cfg, c
 	for (int k = 0; k < it->ntensors; k++) {
 		struct tn_iter_operand *op = &it->ops[k];
 		if (!op->tensor) {
-			op->dtype = op->target_dtype = common;
+			op->dtype = op->target_dtype = cfg->has_output_dtype ? cfg->output_dtype : common;
 			continue;
 		}
 		op->target_dtype = op->dtype;

@@ -37,8 +37,12 @@ struct tn_iter_config {
 	bool enforce_safe_casting_to_output;
 	bool resize_outputs; /* default true */
 	bool is_reduction;
-	bool has_static_dtype;
+	bool has_static_dtype; /* the common dtype, whatever the inputs */
 	enum tn_dtype static_dtype;
+	/* The dtype of outputs the iterator allocates, when it is not the common dtype
+	 * (comparisons: bool), as ATen's declare_static_dtype for undefined outputs. */
+	bool has_output_dtype;
+	enum tn_dtype output_dtype;
 	bool has_static_shape;
 	int static_ndim;
 	const int64_t *static_shape;

@@ -73,4 +73,13 @@ TN_DECLARE_KERNEL(tn__binary_kernel, void,
 		   const char *b, int64_t sb, int64_t n, const struct tn__alpha *alpha));
 extern struct tn__stub tn__binary_stub;
 
+/* Comparisons: out (bool) = a OP b, a and b in dtype @dt. */
+enum tn__cmpop { TN_CMP_EQ, TN_CMP_NE, TN_CMP_LT, TN_CMP_LE, TN_CMP_GT, TN_CMP_GE };
+typedef void (*tn__compare_fn)(int op, enum tn_dtype dt, char *o, int64_t so, const char *a,
+			       int64_t sa, const char *b, int64_t sb, int64_t n);
+TN_DECLARE_KERNEL(tn__compare_kernel, void,
+		  (int op, enum tn_dtype dt, char *o, int64_t so, const char *a, int64_t sa,
+		   const char *b, int64_t sb, int64_t n));
+extern struct tn__stub tn__compare_stub;
+
 #endif /* TN_STUB_H */

@@ -6,6 +6,7 @@
  * anywhere, the parallel path, and copy_ between every dtype pair against PyTorch's casts,
  * with broadcast and strided operands, under each CPU capability.
  */
+#include <math.h>
 #include <stdatomic.h>
 
 #include "testutil.h"
@@ -565,6 +566,90 @@ START_TEST(test_arith_large_under_each_capability)
 }
 END_TEST
 
+typedef int (*cmp_fn)(const tn_tensor *, const tn_tensor *, tn_tensor **);
+typedef int (*cmp_scalar_fn)(const tn_tensor *, tn_scalar, tn_tensor **);
+typedef int (*cmp_out_fn)(const tn_tensor *, const tn_tensor *, tn_tensor *);
+
+static void assert_bools(const tn_tensor *t, const unsigned char *want, const char *what)
+{
+	ck_assert_int_eq(tn_tensor_dtype(t), TN_BOOL);
+	tn_tensor *c;
+	ck_assert_tn_ok(tn_contiguous(t, TN_CONTIGUOUS_FORMAT, &c));
+	const bool *p = tn_tensor_data(c);
+	for (int i = 0; i < 6; i++)
+		ck_assert_msg(p[i] == (bool)want[i], "%s: element %d", what, i);
+	tn_tensor_unref(c);
+}
+
+/* Every comparison for every dtype pair against PyTorch, with a transposed left operand,
+ * into an int64 out= tensor, against numbers, and with NaN. */
+START_TEST(test_compare_matches_pytorch)
+{
+	static const char *names[] = { "eq", "ne", "lt", "le", "gt", "ge" };
+	static const cmp_fn fns[] = { tn_eq, tn_ne, tn_lt, tn_le, tn_gt, tn_ge };
+	static const cmp_scalar_fn sfns[] = { tn_eq_scalar, tn_ne_scalar, tn_lt_scalar,
+					      tn_le_scalar, tn_gt_scalar, tn_ge_scalar };
+	static const cmp_out_fn ofns[] = { tn_eq_out, tn_ne_out, tn_lt_out,
+					   tn_le_out, tn_gt_out, tn_ge_out };
+	int64_t s23[] = { 2, 3 }, s32[] = { 3, 2 }, s3[] = { 3 };
+	double at[6];
+	for (int i = 0; i < 2; i++)
+		for (int j = 0; j < 3; j++)
+			at[j * 2 + i] = arith_a[i * 3 + j];
+	for (int g = 0; g < CMP_NGOLDEN; g++) {
+		const struct cmp_golden *G = &cmp_golden[g];
+		char what[96];
+		snprintf(what, sizeof(what), "%s(%s, %s)", names[G->op], tn_dtype_name(G->a),
+			 tn_dtype_name(G->b));
+		tn_tensor *a = from_values(arith_a, 2, s23, G->a), *b = from_values(cmp_b, 1, s3, G->b);
+		tn_tensor *a_mem = from_values(at, 2, s32, G->a), *a_t, *r, *o;
+		ck_assert_tn_ok(tn_transpose(a_mem, 0, 1, &a_t));
+		ck_assert_msg(fns[G->op](a, b, &r) == 0, "%s: %s", what, tn_last_error());
+		assert_bools(r, G->v, what);
+		tn_tensor_unref(r);
+		ck_assert_tn_ok(fns[G->op](a_t, b, &r));
+		assert_bools(r, G->v, what);
+		tn_tensor_unref(r);
+		ck_assert_tn_ok(tn_empty(2, s23, TN_INT64, TN_CPU, TN_CONTIGUOUS_FORMAT, &o));
+		ck_assert_tn_ok(ofns[G->op](a_t, b, o));
+		for (int i = 0; i < 6; i++)
+			ck_assert_int_eq(((const int64_t *)tn_tensor_data(o))[i], G->v[i]);
+		tn_tensor *list[] = { a, b, a_mem, a_t, o };
+		for (size_t i = 0; i < 5; i++)
+			tn_tensor_unref(list[i]);
+	}
+	for (int g = 0; g < CMP_SCALAR_NGOLDEN; g++) {
+		const struct cmp_scalar_golden *G = &cmp_scalar_golden[g];
+		tn_scalar num = G->k == 0 ? tn_scalar_bool(true)
+				: G->k == 1 ? tn_scalar_int(2)
+					    : tn_scalar_double(2.5);
+		char what[96];
+		snprintf(what, sizeof(what), "%s(%s, number %d)", names[G->op], tn_dtype_name(G->a),
+			 G->k);
+		tn_tensor *a = from_values(arith_a, 2, s23, G->a), *r;
+		ck_assert_msg(sfns[G->op](a, num, &r) == 0, "%s: %s", what, tn_last_error());
+		assert_bools(r, G->v, what);
+		tn_tensor_unref(r);
+		tn_tensor_unref(a);
+	}
+	/* NaN: unequal to everything, no order holds. */
+	double nanv[] = { NAN, 1.0, NAN, 2.0, NAN, 0.0 }, other[] = { NAN, NAN, 1.0 };
+	tn_tensor *x = from_values(nanv, 2, s23, TN_FLOAT32), *y = from_values(other, 1, s3, TN_FLOAT64);
+	static const unsigned char want[6][6] = {
+		{ 0, 0, 0, 0, 0, 0 }, { 1, 1, 1, 1, 1, 1 }, { 0, 0, 0, 0, 0, 1 },
+		{ 0, 0, 0, 0, 0, 1 }, { 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0 },
+	};
+	for (int op = 0; op < 6; op++) {
+		tn_tensor *r;
+		ck_assert_tn_ok(fns[op](x, y, &r));
+		assert_bools(r, want[op], names[op]);
+		tn_tensor_unref(r);
+	}
+	tn_tensor_unref(x);
+	tn_tensor_unref(y);
+}
+END_TEST
+
 /* Transposing copies take the tiled path: every element lands, for shapes that are not
  * multiples of the tile, and for the NHWC -> NCHW permute with few channels. */
 START_TEST(test_transposing_copies)
@@ -608,6 +693,7 @@ static Suite *iter_suite(void)
 	tcase_add_test(tc, test_copy_strided_broadcast_parallel);
 	tcase_add_test(tc, test_arith_matches_pytorch);
 	tcase_add_test(tc, test_transposing_copies);
+	tcase_add_test(tc, test_compare_matches_pytorch);
 	tcase_add_loop_test(tc, test_arith_large_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_copy_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);

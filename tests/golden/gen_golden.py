@@ -943,6 +943,42 @@ def gen_iter(outdir):
                 count += 1
     L.append("};")
     L.append("#define ARITH_SCALAR_NGOLDEN %d" % count)
+    # Comparisons: a [2, 3] OP b [3] for every dtype pair (results as 0/1), and a OP number.
+    cb = [2.0, -1.0, 7.0]
+    L.append("static const double cmp_b[3] = { %s };" % ", ".join(c_double(v) for v in cb))
+    L.append("struct cmp_golden { int op, a, b; unsigned char v[6]; };")
+    L.append("/* op: 0 eq, 1 ne, 2 lt, 3 le, 4 gt, 5 ge */")
+    L.append("static const struct cmp_golden cmp_golden[] = {")
+    count = 0
+    cmps = ["eq", "ne", "lt", "le", "gt", "ge"]
+    for oi, name in enumerate(cmps):
+        f = getattr(torch, name)
+        for a in TN_ORDER:
+            ta = torch.tensor(av, dtype=torch.float64).to(DTYPES[a]).reshape(2, 3)
+            for b in TN_ORDER:
+                tb = torch.tensor(cb, dtype=torch.float64).to(DTYPES[b])
+                r = f(ta, tb)
+                assert r.dtype == torch.bool
+                L.append("    { %d, %d, %d, { %s } }," % (oi, TN_ORDER.index(a), TN_ORDER.index(b),
+                         ", ".join(str(int(x)) for x in r.reshape(-1).tolist())))
+                count += 1
+    L.append("};")
+    L.append("#define CMP_NGOLDEN %d" % count)
+    L.append("/* a [2, 3] OP Python number k: 0 True, 1 int 2, 2 float 2.5 */")
+    L.append("struct cmp_scalar_golden { int op, a, k; unsigned char v[6]; };")
+    L.append("static const struct cmp_scalar_golden cmp_scalar_golden[] = {")
+    count = 0
+    for oi, name in enumerate(cmps):
+        f = getattr(torch, name)
+        for a in TN_ORDER:
+            ta = torch.tensor(av, dtype=torch.float64).to(DTYPES[a]).reshape(2, 3)
+            for k, num in enumerate([True, 2, 2.5]):
+                r = f(ta, num)
+                L.append("    { %d, %d, %d, { %s } }," % (oi, TN_ORDER.index(a), k,
+                         ", ".join(str(int(x)) for x in r.reshape(-1).tolist())))
+                count += 1
+    L.append("};")
+    L.append("#define CMP_SCALAR_NGOLDEN %d" % count)
     L += header_bottom("TN_ITER_GOLDEN_H")
     write(os.path.join(outdir, "iter_golden.h"), L)
     return n

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Comparison kernels (eq, ne, lt, le, gt, ge), compiled once per CPU capability (see
+ * stub.h): out[i] = a[i] OP b[i] as bool, with a and b in one dtype (the iterator's common
+ * dtype). Contiguous, broadcast-scalar and strided paths, as the arithmetic kernels; NaN
+ * compares as IEEE says (unequal to everything), as in PyTorch; 16-bit floats compare as
+ * float.
+ */
+#include "stub.h"
+
+#define CMP_LOOP(T, LOAD, EXPR)                                                            \
+	do {                                                                               \
+		bool *O = (bool *)o;                                                       \
+		const T *A = (const T *)a, *B = (const T *)b;                              \
+		const int64_t w = (int64_t)sizeof(T);                                      \
+		if (so == 1 && sa == w && sb == w) {                                       \
+			for (int64_t i = 0; i < n; i++) {                                  \
+				const __typeof__(LOAD(A[i])) x = LOAD(A[i]), y = LOAD(B[i]); \
+				O[i] = (EXPR);                                             \
+			}                                                                  \
+		} else if (so == 1 && sa == w && sb == 0) {                                \
+			const __typeof__(LOAD(B[0])) y = LOAD(B[0]);                       \
+			for (int64_t i = 0; i < n; i++) {                                  \
+				const __typeof__(LOAD(A[i])) x = LOAD(A[i]);               \
+				O[i] = (EXPR);                                             \
+			}                                                                  \
+		} else {                                                                   \
+			for (int64_t i = 0; i < n; i++) {                                  \
+				const __typeof__(LOAD(A[0])) x = LOAD(*(const T *)(a + i * sa)), \
+							     y = LOAD(*(const T *)(b + i * sb)); \
+				*(bool *)(o + i * so) = (EXPR);                            \
+			}                                                                  \
+		}                                                                          \
+	} while (0)
+
+#define ID(v) (v)
+#define HALF(v) tn_half_to_float(v)
+#define BF16(v) tn_bfloat16_to_float(v)
+
+#define CMP_OPS(T, LOAD)                                                                   \
+	switch (op) {                                                                      \
+	case TN_CMP_EQ:                                                                    \
+		CMP_LOOP(T, LOAD, x == y);                                                 \
+		return;                                                                    \
+	case TN_CMP_NE:                                                                    \
+		CMP_LOOP(T, LOAD, x != y);                                                 \
+		return;                                                                    \
+	case TN_CMP_LT:                                                                    \
+		CMP_LOOP(T, LOAD, x < y);                                                  \
+		return;                                                                    \
+	case TN_CMP_LE:                                                                    \
+		CMP_LOOP(T, LOAD, x <= y);                                                 \
+		return;                                                                    \
+	case TN_CMP_GT:                                                                    \
+		CMP_LOOP(T, LOAD, x > y);                                                  \
+		return;                                                                    \
+	default:                                                                           \
+		CMP_LOOP(T, LOAD, x >= y);                                                 \
+		return;                                                                    \
+	}
+
+void TN_KERNEL_FN(tn__compare_kernel)(int op, enum tn_dtype dt, char *o, int64_t so,
+					const char *a, int64_t sa, const char *b, int64_t sb,
+					int64_t n)
+{
+	switch (dt) {
+	case TN_BOOL:
+		CMP_OPS(bool, ID)
+	case TN_UINT8:
+		CMP_OPS(uint8_t, ID)
+	case TN_INT8:
+		CMP_OPS(int8_t, ID)
+	case TN_INT16:
+		CMP_OPS(int16_t, ID)
+	case TN_INT32:
+		CMP_OPS(int32_t, ID)
+	case TN_INT64:
+		CMP_OPS(int64_t, ID)
+	case TN_FLOAT16:
+		CMP_OPS(tn_half, HALF)
+	case TN_BFLOAT16:
+		CMP_OPS(tn_bfloat16, BF16)
+	case TN_FLOAT32:
+		CMP_OPS(float, ID)
+	case TN_FLOAT64:
+		CMP_OPS(double, ID)
+	default:
+		return;
+	}
+}
