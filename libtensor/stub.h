@@ -82,4 +82,17 @@ TN_DECLARE_KERNEL(tn__compare_kernel, void,
 		   const char *b, int64_t sb, int64_t n));
 extern struct tn__stub tn__compare_stub;
 
+/* Unary functions: out = f(a), both in dtype @dt. */
+enum tn__unop {
+	TN_UN_NEG, TN_UN_ABS, TN_UN_SIGN, TN_UN_EXP, TN_UN_EXPM1, TN_UN_LOG, TN_UN_LOG1P,
+	TN_UN_LOG2, TN_UN_SQRT, TN_UN_RSQRT, TN_UN_SIN, TN_UN_COS, TN_UN_TAN, TN_UN_TANH,
+	TN_UN_SIGMOID, TN_UN_RELU, TN_UN_ERF, TN_UN_FLOOR, TN_UN_CEIL, TN_UN_ROUND, TN_UN_TRUNC,
+	TN_UN_RECIPROCAL, TN_NUM_UNOPS
+};
+typedef void (*tn__unary_fn)(int op, enum tn_dtype dt, char *o, int64_t so, const char *a,
+			     int64_t sa, int64_t n);
+TN_DECLARE_KERNEL(tn__unary_kernel, void, (int op, enum tn_dtype dt, char *o, int64_t so,
+					   const char *a, int64_t sa, int64_t n));
+extern struct tn__stub tn__unary_stub;
+
 #endif /* TN_STUB_H */

@@ -650,6 +650,121 @@ START_TEST(test_compare_matches_pytorch)
 }
 END_TEST
 
+typedef int (*unary_fn)(const tn_tensor *, tn_tensor **);
+
+/* Distance in units of the last place, in the result dtype (exact dtypes: 0 or "far"). */
+static double ulps(double got, double want, enum tn_dtype dt)
+{
+	if (got != got || want != want)
+		return (got != got) == (want != want) ? 0 : 1e9;
+	if (got == want)
+		return 0;
+	if (isinf(got) || isinf(want))
+		return 1e9;
+	switch (dt) {
+	case TN_FLOAT32: {
+		float g = (float)got, w = (float)want;
+		int32_t gi, wi;
+		memcpy(&gi, &g, 4);
+		memcpy(&wi, &w, 4);
+		return fabs((double)gi - (double)wi);
+	}
+	case TN_FLOAT64: {
+		int64_t gi, wi;
+		memcpy(&gi, &got, 8);
+		memcpy(&wi, &want, 8);
+		return fabs((double)gi - (double)wi);
+	}
+	case TN_FLOAT16: {
+		tn_half g = tn_half_from_float((float)got), w = tn_half_from_float((float)want);
+		return fabs((double)(int16_t)g.bits - (double)(int16_t)w.bits);
+	}
+	case TN_BFLOAT16: {
+		tn_bfloat16 g = tn_bfloat16_from_float((float)got), w = tn_bfloat16_from_float((float)want);
+		return fabs((double)(int16_t)g.bits - (double)(int16_t)w.bits);
+	}
+	default:
+		return 1e9;
+	}
+}
+
+/* Every unary function on every dtype against PyTorch: the result dtype, the refusals, and
+ * the values (exact for the exact functions; transcendental ones within 4 ulps of float32,
+ * 2 of float64, 1 of the 16-bit floats: the C library's and PyTorch's vectorised versions
+ * may differ in the last bit). In place and out= forms give the same values. */
+START_TEST(test_unary_matches_pytorch)
+{
+	static const char *names[] = { "neg", "abs", "sign", "exp", "expm1", "log", "log1p", "log2",
+				       "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid",
+				       "relu", "erf", "floor", "ceil", "round", "trunc",
+				       "reciprocal" };
+	static const unary_fn fns[] = { tn_neg, tn_abs, tn_sign, tn_exp, tn_expm1, tn_log,
+					tn_log1p, tn_log2, tn_sqrt, tn_rsqrt, tn_sin, tn_cos,
+					tn_tan, tn_tanh, tn_sigmoid, tn_relu, tn_erf, tn_floor,
+					tn_ceil, tn_round, tn_trunc, tn_reciprocal };
+	static const bool exact[] = { 1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 0, 1, 1, 1, 1, 1 };
+	int64_t n = UN_NVALS;
+	for (int g = 0; g < UNARY_NGOLDEN; g++) {
+		const struct unary_golden *G = &unary_golden[g];
+		enum tn_dtype dt = (enum tn_dtype)G->dtype;
+		const double *in = tn_dtype_is_floating(dt) ? unary_fvals : unary_ivals;
+		char what[96];
+		snprintf(what, sizeof(what), "%s(%s)", names[G->op], tn_dtype_name(dt));
+		tn_tensor *a = from_values(in, 1, &n, dt), *r = NULL;
+		int rc = fns[G->op](a, &r);
+		if (!G->ok) {
+			ck_assert_msg(rc == TN_EINVAL, "%s: PyTorch refuses, libtensor gave %d", what, rc);
+			tn_tensor_unref(a);
+			continue;
+		}
+		ck_assert_msg(rc == 0, "%s failed: %s", what, tn_last_error());
+		ck_assert_msg(tn_tensor_dtype(r) == (enum tn_dtype)G->rdtype, "%s: dtype %s, PyTorch %s",
+			      what, tn_dtype_name(tn_tensor_dtype(r)), tn_dtype_name(G->rdtype));
+		tn_tensor *f64;
+		ck_assert_tn_ok(tn_empty(1, &n, TN_FLOAT64, TN_CPU, TN_CONTIGUOUS_FORMAT, &f64));
+		ck_assert_tn_ok(tn_copy_(f64, r, false));
+		const double *got = tn_tensor_data(f64);
+		/* 16-bit results may round twice on either side (PyTorch's kernels for them
+		 * differ by op): 1 ulp, even for the exact functions. */
+		enum tn_dtype rd = tn_tensor_dtype(r);
+		bool narrow = rd == TN_FLOAT16 || rd == TN_BFLOAT16;
+		double tol = !tn_dtype_is_floating(rd) ? 0
+			     : narrow			? 1
+			     : exact[G->op]		? 0
+			     : rd == TN_FLOAT32		? 4
+							: 2;
+		for (int i = 0; i < UN_NVALS; i++) {
+			double d = tn_dtype_is_floating(tn_tensor_dtype(r))
+					   ? ulps(got[i], G->v[i], tn_tensor_dtype(r))
+					   : (got[i] == G->v[i] ? 0 : 1e9);
+			ck_assert_msg(d <= tol, "%s: input %g gives %.17g, PyTorch %.17g (%g ulps)", what,
+				      in[i], got[i], G->v[i], d);
+		}
+		tn_tensor_unref(f64);
+		tn_tensor_unref(r);
+		tn_tensor_unref(a);
+	}
+	/* In place and out=, on a float32 tensor: the functional result. */
+	tn_tensor *x = from_values(unary_fvals, 1, &n, TN_FLOAT32), *y, *o;
+	ck_assert_tn_ok(tn_exp(x, &y));
+	ck_assert_tn_ok(tn_empty(1, &n, TN_FLOAT64, TN_CPU, TN_CONTIGUOUS_FORMAT, &o));
+	ck_assert_tn_ok(tn_exp_out(x, o));
+	ck_assert_tn_ok(tn_exp_(x));
+	for (int64_t i = 0; i < n; i++) {
+		double a = tn_test_get_double(x, &i), b = tn_test_get_double(y, &i),
+		       c = tn_test_get_double(o, &i);
+		ck_assert(a == b || (a != a && b != b));
+		ck_assert(b == c || (b != b && c != c));
+	}
+	tn_tensor *xi = from_values(unary_ivals, 1, &n, TN_INT64);
+	ck_assert_tn_error(tn_exp_(xi), TN_EINVAL,
+			   "result type Float can't be cast to the desired output type Long");
+	tn_tensor *list[] = { x, y, o, xi };
+	for (size_t i = 0; i < 4; i++)
+		tn_tensor_unref(list[i]);
+}
+END_TEST
+
 /* Transposing copies take the tiled path: every element lands, for shapes that are not
  * multiples of the tile, and for the NHWC -> NCHW permute with few channels. */
 START_TEST(test_transposing_copies)
@@ -694,6 +809,7 @@ static Suite *iter_suite(void)
 	tcase_add_test(tc, test_arith_matches_pytorch);
 	tcase_add_test(tc, test_transposing_copies);
 	tcase_add_test(tc, test_compare_matches_pytorch);
+	tcase_add_test(tc, test_unary_matches_pytorch);
 	tcase_add_loop_test(tc, test_arith_large_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_copy_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);

@@ -979,6 +979,45 @@ def gen_iter(outdir):
                 count += 1
     L.append("};")
     L.append("#define CMP_SCALAR_NGOLDEN %d" % count)
+    # Unary functions: for each op and input dtype, the result dtype and values (float inputs
+    # with the special values, integer inputs with small integers), or the refusal. Where
+    # PyTorch 1.13's CPU kernels lack float16/bfloat16, the expected values are computed in
+    # float32 and rounded, as newer releases do (marked ok=2).
+    uops = ["neg", "abs", "sign", "exp", "expm1", "log", "log1p", "log2", "sqrt", "rsqrt",
+            "sin", "cos", "tan", "tanh", "sigmoid", "relu", "erf", "floor", "ceil", "round",
+            "trunc", "reciprocal"]
+    fv = [-2.5, -1.0, -0.0, 0.0, 0.3, 1.0, 2.5, 100.0, float("nan"), float("inf"), float("-inf")]
+    iv = [-3.0, -1.0, 0.0, 1.0, 2.0, 7.0, 0.0, 1.0, 2.0, 3.0, 5.0]
+    L.append("#define UN_NVALS %d" % len(fv))
+    L.append("static const double unary_fvals[UN_NVALS] = { %s };" % ", ".join(c_double(v) for v in fv))
+    L.append("static const double unary_ivals[UN_NVALS] = { %s };" % ", ".join(c_double(v) for v in iv))
+    L.append("struct unary_golden { int op, dtype, ok, rdtype; double v[UN_NVALS]; };")
+    L.append("/* ok: 0 PyTorch refuses, 1 PyTorch's result, 2 computed in float32 and rounded */")
+    L.append("static const struct unary_golden unary_golden[] = {")
+    count = 0
+    for oi, name in enumerate(uops):
+        f = getattr(torch, name)
+        for d in TN_ORDER:
+            dt = DTYPES[d]
+            vals = fv if dt.is_floating_point else iv
+            t = torch.tensor(vals, dtype=torch.float64).to(dt)
+            ok = 1
+            try:
+                r = f(t)
+            except RuntimeError as e:
+                if dt in (torch.float16, torch.bfloat16) and "not implemented" in str(e):
+                    r = f(t.float()).to(dt)
+                    ok = 2
+                else:
+                    L.append("    { %d, %d, 0, 0, { 0 } }," % (oi, TN_ORDER.index(d)))
+                    count += 1
+                    continue
+            rv = [float(x) for x in r.to(torch.float64).tolist()]
+            L.append("    { %d, %d, %d, %d, { %s } }," % (oi, TN_ORDER.index(d), ok,
+                     TN_ORDER.index(DTYPE_NAMES[r.dtype]), ", ".join(c_double(v) for v in rv)))
+            count += 1
+    L.append("};")
+    L.append("#define UNARY_NGOLDEN %d" % count)
     L += header_bottom("TN_ITER_GOLDEN_H")
     write(os.path.join(outdir, "iter_golden.h"), L)
     return n

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unary kernels (neg, abs, sign, exp, expm1, log, log1p, log2, sqrt, rsqrt, sin, cos, tan,
+ * tanh, sigmoid, relu, erf, floor, ceil, round, trunc, reciprocal), compiled once per CPU
+ * capability (see stub.h). One row: out[i] = f(a[i]), input and output in one dtype (the
+ * caller converts integer inputs of the floating functions first). Floating functions use the
+ * C library's float or double versions; 16-bit floats compute in float and round once.
+ * round is half-to-even (rint), as torch.round; sign of NaN is 0, as torch.sign.
+ */
+#include <math.h>
+
+#include "stub.h"
+
+#define ROW_LOOP(T, LOAD, STORE, EXPR)                                                     \
+	do {                                                                               \
+		const int64_t w = (int64_t)sizeof(T);                                      \
+		if (so == w && sa == w) {                                                  \
+			T *O = (T *)o;                                                     \
+			const T *A = (const T *)a;                                         \
+			for (int64_t i = 0; i < n; i++) {                                  \
+				const __typeof__(LOAD(A[0])) x = LOAD(A[i]);               \
+				O[i] = STORE(EXPR);                                        \
+			}                                                                  \
+		} else {                                                                   \
+			for (int64_t i = 0; i < n; i++) {                                  \
+				const __typeof__(LOAD(*(const T *)a)) x =                  \
+					LOAD(*(const T *)(a + i * sa));                    \
+				*(T *)(o + i * so) = STORE(EXPR);                          \
+			}                                                                  \
+		}                                                                          \
+	} while (0)
+
+#define ID(v) (v)
+#define HLOAD(v) tn_half_to_float(v)
+#define HSTORE(v) tn_half_from_float(v)
+#define BLOAD(v) tn_bfloat16_to_float(v)
+#define BSTORE(v) tn_bfloat16_from_float(v)
+
+/* Floating functions of one C type F (float or double) with suffix S ("f" or ""). */
+#define FLOAT_OPS(T, LOAD, STORE, F, EXP, EXPM1, LOG, LOG1P, LOG2, SQRT, SIN, COS, TAN, TANH, \
+		  ERF, FLOOR, CEIL, RINT, TRUNC, FABS)                                      \
+	switch (op) {                                                                       \
+	case TN_UN_NEG:                                                                     \
+		ROW_LOOP(T, LOAD, STORE, -x);                                               \
+		return;                                                                     \
+	case TN_UN_ABS:                                                                     \
+		ROW_LOOP(T, LOAD, STORE, FABS(x));                                          \
+		return;                                                                     \
+	case TN_UN_SIGN:                                                                    \
+		ROW_LOOP(T, LOAD, STORE, (F)((0 < x) - (x < 0)));                           \
+		return;                                                                     \
+	case TN_UN_EXP:                                                                     \
+		ROW_LOOP(T, LOAD, STORE, EXP(x));                                           \
+		return;                                                                     \
+	case TN_UN_EXPM1:                                                                   \
+		ROW_LOOP(T, LOAD, STORE, EXPM1(x));                                         \
+		return;                                                                     \
+	case TN_UN_LOG:                                                                     \
+		ROW_LOOP(T, LOAD, STORE, LOG(x));                                           \
+		return;                                                                     \
+	case TN_UN_LOG1P:                                                                   \
+		ROW_LOOP(T, LOAD, STORE, LOG1P(x));                                         \
+		return;                                                                     \
+	case TN_UN_LOG2:                                                                    \
+		ROW_LOOP(T, LOAD, STORE, LOG2(x));                                          \
+		return;                                                                     \
+	case TN_UN_SQRT:                                                                    \
+		ROW_LOOP(T, LOAD, STORE, SQRT(x));                                          \
+		return;                                                                     \
+	case TN_UN_RSQRT:                                                                   \
+		ROW_LOOP(T, LOAD, STORE, (F)1 / SQRT(x));                                   \
+		return;                                                                     \
+	case TN_UN_SIN:                                                                     \
+		ROW_LOOP(T, LOAD, STORE, SIN(x));                                           \
+		return;                                                                     \
+	case TN_UN_COS:                                                                     \
+		ROW_LOOP(T, LOAD, STORE, COS(x));                                           \
+		return;                                                                     \
+	case TN_UN_TAN:                                                                     \
+		ROW_LOOP(T, LOAD, STORE, TAN(x));                                           \
+		return;                                                                     \
+	case TN_UN_TANH:                                                                    \
+		ROW_LOOP(T, LOAD, STORE, TANH(x));                                          \
+		return;                                                                     \
+	case TN_UN_SIGMOID:                                                                 \
+		ROW_LOOP(T, LOAD, STORE, (F)1 / ((F)1 + EXP(-x)));                          \
+		return;                                                                     \
+	case TN_UN_RELU:                                                                    \
+		/* NaN stays NaN, as clamp_min(0) does. */                                  \
+		ROW_LOOP(T, LOAD, STORE, x < 0 ? (F)0 : x);                                 \
+		return;                                                                     \
+	case TN_UN_ERF:                                                                     \
+		ROW_LOOP(T, LOAD, STORE, ERF(x));                                           \
+		return;                                                                     \
+	case TN_UN_FLOOR:                                                                   \
+		ROW_LOOP(T, LOAD, STORE, FLOOR(x));                                         \
+		return;                                                                     \
+	case TN_UN_CEIL:                                                                    \
+		ROW_LOOP(T, LOAD, STORE, CEIL(x));                                          \
+		return;                                                                     \
+	case TN_UN_ROUND:                                                                   \
+		ROW_LOOP(T, LOAD, STORE, RINT(x));                                          \
+		return;                                                                     \
+	case TN_UN_TRUNC:                                                                   \
+		ROW_LOOP(T, LOAD, STORE, TRUNC(x));                                         \
+		return;                                                                     \
+	default:                                                                            \
+		ROW_LOOP(T, LOAD, STORE, (F)1 / x);                                         \
+		return;                                                                     \
+	}
+
+#define FLOATF(T, LOAD, STORE)                                                             \
+	FLOAT_OPS(T, LOAD, STORE, float, expf, expm1f, logf, log1pf, log2f, sqrtf, sinf, cosf, \
+		  tanf, tanhf, erff, floorf, ceilf, rintf, truncf, fabsf)
+
+/* Integer functions: the ones PyTorch keeps in the integer dtype (negation wraps). */
+#define INT_OPS(T, U)                                                                      \
+	switch (op) {                                                                      \
+	case TN_UN_NEG:                                                                    \
+		ROW_LOOP(T, ID, (T), (U)0 - (U)x);                                         \
+		return;                                                                    \
+	case TN_UN_ABS:                                                                    \
+		ROW_LOOP(T, ID, (T), x < 0 ? (U)0 - (U)x : (U)x);                          \
+		return;                                                                    \
+	case TN_UN_SIGN:                                                                   \
+		ROW_LOOP(T, ID, (T), (0 < x) - (x < 0));                                   \
+		return;                                                                    \
+	case TN_UN_RELU:                                                                   \
+		ROW_LOOP(T, ID, (T), x < 0 ? 0 : x);                                       \
+		return;                                                                    \
+	default: /* floor, ceil, round, trunc: the value itself */                         \
+		ROW_LOOP(T, ID, (T), x);                                                   \
+		return;                                                                    \
+	}
+
+void TN_KERNEL_FN(tn__unary_kernel)(int op, enum tn_dtype dt, char *o, int64_t so,
+				      const char *a, int64_t sa, int64_t n)
+{
+	switch (dt) {
+	case TN_BOOL: /* sign only: the value itself */
+		ROW_LOOP(bool, ID, (bool), x);
+		return;
+	case TN_UINT8:
+		INT_OPS(uint8_t, uint8_t)
+	case TN_INT8:
+		INT_OPS(int8_t, uint8_t)
+	case TN_INT16:
+		INT_OPS(int16_t, uint16_t)
+	case TN_INT32:
+		INT_OPS(int32_t, uint32_t)
+	case TN_INT64:
+		INT_OPS(int64_t, uint64_t)
+	case TN_FLOAT16:
+		FLOATF(tn_half, HLOAD, HSTORE)
+	case TN_BFLOAT16:
+		FLOATF(tn_bfloat16, BLOAD, BSTORE)
+	case TN_FLOAT32:
+		FLOATF(float, ID, ID)
+	case TN_FLOAT64:
+		FLOAT_OPS(double, ID, ID, double, exp, expm1, log, log1p, log2, sqrt, sin, cos, tan,
+			  tanh, erf, floor, ceil, rint, trunc, fabs)
+	default:
+		return;
+	}
+}
