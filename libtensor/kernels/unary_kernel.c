@@ -133,6 +133,20 @@
 		return;                                                                    \
 	}
 
+/* uint8: never negative (abs and relu are the value, sign is 0 or 1). */
+#define UINT8_OPS                                                                          \
+	switch (op) {                                                                      \
+	case TN_UN_NEG:                                                                    \
+		ROW_LOOP(uint8_t, ID, (uint8_t), 0u - (unsigned)x);                        \
+		return;                                                                    \
+	case TN_UN_SIGN:                                                                   \
+		ROW_LOOP(uint8_t, ID, (uint8_t), x != 0);                                  \
+		return;                                                                    \
+	default: /* abs, relu, floor, ceil, round, trunc: the value itself */              \
+		ROW_LOOP(uint8_t, ID, (uint8_t), x);                                       \
+		return;                                                                    \
+	}
+
 void TN_KERNEL_FN(tn__unary_kernel)(int op, enum tn_dtype dt, char *o, int64_t so,
 				      const char *a, int64_t sa, int64_t n)
 {
@@ -141,7 +155,7 @@ void TN_KERNEL_FN(tn__unary_kernel)(int op, enum tn_dtype dt, char *o, int64_t s
 		ROW_LOOP(bool, ID, (bool), x);
 		return;
 	case TN_UINT8:
-		INT_OPS(uint8_t, uint8_t)
+		UINT8_OPS
 	case TN_INT8:
 		INT_OPS(int8_t, uint8_t)
 	case TN_INT16:
