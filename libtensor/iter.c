@@ -424,8 +424,40 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 	if ((rc = compute_types(it, cfg, who)) < 0)
 		goto fail;
 
-	/* compute_strides: byte strides of each operand broadcast to the shape. */
+	/* fast_set_up (ATen's): every operand already contiguous with the broadcast shape is a
+	 * single run, with nothing to reorder or coalesce. */
 	n = it->out_ndim;
+	bool fast = !cfg->is_reduction;
+	for (int k = 0; k < it->ntensors && fast; k++) {
+		const tn_tensor *t = it->ops[k].tensor;
+		fast = !t || (t->contiguous && t->ndim == n &&
+			      memcmp(t->sizes, it->out_shape, (size_t)n * sizeof(int64_t)) == 0);
+	}
+	if (fast) {
+		int64_t numel = 1;
+		for (int d = 0; d < n; d++)
+			numel *= it->out_shape[d];
+		for (int k = 0; k < it->ntensors; k++) {
+			struct tn_iter_operand *op = &it->ops[k];
+			if (!op->tensor) {
+				if ((rc = tn__empty_like_device(dev, op->dtype, n,
+								 n ? it->out_shape : NULL, NULL,
+								 &op->tensor, who)) < 0)
+					goto fail;
+				op->owned = true;
+			}
+			op->strides[0] = (int64_t)tn__itemsize(op->dtype);
+			op->data = tn__data(op->tensor);
+		}
+		for (int i = 0; i < n; i++)
+			it->perm[i] = n - 1 - i;
+		it->ndim = n ? 1 : 0; /* a 0-dim result stays 0-dim */
+		it->shape[0] = numel;
+		it->numel = numel;
+		return 0;
+	}
+
+	/* compute_strides: byte strides of each operand broadcast to the shape. */
 	for (int k = 0; k < it->ntensors; k++) {
 		const tn_tensor *t = it->ops[k].tensor;
 		if (!t)
