@@ -216,13 +216,7 @@ static int need_ret(void *ret, const char *who)
 	return ret ? 0 : tn__error(TN_EINVAL, "%s: NULL ret_tensor", who);
 }
 
-static int need_out(const tn_tensor *out, const char *who)
-{
-	return tn__handle_is(out, TN_MAGIC_TENSOR)
-		       ? 0
-		       : tn__error(TN_EBADF, "%s: not a live tensor handle (NULL, freed or foreign)",
-				   who);
-}
+#define need_out tn__check_live
 
 /* The kernels of the table: per operator, functional / out= / in place / Scalar, CPU and Meta. */
 #define ALPHA_KERNELS(NAME, OP)                                                              \

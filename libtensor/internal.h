@@ -122,6 +122,15 @@ static inline char *tn__data(const tn_tensor *t)
 int tn__tensor_make(tn_storage *storage, int64_t offset, int ndim, const int64_t *sizes,
 		    const int64_t *strides, enum tn_dtype dtype, tn_tensor **ret);
 
+/* TN_EBADF with the one message for a dead tensor handle, naming @who. */
+int tn__bad_tensor(const char *who);
+
+/* The handle check alone (in-place and out= arguments): 0 or tn__bad_tensor(@who). */
+static inline int tn__check_live(const tn_tensor *t, const char *who)
+{
+	return tn__handle_is(t, TN_MAGIC_TENSOR) ? 0 : tn__bad_tensor(who);
+}
+
 /* The entry check of every function taking a tensor and returning one: a live handle and a
  * non-NULL output, else TN_EBADF / TN_EINVAL with @who in the message. */
 int tn__check_tensor_args(const tn_tensor *t, const void *ret, const char *who);

@@ -382,8 +382,7 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 		}
 		if (!tn__handle_is(t, TN_MAGIC_TENSOR)) {
 			tn__iter_release(it);
-			return tn__error(TN_EBADF, "%s: not a live tensor handle (NULL, freed or foreign)",
-					 who);
+			return tn__bad_tensor(who);
 		}
 		/* Borrowed, as ATen's MaybeOwned: the caller holds the operands for the call. */
 		op->tensor = (tn_tensor *)t;
@@ -648,15 +647,15 @@ int tn__num_threads(void)
 #endif
 }
 
+#ifdef TN_TSAN
+#include <pthread.h>
+
 struct chunk {
 	const struct tn_iter *it;
 	tn_loop2d_fn loop;
 	void *ctx;
 	int64_t begin, end;
 };
-
-#ifdef TN_TSAN
-#include <pthread.h>
 
 static void *run_chunk(void *arg)
 {

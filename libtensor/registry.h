@@ -95,8 +95,7 @@ static inline int tn__keys_of_tensor(unsigned *keys, const tn_tensor *t, const c
 {
 	(void)arg;
 	if (TN_UNLIKELY(!tn__handle_is(t, TN_MAGIC_TENSOR)))
-		return tn__error(TN_EBADF, "%s: not a live tensor handle (NULL, freed or foreign)",
-				 who);
+		return tn__bad_tensor(who);
 	*keys |= 1u << (unsigned)t->storage->device.type;
 	return 0;
 }

@@ -18,7 +18,7 @@ static bool tensor_ok(const tn_tensor *t)
 	return tn__handle_is(t, TN_MAGIC_TENSOR);
 }
 
-static int bad_tensor(const char *who)
+int tn__bad_tensor(const char *who)
 {
 	return tn__error(TN_EBADF, "%s: not a live tensor handle (NULL, freed or foreign)", who);
 }
@@ -26,7 +26,7 @@ static int bad_tensor(const char *who)
 int tn__check_tensor_args(const tn_tensor *t, const void *ret, const char *who)
 {
 	if (!tensor_ok(t))
-		return bad_tensor(who);
+		return tn__bad_tensor(who);
 	if (!ret)
 		return tn__error(TN_EINVAL, "%s: NULL ret_tensor", who);
 	return 0;
@@ -720,7 +720,7 @@ static int dim_entry(const tn_tensor *tensor, int dim, bool stride, int64_t *ret
 {
 	int d;
 	if (!tensor_ok(tensor))
-		return bad_tensor(who);
+		return tn__bad_tensor(who);
 	if (!ret)
 		return tn__error(TN_EINVAL, "%s: NULL output", who);
 	if (tensor->ndim == 0)
@@ -775,7 +775,7 @@ TN_EXPORT int tn_tensor_get(const tn_tensor *tensor, int nindex, const int64_t *
 	int r;
 
 	if (!tensor_ok(tensor))
-		return bad_tensor("tn_tensor_get");
+		return tn__bad_tensor("tn_tensor_get");
 	if (!ret_value)
 		return tn__error(TN_EINVAL, "tn_tensor_get: NULL ret_value");
 	if ((r = element_address(tensor, nindex, index, "tn_tensor_get", &p)))
@@ -790,7 +790,7 @@ TN_EXPORT int tn_tensor_set(tn_tensor *tensor, int nindex, const int64_t *index,
 	int r;
 
 	if (!tensor_ok(tensor))
-		return bad_tensor("tn_tensor_set");
+		return tn__bad_tensor("tn_tensor_set");
 	if ((r = element_address(tensor, nindex, index, "tn_tensor_set", &p)))
 		return r;
 	return tn__scalar_to_element(value, tensor->dtype, p);
@@ -801,7 +801,7 @@ TN_EXPORT int tn_tensor_item(const tn_tensor *tensor, tn_scalar *ret_value)
 	int64_t zeros[TN_MAX_DIMS] = { 0 };
 
 	if (!tensor_ok(tensor))
-		return bad_tensor("tn_tensor_item");
+		return tn__bad_tensor("tn_tensor_item");
 	if (tensor->numel != 1)
 		return tn__error(TN_EINVAL, "a Tensor with %lld elements cannot be converted to Scalar",
 				 (long long)tensor->numel);

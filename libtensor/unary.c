@@ -131,19 +131,13 @@ out:
 	}                                                                                    \
 	int tn__##NAME##_out_##SUFFIX(const tn_tensor *self, tn_tensor *out)                    \
 	{                                                                                    \
-		if (!tn__handle_is(out, TN_MAGIC_TENSOR))                                    \
-			return tn__error(TN_EBADF,                                           \
-					 "%s: not a live tensor handle (NULL, freed or foreign)", \
-					 #NAME);                                             \
-		return unary(OP, out, self, RUN, NULL);                                      \
+		int rc = tn__check_live(out, #NAME);                                         \
+		return rc ? rc : unary(OP, out, self, RUN, NULL);                            \
 	}                                                                                    \
 	int tn__##NAME##__##SUFFIX(tn_tensor *self)                                             \
 	{                                                                                    \
-		if (!tn__handle_is(self, TN_MAGIC_TENSOR))                                   \
-			return tn__error(TN_EBADF,                                           \
-					 "%s_: not a live tensor handle (NULL, freed or foreign)", \
-					 #NAME);                                             \
-		return unary(OP, self, self, RUN, NULL);                                     \
+		int rc = tn__check_live(self, #NAME "_");                                    \
+		return rc ? rc : unary(OP, self, self, RUN, NULL);                           \
 	}
 
 #define UNARY_KERNELS(NAME, OP)                      \

@@ -421,6 +421,20 @@ static tn_tensor *from_values(const double *values, int n, const int64_t *sizes,
 	return t;
 }
 
+/* The [2, 3] operand arith_a laid out transposed in memory: a [3, 2] tensor holding its
+ * transpose, and (in *ret_view) the [2, 3] transposed view of it, with the values of arith_a. */
+static tn_tensor *transposed_a(enum tn_dtype dtype, tn_tensor **ret_view)
+{
+	int64_t s32[] = { 3, 2 };
+	double at[6];
+	for (int i = 0; i < 2; i++)
+		for (int j = 0; j < 3; j++)
+			at[j * 2 + i] = arith_a[i * 3 + j];
+	tn_tensor *mem = from_values(at, 2, s32, dtype);
+	ck_assert_tn_ok(tn_transpose(mem, 0, 1, ret_view));
+	return mem;
+}
+
 static void assert_values(const tn_tensor *t, const double *want, int n, const char *what)
 {
 	tn_tensor *f64;
@@ -468,11 +482,7 @@ static int arith_out(int op, const tn_tensor *a, const tn_tensor *b, tn_scalar a
 START_TEST(test_arith_matches_pytorch)
 {
 	static const char *names[] = { "add", "sub", "mul", "div" };
-	int64_t s23[] = { 2, 3 }, s32[] = { 3, 2 }, s3[] = { 3 };
-	double at[6];
-	for (int i = 0; i < 2; i++)
-		for (int j = 0; j < 3; j++)
-			at[j * 2 + i] = arith_a[i * 3 + j];
+	int64_t s23[] = { 2, 3 }, s3[] = { 3 };
 	for (int g = 0; g < ARITH_NGOLDEN; g++) {
 		const struct arith_golden *G = &arith_golden[g];
 		char what[96];
@@ -480,8 +490,7 @@ START_TEST(test_arith_matches_pytorch)
 			 tn_dtype_name(G->b));
 		tn_tensor *a = from_values(arith_a, 2, s23, G->a);
 		tn_tensor *b = from_values(arith_b, 1, s3, G->b);
-		tn_tensor *a_mem = from_values(at, 2, s32, G->a), *a_t, *r = NULL;
-		ck_assert_tn_ok(tn_transpose(a_mem, 0, 1, &a_t));
+		tn_tensor *a_t, *r = NULL, *a_mem = transposed_a(G->a, &a_t);
 		tn_scalar alpha = tn_scalar_int(G->a == TN_BOOL && G->b == TN_BOOL ? 1 : 2);
 		int rc = arith(G->op, a, b, alpha, &r);
 		if (!G->ok) {
@@ -591,19 +600,14 @@ START_TEST(test_compare_matches_pytorch)
 					      tn_le_scalar, tn_gt_scalar, tn_ge_scalar };
 	static const cmp_out_fn ofns[] = { tn_eq_out, tn_ne_out, tn_lt_out,
 					   tn_le_out, tn_gt_out, tn_ge_out };
-	int64_t s23[] = { 2, 3 }, s32[] = { 3, 2 }, s3[] = { 3 };
-	double at[6];
-	for (int i = 0; i < 2; i++)
-		for (int j = 0; j < 3; j++)
-			at[j * 2 + i] = arith_a[i * 3 + j];
+	int64_t s23[] = { 2, 3 }, s3[] = { 3 };
 	for (int g = 0; g < CMP_NGOLDEN; g++) {
 		const struct cmp_golden *G = &cmp_golden[g];
 		char what[96];
 		snprintf(what, sizeof(what), "%s(%s, %s)", names[G->op], tn_dtype_name(G->a),
 			 tn_dtype_name(G->b));
 		tn_tensor *a = from_values(arith_a, 2, s23, G->a), *b = from_values(cmp_b, 1, s3, G->b);
-		tn_tensor *a_mem = from_values(at, 2, s32, G->a), *a_t, *r, *o;
-		ck_assert_tn_ok(tn_transpose(a_mem, 0, 1, &a_t));
+		tn_tensor *a_t, *r, *o, *a_mem = transposed_a(G->a, &a_t);
 		ck_assert_msg(fns[G->op](a, b, &r) == 0, "%s: %s", what, tn_last_error());
 		assert_bools(r, G->v, what);
 		tn_tensor_unref(r);
