@@ -106,6 +106,99 @@ static int wrap_scalar(tn_scalar v, const tn_tensor *like, tn_tensor **ret)
 }
 
 /*
+ * The checks that depend on the compute dtype @ct, and the kernel context they set up:
+ * PyTorch's refusals of bool subtraction and of alpha values the dtype cannot hold.
+ */
+static int binary_setup(bool cmp, int op, enum tn_dtype ct, enum tn_dtype da, enum tn_dtype db,
+			tn_scalar alpha, struct bin_ctx *c)
+{
+	*c = (struct bin_ctx){ .op = op, .ct = ct, .out_ct = cmp ? TN_BOOL : ct };
+	if (cmp)
+		return 0;
+	if (op == TN_BINOP_SUB && (da == TN_BOOL || db == TN_BOOL))
+		return da == TN_BOOL && db == TN_BOOL
+			       ? tn__error(TN_EINVAL,
+					   "Subtraction, the `-` operator, with two bool tensors is "
+					   "not supported. Use the `^` or `logical_xor()` operator "
+					   "instead.")
+			       : tn__error(TN_EINVAL,
+					   "Subtraction, the `-` operator, with a bool tensor is not "
+					   "supported. If you are trying to invert a mask, use the `~` "
+					   "or `logical_not()` operator instead.");
+	if (op == TN_BINOP_ADD || op == TN_BINOP_SUB) {
+		if (alpha.kind == TN_SCALAR_BOOL && ct != TN_BOOL)
+			return tn__error(TN_EINVAL,
+					 "Boolean alpha only supported for Boolean results.");
+		if (alpha.kind == TN_SCALAR_DOUBLE && !tn_dtype_is_floating(ct))
+			return tn__error(TN_EINVAL, "For integral input tensors, argument alpha "
+						    "must not be a floating point number.");
+		c->alpha.b = alpha.kind == TN_SCALAR_BOOL ? alpha.v.b
+			     : alpha.kind == TN_SCALAR_INT ? alpha.v.i != 0
+							   : alpha.v.d != 0;
+		c->alpha.i = alpha.kind == TN_SCALAR_INT ? alpha.v.i : alpha.kind == TN_SCALAR_BOOL;
+		c->alpha.d = alpha.kind == TN_SCALAR_DOUBLE ? alpha.v.d : (double)c->alpha.i;
+	} else {
+		c->alpha = (struct tn__alpha){ 1.0, 1, true };
+	}
+	return 0;
+}
+
+/*
+ * Small operands that are already contiguous, of one dtype and one shape, or a Scalar whose
+ * category (bool < integral < floating) does not raise the tensor's: no iterator, the kernel
+ * runs once over the flat arrays (PyTorch pays ~300-600 ns here; this path ~25 ns). Returns 1
+ * when it ran, 0 when the general path must run, or an error.
+ */
+static int binary_trivial(bool cmp, int op, tn_tensor *out, const tn_tensor *a,
+			  const tn_tensor *b, const tn_scalar *b_scalar, tn_scalar alpha,
+			  tn_tensor **ret, const char *who)
+{
+	_Alignas(8) unsigned char elem[8], wrapped[8];
+
+	if (!tn__handle_is(a, TN_MAGIC_TENSOR))
+		return 0;
+	enum tn_dtype ct = a->dtype, db = ct;
+	if (b_scalar) {
+		/* The wrapped number's dtype, as wrap_scalar makes it. */
+		db = b_scalar->kind == TN_SCALAR_BOOL	 ? TN_BOOL
+		     : b_scalar->kind == TN_SCALAR_INT ? TN_INT64
+						       : TN_FLOAT64;
+		if (tn_dtype_category(db) > tn_dtype_category(ct) ||
+		    tn__scalar_to_element(*b_scalar, db, wrapped) < 0)
+			return 0;
+	}
+	int64_t n = tn__iter_trivial(out, cmp ? TN_BOOL : ct, a, b_scalar ? NULL : b);
+	if (n < 0)
+		return 0;
+	/* Integer true division computes in the default float dtype: not trivial. */
+	if (!cmp && op == TN_BINOP_DIV && !tn__is_floating(ct))
+		return 0;
+	struct bin_ctx c;
+	int rc = binary_setup(cmp, op, ct, ct, db, alpha, &c);
+	if (rc < 0)
+		return rc;
+	const int64_t w = (int64_t)tn__itemsize(ct);
+	const char *pb = b_scalar ? (const char *)elem : tn__data(b);
+	const int64_t sb = b_scalar ? 0 : w;
+	if (b_scalar) /* converted as the general path's loop converts the wrapped tensor */
+		((tn__cast_fn)tn__stub_get(&tn__cast_stub))((char *)elem, ct, w,
+							    (const char *)wrapped, db, 0, 1);
+	tn_tensor *o = out;
+	if (!o && (rc = tn__empty_like_device(a->storage->device, c.out_ct, a->ndim, a->sizes,
+					      NULL, &o, who)) < 0)
+		return rc;
+	if (cmp)
+		((tn__compare_fn)tn__stub_get(&tn__compare_stub))(op, ct, tn__data(o), 1,
+								  tn__data(a), w, pb, sb, n);
+	else
+		((tn__binary_fn)tn__stub_get(&tn__binary_stub))(op, ct, tn__data(o), w, tn__data(a),
+								 w, pb, sb, n, &c.alpha);
+	if (ret)
+		*ret = out ? tn_tensor_ref(o) : o;
+	return 1;
+}
+
+/*
  * The one implementation: out = a OP (alpha *) b. @out NULL allocates (functional), @out == a
  * is in place. @b_scalar, when not NULL, replaces @b. @run false builds only (Meta).
  */
@@ -118,6 +211,8 @@ static int binary_impl(bool cmp, int op, tn_tensor *out, const tn_tensor *a, con
 	tn_tensor *wrapped = NULL;
 	int rc;
 
+	if (run && (rc = binary_trivial(cmp, op, out, a, b, b_scalar, alpha, ret, who)) != 0)
+		return rc < 0 ? rc : 0;
 	if (b_scalar) {
 		if ((rc = wrap_scalar(*b_scalar, a, &wrapped)) < 0)
 			return rc;
@@ -149,36 +244,9 @@ static int binary_impl(bool cmp, int op, tn_tensor *out, const tn_tensor *a, con
 	}
 
 	enum tn_dtype ct = it.common_dtype;
-	if (!cmp && op == TN_BINOP_SUB && (it.ops[1].dtype == TN_BOOL || it.ops[2].dtype == TN_BOOL)) {
-		rc = it.ops[1].dtype == TN_BOOL && it.ops[2].dtype == TN_BOOL
-			     ? tn__error(TN_EINVAL,
-					 "Subtraction, the `-` operator, with two bool tensors is not "
-					 "supported. Use the `^` or `logical_xor()` operator instead.")
-			     : tn__error(TN_EINVAL,
-					 "Subtraction, the `-` operator, with a bool tensor is not "
-					 "supported. If you are trying to invert a mask, use the `~` or "
-					 "`logical_not()` operator instead.");
+	struct bin_ctx c;
+	if ((rc = binary_setup(cmp, op, ct, it.ops[1].dtype, it.ops[2].dtype, alpha, &c)) < 0)
 		goto out;
-	}
-	struct bin_ctx c = { .op = op, .ct = ct, .out_ct = cmp ? TN_BOOL : ct };
-	if (!cmp && (op == TN_BINOP_ADD || op == TN_BINOP_SUB)) {
-		if (alpha.kind == TN_SCALAR_BOOL && ct != TN_BOOL) {
-			rc = tn__error(TN_EINVAL, "Boolean alpha only supported for Boolean results.");
-			goto out;
-		}
-		if (alpha.kind == TN_SCALAR_DOUBLE && !tn_dtype_is_floating(ct)) {
-			rc = tn__error(TN_EINVAL, "For integral input tensors, argument alpha must not "
-						  "be a floating point number.");
-			goto out;
-		}
-		c.alpha.b = alpha.kind == TN_SCALAR_BOOL ? alpha.v.b
-			    : alpha.kind == TN_SCALAR_INT ? alpha.v.i != 0
-							  : alpha.v.d != 0;
-		c.alpha.i = alpha.kind == TN_SCALAR_INT ? alpha.v.i : alpha.kind == TN_SCALAR_BOOL;
-		c.alpha.d = alpha.kind == TN_SCALAR_DOUBLE ? alpha.v.d : (double)c.alpha.i;
-	} else {
-		c.alpha = (struct tn__alpha){ 1.0, 1, true };
-	}
 	if (run && it.numel > 0) {
 		if (cmp)
 			c.cmp = (tn__compare_fn)tn__stub_get(&tn__compare_stub);

@@ -15,6 +15,8 @@
 #ifndef TN_ITER_H
 #define TN_ITER_H
 
+#include <string.h>
+
 #include "internal.h"
 
 #define TN_ITER_MAX_OPERANDS 8
@@ -101,6 +103,43 @@ void tn__iter_serial_for_each(const struct tn_iter *it, tn_loop2d_fn loop, void 
 			      int64_t begin, int64_t end);
 /* Run @loop over every element, on OpenMP threads when there are more than @grain. */
 void tn__iter_for_each(const struct tn_iter *it, tn_loop2d_fn loop, void *ctx, int64_t grain);
+
+/*
+ * The trivial element-wise case, decided without building an iterator: @a (and @b when not
+ * NULL) valid CPU tensors, contiguous, of one dtype and one shape, with at most
+ * TN_GRAIN_SIZE elements (one serial run); @out NULL, or a contiguous CPU tensor of that
+ * shape and of dtype @out_dtype that either shares no storage with the inputs or is one of
+ * them exactly (in place). Every check the build would make then passes trivially, so an
+ * operator may call its kernel on the flat arrays. Returns the element count, or -1 when the
+ * general build is needed (which also reports any error).
+ */
+static inline int64_t tn__iter_trivial(const tn_tensor *out, enum tn_dtype out_dtype,
+				       const tn_tensor *a, const tn_tensor *b)
+{
+	if (!tn__handle_is(a, TN_MAGIC_TENSOR) || !a->contiguous || a->numel > TN_GRAIN_SIZE ||
+	    a->storage->device.type != TN_DEVICE_CPU)
+		return -1;
+	const size_t shape_bytes = (size_t)a->ndim * sizeof(int64_t);
+	if (b && (!tn__handle_is(b, TN_MAGIC_TENSOR) || !b->contiguous || b->dtype != a->dtype ||
+		  b->ndim != a->ndim || b->storage->device.type != TN_DEVICE_CPU ||
+		  memcmp(b->sizes, a->sizes, shape_bytes) != 0))
+		return -1;
+	if (out) {
+		if (!tn__handle_is(out, TN_MAGIC_TENSOR) || !out->contiguous ||
+		    out->dtype != out_dtype || out->ndim != a->ndim ||
+		    out->storage->device.type != TN_DEVICE_CPU ||
+		    memcmp(out->sizes, a->sizes, shape_bytes) != 0)
+			return -1;
+		/* Same storage: only an exact alias (same first element, same dtype) is the
+		 * in-place case; anything else goes through the build's overlap checks. */
+		if (out->storage == a->storage && (out->offset != a->offset || out->dtype != a->dtype))
+			return -1;
+		if (b && out->storage == b->storage &&
+		    (out->offset != b->offset || out->dtype != b->dtype))
+			return -1;
+	}
+	return a->numel;
+}
 
 /* PyTorch's type promotion of two dtypes (promoteTypes). */
 enum tn_dtype tn__promote_types(enum tn_dtype a, enum tn_dtype b);

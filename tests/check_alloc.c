@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The allocator registry and the CPU allocator: alignment, fill modes, the large-block cache
- * with its limit and trim, statistics, NUMA node selection and fault injection.
+ * with its limit and trim, the per-thread small-block cache, statistics, NUMA node selection and fault injection.
  *
  * Tests run in Check's fork mode, so each starts with a fresh allocator state.
  */
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -206,6 +207,59 @@ START_TEST(test_large_block_cache)
 }
 END_TEST
 
+/* Small blocks: a freed block is reused by the next allocation of its size class on the same
+ * thread, trim hands the thread's cached blocks back, and a thread's cache goes with it.
+ * (ASan builds cache nothing, so that every use after free is caught.) */
+static void *small_churn(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 1000; i++) {
+		tn_storage *st;
+		if (tn_storage_new(cpu, (size_t)(i % 50) * 64 + 1, &st) < 0)
+			return (void *)1;
+		tn_storage_unref(st);
+	}
+	return NULL;
+}
+
+START_TEST(test_small_block_cache)
+{
+	tn_alloc_stats s0, s;
+	tn_storage *st;
+	void *ret;
+	pthread_t th;
+
+	tn_cpu_allocator_trim();
+	ck_assert_tn_ok(tn_cpu_allocator_stats(&s0));
+	ck_assert_tn_ok(tn_storage_new(cpu, 100, &st));
+	void *first = tn_storage_data(st);
+	tn_storage_unref(st);
+	ck_assert_tn_ok(tn_storage_new(cpu, 128, &st)); /* same class: 65..128 bytes */
+#if defined(__SANITIZE_ADDRESS__)
+	(void)first;
+#else
+	ck_assert_ptr_eq(tn_storage_data(st), first);
+#endif
+	ck_assert_tn_ok(tn_cpu_allocator_stats(&s));
+	ck_assert_uint_eq(s.allocated_bytes, s0.allocated_bytes + 128);
+	ck_assert_uint_eq(s.allocated_blocks, s0.allocated_blocks + 1);
+	tn_storage_unref(st);
+#if defined(__SANITIZE_ADDRESS__)
+	ck_assert_uint_eq(tn_cpu_allocator_trim(), 0);
+#else
+	ck_assert_uint_eq(tn_cpu_allocator_trim(), 128);
+#endif
+	ck_assert_uint_eq(tn_cpu_allocator_trim(), 0);
+
+	ck_assert_int_eq(pthread_create(&th, NULL, small_churn, NULL), 0);
+	ck_assert_int_eq(pthread_join(th, &ret), 0);
+	ck_assert_ptr_null(ret);
+	ck_assert_tn_ok(tn_cpu_allocator_stats(&s));
+	ck_assert_uint_eq(s.allocated_bytes, s0.allocated_bytes);
+	ck_assert_uint_eq(s.allocated_blocks, s0.allocated_blocks);
+}
+END_TEST
+
 START_TEST(test_cache_limit)
 {
 	const size_t n = (size_t)4 << 20;
@@ -308,6 +362,7 @@ static Suite *alloc_suite(void)
 	tcase_add_test(tc, test_fill_modes);
 	tcase_add_test(tc, test_environment);
 	tcase_add_test(tc, test_large_block_cache);
+	tcase_add_test(tc, test_small_block_cache);
 	tcase_add_test(tc, test_cache_limit);
 	tcase_add_test(tc, test_stats_and_peak);
 	tcase_add_test(tc, test_numa_node);

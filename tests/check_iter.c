@@ -797,6 +797,115 @@ START_TEST(test_transposing_copies)
 }
 END_TEST
 
+/* A copy of @t that is not contiguous (every other element of a tensor twice as long), so
+ * operators on it take the general iterator path instead of the trivial one. */
+static tn_tensor *strided_copy(const tn_tensor *t, tn_tensor **ret_base)
+{
+	int64_t n = tn_tensor_numel(t), two_n = 2 * n;
+	tn_tensor *base, *view, *flat;
+	ck_assert_tn_ok(tn_zeros(1, &two_n, tn_tensor_dtype(t), TN_CPU, &base));
+	ck_assert_tn_ok(tn_slice(base, 0, 0, two_n, 2, &view));
+	ck_assert_tn_ok(tn_reshape(t, 1, &n, &flat));
+	ck_assert_tn_ok(tn_copy_(view, flat, false));
+	tn_tensor_unref(flat);
+	*ret_base = base;
+	return view;
+}
+
+static void assert_same_bytes(const tn_tensor *x, const tn_tensor *y, const char *what)
+{
+	ck_assert_int_eq(tn_tensor_dtype(x), tn_tensor_dtype(y));
+	ck_assert_int_eq(tn_tensor_numel(x), tn_tensor_numel(y));
+	tn_tensor *cx, *cy;
+	ck_assert_tn_ok(tn_contiguous(x, TN_CONTIGUOUS_FORMAT, &cx));
+	ck_assert_tn_ok(tn_contiguous(y, TN_CONTIGUOUS_FORMAT, &cy));
+	ck_assert_msg(memcmp(tn_tensor_data(cx), tn_tensor_data(cy),
+			     (size_t)tn_tensor_numel(x) * tn_dtype_size(tn_tensor_dtype(x))) == 0,
+		      "%s: trivial and general paths differ", what);
+	tn_tensor_unref(cx);
+	tn_tensor_unref(cy);
+}
+
+/* Small contiguous operands of one dtype take the trivial path (no iterator): every dtype,
+ * operator, Scalar kind and comparison gives the general path's bytes and errors, and the
+ * in-place and aliasing cases keep their meaning. */
+START_TEST(test_trivial_path_matches_general)
+{
+	static const double va[] = { -3, -1.5, 0, 0.5, 1, 2.25, 7, 100, -128, 255, 3, -0.0 };
+	static const double vb[] = { 2, 0.5, -1, 3, -4, 1.5, 2, -7, 3, 1, 0, 5 };
+	int64_t s[] = { 3, 4 };
+	const tn_scalar scalars[] = { tn_scalar_int(300), tn_scalar_int(-2), tn_scalar_double(2.5),
+				      tn_scalar_bool(true) };
+	for (int dt = 0; dt < TN_NUM_DTYPES; dt++) {
+		tn_tensor *a = from_values(va, 2, s, dt), *b = from_values(vb, 2, s, dt);
+		tn_tensor *abase, *bbase, *ag = strided_copy(a, &abase), *bg = strided_copy(b, &bbase);
+		for (int op = 0; op < 4; op++) {
+			tn_tensor *r1 = NULL, *r2 = NULL;
+			int rc1 = arith(op, a, b, tn_scalar_int(2), &r1);
+			int rc2 = arith(op, ag, bg, tn_scalar_int(2), &r2);
+			ck_assert_int_eq(rc1, rc2);
+			if (rc1 == 0)
+				assert_same_bytes(r1, r2, tn_dtype_name(dt));
+			tn_tensor_unref(r1);
+			tn_tensor_unref(r2);
+			for (size_t k = 0; k < sizeof(scalars) / sizeof(scalars[0]); k++) {
+				r1 = r2 = NULL;
+				rc1 = op == 0 ? tn_add_scalar(a, scalars[k], tn_scalar_int(1), &r1)
+				      : op == 1 ? tn_sub_scalar(a, scalars[k], tn_scalar_int(1), &r1)
+				      : op == 2 ? tn_mul_scalar(a, scalars[k], &r1)
+						: tn_div_scalar(a, scalars[k], &r1);
+				rc2 = op == 0 ? tn_add_scalar(ag, scalars[k], tn_scalar_int(1), &r2)
+				      : op == 1 ? tn_sub_scalar(ag, scalars[k], tn_scalar_int(1), &r2)
+				      : op == 2 ? tn_mul_scalar(ag, scalars[k], &r2)
+						: tn_div_scalar(ag, scalars[k], &r2);
+				ck_assert_int_eq(rc1, rc2);
+				if (rc1 == 0)
+					assert_same_bytes(r1, r2, tn_dtype_name(dt));
+				tn_tensor_unref(r1);
+				tn_tensor_unref(r2);
+			}
+		}
+		tn_tensor *c1, *c2;
+		ck_assert_tn_ok(tn_lt(a, b, &c1));
+		ck_assert_tn_ok(tn_lt(ag, bg, &c2));
+		assert_same_bytes(c1, c2, "lt");
+		tn_tensor_unref(c1);
+		tn_tensor_unref(c2);
+		ck_assert_tn_ok(tn_eq_scalar(a, tn_scalar_int(3), &c1));
+		ck_assert_tn_ok(tn_eq_scalar(ag, tn_scalar_int(3), &c2));
+		assert_same_bytes(c1, c2, "eq");
+		tn_tensor_unref(c1);
+		tn_tensor_unref(c2);
+		tn_tensor *list[] = { a, b, abase, bbase, ag, bg };
+		for (size_t i = 0; i < 6; i++)
+			tn_tensor_unref(list[i]);
+	}
+
+	/* Aliasing: a += a doubles; out= the input itself; a partial overlap is refused. */
+	tn_tensor *x = from_values(va, 2, s, TN_FLOAT32), *row, *row2;
+	ck_assert_tn_ok(tn_add_(x, x, tn_scalar_int(1)));
+	const float *px = tn_tensor_data(x);
+	for (int i = 0; i < 12; i++)
+		ck_assert_float_eq(px[i], (float)(2 * va[i]));
+	ck_assert_tn_ok(tn_mul_out(x, x, x));
+	for (int i = 0; i < 12; i++)
+		ck_assert_float_eq(px[i], (float)(4 * va[i] * va[i]));
+	ck_assert_tn_ok(tn_select(x, 0, 0, &row));
+	ck_assert_tn_ok(tn_narrow(row, 0, 0, 4, &row2));
+	tn_tensor *flat, *shifted;
+	int64_t n12 = 12;
+	ck_assert_tn_ok(tn_reshape(x, 1, &n12, &flat));
+	ck_assert_tn_ok(tn_slice(flat, 0, 1, 5, 1, &shifted)); /* elements 1..4 */
+	ck_assert_tn_error(tn_add_out(row2, row2, tn_scalar_int(1), shifted), TN_EINVAL,
+			   "unsupported operation: some elements of the input tensor and the "
+			   "written-to tensor refer to a single memory location. Please clone() the "
+			   "tensor before performing the operation.");
+	tn_tensor *list[] = { x, row, row2, flat, shifted };
+	for (size_t i = 0; i < 5; i++)
+		tn_tensor_unref(list[i]);
+}
+END_TEST
+
 static Suite *iter_suite(void)
 {
 	Suite *s = suite_create("iter");
@@ -814,6 +923,7 @@ static Suite *iter_suite(void)
 	tcase_add_test(tc, test_transposing_copies);
 	tcase_add_test(tc, test_compare_matches_pytorch);
 	tcase_add_test(tc, test_unary_matches_pytorch);
+	tcase_add_test(tc, test_trivial_path_matches_general);
 	tcase_add_loop_test(tc, test_arith_large_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_copy_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);

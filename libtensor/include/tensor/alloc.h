@@ -80,7 +80,8 @@ TN_EXPORT int tn_cpu_allocator_set_fill(enum tn_alloc_fill fill);
 TN_EXPORT int tn_cpu_allocator_set_cache_limit(size_t bytes);
 
 /*
- * tn_cpu_allocator_trim - unmap every cached block. Returns the number of bytes released.
+ * tn_cpu_allocator_trim - unmap every cached block, and free the small blocks (64 KiB or less)
+ * the calling thread keeps for reuse. Returns the number of bytes released.
  */
 TN_EXPORT size_t tn_cpu_allocator_trim(void);
 
