@@ -11,7 +11,8 @@
 //   bench CASE N libtensor_GBps=X peer_GBps=Y ratio=R stream_frac=F
 // (ratio = peer time / libtensor time: > 1 means libtensor is faster; stream_frac = libtensor's
 // GB/s over STREAM's for the same kind of traffic) and writes the same as JSON to
-// bench_ops.json (or the file named by $BENCH_JSON).
+// bench_ops.json (or the file named by $BENCH_JSON). The two libraries are timed alternately
+// run by run. $BENCH_ONLY=case,case runs only the named cases.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -20,6 +21,8 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #ifdef TN_HAVE_LIBTORCH
@@ -45,6 +48,38 @@ double seconds_of(const std::function<void()> &fn, int reps)
 	}
 	std::sort(t.begin(), t.end());
 	return t[t.size() / 2];
+}
+
+// Medians of @a and @b timed alternately, so that a burst of load from other processes on a
+// shared machine falls on both sides of a ratio rather than on one.
+std::pair<double, double> paired_seconds(const std::function<void()> &a,
+					 const std::function<void()> &b, int reps)
+{
+	std::vector<double> ta, tb;
+	a();
+	b();
+	for (int r = 0; r < reps; r++) {
+		auto t0 = clock_type::now();
+		a();
+		auto t1 = clock_type::now();
+		b();
+		auto t2 = clock_type::now();
+		ta.push_back(std::chrono::duration<double>(t1 - t0).count());
+		tb.push_back(std::chrono::duration<double>(t2 - t1).count());
+	}
+	std::sort(ta.begin(), ta.end());
+	std::sort(tb.begin(), tb.end());
+	return { ta[ta.size() / 2], tb[tb.size() / 2] };
+}
+
+// $BENCH_ONLY: a comma-separated list of case names to run (default: all).
+bool selected(const char *name)
+{
+	const char *only = std::getenv("BENCH_ONLY");
+	if (!only || !*only)
+		return true;
+	std::string list = std::string(",") + only + ",";
+	return list.find(std::string(",") + name + ",") != std::string::npos;
 }
 
 int reps_for(int64_t n)
@@ -260,8 +295,13 @@ int main()
 			},
 		};
 		for (auto &c : cases) {
-			double t = seconds_of(c.tn, reps);
-			double p = c.peer ? seconds_of(c.peer, reps) : 0;
+			if (!selected(c.name))
+				continue;
+			double t, p = 0;
+			if (c.peer)
+				std::tie(t, p) = paired_seconds(c.tn, c.peer, reps);
+			else
+				t = seconds_of(c.tn, reps);
 			result res{ c.name, n, c.bytes / t / 1e9, p > 0 ? c.bytes / p / 1e9 : 0,
 				    p > 0 ? p / t : 0, c.bytes / t / 1e9 / c.stream };
 			results.push_back(res);
@@ -272,23 +312,27 @@ int main()
 	}
 
 	// Per-call cost of add out= on one element.
-	{
+	if (selected("add_out_1elem_ns")) {
 		int64_t one[] = { 1 };
 		tn_tensor *a = tn_rand(1, one, TN_FLOAT32), *b = tn_rand(1, one, TN_FLOAT32);
 		tn_tensor *c = tn_rand(1, one, TN_FLOAT32);
 		const int calls = 100000;
-		double t = seconds_of([&] {
+		auto tn_calls = [&] {
 			for (int i = 0; i < calls; i++)
 				tn_add_out(a, b, tn_scalar_int(1), c);
-		}, 11) / calls;
-		double p = 0;
+		};
+		double t, p = 0;
 #ifdef TN_HAVE_LIBTORCH
 		auto A = torch::rand({ 1 }), B = torch::rand({ 1 }), C = torch::empty({ 1 });
-		p = seconds_of([&] {
+		std::tie(t, p) = paired_seconds(tn_calls, [&] {
 			for (int i = 0; i < calls; i++)
 				at::add_out(C, A, B);
-		}, 11) / calls;
+		}, 11);
+		p /= calls;
+#else
+		t = seconds_of(tn_calls, 11);
 #endif
+		t /= calls;
 		std::printf("add_out on 1 element: libtensor %.1f ns/call, peer %.1f ns/call (target < 50 ns)\n",
 			    t * 1e9, p * 1e9);
 		results.push_back({ "add_out_1elem_ns", 1, t * 1e9, p * 1e9, p > 0 ? p / t : 0, 0 });
