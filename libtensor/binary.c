@@ -18,11 +18,14 @@
 #include "stub.h"
 
 #define CHUNK 256
+/* Bytes of output computed per block before they are streamed out. */
+#define STREAM_BLOCK 4096
 
 struct bin_ctx {
 	tn__binary_fn fn;  /* arithmetic */
 	tn__compare_fn cmp; /* comparisons */
 	tn__cast_fn cast;
+	tn__stream_copy_fn stream; /* not NULL: write contiguous output rows with it */
 	int op;
 	enum tn_dtype ct;     /* the inputs' compute dtype */
 	enum tn_dtype out_ct; /* the dtype the kernel writes: ct, or bool for comparisons */
@@ -45,11 +48,23 @@ static void binary_loop(void *vctx, char **data, const int64_t *strides, int64_t
 	const struct bin_ctx *c = vctx;
 	const int64_t w = (int64_t)tn__itemsize(c->ct), wo = (int64_t)tn__itemsize(c->out_ct);
 	_Alignas(64) unsigned char buf[3][CHUNK * 8];
+	_Alignas(64) unsigned char sbuf[STREAM_BLOCK];
 
 	for (int64_t j = 0; j < n1; j++) {
 		char *p[3];
 		for (int k = 0; k < 3; k++)
 			p[k] = data[k] + j * strides[3 + k];
+		if (c->stream && !c->cast_any && strides[0] == wo) {
+			/* A large output: blocks computed in L1, then streamed out. */
+			const int64_t blk = STREAM_BLOCK / wo;
+			for (int64_t i = 0; i < n0; i += blk) {
+				int64_t m = n0 - i < blk ? n0 - i : blk;
+				run_row(c, (char *)sbuf, wo, p[1] + i * strides[1], strides[1],
+					p[2] + i * strides[2], strides[2], m);
+				c->stream(p[0] + i * wo, sbuf, (size_t)(m * wo));
+			}
+			continue;
+		}
 		if (!c->cast_any) {
 			run_row(c, p[0], strides[0], p[1], strides[1], p[2], strides[2], n0);
 			continue;
@@ -82,6 +97,8 @@ static void binary_loop(void *vctx, char **data, const int64_t *strides, int64_t
 				c->cast(dst, c->dt[0], strides[0], (char *)buf[0], c->out_ct, wo, m);
 		}
 	}
+	if (c->stream)
+		tn__store_fence();
 }
 
 static const char *const op_names[] = { "add", "sub", "mul", "div" };
@@ -144,10 +161,11 @@ static int binary_setup(bool cmp, int op, enum tn_dtype ct, enum tn_dtype da, en
 }
 
 /*
- * Small operands that are already contiguous, of one dtype and one shape, or a Scalar whose
- * category (bool < integral < floating) does not raise the tensor's: no iterator, the kernel
- * runs once over the flat arrays (PyTorch pays ~300-600 ns here; this path ~25 ns). Returns 1
- * when it ran, 0 when the general path must run, or an error.
+ * Small operands that are already contiguous, of one dtype and one shape (up to leading size-1
+ * dimensions), or a Scalar whose category (bool < integral < floating) does not raise the
+ * tensor's: no iterator, the kernel runs once over the flat arrays (PyTorch pays ~300-600 ns
+ * here; this path ~25 ns). Returns 1 when it ran, 0 when the general path must run, or an
+ * error.
  */
 static int binary_trivial(bool cmp, int op, tn_tensor *out, const tn_tensor *a,
 			  const tn_tensor *b, const tn_scalar *b_scalar, tn_scalar alpha,
@@ -167,7 +185,8 @@ static int binary_trivial(bool cmp, int op, tn_tensor *out, const tn_tensor *a,
 		    tn__scalar_to_element(*b_scalar, db, wrapped) < 0)
 			return 0;
 	}
-	int64_t n = tn__iter_trivial(out, cmp ? TN_BOOL : ct, a, b_scalar ? NULL : b);
+	const tn_tensor *shape;
+	int64_t n = tn__iter_trivial(out, cmp ? TN_BOOL : ct, a, b_scalar ? NULL : b, &shape);
 	if (n < 0)
 		return 0;
 	/* Integer true division computes in the default float dtype: not trivial. */
@@ -184,8 +203,8 @@ static int binary_trivial(bool cmp, int op, tn_tensor *out, const tn_tensor *a,
 		((tn__cast_fn)tn__stub_get(&tn__cast_stub))((char *)elem, ct, w,
 							    (const char *)wrapped, db, 0, 1);
 	tn_tensor *o = out;
-	if (!o && (rc = tn__empty_like_device(a->storage->device, c.out_ct, a->ndim, a->sizes,
-					      NULL, &o, who)) < 0)
+	if (!o && (rc = tn__empty_like_device(a->storage->device, c.out_ct, shape->ndim,
+					      shape->sizes, NULL, &o, who)) < 0)
 		return rc;
 	if (cmp)
 		((tn__compare_fn)tn__stub_get(&tn__compare_stub))(op, ct, tn__data(o), 1,
@@ -253,6 +272,8 @@ static int binary_impl(bool cmp, int op, tn_tensor *out, const tn_tensor *a, con
 		else
 			c.fn = (tn__binary_fn)tn__stub_get(&tn__binary_stub);
 		c.cast = (tn__cast_fn)tn__stub_get(&tn__cast_stub);
+		if (it.numel * (int64_t)tn__itemsize(c.out_ct) >= TN_STREAM_BYTES)
+			c.stream = (tn__stream_copy_fn)tn__stub_get(&tn__stream_copy_stub);
 		for (int k = 0; k < 3; k++) {
 			c.dt[k] = it.ops[k].dtype;
 			c.cast_any |= c.dt[k] != (k == 0 ? c.out_ct : ct);

@@ -21,6 +21,7 @@ void tn__fill_elements(void *dst, const void *elem, size_t itemsize, int64_t cou
 
 struct cast_ctx {
 	tn__cast_fn fn;
+	tn__transpose32_fn transpose32;
 	enum tn_dtype ddt, sdt;
 };
 
@@ -45,10 +46,19 @@ static void cast_loop(void *vctx, char **data, const int64_t *strides, int64_t n
 	 * one element of each. In tiles, every line fetched is used TILE times. */
 	if (n0 >= 16 && n1 >= 2 && ss0 != 0 && ss1 != 0 && abs64(ss1) < abs64(ss0) &&
 	    abs64(ds0) <= abs64(ds1)) {
+		/* 4-byte elements, each side contiguous along its own fast dimension: whole
+		 * vectors, transposed in registers. */
+		bool regs = c->ddt == c->sdt && tn__itemsize(c->ddt) == 4 && ds0 == 4 && ss1 == 4 &&
+			    ds1 > 0 && ss0 > 0 && ds1 % 4 == 0 && ss0 % 4 == 0;
 		for (int64_t jb = 0; jb < n1; jb += TILE) {
 			int64_t jm = n1 - jb < TILE ? n1 - jb : TILE;
 			for (int64_t ib = 0; ib < n0; ib += TILE) {
 				int64_t im = n0 - ib < TILE ? n0 - ib : TILE;
+				if (regs) {
+					c->transpose32(data[0] + jb * ds1 + ib * ds0, ds1 / 4,
+						       data[1] + ib * ss0 + jb * ss1, ss0 / 4, im, jm);
+					continue;
+				}
 				for (int64_t j = jb; j < jb + jm; j++)
 					c->fn(data[0] + j * ds1 + ib * ds0, c->ddt, ds0,
 					      data[1] + j * ss1 + ib * ss0, c->sdt, ss0, im);
@@ -81,8 +91,9 @@ int tn__copy(tn_tensor *dst, const tn_tensor *src, bool run, const char *who)
 	if ((rc = tn__iter_build(&it, &cfg, who)) < 0)
 		return rc;
 	if (run && it.numel > 0) {
-		struct cast_ctx c = { (tn__cast_fn)tn__stub_get(&tn__cast_stub), dst->dtype,
-				      src->dtype };
+		struct cast_ctx c = { (tn__cast_fn)tn__stub_get(&tn__cast_stub),
+				      (tn__transpose32_fn)tn__stub_get(&tn__transpose32_stub),
+				      dst->dtype, src->dtype };
 		tn__iter_for_each(&it, cast_loop, &c, TN_GRAIN_SIZE);
 	}
 	tn__iter_release(&it);

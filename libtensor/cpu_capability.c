@@ -134,7 +134,9 @@ tn_fn tn__stub_choose(struct tn__stub *stub)
 					       TN_AVX512_VARIANT(kern) } }
 
 TN_DEFINE_STUB(tn__fill_stub, tn__fill_kernel);
+TN_DEFINE_STUB(tn__stream_copy_stub, tn__stream_copy_kernel);
 TN_DEFINE_STUB(tn__cast_stub, tn__cast_kernel);
+TN_DEFINE_STUB(tn__transpose32_stub, tn__transpose32_kernel);
 TN_DEFINE_STUB(tn__binary_stub, tn__binary_kernel);
 TN_DEFINE_STUB(tn__compare_stub, tn__compare_kernel);
 TN_DEFINE_STUB(tn__unary_stub, tn__unary_kernel);

@@ -104,31 +104,51 @@ void tn__iter_serial_for_each(const struct tn_iter *it, tn_loop2d_fn loop, void 
 /* Run @loop over every element, on OpenMP threads when there are more than @grain. */
 void tn__iter_for_each(const struct tn_iter *it, tn_loop2d_fn loop, void *ctx, int64_t grain);
 
+/* True when @t has the sizes of @ref, after dropping leading size-1 dimensions of either. */
+static inline bool tn__same_shape_but_leading_ones(const tn_tensor *t, const tn_tensor *ref)
+{
+	const tn_tensor *lo = t->ndim <= ref->ndim ? t : ref, *hi = lo == t ? ref : t;
+	int extra = hi->ndim - lo->ndim;
+	for (int d = 0; d < extra; d++)
+		if (hi->sizes[d] != 1)
+			return false;
+	return memcmp(hi->sizes + extra, lo->sizes, (size_t)lo->ndim * sizeof(int64_t)) == 0;
+}
+
 /*
  * The trivial element-wise case, decided without building an iterator: @a (and @b when not
- * NULL) valid CPU tensors, contiguous, of one dtype and one shape, with at most
- * TN_GRAIN_SIZE elements (one serial run); @out NULL, or a contiguous CPU tensor of that
- * shape and of dtype @out_dtype that either shares no storage with the inputs or is one of
- * them exactly (in place). Every check the build would make then passes trivially, so an
- * operator may call its kernel on the flat arrays. Returns the element count, or -1 when the
- * general build is needed (which also reports any error).
+ * NULL) valid CPU tensors, contiguous, of one dtype and one shape (up to leading size-1
+ * dimensions: [1, n] + [n]), with at most TN_GRAIN_SIZE elements (one serial run); @out NULL,
+ * or a contiguous CPU tensor of the result's shape and of dtype @out_dtype that either shares
+ * no storage with the inputs or is one of them exactly (in place). Every check the build
+ * would make then passes trivially, so an operator may call its kernel on the flat arrays.
+ * Returns the element count and sets *@ret_shape to the operand whose sizes the result has,
+ * or returns -1 when the general build is needed (which also reports any error).
  */
 static inline int64_t tn__iter_trivial(const tn_tensor *out, enum tn_dtype out_dtype,
-				       const tn_tensor *a, const tn_tensor *b)
+				       const tn_tensor *a, const tn_tensor *b,
+				       const tn_tensor **ret_shape)
 {
 	if (!tn__handle_is(a, TN_MAGIC_TENSOR) || !a->contiguous || a->numel > TN_GRAIN_SIZE ||
 	    a->storage->device.type != TN_DEVICE_CPU)
 		return -1;
-	const size_t shape_bytes = (size_t)a->ndim * sizeof(int64_t);
-	if (b && (!tn__handle_is(b, TN_MAGIC_TENSOR) || !b->contiguous || b->dtype != a->dtype ||
-		  b->ndim != a->ndim || b->storage->device.type != TN_DEVICE_CPU ||
-		  memcmp(b->sizes, a->sizes, shape_bytes) != 0))
-		return -1;
+	const tn_tensor *shape = a;
+	if (b) {
+		if (!tn__handle_is(b, TN_MAGIC_TENSOR) || !b->contiguous || b->dtype != a->dtype ||
+		    b->storage->device.type != TN_DEVICE_CPU)
+			return -1;
+		if (b->ndim != a->ndim || memcmp(b->sizes, a->sizes,
+						 (size_t)a->ndim * sizeof(int64_t)) != 0) {
+			if (!tn__same_shape_but_leading_ones(b, a))
+				return -1;
+			shape = b->ndim > a->ndim ? b : a;
+		}
+	}
 	if (out) {
 		if (!tn__handle_is(out, TN_MAGIC_TENSOR) || !out->contiguous ||
-		    out->dtype != out_dtype || out->ndim != a->ndim ||
+		    out->dtype != out_dtype || out->ndim != shape->ndim ||
 		    out->storage->device.type != TN_DEVICE_CPU ||
-		    memcmp(out->sizes, a->sizes, shape_bytes) != 0)
+		    memcmp(out->sizes, shape->sizes, (size_t)shape->ndim * sizeof(int64_t)) != 0)
 			return -1;
 		/* Same storage: only an exact alias (same first element, same dtype) is the
 		 * in-place case; anything else goes through the build's overlap checks. */
@@ -138,6 +158,7 @@ static inline int64_t tn__iter_trivial(const tn_tensor *out, enum tn_dtype out_d
 		    (out->offset != b->offset || out->dtype != b->dtype))
 			return -1;
 	}
+	*ret_shape = shape;
 	return a->numel;
 }
 

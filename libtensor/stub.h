@@ -51,12 +51,40 @@ typedef void (*tn__fill_fn)(void *dst, const void *elem, size_t itemsize, int64_
 TN_DECLARE_KERNEL(tn__fill_kernel, void, (void *dst, const void *elem, size_t itemsize, int64_t count));
 extern struct tn__stub tn__fill_stub;
 
+/* Copy @bytes from @src to @dst with streaming (non-temporal) stores; fence before the data
+ * is shared (tn__store_fence). */
+typedef void (*tn__stream_copy_fn)(void *dst, const void *src, size_t bytes);
+TN_DECLARE_KERNEL(tn__stream_copy_kernel, void, (void *dst, const void *src, size_t bytes));
+extern struct tn__stub tn__stream_copy_stub;
+
+/* Outputs at least this large are written with streaming stores (the L3 of common servers is
+ * 16 to 64 MiB, shared; an output this large evicts most of what it holds anyway). */
+#define TN_STREAM_BYTES ((int64_t)8 << 20)
+
+/* Order streaming stores before later stores (the data is then safe to publish). */
+static inline void tn__store_fence(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_sfence();
+#else
+	atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
 /* Copy @n elements from @src (dtype @sdt, byte stride @ss) to @dst (@ddt, @ds), converting. */
 typedef void (*tn__cast_fn)(char *dst, enum tn_dtype ddt, int64_t ds, const char *src,
 			    enum tn_dtype sdt, int64_t ss, int64_t n);
 TN_DECLARE_KERNEL(tn__cast_kernel, void, (char *dst, enum tn_dtype ddt, int64_t ds,
 					  const char *src, enum tn_dtype sdt, int64_t ss, int64_t n));
 extern struct tn__stub tn__cast_stub;
+
+/* A transposing copy of 4-byte elements: dst[j * dld + i] = src[i * sld + j] for i < n0,
+ * j < n1 (leading dimensions in elements). */
+typedef void (*tn__transpose32_fn)(void *dst, int64_t dld, const void *src, int64_t sld,
+				   int64_t n0, int64_t n1);
+TN_DECLARE_KERNEL(tn__transpose32_kernel, void, (void *dst, int64_t dld, const void *src,
+						 int64_t sld, int64_t n0, int64_t n1));
+extern struct tn__stub tn__transpose32_stub;
 
 /* Arithmetic binary kernels: out = a OP b (add and sub: a OP alpha * b) in dtype @dt. */
 enum tn__binop { TN_BINOP_ADD, TN_BINOP_SUB, TN_BINOP_MUL, TN_BINOP_DIV };

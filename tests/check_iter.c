@@ -769,10 +769,28 @@ START_TEST(test_unary_matches_pytorch)
 }
 END_TEST
 
-/* Transposing copies take the tiled path: every element lands, for shapes that are not
- * multiples of the tile, and for the NHWC -> NCHW permute with few channels. */
+/* Transposing copies take the tiled path (4-byte elements: blocks transposed in registers):
+ * every element lands, for shapes that are not multiples of the tile or of the register
+ * block, and for the NHWC -> NCHW permute with few channels, under each CPU capability. */
 START_TEST(test_transposing_copies)
 {
+	enum tn_cpu_capability want = (enum tn_cpu_capability)_i;
+	setenv("TN_CPU_CAPABILITY", tn_cpu_capability_name(want), 1);
+	ck_assert_int_le(tn_cpu_capability(), want);
+	int64_t sides[][2] = { { 8, 8 }, { 5, 3 }, { 16, 24 }, { 33, 17 } };
+	for (size_t k = 0; k < sizeof(sides) / sizeof(sides[0]); k++) {
+		tn_tensor *m = arange_f(2, sides[k], TN_FLOAT32), *mt, *mc;
+		ck_assert_tn_ok(tn_transpose(m, 0, 1, &mt));
+		ck_assert_tn_ok(tn_contiguous(mt, TN_CONTIGUOUS_FORMAT, &mc));
+		const float *pm = tn_tensor_data(mc);
+		for (int64_t i = 0; i < sides[k][1]; i++)
+			for (int64_t j = 0; j < sides[k][0]; j++)
+				ck_assert_float_eq(pm[i * sides[k][0] + j],
+						   (float)(j * sides[k][1] + i));
+		tn_tensor_unref(m);
+		tn_tensor_unref(mt);
+		tn_tensor_unref(mc);
+	}
 	int64_t s[] = { 517, 300 }, nhwc[] = { 2, 37, 41, 3 }, perm[] = { 0, 3, 1, 2 };
 	tn_tensor *a = arange_f(2, s, TN_INT32), *t, *c;
 	ck_assert_tn_ok(tn_transpose(a, 0, 1, &t));
@@ -781,18 +799,25 @@ START_TEST(test_transposing_copies)
 	for (int64_t i = 0; i < 300; i++)
 		for (int64_t j = 0; j < 517; j++)
 			ck_assert_int_eq(p[i * 517 + j], (int32_t)(j * 300 + i));
-	tn_tensor *x = arange_f(4, nhwc, TN_FLOAT32), *xp, *xc;
-	ck_assert_tn_ok(tn_permute(x, 4, perm, &xp));
-	ck_assert_tn_ok(tn_contiguous(xp, TN_CONTIGUOUS_FORMAT, &xc));
-	const float *q = tn_tensor_data(xc);
-	for (int64_t n = 0; n < 2; n++)
-		for (int64_t ch = 0; ch < 3; ch++)
-			for (int64_t h = 0; h < 37; h++)
-				for (int64_t w = 0; w < 41; w++)
-					ck_assert_float_eq(q[((n * 3 + ch) * 37 + h) * 41 + w],
-							   (float)(((n * 37 + h) * 41 + w) * 3 + ch));
-	tn_tensor *list[] = { a, t, c, x, xp, xc };
-	for (size_t i = 0; i < 6; i++)
+	for (int64_t C = 3; C <= 16; C += 13) {
+		nhwc[3] = C;
+		tn_tensor *x = arange_f(4, nhwc, TN_FLOAT32), *xp, *xc;
+		ck_assert_tn_ok(tn_permute(x, 4, perm, &xp));
+		ck_assert_tn_ok(tn_contiguous(xp, TN_CONTIGUOUS_FORMAT, &xc));
+		const float *q = tn_tensor_data(xc);
+		for (int64_t n = 0; n < 2; n++)
+			for (int64_t ch = 0; ch < C; ch++)
+				for (int64_t h = 0; h < 37; h++)
+					for (int64_t w = 0; w < 41; w++)
+						ck_assert_float_eq(
+							q[((n * C + ch) * 37 + h) * 41 + w],
+							(float)(((n * 37 + h) * 41 + w) * C + ch));
+		tn_tensor_unref(x);
+		tn_tensor_unref(xp);
+		tn_tensor_unref(xc);
+	}
+	tn_tensor *list[] = { a, t, c };
+	for (size_t i = 0; i < 3; i++)
 		tn_tensor_unref(list[i]);
 }
 END_TEST
@@ -881,6 +906,28 @@ START_TEST(test_trivial_path_matches_general)
 			tn_tensor_unref(list[i]);
 	}
 
+	/* Leading size-1 dimensions: [1, 12] + [12] and [12] * [1, 1, 12] have the longer shape. */
+	int64_t s12[] = { 12 }, s1_12[] = { 1, 12 }, s1_1_12[] = { 1, 1, 12 };
+	tn_tensor *u = from_values(va, 2, s1_12, TN_FLOAT32), *v = from_values(vb, 1, s12, TN_FLOAT32);
+	tn_tensor *w = from_values(vb, 3, s1_1_12, TN_FLOAT32), *vbase, *vg = strided_copy(v, &vbase);
+	tn_tensor *r1, *r2;
+	ck_assert_tn_ok(tn_add(u, v, tn_scalar_int(1), &r1));
+	ck_assert_tn_ok(tn_add(u, vg, tn_scalar_int(1), &r2));
+	ck_assert_int_eq(tn_tensor_ndim(r1), 2);
+	assert_same_bytes(r1, r2, "[1, 12] + [12]");
+	tn_tensor_unref(r1);
+	tn_tensor_unref(r2);
+	ck_assert_tn_ok(tn_mul(v, w, &r1));
+	ck_assert_int_eq(tn_tensor_ndim(r1), 3);
+	ck_assert_int_eq(tn_tensor_sizes(r1)[2], 12);
+	ck_assert_tn_ok(tn_mul(vg, w, &r2));
+	assert_same_bytes(r1, r2, "[12] * [1, 1, 12]");
+	tn_tensor_unref(r1);
+	tn_tensor_unref(r2);
+	tn_tensor *ulist[] = { u, v, w, vbase, vg };
+	for (size_t i = 0; i < 5; i++)
+		tn_tensor_unref(ulist[i]);
+
 	/* Aliasing: a += a doubles; out= the input itself; a partial overlap is refused. */
 	tn_tensor *x = from_values(va, 2, s, TN_FLOAT32), *row, *row2;
 	ck_assert_tn_ok(tn_add_(x, x, tn_scalar_int(1)));
@@ -920,7 +967,7 @@ static Suite *iter_suite(void)
 	tcase_add_test(tc, test_copy_casts_match_pytorch);
 	tcase_add_test(tc, test_copy_strided_broadcast_parallel);
 	tcase_add_test(tc, test_arith_matches_pytorch);
-	tcase_add_test(tc, test_transposing_copies);
+	tcase_add_loop_test(tc, test_transposing_copies, 0, TN_NUM_CPU_CAPABILITIES);
 	tcase_add_test(tc, test_compare_matches_pytorch);
 	tcase_add_test(tc, test_unary_matches_pytorch);
 	tcase_add_test(tc, test_trivial_path_matches_general);
