@@ -953,6 +953,34 @@ START_TEST(test_trivial_path_matches_general)
 }
 END_TEST
 
+/* Outputs over TN_STREAM_BYTES are computed in blocks and written with streaming stores:
+ * every element lands, with an output that starts off the vector alignment, in place, and
+ * under each CPU capability. */
+START_TEST(test_streamed_outputs_under_each_capability)
+{
+	enum tn_cpu_capability want = (enum tn_cpu_capability)_i;
+	setenv("TN_CPU_CAPABILITY", tn_cpu_capability_name(want), 1);
+	ck_assert_int_le(tn_cpu_capability(), want);
+	int64_t n = ((int64_t)8 << 20) / 4 + 37, n1 = n + 1;
+	tn_tensor *a = arange_f(1, &n, TN_FLOAT32), *b, *big, *out;
+	ck_assert_tn_ok(tn_ones(1, &n, TN_FLOAT32, TN_CPU, &b));
+	ck_assert_tn_ok(tn_zeros(1, &n1, TN_FLOAT32, TN_CPU, &big));
+	ck_assert_tn_ok(tn_slice(big, 0, 1, n1, 1, &out)); /* 4 bytes past a 64-byte boundary */
+	ck_assert_tn_ok(tn_add_out(a, b, tn_scalar_int(2), out));
+	const float *po = tn_tensor_data(out), *pbig = tn_tensor_data(big);
+	for (int64_t i = 0; i < n; i++)
+		ck_assert_float_eq(po[i], (float)i + 2.0f);
+	ck_assert_float_eq(pbig[0], 0.0f); /* nothing written before the output */
+	ck_assert_tn_ok(tn_mul_(a, a)); /* in place: blocks are read before they are streamed */
+	const float *pa = tn_tensor_data(a);
+	for (int64_t i = 0; i < n; i += 997)
+		ck_assert_float_eq(pa[i], (float)i * (float)i);
+	tn_tensor *list[] = { a, b, big, out };
+	for (size_t i = 0; i < 4; i++)
+		tn_tensor_unref(list[i]);
+}
+END_TEST
+
 static Suite *iter_suite(void)
 {
 	Suite *s = suite_create("iter");
@@ -974,6 +1002,8 @@ static Suite *iter_suite(void)
 	tcase_add_loop_test(tc, test_arith_large_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_copy_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);
+	tcase_add_loop_test(tc, test_streamed_outputs_under_each_capability, 0,
+			    TN_NUM_CPU_CAPABILITIES);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	return s;
