@@ -9,43 +9,71 @@
  * out= or in-place output, and allocates functional outputs in the inputs' layout. The loop
  * calls the per-capability kernel on whole rows when every operand already has the common
  * dtype; otherwise it converts 256-element chunks of the other operands into buffers on the
- * stack and back (bounded memory, no full-size temporaries).
+ * stack and back (bounded memory, no full-size temporaries). That loop and the Scalar wrapping
+ * serve the other binary operators (binary_ext.c) too, through binary_internal.h.
  */
 #include <string.h>
 
-#include "iter.h"
+#include "binary_internal.h"
 #include "ops_kernels.h"
-#include "stub.h"
 
 #define CHUNK 256
 /* Bytes of output computed per block before they are streamed out. */
 #define STREAM_BLOCK 4096
 
 struct bin_ctx {
-	tn__binary_fn fn;  /* arithmetic */
+	struct tn__bin_loop loop; /* first: the loop's context */
+	tn__binary_fn fn;   /* arithmetic */
 	tn__compare_fn cmp; /* comparisons */
-	tn__cast_fn cast;
-	tn__stream_copy_fn stream; /* not NULL: write contiguous output rows with it */
 	int op;
-	enum tn_dtype ct;     /* the inputs' compute dtype */
-	enum tn_dtype out_ct; /* the dtype the kernel writes: ct, or bool for comparisons */
-	enum tn_dtype dt[3];
-	bool cast_any;
 	struct tn__alpha alpha;
 };
 
-static void run_row(const struct bin_ctx *c, char *o, int64_t so, const char *a, int64_t sa,
+static void run_row(const struct tn__bin_loop *l, char *o, int64_t so, const char *a, int64_t sa,
 		    const char *b, int64_t sb, int64_t n)
 {
+	const struct bin_ctx *c = (const struct bin_ctx *)l;
 	if (c->cmp)
-		c->cmp(c->op, c->ct, o, so, a, sa, b, sb, n);
+		c->cmp(c->op, l->ct, o, so, a, sa, b, sb, n);
 	else
-		c->fn(c->op, c->ct, o, so, a, sa, b, sb, n, &c->alpha);
+		c->fn(c->op, l->ct, o, so, a, sa, b, sb, n, &c->alpha);
 }
 
-static void binary_loop(void *vctx, char **data, const int64_t *strides, int64_t n0, int64_t n1)
+void tn__bin_loop_run(struct tn__bin_loop *c, tn__bin_row_fn row, const struct tn_iter *it,
+		      enum tn_dtype out_ct)
 {
-	const struct bin_ctx *c = vctx;
+	c->row = row;
+	c->cast = (tn__cast_fn)tn__stub_get(&tn__cast_stub);
+	c->ct = it->common_dtype;
+	c->out_ct = out_ct;
+	c->cast_any = false;
+	c->stream = NULL;
+	if (it->numel * (int64_t)tn__itemsize(out_ct) >= TN_STREAM_BYTES)
+		c->stream = (tn__stream_copy_fn)tn__stub_get(&tn__stream_copy_stub);
+	for (int k = 0; k < 3; k++) {
+		c->dt[k] = it->ops[k].dtype;
+		c->cast_any |= c->dt[k] != (k == 0 ? out_ct : c->ct);
+	}
+	tn__iter_for_each(it, tn__binary_loop, c, TN_GRAIN_SIZE);
+}
+
+void tn__bin_config(struct tn_iter_config *cfg, const tn_tensor *out, const tn_tensor *a,
+		    bool a_wrapped, const tn_tensor *b, bool b_wrapped)
+{
+	tn__iter_config_init(cfg);
+	cfg->noutputs = 1;
+	cfg->ninputs = 2;
+	cfg->tensors[0] = out;
+	cfg->tensors[1] = a;
+	cfg->tensors[2] = b;
+	cfg->wrapped[1] = a_wrapped;
+	cfg->wrapped[2] = b_wrapped;
+	cfg->promote_inputs_to_common_dtype = true;
+}
+
+void tn__binary_loop(void *vctx, char **data, const int64_t *strides, int64_t n0, int64_t n1)
+{
+	const struct tn__bin_loop *c = vctx;
 	const int64_t w = (int64_t)tn__itemsize(c->ct), wo = (int64_t)tn__itemsize(c->out_ct);
 	_Alignas(64) unsigned char buf[3][CHUNK * 8];
 	_Alignas(64) unsigned char sbuf[STREAM_BLOCK];
@@ -59,14 +87,14 @@ static void binary_loop(void *vctx, char **data, const int64_t *strides, int64_t
 			const int64_t blk = STREAM_BLOCK / wo;
 			for (int64_t i = 0; i < n0; i += blk) {
 				int64_t m = n0 - i < blk ? n0 - i : blk;
-				run_row(c, (char *)sbuf, wo, p[1] + i * strides[1], strides[1],
-					p[2] + i * strides[2], strides[2], m);
+				c->row(c, (char *)sbuf, wo, p[1] + i * strides[1], strides[1],
+				       p[2] + i * strides[2], strides[2], m);
 				c->stream(p[0] + i * wo, sbuf, (size_t)(m * wo));
 			}
 			continue;
 		}
 		if (!c->cast_any) {
-			run_row(c, p[0], strides[0], p[1], strides[1], p[2], strides[2], n0);
+			c->row(c, p[0], strides[0], p[1], strides[1], p[2], strides[2], n0);
 			continue;
 		}
 		for (int64_t i = 0; i < n0; i += CHUNK) {
@@ -92,7 +120,7 @@ static void binary_loop(void *vctx, char **data, const int64_t *strides, int64_t
 			bool out_cast = c->dt[0] != c->out_ct;
 			q[0] = out_cast ? (char *)buf[0] : dst;
 			qs[0] = out_cast ? wo : strides[0];
-			run_row(c, q[0], qs[0], q[1], qs[1], q[2], qs[2], m);
+			c->row(c, q[0], qs[0], q[1], qs[1], q[2], qs[2], m);
 			if (out_cast)
 				c->cast(dst, c->dt[0], strides[0], (char *)buf[0], c->out_ct, wo, m);
 		}
@@ -104,8 +132,7 @@ static void binary_loop(void *vctx, char **data, const int64_t *strides, int64_t
 static const char *const op_names[] = { "add", "sub", "mul", "div" };
 static const char *const cmp_names[] = { "eq", "ne", "lt", "le", "gt", "ge" };
 
-/* A Scalar operand as PyTorch wraps it: a 0-dim tensor of bool, int64 or float64. */
-static int wrap_scalar(tn_scalar v, const tn_tensor *like, tn_tensor **ret)
+int tn__wrap_scalar(tn_scalar v, const tn_tensor *like, tn_tensor **ret)
 {
 	enum tn_dtype dt = v.kind == TN_SCALAR_BOOL ? TN_BOOL
 			   : v.kind == TN_SCALAR_INT ? TN_INT64
@@ -129,7 +156,7 @@ static int wrap_scalar(tn_scalar v, const tn_tensor *like, tn_tensor **ret)
 static int binary_setup(bool cmp, int op, enum tn_dtype ct, enum tn_dtype da, enum tn_dtype db,
 			tn_scalar alpha, struct bin_ctx *c)
 {
-	*c = (struct bin_ctx){ .op = op, .ct = ct, .out_ct = cmp ? TN_BOOL : ct };
+	*c = (struct bin_ctx){ .op = op };
 	if (cmp)
 		return 0;
 	if (op == TN_BINOP_SUB && (da == TN_BOOL || db == TN_BOOL))
@@ -203,7 +230,7 @@ static int binary_trivial(bool cmp, int op, tn_tensor *out, const tn_tensor *a,
 		((tn__cast_fn)tn__stub_get(&tn__cast_stub))((char *)elem, ct, w,
 							    (const char *)wrapped, db, 0, 1);
 	tn_tensor *o = out;
-	if (!o && (rc = tn__empty_like_device(a->storage->device, c.out_ct, shape->ndim,
+	if (!o && (rc = tn__empty_like_device(a->storage->device, cmp ? TN_BOOL : ct, shape->ndim,
 					      shape->sizes, NULL, &o, who)) < 0)
 		return rc;
 	if (cmp)
@@ -233,18 +260,11 @@ static int binary_impl(bool cmp, int op, tn_tensor *out, const tn_tensor *a, con
 	if (run && (rc = binary_trivial(cmp, op, out, a, b, b_scalar, alpha, ret, who)) != 0)
 		return rc < 0 ? rc : 0;
 	if (b_scalar) {
-		if ((rc = wrap_scalar(*b_scalar, a, &wrapped)) < 0)
+		if ((rc = tn__wrap_scalar(*b_scalar, a, &wrapped)) < 0)
 			return rc;
 		b = wrapped;
 	}
-	tn__iter_config_init(&cfg);
-	cfg.noutputs = 1;
-	cfg.ninputs = 2;
-	cfg.tensors[0] = out;
-	cfg.tensors[1] = a;
-	cfg.tensors[2] = b;
-	cfg.wrapped[2] = b_scalar != NULL;
-	cfg.promote_inputs_to_common_dtype = true;
+	tn__bin_config(&cfg, out, a, false, b, b_scalar != NULL);
 	if (cmp) {
 		/* PyTorch's comparison_op: a functional result is bool; an out= tensor of any
 		 * dtype gets the 0/1 results converted (no safe-cast rule). */
@@ -271,14 +291,7 @@ static int binary_impl(bool cmp, int op, tn_tensor *out, const tn_tensor *a, con
 			c.cmp = (tn__compare_fn)tn__stub_get(&tn__compare_stub);
 		else
 			c.fn = (tn__binary_fn)tn__stub_get(&tn__binary_stub);
-		c.cast = (tn__cast_fn)tn__stub_get(&tn__cast_stub);
-		if (it.numel * (int64_t)tn__itemsize(c.out_ct) >= TN_STREAM_BYTES)
-			c.stream = (tn__stream_copy_fn)tn__stub_get(&tn__stream_copy_stub);
-		for (int k = 0; k < 3; k++) {
-			c.dt[k] = it.ops[k].dtype;
-			c.cast_any |= c.dt[k] != (k == 0 ? c.out_ct : ct);
-		}
-		tn__iter_for_each(&it, binary_loop, &c, TN_GRAIN_SIZE);
+		tn__bin_loop_run(&c.loop, run_row, &it, cmp ? TN_BOOL : ct);
 	}
 	if (ret)
 		*ret = tn__iter_output(&it, 0);

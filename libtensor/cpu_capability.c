@@ -140,3 +140,4 @@ TN_DEFINE_STUB(tn__transpose32_stub, tn__transpose32_kernel);
 TN_DEFINE_STUB(tn__binary_stub, tn__binary_kernel);
 TN_DEFINE_STUB(tn__compare_stub, tn__compare_kernel);
 TN_DEFINE_STUB(tn__unary_stub, tn__unary_kernel);
+TN_DEFINE_STUB(tn__binary2_stub, tn__binary2_kernel);

@@ -123,4 +123,22 @@ TN_DECLARE_KERNEL(tn__unary_kernel, void, (int op, enum tn_dtype dt, char *o, in
 					   const char *a, int64_t sa, int64_t n));
 extern struct tn__stub tn__unary_stub;
 
+/* The other binary operators: out = a OP b, a and b in dtype @dt; the logical ones write bool,
+ * the others dt. The TN_BIN2_POW_* operators are pow with a Scalar exponent, PyTorch's special
+ * cases of it (b holds the exponent; ONE and LEFT ignore it). */
+enum tn__bin2op {
+	TN_BIN2_DIV_TRUNC, TN_BIN2_DIV_FLOOR, TN_BIN2_REMAINDER, TN_BIN2_FMOD, TN_BIN2_POW,
+	TN_BIN2_MAXIMUM, TN_BIN2_MINIMUM, TN_BIN2_ATAN2, TN_BIN2_BITWISE_AND, TN_BIN2_BITWISE_OR,
+	TN_BIN2_BITWISE_XOR, TN_BIN2_LSHIFT, TN_BIN2_RSHIFT, TN_BIN2_LOGICAL_AND,
+	TN_BIN2_LOGICAL_OR, TN_BIN2_LOGICAL_XOR, TN_BIN2_POW_ONE, TN_BIN2_POW_LEFT,
+	TN_BIN2_POW_SQUARE, TN_BIN2_POW_CUBE, TN_BIN2_POW_INV_SQUARE, TN_BIN2_POW_SQRT,
+	TN_BIN2_POW_RSQRT, TN_BIN2_POW_RECIPROCAL, TN_NUM_BIN2OPS
+};
+typedef void (*tn__binary2_fn)(int op, enum tn_dtype dt, char *o, int64_t so, const char *a,
+			       int64_t sa, const char *b, int64_t sb, int64_t n);
+TN_DECLARE_KERNEL(tn__binary2_kernel, void,
+		  (int op, enum tn_dtype dt, char *o, int64_t so, const char *a, int64_t sa,
+		   const char *b, int64_t sb, int64_t n));
+extern struct tn__stub tn__binary2_stub;
+
 #endif /* TN_STUB_H */

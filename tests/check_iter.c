@@ -405,22 +405,6 @@ START_TEST(test_copy_under_each_capability)
 }
 END_TEST
 
-/* A tensor of @dtype holding @values (made in float64, then copy_'d: PyTorch's .to()). */
-static tn_tensor *from_values(const double *values, int n, const int64_t *sizes,
-			      enum tn_dtype dtype)
-{
-	int64_t numel = 1;
-	tn_tensor *f64, *t;
-	for (int i = 0; i < n; i++)
-		numel *= sizes[i];
-	ck_assert_tn_ok(tn_empty(n, sizes, TN_FLOAT64, TN_CPU, TN_CONTIGUOUS_FORMAT, &f64));
-	memcpy(tn_tensor_data(f64), values, (size_t)numel * sizeof(double));
-	ck_assert_tn_ok(tn_empty(n, sizes, dtype, TN_CPU, TN_CONTIGUOUS_FORMAT, &t));
-	ck_assert_tn_ok(tn_copy_(t, f64, false));
-	tn_tensor_unref(f64);
-	return t;
-}
-
 /* The [2, 3] operand arith_a laid out transposed in memory: a [3, 2] tensor holding its
  * transpose, and (in *ret_view) the [2, 3] transposed view of it, with the values of arith_a. */
 static tn_tensor *transposed_a(enum tn_dtype dtype, tn_tensor **ret_view)
@@ -430,7 +414,7 @@ static tn_tensor *transposed_a(enum tn_dtype dtype, tn_tensor **ret_view)
 	for (int i = 0; i < 2; i++)
 		for (int j = 0; j < 3; j++)
 			at[j * 2 + i] = arith_a[i * 3 + j];
-	tn_tensor *mem = from_values(at, 2, s32, dtype);
+	tn_tensor *mem = tn_test_from_values(at, 2, s32, dtype);
 	ck_assert_tn_ok(tn_transpose(mem, 0, 1, ret_view));
 	return mem;
 }
@@ -488,8 +472,8 @@ START_TEST(test_arith_matches_pytorch)
 		char what[96];
 		snprintf(what, sizeof(what), "%s(%s, %s)", names[G->op], tn_dtype_name(G->a),
 			 tn_dtype_name(G->b));
-		tn_tensor *a = from_values(arith_a, 2, s23, G->a);
-		tn_tensor *b = from_values(arith_b, 1, s3, G->b);
+		tn_tensor *a = tn_test_from_values(arith_a, 2, s23, G->a);
+		tn_tensor *b = tn_test_from_values(arith_b, 1, s3, G->b);
 		tn_tensor *a_t, *r = NULL, *a_mem = transposed_a(G->a, &a_t);
 		tn_scalar alpha = tn_scalar_int(G->a == TN_BOOL && G->b == TN_BOOL ? 1 : 2);
 		int rc = arith(G->op, a, b, alpha, &r);
@@ -526,7 +510,7 @@ START_TEST(test_arith_matches_pytorch)
 		char what[96];
 		snprintf(what, sizeof(what), "%s(%s, number %d)", names[G->op], tn_dtype_name(G->a),
 			 G->k);
-		tn_tensor *a = from_values(arith_a, 2, s23, G->a), *r = NULL;
+		tn_tensor *a = tn_test_from_values(arith_a, 2, s23, G->a), *r = NULL;
 		int rc = G->op == 0   ? tn_add_scalar(a, num, tn_scalar_int(1), &r)
 			 : G->op == 1 ? tn_sub_scalar(a, num, tn_scalar_int(1), &r)
 			 : G->op == 2 ? tn_mul_scalar(a, num, &r)
@@ -606,7 +590,8 @@ START_TEST(test_compare_matches_pytorch)
 		char what[96];
 		snprintf(what, sizeof(what), "%s(%s, %s)", names[G->op], tn_dtype_name(G->a),
 			 tn_dtype_name(G->b));
-		tn_tensor *a = from_values(arith_a, 2, s23, G->a), *b = from_values(cmp_b, 1, s3, G->b);
+		tn_tensor *a = tn_test_from_values(arith_a, 2, s23, G->a),
+			  *b = tn_test_from_values(cmp_b, 1, s3, G->b);
 		tn_tensor *a_t, *r, *o, *a_mem = transposed_a(G->a, &a_t);
 		ck_assert_msg(fns[G->op](a, b, &r) == 0, "%s: %s", what, tn_last_error());
 		assert_bools(r, G->v, what);
@@ -630,7 +615,7 @@ START_TEST(test_compare_matches_pytorch)
 		char what[96];
 		snprintf(what, sizeof(what), "%s(%s, number %d)", names[G->op], tn_dtype_name(G->a),
 			 G->k);
-		tn_tensor *a = from_values(arith_a, 2, s23, G->a), *r;
+		tn_tensor *a = tn_test_from_values(arith_a, 2, s23, G->a), *r;
 		ck_assert_msg(sfns[G->op](a, num, &r) == 0, "%s: %s", what, tn_last_error());
 		assert_bools(r, G->v, what);
 		tn_tensor_unref(r);
@@ -638,7 +623,8 @@ START_TEST(test_compare_matches_pytorch)
 	}
 	/* NaN: unequal to everything, no order holds. */
 	double nanv[] = { NAN, 1.0, NAN, 2.0, NAN, 0.0 }, other[] = { NAN, NAN, 1.0 };
-	tn_tensor *x = from_values(nanv, 2, s23, TN_FLOAT32), *y = from_values(other, 1, s3, TN_FLOAT64);
+	tn_tensor *x = tn_test_from_values(nanv, 2, s23, TN_FLOAT32),
+		  *y = tn_test_from_values(other, 1, s3, TN_FLOAT64);
 	static const unsigned char want[6][6] = {
 		{ 0, 0, 0, 0, 0, 0 }, { 1, 1, 1, 1, 1, 1 }, { 0, 0, 0, 0, 0, 1 },
 		{ 0, 0, 0, 0, 0, 1 }, { 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0 },
@@ -655,42 +641,6 @@ START_TEST(test_compare_matches_pytorch)
 END_TEST
 
 typedef int (*unary_fn)(const tn_tensor *, tn_tensor **);
-
-/* Distance in units of the last place, in the result dtype (exact dtypes: 0 or "far"). */
-static double ulps(double got, double want, enum tn_dtype dt)
-{
-	if (got != got || want != want)
-		return (got != got) == (want != want) ? 0 : 1e9;
-	if (got == want)
-		return 0;
-	if (isinf(got) || isinf(want))
-		return 1e9;
-	switch (dt) {
-	case TN_FLOAT32: {
-		float g = (float)got, w = (float)want;
-		int32_t gi, wi;
-		memcpy(&gi, &g, 4);
-		memcpy(&wi, &w, 4);
-		return fabs((double)gi - (double)wi);
-	}
-	case TN_FLOAT64: {
-		int64_t gi, wi;
-		memcpy(&gi, &got, 8);
-		memcpy(&wi, &want, 8);
-		return fabs((double)gi - (double)wi);
-	}
-	case TN_FLOAT16: {
-		tn_half g = tn_half_from_float((float)got), w = tn_half_from_float((float)want);
-		return fabs((double)(int16_t)g.bits - (double)(int16_t)w.bits);
-	}
-	case TN_BFLOAT16: {
-		tn_bfloat16 g = tn_bfloat16_from_float((float)got), w = tn_bfloat16_from_float((float)want);
-		return fabs((double)(int16_t)g.bits - (double)(int16_t)w.bits);
-	}
-	default:
-		return 1e9;
-	}
-}
 
 /* Every unary function on every dtype against PyTorch: the result dtype, the refusals, and
  * the values (exact for the exact functions; transcendental ones within 4 ulps of float32,
@@ -714,7 +664,7 @@ START_TEST(test_unary_matches_pytorch)
 		const double *in = tn_dtype_is_floating(dt) ? unary_fvals : unary_ivals;
 		char what[96];
 		snprintf(what, sizeof(what), "%s(%s)", names[G->op], tn_dtype_name(dt));
-		tn_tensor *a = from_values(in, 1, &n, dt), *r = NULL;
+		tn_tensor *a = tn_test_from_values(in, 1, &n, dt), *r = NULL;
 		int rc = fns[G->op](a, &r);
 		if (!G->ok) {
 			ck_assert_msg(rc == TN_EINVAL, "%s: PyTorch refuses, libtensor gave %d", what, rc);
@@ -739,7 +689,7 @@ START_TEST(test_unary_matches_pytorch)
 							: 2;
 		for (int i = 0; i < UN_NVALS; i++) {
 			double d = tn_dtype_is_floating(tn_tensor_dtype(r))
-					   ? ulps(got[i], G->v[i], tn_tensor_dtype(r))
+					   ? tn_test_ulps(got[i], G->v[i], tn_tensor_dtype(r))
 					   : (got[i] == G->v[i] ? 0 : 1e9);
 			ck_assert_msg(d <= tol, "%s: input %g gives %.17g, PyTorch %.17g (%g ulps)", what,
 				      in[i], got[i], G->v[i], d);
@@ -749,7 +699,7 @@ START_TEST(test_unary_matches_pytorch)
 		tn_tensor_unref(a);
 	}
 	/* In place and out=, on a float32 tensor: the functional result. */
-	tn_tensor *x = from_values(unary_fvals, 1, &n, TN_FLOAT32), *y, *o;
+	tn_tensor *x = tn_test_from_values(unary_fvals, 1, &n, TN_FLOAT32), *y, *o;
 	ck_assert_tn_ok(tn_exp(x, &y));
 	ck_assert_tn_ok(tn_empty(1, &n, TN_FLOAT64, TN_CPU, TN_CONTIGUOUS_FORMAT, &o));
 	ck_assert_tn_ok(tn_exp_out(x, o));
@@ -760,7 +710,7 @@ START_TEST(test_unary_matches_pytorch)
 		ck_assert(a == b || (a != a && b != b));
 		ck_assert(b == c || (b != b && c != c));
 	}
-	tn_tensor *xi = from_values(unary_ivals, 1, &n, TN_INT64);
+	tn_tensor *xi = tn_test_from_values(unary_ivals, 1, &n, TN_INT64);
 	ck_assert_tn_error(tn_exp_(xi), TN_EINVAL,
 			   "result type Float can't be cast to the desired output type Long");
 	tn_tensor *list[] = { x, y, o, xi };
@@ -862,7 +812,7 @@ START_TEST(test_trivial_path_matches_general)
 	const tn_scalar scalars[] = { tn_scalar_int(300), tn_scalar_int(-2), tn_scalar_double(2.5),
 				      tn_scalar_bool(true) };
 	for (int dt = 0; dt < TN_NUM_DTYPES; dt++) {
-		tn_tensor *a = from_values(va, 2, s, dt), *b = from_values(vb, 2, s, dt);
+		tn_tensor *a = tn_test_from_values(va, 2, s, dt), *b = tn_test_from_values(vb, 2, s, dt);
 		tn_tensor *abase, *bbase, *ag = strided_copy(a, &abase), *bg = strided_copy(b, &bbase);
 		for (int op = 0; op < 4; op++) {
 			tn_tensor *r1 = NULL, *r2 = NULL;
@@ -908,8 +858,10 @@ START_TEST(test_trivial_path_matches_general)
 
 	/* Leading size-1 dimensions: [1, 12] + [12] and [12] * [1, 1, 12] have the longer shape. */
 	int64_t s12[] = { 12 }, s1_12[] = { 1, 12 }, s1_1_12[] = { 1, 1, 12 };
-	tn_tensor *u = from_values(va, 2, s1_12, TN_FLOAT32), *v = from_values(vb, 1, s12, TN_FLOAT32);
-	tn_tensor *w = from_values(vb, 3, s1_1_12, TN_FLOAT32), *vbase, *vg = strided_copy(v, &vbase);
+	tn_tensor *u = tn_test_from_values(va, 2, s1_12, TN_FLOAT32);
+	tn_tensor *v = tn_test_from_values(vb, 1, s12, TN_FLOAT32);
+	tn_tensor *w = tn_test_from_values(vb, 3, s1_1_12, TN_FLOAT32), *vbase;
+	tn_tensor *vg = strided_copy(v, &vbase);
 	tn_tensor *r1, *r2;
 	ck_assert_tn_ok(tn_add(u, v, tn_scalar_int(1), &r1));
 	ck_assert_tn_ok(tn_add(u, vg, tn_scalar_int(1), &r2));
@@ -929,7 +881,7 @@ START_TEST(test_trivial_path_matches_general)
 		tn_tensor_unref(ulist[i]);
 
 	/* Aliasing: a += a doubles; out= the input itself; a partial overlap is refused. */
-	tn_tensor *x = from_values(va, 2, s, TN_FLOAT32), *row, *row2;
+	tn_tensor *x = tn_test_from_values(va, 2, s, TN_FLOAT32), *row, *row2;
 	ck_assert_tn_ok(tn_add_(x, x, tn_scalar_int(1)));
 	const float *px = tn_tensor_data(x);
 	for (int i = 0; i < 12; i++)

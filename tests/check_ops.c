@@ -59,17 +59,25 @@ static tn_ivalue tn__ivalue_owned_tensor(tn_tensor *t)
 
 #define NOPS (sizeof(tn_test_ops) / sizeof(tn_test_ops[0]))
 
-/* The input tensor: arange(24) as float32 of sizes [2, 3, 4] (on Meta: the same geometry). */
-static tn_tensor *input(tn_device dev)
+/* The bitwise and shift operators take integers only. */
+static bool integer_op(const char *op)
+{
+	return strncmp(op, "aten::bitwise_", 14) == 0;
+}
+
+/* The input tensor: arange(24) as float32 (int64 for integer operators) of sizes [2, 3, 4]
+ * (on Meta: the same geometry). */
+static tn_tensor *input(const char *op, tn_device dev)
 {
 	int64_t sizes[] = { 2, 3, 4 };
+	enum tn_dtype dt = integer_op(op) ? TN_INT64 : TN_FLOAT32;
 	tn_tensor *flat, *t;
 	if (dev.type == TN_DEVICE_META) {
-		ck_assert_tn_ok(tn_empty(3, sizes, TN_FLOAT32, dev, TN_CONTIGUOUS_FORMAT, &t));
+		ck_assert_tn_ok(tn_empty(3, sizes, dt, dev, TN_CONTIGUOUS_FORMAT, &t));
 		return t;
 	}
-	ck_assert_tn_ok(tn_arange(tn_scalar_int(0), tn_scalar_int(24), tn_scalar_int(1),
-				  &(enum tn_dtype){ TN_FLOAT32 }, dev, &flat));
+	ck_assert_tn_ok(tn_arange(tn_scalar_int(0), tn_scalar_int(24), tn_scalar_int(1), &dt, dev,
+				  &flat));
 	ck_assert_tn_ok(tn_view(flat, 3, sizes, &t));
 	tn_tensor_unref(flat);
 	return t;
@@ -99,7 +107,7 @@ static tn_ivalue value_for(const char *op, const tn_schema *s, const tn_schema_a
 	switch (a->type.kind) {
 	case TN_TYPE_TENSOR: {
 		tn_ivalue v;
-		tn_tensor *t = input(dev);
+		tn_tensor *t = input(op, dev);
 		ck_assert_tn_ok(tn_ivalue_tensor(t, &v));
 		tn_tensor_unref(t);
 		return v;
@@ -131,7 +139,14 @@ static tn_ivalue value_for(const char *op, const tn_schema *s, const tn_schema_a
 			return tn_ivalue_scalar(tn_scalar_int(0));
 		if (strcmp(n, "end") == 0)
 			return tn_ivalue_scalar(tn_scalar_int(5));
-		return tn_ivalue_scalar(tn_scalar_double(2.5));
+		return tn_ivalue_scalar(integer_op(op) ? tn_scalar_int(3) : tn_scalar_double(2.5));
+	case TN_TYPE_STR: {
+		/* div's rounding_mode, the only string argument. */
+		tn_ivalue v;
+		ck_assert_str_eq(n, "rounding_mode");
+		ck_assert_tn_ok(tn_ivalue_string("floor", &v));
+		return v;
+	}
 	case TN_TYPE_FLOAT:
 		return tn_ivalue_double(1.5);
 	case TN_TYPE_BOOL:

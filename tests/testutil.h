@@ -7,6 +7,7 @@
 #define TN_TESTUTIL_H
 
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,6 +74,58 @@ static inline double tn_test_get_double(const tn_tensor *t, const int64_t *index
 	ck_assert_int_eq(tn_tensor_get(t, tn_tensor_ndim(t), index, &s), 0);
 	ck_assert_int_eq(s.kind, TN_SCALAR_DOUBLE);
 	return s.v.d;
+}
+
+/* A tensor of @dtype holding @values (made in float64, then copy_'d: PyTorch's .to()). */
+static inline tn_tensor *tn_test_from_values(const double *values, int n,
+					     const int64_t *sizes, enum tn_dtype dtype)
+{
+	int64_t numel = 1;
+	tn_tensor *f64, *t;
+	for (int i = 0; i < n; i++)
+		numel *= sizes[i];
+	ck_assert_tn_ok(tn_empty(n, sizes, TN_FLOAT64, TN_CPU, TN_CONTIGUOUS_FORMAT, &f64));
+	memcpy(tn_tensor_data(f64), values, (size_t)numel * sizeof(double));
+	ck_assert_tn_ok(tn_empty(n, sizes, dtype, TN_CPU, TN_CONTIGUOUS_FORMAT, &t));
+	ck_assert_tn_ok(tn_copy_(t, f64, false));
+	tn_tensor_unref(f64);
+	return t;
+}
+
+/* Distance in units of the last place, in the result dtype (exact dtypes: 0 or "far"). */
+static inline double tn_test_ulps(double got, double want, enum tn_dtype dt)
+{
+	if (got != got || want != want)
+		return (got != got) == (want != want) ? 0 : 1e9;
+	if (got == want)
+		return 0;
+	if (isinf(got) || isinf(want))
+		return 1e9;
+	switch (dt) {
+	case TN_FLOAT32: {
+		float g = (float)got, w = (float)want;
+		int32_t gi, wi;
+		memcpy(&gi, &g, 4);
+		memcpy(&wi, &w, 4);
+		return fabs((double)gi - (double)wi);
+	}
+	case TN_FLOAT64: {
+		int64_t gi, wi;
+		memcpy(&gi, &got, 8);
+		memcpy(&wi, &want, 8);
+		return fabs((double)gi - (double)wi);
+	}
+	case TN_FLOAT16: {
+		tn_half g = tn_half_from_float((float)got), w = tn_half_from_float((float)want);
+		return fabs((double)(int16_t)g.bits - (double)(int16_t)w.bits);
+	}
+	case TN_BFLOAT16: {
+		tn_bfloat16 g = tn_bfloat16_from_float((float)got), w = tn_bfloat16_from_float((float)want);
+		return fabs((double)(int16_t)g.bits - (double)(int16_t)w.bits);
+	}
+	default:
+		return 1e9;
+	}
 }
 
 #define TN_TEST_MAIN(suite_fn)                                  \

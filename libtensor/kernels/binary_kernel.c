@@ -9,51 +9,7 @@
  * float and round once, as c10::Half does. Kernels are built with -ffp-contract=off so that
  * every capability gives the same bits.
  */
-#include "stub.h"
-
-#define CONTIG_OR_SCALAR(T, LOADX, LOADY, EXPR, STORE)                                     \
-	do {                                                                               \
-		T *O = (T *)o;                                                             \
-		const T *A = (const T *)a, *B = (const T *)b;                              \
-		const int64_t w = (int64_t)sizeof(T);                                      \
-		if (so == w && sa == w && sb == w) {                                       \
-			for (int64_t i = 0; i < n; i++) {                                  \
-				LOADX(A[i]);                                               \
-				LOADY(B[i]);                                               \
-				STORE(O[i], EXPR);                                         \
-			}                                                                  \
-		} else if (so == w && sa == w && sb == 0) {                                \
-			LOADY(B[0]);                                                       \
-			for (int64_t i = 0; i < n; i++) {                                  \
-				LOADX(A[i]);                                               \
-				STORE(O[i], EXPR);                                         \
-			}                                                                  \
-		} else if (so == w && sa == 0 && sb == w) {                                \
-			LOADX(A[0]);                                                       \
-			for (int64_t i = 0; i < n; i++) {                                  \
-				LOADY(B[i]);                                               \
-				STORE(O[i], EXPR);                                         \
-			}                                                                  \
-		} else {                                                                   \
-			for (int64_t i = 0; i < n; i++) {                                  \
-				LOADX(*(const T *)(a + i * sa));                           \
-				LOADY(*(const T *)(b + i * sb));                           \
-				STORE(*(T *)(o + i * so), EXPR);                           \
-			}                                                                  \
-		}                                                                          \
-	} while (0)
-
-/* Plain types: load as is, store as is. */
-#define LX_PLAIN(v) const __typeof__(v) x = (v)
-#define LY_PLAIN(v) const __typeof__(v) y = (v)
-#define ST_PLAIN(dst, v) ((dst) = (v))
-/* 16-bit floats: compute in float. */
-#define LX_HALF(v) const float x = tn_half_to_float(v)
-#define LY_HALF(v) const float y = tn_half_to_float(v)
-#define ST_HALF(dst, v) ((dst) = tn_half_from_float(v))
-#define LX_BF16(v) const float x = tn_bfloat16_to_float(v)
-#define LY_BF16(v) const float y = tn_bfloat16_to_float(v)
-#define ST_BF16(dst, v) ((dst) = tn_bfloat16_from_float(v))
+#include "binary_loops.h"
 
 /* Wrapping integer arithmetic: in uint64 (no promotion to int, which could overflow), then
  * truncated to the type's width. */

@@ -8,6 +8,8 @@ Writes three C headers, computed with PyTorch (and NumPy) as the reference:
     arange_golden.h  torch.arange results (numel, values, errors)
     iter_golden.h    type promotion (torch.result_type) for every dtype pair in each
                      priority class, and copy_ casts between every dtype pair
+    binary_golden.h  division with rounding modes, remainder, fmod, pow, maximum,
+                     minimum, atan2, the logical, bitwise and shift operators
 
 Rerun from the repository root with Debian's interpreter (it has torch and
 numpy; the `python3` found first on PATH may not):
@@ -1023,6 +1025,227 @@ def gen_iter(outdir):
     return n
 
 
+# ---------------------------------------------------------------------------
+# binary_golden.h: the other binary operators
+# ---------------------------------------------------------------------------
+
+BIN_OPS = ["div_trunc", "div_floor", "div_none", "remainder", "fmod", "pow", "maximum",
+           "minimum", "atan2", "logical_and", "logical_or", "logical_xor", "bitwise_and",
+           "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift"]
+
+
+def bin_fn(name):
+    if name.startswith("div_"):
+        mode = {"div_trunc": "trunc", "div_floor": "floor", "div_none": None}[name]
+        return lambda x, y: torch.div(x, y, rounding_mode=mode)
+    return getattr(torch, name)
+
+
+def bin_call(name, x, y):
+    """(ok, result or message): ok 1 PyTorch's result, 2 computed in float32 and rounded
+    where PyTorch 1.13 lacks a float16 kernel that libtensor has (atan2), 0 refused."""
+    try:
+        return 1, bin_fn(name)(x, y)
+    except RuntimeError as e:
+        msg = str(e).split("\n")[0]
+        if name == "atan2" and "not implemented for 'Half'" in msg:
+            xf = x.float() if isinstance(x, torch.Tensor) else x
+            yf = y.float() if isinstance(y, torch.Tensor) else y
+            return 2, torch.atan2(xf, yf).to(torch.float16)
+        return 0, msg
+
+
+def c_str(s):
+    return '"%s"' % s.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def gen_binary(outdir):
+    """For each operator: every dtype pair on a [2, 3] tensor and a broadcast [3] one; a
+    Python number on either side; floating special values (NaN, infinities, signed zeros,
+    zero divisors, negative operands) pairwise; integer edge values (extremes, negative
+    operands, shift counts past the width) pairwise; pow with a Python exponent and base."""
+    L = header_top("TN_BINARY_GOLDEN_H", "Goldens of the other binary operators (binary_ext.c).",
+                   ("math.h",))
+    L.append("/* op: %s */" % ", ".join("%d %s" % (i, n) for i, n in enumerate(BIN_OPS)))
+    L.append("#define BIN_NOPS %d" % len(BIN_OPS))
+    av = [-3.0, -1.0, 0.0, 2.0, 5.0, 7.0]
+    bv = [1.0, 2.0, -4.0]
+    L.append("static const double bin_a[6] = { %s };" % ", ".join(c_double(v) for v in av))
+    L.append("static const double bin_b[3] = { %s };" % ", ".join(c_double(v) for v in bv))
+    L.append("/* ok: 0 PyTorch refuses with err, 1 PyTorch's result, 2 computed in float32 and rounded */")
+    L.append("struct bin_golden { int op, a, b, ok, dtype; const char *err; double v[6]; };")
+    L.append("/* a [2, 3] OP b [3] for every dtype pair */")
+    L.append("static const struct bin_golden bin_pair_golden[] = {")
+    count = 0
+    for oi, name in enumerate(BIN_OPS):
+        for a in TN_ORDER:
+            ta = torch.tensor(av, dtype=torch.float64).to(DTYPES[a]).reshape(2, 3)
+            for b in TN_ORDER:
+                tb = torch.tensor(bv, dtype=torch.float64).to(DTYPES[b])
+                ok, r = bin_call(name, ta, tb)
+                if ok:
+                    vals = [float(x) for x in r.to(torch.float64).reshape(-1).tolist()]
+                    L.append("    { %d, %d, %d, %d, %d, NULL, { %s } }," % (
+                        oi, TN_ORDER.index(a), TN_ORDER.index(b), ok,
+                        TN_ORDER.index(DTYPE_NAMES[r.dtype]), ", ".join(c_double(v) for v in vals)))
+                else:
+                    L.append("    { %d, %d, %d, 0, 0, %s, { 0 } }," % (
+                        oi, TN_ORDER.index(a), TN_ORDER.index(b), c_str(r)))
+                count += 1
+    L.append("};")
+    L.append("#define BIN_PAIR_NGOLDEN %d" % count)
+    # Python numbers: k 0 True, 1 int 3, 2 float -2.5; side 0: tensor OP number, 1: number OP
+    # tensor (the operators with a Scalar_Tensor form, and pow's Scalar base).
+    nums = [True, 3, -2.5]
+    scalar_self = {"remainder", "pow", "bitwise_and", "bitwise_or", "bitwise_xor",
+                   "bitwise_left_shift", "bitwise_right_shift"}
+    scalar_other = {"div_trunc", "div_floor", "div_none", "remainder", "fmod", "pow",
+                    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+                    "bitwise_right_shift"}
+    L.append("/* side 0: a [2, 3] OP number k (0 True, 1 int 3, 2 float -2.5); side 1: number OP a */")
+    L.append("struct bin_scalar_golden { int op, side, a, k, ok, dtype; const char *err; double v[6]; };")
+    L.append("static const struct bin_scalar_golden bin_scalar_golden[] = {")
+    count = 0
+    for oi, name in enumerate(BIN_OPS):
+        for side in (0, 1):
+            if name not in (scalar_other if side == 0 else scalar_self):
+                continue
+            for a in TN_ORDER:
+                ta = torch.tensor(av, dtype=torch.float64).to(DTYPES[a]).reshape(2, 3)
+                for k, num in enumerate(nums):
+                    ok, r = bin_call(name, ta, num) if side == 0 else bin_call(name, num, ta)
+                    if ok:
+                        vals = [float(x) for x in r.to(torch.float64).reshape(-1).tolist()]
+                        L.append("    { %d, %d, %d, %d, %d, %d, NULL, { %s } }," % (
+                            oi, side, TN_ORDER.index(a), k, ok,
+                            TN_ORDER.index(DTYPE_NAMES[r.dtype]), ", ".join(c_double(v) for v in vals)))
+                    else:
+                        L.append("    { %d, %d, %d, %d, 0, 0, %s, { 0 } }," % (
+                            oi, side, TN_ORDER.index(a), k, c_str(r)))
+                    count += 1
+    L.append("};")
+    L.append("#define BIN_SCALAR_NGOLDEN %d" % count)
+    # Floating special values, every pair (x[i], y[i]) of the set with itself.
+    sv = [float("-inf"), -2.5, -1.0, -0.0, 0.0, 0.5, 1.0, 3.0, float("inf"), float("nan")]
+    fx = [x for x in sv for _ in sv]
+    fy = [y for _ in sv for y in sv]
+    L.append("#define BIN_FNVALS %d" % len(fx))
+    L.append("static const double bin_fx[BIN_FNVALS] = {")
+    L += wrap_items([c_double(v) for v in fx])
+    L.append("};")
+    L.append("static const double bin_fy[BIN_FNVALS] = {")
+    L += wrap_items([c_double(v) for v in fy])
+    L.append("};")
+    L.append("/* x OP y over bin_fx and bin_fy in one floating dtype (both operands) */")
+    L.append("struct bin_float_golden { int op, dtype, ok; double v[BIN_FNVALS]; };")
+    L.append("static const struct bin_float_golden bin_float_golden[] = {")
+    count = 0
+    for oi, name in enumerate(BIN_OPS):
+        if name.startswith("bitwise"):
+            continue
+        for d in ("float16", "bfloat16", "float32", "float64"):
+            x = torch.tensor(fx, dtype=torch.float64).to(DTYPES[d])
+            y = torch.tensor(fy, dtype=torch.float64).to(DTYPES[d])
+            ok, r = bin_call(name, x, y)
+            assert ok, (name, d, r)
+            L.append("    { %d, %d, %d, {" % (oi, TN_ORDER.index(d), ok))
+            L += wrap_items([c_double(float(v)) for v in r.to(torch.float64).tolist()], indent=8)
+            L.append("    } },")
+            count += 1
+    L.append("};")
+    L.append("#define BIN_FLOAT_NGOLDEN %d" % count)
+    # Integer edge values per dtype and operator family, pairwise; pools of int64.
+    def edge(dt, vals):
+        info = torch.iinfo(DTYPES[dt])
+        out = []
+        for v in vals:
+            v = {"min": info.min, "max": info.max}.get(v, v)
+            if info.min <= v <= info.max and v not in out:
+                out.append(v)
+        return out
+    fam = {
+        "div": (["min", -7, -3, -1, 0, 1, 3, 7, 200, "max"], ["min", -7, -3, -1, 1, 2, 3, 7, 200, "max"]),
+        "pow": (["min", -3, -2, -1, 0, 1, 2, 3, 7, "max"], [-3, -1, 0, 1, 2, 3, 7, 15, 63, "max"]),
+        "bit": (["min", -5, -1, 0, 1, 3, 200, "max"], ["min", -5, -1, 0, 1, 3, 200, "max"]),
+        "shift": (["min", -5, -1, 1, 3, 200, "max"],
+                  [0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, -1, -8, 100, 255]),
+    }
+    op_fam = {"div_trunc": "div", "div_floor": "div", "remainder": "div", "fmod": "div",
+              "pow": "pow", "maximum": "bit", "minimum": "bit", "logical_and": "bit",
+              "logical_or": "bit", "logical_xor": "bit", "bitwise_and": "bit",
+              "bitwise_or": "bit", "bitwise_xor": "bit", "bitwise_left_shift": "shift",
+              "bitwise_right_shift": "shift"}
+    pool_x, pool_y, pool_r, rows = [], [], [], []
+    for oi, name in enumerate(BIN_OPS):
+        if name not in op_fam:
+            continue
+        xs0, ys0 = fam[op_fam[name]]
+        for d in ("uint8", "int8", "int16", "int32", "int64"):
+            xs, ys = edge(d, xs0), edge(d, ys0)
+            pairs = [(x, y) for x in xs for y in ys
+                     if not (op_fam[name] == "div" and (y == 0 or (y == -1 and x == torch.iinfo(DTYPES[d]).min)))]
+            x = torch.tensor([p[0] for p in pairs], dtype=DTYPES[d])
+            y = torch.tensor([p[1] for p in pairs], dtype=DTYPES[d])
+            ok, r = bin_call(name, x, y)
+            assert ok == 1, (name, d, r)
+            rows.append((oi, TN_ORDER.index(d), len(pool_x), len(pairs),
+                         TN_ORDER.index(DTYPE_NAMES[r.dtype])))
+            pool_x += [p[0] for p in pairs]
+            pool_y += [p[1] for p in pairs]
+            pool_r += [int(v) for v in r.to(torch.int64).tolist()]
+    L.append("/* x OP y in one integer dtype: pools[off .. off + n) */")
+    L.append("struct bin_int_golden { int op, dtype, off, n, rdtype; };")
+    L.append("static const struct bin_int_golden bin_int_golden[] = {")
+    for row in rows:
+        L.append("    { %d, %d, %d, %d, %d }," % row)
+    L.append("};")
+    L.append("#define BIN_INT_NGOLDEN %d" % len(rows))
+    for nm, pool in (("bin_ix", pool_x), ("bin_iy", pool_y), ("bin_ir", pool_r)):
+        L.append("static const int64_t %s[%d] = {" % (nm, len(pool)))
+        L += wrap_items([c_int64(v) for v in pool])
+        L.append("};")
+    # pow with a Python exponent (special cases 0, 1, 0.5, -0.5, -1, 2, 3, -2 and others)
+    # and with a Python base, over float special values and small integers.
+    exps = [0, 1, 2, 3, -2, 0.5, -0.5, -1, 2.5, -1.0, 2.0, -3, True, 7, 300, 70000.0, 1e300]
+    iv = [-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 5.0, 7.0, 0.0]
+    L.append("#define BIN_PNVALS %d" % len(sv))
+    L.append("static const double bin_pow_fvals[BIN_PNVALS] = { %s };" % ", ".join(c_double(v) for v in sv))
+    L.append("static const double bin_pow_ivals[BIN_PNVALS] = { %s };" % ", ".join(c_double(v) for v in iv))
+    L.append("#define BIN_NEXPS %d" % len(exps))
+    L.append("/* exponent k: an int (kind 1), a float (2) or a bool (0) */")
+    L.append("static const struct { int kind; double v; } bin_pow_exps[BIN_NEXPS] = {")
+    for e in exps:
+        kind = 0 if isinstance(e, bool) else (1 if isinstance(e, int) else 2)
+        L.append("    { %d, %s }," % (kind, c_double(float(e))))
+    L.append("};")
+    L.append("/* side 0: tensor ** exponent k; side 1: number k ** tensor */")
+    L.append("struct bin_pow_golden { int side, dtype, k, ok, rdtype; const char *err; double v[BIN_PNVALS]; };")
+    L.append("static const struct bin_pow_golden bin_pow_golden[] = {")
+    count = 0
+    for side in (0, 1):
+        for d in TN_ORDER:
+            dt = DTYPES[d]
+            t = torch.tensor(sv if dt.is_floating_point else iv, dtype=torch.float64).to(dt)
+            for k, e in enumerate(exps):
+                if side == 1 and (isinstance(e, float) and abs(e) > 100 or e in (300,)):
+                    continue
+                try:
+                    r = torch.pow(t, e) if side == 0 else torch.pow(e, t)
+                    vals = [float(x) for x in r.to(torch.float64).tolist()]
+                    L.append("    { %d, %d, %d, 1, %d, NULL, { %s } }," % (
+                        side, TN_ORDER.index(d), k, TN_ORDER.index(DTYPE_NAMES[r.dtype]),
+                        ", ".join(c_double(v) for v in vals)))
+                except RuntimeError as ex:
+                    L.append("    { %d, %d, %d, 0, 0, %s, { 0 } }," % (
+                        side, TN_ORDER.index(d), k, c_str(str(ex).split("\n")[0])))
+                count += 1
+    L.append("};")
+    L.append("#define BIN_POW_NGOLDEN %d" % count)
+    L += header_bottom("TN_BINARY_GOLDEN_H")
+    write(os.path.join(outdir, "binary_golden.h"), L)
+    return count
+
+
 def main(argv):
     if len(argv) != 2:
         sys.stderr.write("usage: %s OUTDIR\n" % argv[0])
@@ -1033,6 +1256,7 @@ def main(argv):
     rc = gen_repr(outdir)
     ac, notes = gen_arange(outdir)
     gen_iter(outdir)
+    gen_binary(outdir)
     print("half_golden.h: %d conversion rows, %d widen rows" % (nh, nw))
     print("repr_golden.h: %d cases" % len(rc))
     print("arange_golden.h: %d cases" % len(ac))

@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The other binary kernels (floor and truncating division, remainder, fmod, pow and its
+ * Scalar-exponent special cases, maximum, minimum, atan2, the bitwise and shift operators and
+ * the logical ones), compiled once per CPU capability (see stub.h). One row: out[i] =
+ * a[i] OP b[i] with a and b in one dtype (the iterator's common dtype); the logical operators
+ * write bool, the others that dtype. The rows use the contiguous, broadcast-scalar and
+ * strided paths of binary_loops.h.
+ *
+ * The formulas are PyTorch 1.13's CPU kernels, so that the bits agree: remainder and floor
+ * division go through fmod, maximum and minimum propagate NaN, integer pow is exact
+ * (repeated squaring, wrapping). Where PyTorch's 16-bit vector code rounds to the 16-bit type
+ * after every step (c10::Half and BFloat16 arithmetic), so does this (R below); everything
+ * else computes in float and rounds once. Integer division by zero never reaches a kernel
+ * (the caller checks the divisor first, as PyTorch raises ZeroDivisionError), but the kernels
+ * still refuse to trap on it or on INT_MIN / -1, which wraps here where PyTorch dies of SIGFPE.
+ * Shift counts are taken modulo 32 (64 for int64), the x86 semantics PyTorch 1.13 shows.
+ */
+#include <math.h>
+
+#include "binary_loops.h"
+
+/* Round a float result to the 16-bit type and back. */
+#define R_HALF(v) tn_half_to_float(tn_half_from_float(v))
+#define R_BF16(v) tn_bfloat16_to_float(tn_bfloat16_from_float(v))
+#define R_NONE(v) (v)
+
+/* Floor division and remainder of one floating type family, computing in CT with rounding
+ * step R (c10::div_floor_floating and ATen's remainder_kernel). */
+#define FLOAT_HELPERS(SUF, CT, R, FMOD, FLOOR, COPYSIGN)                                   \
+	static inline CT div_floor_##SUF(CT a, CT b)                                       \
+	{                                                                                  \
+		if (b == 0)                                                                \
+			return R(a / b);                                                   \
+		CT mod = FMOD(a, b);                                                       \
+		CT div = R(R(a - mod) / b);                                                \
+		if (mod != 0 && (b < 0) != (mod < 0))                                      \
+			div = R(div - 1);                                                  \
+		if (div == 0)                                                              \
+			return COPYSIGN((CT)0, R(a / b));                                  \
+		CT fl = FLOOR(div);                                                        \
+		return R(div - fl) > (CT)0.5 ? R(fl + 1) : fl;                             \
+	}                                                                                  \
+	static inline CT remainder_##SUF(CT a, CT b)                                       \
+	{                                                                                  \
+		CT mod = FMOD(a, b);                                                       \
+		return mod != 0 && (b < 0) != (mod < 0) ? R(mod + b) : mod;                \
+	}
+
+FLOAT_HELPERS(h, float, R_HALF, fmodf, floorf, copysignf)
+FLOAT_HELPERS(bf, float, R_BF16, fmodf, floorf, copysignf)
+FLOAT_HELPERS(f, float, R_NONE, fmodf, floorf, copysignf)
+FLOAT_HELPERS(d, double, R_NONE, fmod, floor, copysign)
+
+/* NaN in either input gives NaN; otherwise x86's maxps/minps, which ATen's vector code uses
+ * (between equal values, signed zeros included, the second input). */
+#define MAXF(CT, x, y) ((x) != (x) || (y) != (y) ? (CT)NAN : (x) > (y) ? (x) : (y))
+#define MINF(CT, x, y) ((x) != (x) || (y) != (y) ? (CT)NAN : (x) < (y) ? (x) : (y))
+
+/* Operators that ignore an input still declare it. */
+#define IGNORE(v, e) ((void)(v), (e))
+
+#define FLOAT_CASE(DT, T, CT, SUF, R, LX, LY, ST, POWF, ATAN2F, SQRTF, TRUNCF, FMODF)        \
+	case DT:                                                                           \
+		switch (op) {                                                              \
+		case TN_BIN2_DIV_TRUNC:                                                    \
+			CONTIG_OR_SCALAR(T, LX, LY, TRUNCF(R(x / y)), ST);                 \
+			return;                                                            \
+		case TN_BIN2_DIV_FLOOR:                                                    \
+			CONTIG_OR_SCALAR(T, LX, LY, div_floor_##SUF(x, y), ST);            \
+			return;                                                            \
+		case TN_BIN2_REMAINDER:                                                    \
+			CONTIG_OR_SCALAR(T, LX, LY, remainder_##SUF(x, y), ST);            \
+			return;                                                            \
+		case TN_BIN2_FMOD:                                                         \
+			CONTIG_OR_SCALAR(T, LX, LY, FMODF(x, y), ST);                      \
+			return;                                                            \
+		case TN_BIN2_POW:                                                          \
+			CONTIG_OR_SCALAR(T, LX, LY, POWF(x, y), ST);                       \
+			return;                                                            \
+		case TN_BIN2_MAXIMUM:                                                      \
+			CONTIG_OR_SCALAR(T, LX, LY, MAXF(CT, x, y), ST);                   \
+			return;                                                            \
+		case TN_BIN2_MINIMUM:                                                      \
+			CONTIG_OR_SCALAR(T, LX, LY, MINF(CT, x, y), ST);                   \
+			return;                                                            \
+		case TN_BIN2_ATAN2:                                                        \
+			CONTIG_OR_SCALAR(T, LX, LY, ATAN2F(x, y), ST);                     \
+			return;                                                            \
+		case TN_BIN2_LOGICAL_AND:                                                  \
+			BINARY_ROW(bool, T, LX, LY, x != 0 && y != 0, ST_PLAIN);           \
+			return;                                                            \
+		case TN_BIN2_LOGICAL_OR:                                                   \
+			BINARY_ROW(bool, T, LX, LY, x != 0 || y != 0, ST_PLAIN);           \
+			return;                                                            \
+		case TN_BIN2_LOGICAL_XOR:                                                  \
+			BINARY_ROW(bool, T, LX, LY, (x != 0) != (y != 0), ST_PLAIN);       \
+			return;                                                            \
+		case TN_BIN2_POW_ONE:                                                      \
+			CONTIG_OR_SCALAR(T, LX, LY, IGNORE(x, IGNORE(y, (CT)1)), ST);      \
+			return;                                                            \
+		case TN_BIN2_POW_LEFT:                                                     \
+			CONTIG_OR_SCALAR(T, LX, LY, IGNORE(y, x), ST);                     \
+			return;                                                            \
+		case TN_BIN2_POW_SQUARE:                                                   \
+			CONTIG_OR_SCALAR(T, LX, LY, IGNORE(y, x * x), ST);                 \
+			return;                                                            \
+		case TN_BIN2_POW_CUBE:                                                     \
+			CONTIG_OR_SCALAR(T, LX, LY, IGNORE(y, R(x * x) * x), ST);          \
+			return;                                                            \
+		case TN_BIN2_POW_INV_SQUARE:                                               \
+			CONTIG_OR_SCALAR(T, LX, LY, IGNORE(y, (CT)1 / R(x * x)), ST);      \
+			return;                                                            \
+		case TN_BIN2_POW_SQRT:                                                     \
+			CONTIG_OR_SCALAR(T, LX, LY, IGNORE(y, SQRTF(x)), ST);              \
+			return;                                                            \
+		case TN_BIN2_POW_RSQRT:                                                    \
+			CONTIG_OR_SCALAR(T, LX, LY, IGNORE(y, (CT)1 / SQRTF(x)), ST);      \
+			return;                                                            \
+		case TN_BIN2_POW_RECIPROCAL:                                               \
+			CONTIG_OR_SCALAR(T, LX, LY, IGNORE(y, (CT)1 / x), ST);             \
+			return;                                                            \
+		default:                                                                   \
+			return; /* the bitwise operators refuse floating dtypes */        \
+		}
+
+/* Exact integer pow by repeated squaring, wrapping (ATen's powi_impl); the caller truncates
+ * to the type's width, which multiplication modulo 2^64 commutes with. */
+static inline uint64_t powi_u64(uint64_t a, uint64_t b)
+{
+	uint64_t r = 1;
+	while (b) {
+		if (b & 1)
+			r *= a;
+		b >>= 1;
+		a *= a;
+	}
+	return r;
+}
+
+/* Signed integer operators (T, its unsigned twin U). Division by -1 negates with wrapping
+ * (INT_MIN / -1 traps in C), and a zero divisor gives 0 rather than a trap. */
+#define SIGNED_HELPERS(SUF, T, U)                                                          \
+	static inline T div_trunc_##SUF(T a, T b)                                          \
+	{                                                                                  \
+		if (b == 0)                                                                \
+			return 0;                                                          \
+		return b == -1 ? (T)(U)(0 - (U)a) : (T)(a / b);                            \
+	}                                                                                  \
+	static inline T div_floor_##SUF(T a, T b)                                          \
+	{                                                                                  \
+		if (b == 0 || b == -1)                                                     \
+			return div_trunc_##SUF(a, b);                                      \
+		T q = (T)(a / b), r = (T)(a % b);                                          \
+		return r != 0 && (a < 0) != (b < 0) ? (T)(q - 1) : q;                      \
+	}                                                                                  \
+	static inline T remainder_##SUF(T a, T b)                                          \
+	{                                                                                  \
+		if (b == 0 || b == -1)                                                     \
+			return 0;                                                          \
+		T r = (T)(a % b);                                                          \
+		return r != 0 && (r < 0) != (b < 0) ? (T)(r + b) : r;                      \
+	}                                                                                  \
+	static inline T fmod_##SUF(T a, T b)                                               \
+	{                                                                                  \
+		return b == 0 || b == -1 ? 0 : (T)(a % b);                                 \
+	}                                                                                  \
+	/* A negative exponent: 1 for 1, +-1 for -1, else 0 (ATen's powi). */             \
+	static inline T pow_##SUF(T a, T b)                                                \
+	{                                                                                  \
+		if (b < 0)                                                                 \
+			return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;              \
+		return (T)(U)powi_u64((uint64_t)(int64_t)a, (uint64_t)(int64_t)b);         \
+	}
+
+SIGNED_HELPERS(i8, int8_t, uint8_t)
+SIGNED_HELPERS(i16, int16_t, uint16_t)
+SIGNED_HELPERS(i32, int32_t, uint32_t)
+SIGNED_HELPERS(i64, int64_t, uint64_t)
+
+static inline uint8_t div_trunc_u8(uint8_t a, uint8_t b)
+{
+	return b == 0 ? 0 : (uint8_t)(a / b);
+}
+#define div_floor_u8 div_trunc_u8 /* no signs to differ */
+static inline uint8_t fmod_u8(uint8_t a, uint8_t b)
+{
+	return b == 0 ? 0 : (uint8_t)(a % b);
+}
+#define remainder_u8 fmod_u8
+static inline uint8_t pow_u8(uint8_t a, uint8_t b)
+{
+	return (uint8_t)powi_u64(a, b);
+}
+
+/* Shifts as the x86 instructions do them (the count modulo 32 for types up to 32 bits, which
+ * C promotes to int, modulo 64 for int64): what PyTorch 1.13's unchecked shifts give. Left
+ * shifts run unsigned, so that shifting a negative value is defined. */
+#define SHL_32(T, x, y) ((T)((uint32_t)(int32_t)(x) << ((uint32_t)(y)&31u)))
+#define SHR_32(T, x, y) ((T)((int32_t)(x) >> ((uint32_t)(y)&31u)))
+#define SHL_64(T, x, y) ((T)((uint64_t)(x) << ((uint64_t)(y)&63u)))
+#define SHR_64(T, x, y) ((T)((x) >> ((uint64_t)(y)&63u)))
+
+#define INT_CASE(DT, T, SUF, SH)                                                           \
+	case DT:                                                                           \
+		switch (op) {                                                              \
+		case TN_BIN2_DIV_TRUNC:                                                    \
+			CONTIG_OR_SCALAR(T, LX_PLAIN, LY_PLAIN, div_trunc_##SUF(x, y), ST_PLAIN); \
+			return;                                                            \
+		case TN_BIN2_DIV_FLOOR:                                                    \
+			CONTIG_OR_SCALAR(T, LX_PLAIN, LY_PLAIN, div_floor_##SUF(x, y), ST_PLAIN); \
+			return;                                                            \
+		case TN_BIN2_REMAINDER:                                                    \
+			CONTIG_OR_SCALAR(T, LX_PLAIN, LY_PLAIN, remainder_##SUF(x, y), ST_PLAIN); \
+			return;                                                            \
+		case TN_BIN2_FMOD:                                                         \
+			CONTIG_OR_SCALAR(T, LX_PLAIN, LY_PLAIN, fmod_##SUF(x, y), ST_PLAIN); \
+			return;                                                            \
+		case TN_BIN2_POW:                                                          \
+			CONTIG_OR_SCALAR(T, LX_PLAIN, LY_PLAIN, pow_##SUF(x, y), ST_PLAIN); \
+			return;                                                            \
+		case TN_BIN2_MAXIMUM:                                                      \
+			CONTIG_OR_SCALAR(T, LX_PLAIN, LY_PLAIN, x > y ? x : y, ST_PLAIN);  \
+			return;                                                            \
+		case TN_BIN2_MINIMUM:                                                      \
+			CONTIG_OR_SCALAR(T, LX_PLAIN, LY_PLAIN, x < y ? x : y, ST_PLAIN);  \
+			return;                                                            \
+		case TN_BIN2_BITWISE_AND:                                                  \
+			CONTIG_OR_SCALAR(T, LX_PLAIN, LY_PLAIN, (T)(x & y), ST_PLAIN);     \
+			return;                                                            \
+		case TN_BIN2_BITWISE_OR:                                                   \
+			CONTIG_OR_SCALAR(T, LX_PLAIN, LY_PLAIN, (T)(x | y), ST_PLAIN);     \
+			return;                                                            \
+		case TN_BIN2_BITWISE_XOR:                                                  \
+			CONTIG_OR_SCALAR(T, LX_PLAIN, LY_PLAIN, (T)(x ^ y), ST_PLAIN);     \
+			return;                                                            \
+		case TN_BIN2_LSHIFT:                                                       \
+			CONTIG_OR_SCALAR(T, LX_PLAIN, LY_PLAIN, SHL_##SH(T, x, y), ST_PLAIN); \
+			return;                                                            \
+		case TN_BIN2_RSHIFT:                                                       \
+			CONTIG_OR_SCALAR(T, LX_PLAIN, LY_PLAIN, SHR_##SH(T, x, y), ST_PLAIN); \
+			return;                                                            \
+		case TN_BIN2_LOGICAL_AND:                                                  \
+			BINARY_ROW(bool, T, LX_PLAIN, LY_PLAIN, x != 0 && y != 0, ST_PLAIN); \
+			return;                                                            \
+		case TN_BIN2_LOGICAL_OR:                                                   \
+			BINARY_ROW(bool, T, LX_PLAIN, LY_PLAIN, x != 0 || y != 0, ST_PLAIN); \
+			return;                                                            \
+		case TN_BIN2_LOGICAL_XOR:                                                  \
+			BINARY_ROW(bool, T, LX_PLAIN, LY_PLAIN, (x != 0) != (y != 0), ST_PLAIN); \
+			return;                                                            \
+		case TN_BIN2_POW_ONE:                                                      \
+			CONTIG_OR_SCALAR(T, LX_PLAIN, LY_PLAIN, IGNORE(x, IGNORE(y, (T)1)), ST_PLAIN); \
+			return;                                                            \
+		case TN_BIN2_POW_LEFT:                                                     \
+			CONTIG_OR_SCALAR(T, LX_PLAIN, LY_PLAIN, IGNORE(y, x), ST_PLAIN);   \
+			return;                                                            \
+		default:                                                                   \
+			return; /* atan2 promotes to float; pow's float cases */           \
+		}
+
+void TN_KERNEL_FN(tn__binary2_kernel)(int op, enum tn_dtype dt, char *o, int64_t so,
+					const char *a, int64_t sa, const char *b, int64_t sb,
+					int64_t n)
+{
+	switch (dt) {
+	case TN_BOOL:
+		switch (op) {
+		case TN_BIN2_MAXIMUM:
+		case TN_BIN2_BITWISE_OR:
+		case TN_BIN2_LOGICAL_OR:
+			CONTIG_OR_SCALAR(bool, LX_PLAIN, LY_PLAIN, x || y, ST_PLAIN);
+			return;
+		case TN_BIN2_MINIMUM:
+		case TN_BIN2_BITWISE_AND:
+		case TN_BIN2_LOGICAL_AND:
+			CONTIG_OR_SCALAR(bool, LX_PLAIN, LY_PLAIN, x && y, ST_PLAIN);
+			return;
+		case TN_BIN2_BITWISE_XOR:
+		case TN_BIN2_LOGICAL_XOR:
+			CONTIG_OR_SCALAR(bool, LX_PLAIN, LY_PLAIN, x != y, ST_PLAIN);
+			return;
+		default:
+			return; /* the others refuse bool */
+		}
+		INT_CASE(TN_UINT8, uint8_t, u8, 32)
+		INT_CASE(TN_INT8, int8_t, i8, 32)
+		INT_CASE(TN_INT16, int16_t, i16, 32)
+		INT_CASE(TN_INT32, int32_t, i32, 32)
+		INT_CASE(TN_INT64, int64_t, i64, 64)
+		FLOAT_CASE(TN_FLOAT16, tn_half, float, h, R_HALF, LX_HALF, LY_HALF, ST_HALF, powf,
+			   atan2f, sqrtf, truncf, fmodf)
+		FLOAT_CASE(TN_BFLOAT16, tn_bfloat16, float, bf, R_BF16, LX_BF16, LY_BF16, ST_BF16, powf,
+			   atan2f, sqrtf, truncf, fmodf)
+		FLOAT_CASE(TN_FLOAT32, float, float, f, R_NONE, LX_PLAIN, LY_PLAIN, ST_PLAIN, powf,
+			   atan2f, sqrtf, truncf, fmodf)
+		FLOAT_CASE(TN_FLOAT64, double, double, d, R_NONE, LX_PLAIN, LY_PLAIN, ST_PLAIN, pow,
+			   atan2, sqrt, trunc, fmod)
+	default:
+		return;
+	}
+}
