@@ -163,19 +163,19 @@ static int copy_strides(const tn_tensor *t, enum tn_memory_format fmt, int64_t *
 	return tn__format_strides(t->ndim, t->sizes, fmt, strides, who);
 }
 
-static int clone_impl(const tn_tensor *t, enum tn_memory_format fmt, bool copy_data,
-		      tn_tensor **ret, const char *who)
+/* A copy of @t converted to @dtype, laid out for @fmt (clone, contiguous, to). */
+static int copy_as(const tn_tensor *t, enum tn_memory_format fmt, enum tn_dtype dtype,
+		   bool copy_data, tn_tensor **ret, const char *who)
 {
 	int64_t strides[TN_MAX_DIMS];
 	bool use_strides;
 	tn_tensor *out;
 	int r;
 
-	if ((r = tn__check_tensor_args(t, ret, who)))
-		return r;
 	if ((r = copy_strides(t, fmt, strides, &use_strides, who)))
 		return r;
-	if ((r = tn__empty_like(t, t->ndim, t->sizes, use_strides ? strides : NULL, &out, who)))
+	if ((r = tn__empty_like_device(t->storage->device, dtype, t->ndim, t->sizes,
+				       use_strides ? strides : NULL, &out, who)))
 		return r;
 	if (copy_data && (r = tn__copy(out, t, true, who)) < 0) {
 		tn_tensor_unref(out);
@@ -183,6 +183,13 @@ static int clone_impl(const tn_tensor *t, enum tn_memory_format fmt, bool copy_d
 	}
 	*ret = out;
 	return 0;
+}
+
+static int clone_impl(const tn_tensor *t, enum tn_memory_format fmt, bool copy_data,
+		      tn_tensor **ret, const char *who)
+{
+	int r = tn__check_tensor_args(t, ret, who);
+	return r ? r : copy_as(t, fmt, t->dtype, copy_data, ret, who);
 }
 
 int tn__clone_cpu(const tn_tensor *self, enum tn_memory_format memory_format,
@@ -284,4 +291,73 @@ int tn__zero_cpu(tn_tensor *self)
 int tn__zero_meta(tn_tensor *self)
 {
 	return fill_impl(self, tn_scalar_int(0), false, "zero_");
+}
+
+/* PyTorch's is_channels_last_strides_2d_s4 and _3d_s5: strides ordered as NHWC (NDHWC), with
+ * its tie-breaks towards NCHW for ambiguous size-1 dimensions. */
+static bool strides_like_channels_last(const tn_tensor *t)
+{
+	static const int order4[] = { 1, 3, 2, 0 }, order5[] = { 1, 4, 3, 2, 0 };
+	const int *order = t->ndim == 4 ? order4 : order5;
+	int64_t min = 0;
+
+	if ((t->ndim != 4 && t->ndim != 5) || t->strides[1] == 0)
+		return false;
+	for (int k = 0; k < t->ndim; k++) {
+		int d = order[k];
+		if (t->sizes[d] == 0 || t->strides[d] < min)
+			return false;
+		if (d == 0 && min == t->strides[1])
+			return false;
+		min = t->strides[d];
+		if (t->sizes[d] > 1)
+			min *= t->sizes[d];
+	}
+	return true;
+}
+
+/* PyTorch's suggest_memory_format: the format whose stride order @t has. */
+static enum tn_memory_format suggest_memory_format(const tn_tensor *t)
+{
+	if (!strides_like_channels_last(t))
+		return TN_CONTIGUOUS_FORMAT;
+	return t->ndim == 4 ? TN_CHANNELS_LAST : TN_CHANNELS_LAST_3D;
+}
+
+/*
+ * to.dtype, as ATen's to_impl: self itself (a new reference) when the dtype is the same, no
+ * copy is asked for and the memory format is preserve or the one self already suggests;
+ * otherwise _to_copy, a converted copy laid out as clone lays out (preserve keeps a dense
+ * tensor's strides).
+ */
+static int to_impl(const tn_tensor *self, enum tn_dtype dtype, bool copy,
+		   const enum tn_memory_format *memory_format, bool copy_data, tn_tensor **ret)
+{
+	enum tn_memory_format fmt = memory_format ? *memory_format : TN_PRESERVE_FORMAT;
+	int r;
+
+	if ((r = tn__check_tensor_args(self, ret, "to")))
+		return r;
+	if (!tn_dtype_is_valid(dtype))
+		return tn__error(TN_EINVAL, "to: invalid dtype %d", (int)dtype);
+	if (self->dtype == dtype && !copy &&
+	    (fmt == TN_PRESERVE_FORMAT || suggest_memory_format(self) == fmt)) {
+		*ret = tn_tensor_ref((tn_tensor *)self);
+		return 0;
+	}
+	return copy_as(self, fmt, dtype, copy_data, ret, "to");
+}
+
+int tn__to_dtype_cpu(const tn_tensor *self, enum tn_dtype dtype, bool non_blocking, bool copy,
+		     const enum tn_memory_format *memory_format, tn_tensor **ret_tensor)
+{
+	(void)non_blocking; /* CPU copies are synchronous */
+	return to_impl(self, dtype, copy, memory_format, true, ret_tensor);
+}
+
+int tn__to_dtype_meta(const tn_tensor *self, enum tn_dtype dtype, bool non_blocking, bool copy,
+		      const enum tn_memory_format *memory_format, tn_tensor **ret_tensor)
+{
+	(void)non_blocking;
+	return to_impl(self, dtype, copy, memory_format, false, ret_tensor);
 }

@@ -141,3 +141,6 @@ TN_DEFINE_STUB(tn__binary_stub, tn__binary_kernel);
 TN_DEFINE_STUB(tn__compare_stub, tn__compare_kernel);
 TN_DEFINE_STUB(tn__unary_stub, tn__unary_kernel);
 TN_DEFINE_STUB(tn__binary2_stub, tn__binary2_kernel);
+TN_DEFINE_STUB(tn__pred_stub, tn__pred_kernel);
+TN_DEFINE_STUB(tn__clamp_stub, tn__clamp_kernel);
+TN_DEFINE_STUB(tn__where_stub, tn__where_kernel);

@@ -82,6 +82,26 @@ static enum tn_dtype combine_categories(enum tn_dtype higher, enum tn_dtype lowe
 	return higher;
 }
 
+enum tn_dtype tn__result_type(int n, const enum tn_dtype *dtypes, const enum tn__prio *prio)
+{
+	enum tn_dtype dim = TN_UNDEFINED_DTYPE, zero = TN_UNDEFINED_DTYPE,
+		      wrapped = TN_UNDEFINED_DTYPE;
+	for (int i = 0; i < n; i++) {
+		enum tn_dtype cur = dtypes[i];
+		if (prio[i] == TN_PRIO_WRAPPED) {
+			/* A Python float counts as the default dtype, float32. */
+			if (tn__is_floating(cur))
+				cur = TN_FLOAT32;
+			wrapped = promote_skip_undefined(wrapped, cur);
+		} else if (prio[i] == TN_PRIO_DIM) {
+			dim = promote_skip_undefined(dim, cur);
+		} else {
+			zero = promote_skip_undefined(zero, cur);
+		}
+	}
+	return combine_categories(dim, combine_categories(zero, wrapped));
+}
+
 /* ---- build ---- */
 
 void tn__iter_config_init(struct tn_iter_config *cfg)
@@ -261,23 +281,17 @@ static int compute_types(struct tn_iter *it, const struct tn_iter_config *cfg, c
 	if (cfg->has_static_dtype) {
 		common = cfg->static_dtype;
 	} else if (cfg->promote_inputs_to_common_dtype) {
-		enum tn_dtype dim = TN_UNDEFINED_DTYPE, zero = TN_UNDEFINED_DTYPE,
-			      wrapped = TN_UNDEFINED_DTYPE;
-		for (int i = it->noutputs; i < it->ntensors; i++) {
+		enum tn_dtype dtypes[TN_ITER_MAX_OPERANDS];
+		enum tn__prio prio[TN_ITER_MAX_OPERANDS];
+		int n = 0;
+		for (int i = it->noutputs; i < it->ntensors; i++, n++) {
 			const struct tn_iter_operand *op = &it->ops[i];
-			enum tn_dtype cur = op->dtype;
-			if (op->wrapped) {
-				/* A Python float counts as the default dtype, float32. */
-				if (tn__is_floating(cur))
-					cur = TN_FLOAT32;
-				wrapped = promote_skip_undefined(wrapped, cur);
-			} else if (op->tensor->ndim > 0) {
-				dim = promote_skip_undefined(dim, cur);
-			} else {
-				zero = promote_skip_undefined(zero, cur);
-			}
+			dtypes[n] = op->dtype;
+			prio[n] = op->wrapped		 ? TN_PRIO_WRAPPED
+				  : op->tensor->ndim > 0 ? TN_PRIO_DIM
+							 : TN_PRIO_ZERO;
 		}
-		common = combine_categories(dim, combine_categories(zero, wrapped));
+		common = n ? tn__result_type(n, dtypes, prio) : TN_UNDEFINED_DTYPE;
 	} else {
 		/* The first input's dtype (else the first output's). */
 		for (int i = it->noutputs; i < it->ntensors && common == TN_UNDEFINED_DTYPE; i++)

@@ -164,6 +164,13 @@ static inline int64_t tn__iter_trivial(const tn_tensor *out, enum tn_dtype out_d
 
 /* PyTorch's type promotion of two dtypes (promoteTypes). */
 enum tn_dtype tn__promote_types(enum tn_dtype a, enum tn_dtype b);
+/* The priority classes of PyTorch's result_type: dimensioned tensors over zero-dim tensors
+ * over wrapped numbers (Scalar arguments). */
+enum tn__prio { TN_PRIO_DIM, TN_PRIO_ZERO, TN_PRIO_WRAPPED };
+/* PyTorch's result_type over @n > 0 operands (dtype and priority class each), as the
+ * iterator's promotion computes it; for operators that promote only some of their inputs
+ * (where: not the condition; clamp: self with Scalar bounds). */
+enum tn_dtype tn__result_type(int n, const enum tn_dtype *dtypes, const enum tn__prio *prio);
 /* PyTorch's canCast: float to integral and non-bool to bool are unsafe. */
 bool tn__can_cast(enum tn_dtype from, enum tn_dtype to);
 /* PyTorch's ScalarType name ("Float", "Long", ...). */

@@ -115,7 +115,7 @@ enum tn__unop {
 	TN_UN_NEG, TN_UN_ABS, TN_UN_SIGN, TN_UN_EXP, TN_UN_EXPM1, TN_UN_LOG, TN_UN_LOG1P,
 	TN_UN_LOG2, TN_UN_SQRT, TN_UN_RSQRT, TN_UN_SIN, TN_UN_COS, TN_UN_TAN, TN_UN_TANH,
 	TN_UN_SIGMOID, TN_UN_RELU, TN_UN_ERF, TN_UN_FLOOR, TN_UN_CEIL, TN_UN_ROUND, TN_UN_TRUNC,
-	TN_UN_RECIPROCAL, TN_NUM_UNOPS
+	TN_UN_RECIPROCAL, TN_UN_GELU, TN_UN_GELU_TANH, TN_UN_BITWISE_NOT, TN_NUM_UNOPS
 };
 typedef void (*tn__unary_fn)(int op, enum tn_dtype dt, char *o, int64_t so, const char *a,
 			     int64_t sa, int64_t n);
@@ -140,5 +140,34 @@ TN_DECLARE_KERNEL(tn__binary2_kernel, void,
 		  (int op, enum tn_dtype dt, char *o, int64_t so, const char *a, int64_t sa,
 		   const char *b, int64_t sb, int64_t n));
 extern struct tn__stub tn__binary2_stub;
+/* Unary predicates: out (bool) = p(a), a in dtype @dt. */
+enum tn__predop { TN_PRED_LOGICAL_NOT, TN_PRED_ISNAN, TN_PRED_ISINF, TN_PRED_ISFINITE };
+typedef void (*tn__pred_fn)(int op, enum tn_dtype dt, char *o, int64_t so, const char *a,
+			    int64_t sa, int64_t n);
+TN_DECLARE_KERNEL(tn__pred_kernel, void, (int op, enum tn_dtype dt, char *o, int64_t so,
+					  const char *a, int64_t sa, int64_t n));
+extern struct tn__stub tn__pred_stub;
+
+/* clamp: out = a bounded below by lo (TN_CLAMP_LO) and above by hi (TN_CLAMP_HI), all in
+ * dtype @dt; a bound of stride 0 is one value. With TN_CLAMP_NAN a NaN bound gives NaN (the
+ * Tensor forms, ATen's maximum/minimum/clamp kernels); without it a NaN bound compares false
+ * and leaves a (the Scalar forms). A NaN in a stays NaN either way. */
+enum { TN_CLAMP_LO = 1, TN_CLAMP_HI = 2, TN_CLAMP_NAN = 4 };
+typedef void (*tn__clamp_fn)(int mode, enum tn_dtype dt, char *o, int64_t so, const char *a,
+			     int64_t sa, const char *lo, int64_t slo, const char *hi, int64_t shi,
+			     int64_t n);
+TN_DECLARE_KERNEL(tn__clamp_kernel, void,
+		  (int mode, enum tn_dtype dt, char *o, int64_t so, const char *a, int64_t sa,
+		   const char *lo, int64_t slo, const char *hi, int64_t shi, int64_t n));
+extern struct tn__stub tn__clamp_stub;
+
+/* where: out = c ? a : b, elements of @itemsize (1, 2, 4 or 8) bytes; c is bool or uint8
+ * (nonzero selects a). */
+typedef void (*tn__where_fn)(size_t itemsize, char *o, int64_t so, const char *c, int64_t sc,
+			     const char *a, int64_t sa, const char *b, int64_t sb, int64_t n);
+TN_DECLARE_KERNEL(tn__where_kernel, void,
+		  (size_t itemsize, char *o, int64_t so, const char *c, int64_t sc, const char *a,
+		   int64_t sa, const char *b, int64_t sb, int64_t n));
+extern struct tn__stub tn__where_stub;
 
 #endif /* TN_STUB_H */

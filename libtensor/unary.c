@@ -3,21 +3,29 @@
  * Unary operators on the TensorIterator, each functional, out= and in place, with Meta
  * kernels: the floating functions (exp, log, sin, sigmoid, ...), which compute integer and
  * bool inputs in float32 as PyTorch does, and the ones that keep the input's dtype (neg, abs,
- * sign, relu, floor, ceil, round, trunc). Inputs or outputs of another dtype than the
- * compute dtype are converted in 256-element chunks on the stack, as for the binary ones.
+ * sign, relu, floor, ceil, round, trunc); gelu and bitwise_not, which PyTorch builds as
+ * "unary ops" proper (an out= tensor must have the input's dtype, nothing is promoted); and
+ * the predicates logical_not, isnan, isinf and isfinite, whose functional results are bool
+ * and whose out= tensors may have any dtype. Inputs or outputs of another dtype than the
+ * compute dtype are converted in 256-element chunks on the stack (loops.h).
  */
 #include <string.h>
 
 #include "iter.h"
+#include "loops.h"
 #include "ops_kernels.h"
 #include "stub.h"
-
-#define CHUNK 256
 
 static const struct {
 	const char *name;
 	bool floating; /* integer and bool inputs compute in float32 */
 	const char *bool_error; /* PyTorch's refusal of bool inputs, or NULL */
+	/* ATen's build_unary_op: the output must have the input's dtype, nothing promotes. */
+	bool same_dtype;
+	/* With same_dtype: the kernel's name in PyTorch's refusal of the dtypes it lacks, and
+	 * whether those are the integral ones (else the floating ones). */
+	const char *impl;
+	bool floating_only;
 } unops[TN_NUM_UNOPS] = {
 	[TN_UN_NEG] = { "neg", false,
 			"Negation, the `-` operator, on a bool tensor is not supported. If you are "
@@ -44,82 +52,83 @@ static const struct {
 	[TN_UN_ROUND] = { "round", false, "\"round_vml_cpu\" not implemented for 'Bool'" },
 	[TN_UN_TRUNC] = { "trunc", false, "\"trunc_vml_cpu\" not implemented for 'Bool'" },
 	[TN_UN_RECIPROCAL] = { "reciprocal", true, NULL },
+	[TN_UN_GELU] = { "gelu", false, NULL, true, "GeluKernelImpl", true },
+	[TN_UN_GELU_TANH] = { "gelu", false, NULL, true, "GeluKernelImpl", true },
+	[TN_UN_BITWISE_NOT] = { "bitwise_not", false, NULL, true, "bitwise_not_cpu", false },
 };
 
 struct un_ctx {
 	tn__unary_fn fn;
-	tn__cast_fn cast;
 	int op;
-	enum tn_dtype ct, dt[2];
-	bool cast_any;
+	enum tn_dtype ct;
 };
 
-static void unary_loop(void *vctx, char **data, const int64_t *strides, int64_t n0, int64_t n1)
+static void unary_row(const void *vctx, char *const *p, const int64_t *s, int64_t n)
 {
 	const struct un_ctx *c = vctx;
-	const int64_t w = (int64_t)tn__itemsize(c->ct);
-	_Alignas(64) unsigned char buf[2][CHUNK * 8];
-
-	for (int64_t j = 0; j < n1; j++) {
-		char *o = data[0] + j * strides[2], *a = data[1] + j * strides[3];
-		if (!c->cast_any) {
-			c->fn(c->op, c->ct, o, strides[0], a, strides[1], n0);
-			continue;
-		}
-		for (int64_t i = 0; i < n0; i += CHUNK) {
-			int64_t m = n0 - i < CHUNK ? n0 - i : CHUNK;
-			char *src = a + i * strides[1], *dst = o + i * strides[0];
-			const char *q = src;
-			int64_t qs = strides[1];
-			if (c->dt[1] != c->ct) {
-				c->cast((char *)buf[1], c->ct, w, src, c->dt[1], strides[1], m);
-				q = (const char *)buf[1];
-				qs = w;
-			}
-			bool out_cast = c->dt[0] != c->ct;
-			c->fn(c->op, c->ct, out_cast ? (char *)buf[0] : dst, out_cast ? w : strides[0], q,
-			      qs, m);
-			if (out_cast)
-				c->cast(dst, c->dt[0], strides[0], (char *)buf[0], c->ct, w, m);
-		}
-	}
+	c->fn(c->op, c->ct, p[0], s[0], p[1], s[1], n);
 }
 
-/* out = f(a): @out NULL allocates, @out == a is in place; @run false builds only (Meta). */
-static int unary(int op, tn_tensor *out, const tn_tensor *a, bool run, tn_tensor **ret)
+/* ATen's defaults for one output and one input. */
+static void unary_config(struct tn_iter_config *cfg, tn_tensor *out, const tn_tensor *a)
+{
+	tn__iter_config_init(cfg);
+	cfg->noutputs = 1;
+	cfg->ninputs = 1;
+	cfg->tensors[0] = out;
+	cfg->tensors[1] = a;
+}
+
+/*
+ * out = f(a): @out NULL allocates, @out == a is in place; @run false builds only (Meta).
+ * @bad_arg, when not NULL, is the message for an argument found bad after the iterator's
+ * checks and before the dtype's (gelu's approximate).
+ */
+static int unary_impl(int op, tn_tensor *out, const tn_tensor *a, bool run, tn_tensor **ret,
+		      const char *bad_arg)
 {
 	const char *who = unops[op].name;
 	struct tn_iter_config cfg;
 	struct tn_iter it;
 	int rc;
 
-	tn__iter_config_init(&cfg);
-	cfg.noutputs = 1;
-	cfg.ninputs = 1;
-	cfg.tensors[0] = out;
-	cfg.tensors[1] = a;
-	cfg.promote_inputs_to_common_dtype = true;
-	cfg.promote_integer_inputs_to_float = unops[op].floating;
-	cfg.cast_common_dtype_to_outputs = true;
-	cfg.enforce_safe_casting_to_output = true;
+	unary_config(&cfg, out, a);
+	if (!unops[op].same_dtype) {
+		cfg.promote_inputs_to_common_dtype = true;
+		cfg.promote_integer_inputs_to_float = unops[op].floating;
+		cfg.cast_common_dtype_to_outputs = true;
+		cfg.enforce_safe_casting_to_output = true;
+	}
 	if ((rc = tn__iter_build(&it, &cfg, who)) < 0)
 		return rc;
-	if (it.common_dtype == TN_BOOL && unops[op].bool_error) {
+	enum tn_dtype ct = it.common_dtype;
+	if (bad_arg) {
+		rc = tn__error(TN_EINVAL, "%s", bad_arg);
+		goto out;
+	}
+	if (ct == TN_BOOL && unops[op].bool_error) {
 		rc = tn__error(TN_EINVAL, "%s", unops[op].bool_error);
 		goto out;
 	}
-	if (run && it.numel > 0) {
-		struct un_ctx c = { (tn__unary_fn)tn__stub_get(&tn__unary_stub),
-				    (tn__cast_fn)tn__stub_get(&tn__cast_stub), op, it.common_dtype,
-				    { it.ops[0].dtype, it.ops[1].dtype }, false };
-		c.cast_any = c.dt[0] != c.ct || c.dt[1] != c.ct;
-		tn__iter_for_each(&it, unary_loop, &c, TN_GRAIN_SIZE);
+	if (unops[op].impl && unops[op].floating_only != tn__is_floating(ct)) {
+		rc = tn__error(TN_EINVAL, "\"%s\" not implemented for '%s'", unops[op].impl,
+			       tn__scalar_type_name(ct));
+		goto out;
+	}
+	if (run) {
+		struct un_ctx c = { (tn__unary_fn)tn__stub_get(&tn__unary_stub), op, ct };
+		tn__chunked_for_each(&it, (const enum tn_dtype[]){ ct, ct }, unary_row, &c);
 	}
 	if (ret)
 		*ret = tn__iter_output(&it, 0);
 out:
 	tn__iter_release(&it);
 	return rc;
+}
+
+static int unary(int op, tn_tensor *out, const tn_tensor *a, bool run, tn_tensor **ret)
+{
+	return unary_impl(op, out, a, run, ret, NULL);
 }
 
 #define UNARY_KERNELS_RUN(NAME, OP, SUFFIX, RUN)                                             \
@@ -166,3 +175,120 @@ UNARY_KERNELS(ceil, TN_UN_CEIL)
 UNARY_KERNELS(round, TN_UN_ROUND)
 UNARY_KERNELS(trunc, TN_UN_TRUNC)
 UNARY_KERNELS(reciprocal, TN_UN_RECIPROCAL)
+
+/* gelu: approximate "none" or "tanh", checked before the dtype as ATen's gelu_out_cpu does. */
+static int gelu(tn_tensor *out, const tn_tensor *a, const char *approximate, bool run,
+		tn_tensor **ret)
+{
+	if (approximate && strcmp(approximate, "none") == 0)
+		return unary(TN_UN_GELU, out, a, run, ret);
+	if (approximate && strcmp(approximate, "tanh") == 0)
+		return unary(TN_UN_GELU_TANH, out, a, run, ret);
+	return unary_impl(TN_UN_GELU, out, a, false, NULL,
+			  "approximate argument must be either none or tanh.");
+}
+
+#define GELU_KERNELS(SUFFIX, RUN)                                                            \
+	int tn__gelu_##SUFFIX(const tn_tensor *self, const char *approximate,                   \
+			      tn_tensor **ret_tensor)                                           \
+	{                                                                                    \
+		if (!ret_tensor)                                                             \
+			return tn__error(TN_EINVAL, "gelu: NULL ret_tensor");                \
+		return gelu(NULL, self, approximate, RUN, ret_tensor);                       \
+	}                                                                                    \
+	int tn__gelu_out_##SUFFIX(const tn_tensor *self, const char *approximate, tn_tensor *out) \
+	{                                                                                    \
+		int rc = tn__check_live(out, "gelu");                                        \
+		return rc ? rc : gelu(out, self, approximate, RUN, NULL);                    \
+	}                                                                                    \
+	int tn__gelu__##SUFFIX(tn_tensor *self, const char *approximate)                        \
+	{                                                                                    \
+		int rc = tn__check_live(self, "gelu_");                                      \
+		return rc ? rc : gelu(self, self, approximate, RUN, NULL);                   \
+	}
+
+GELU_KERNELS(cpu, true)
+GELU_KERNELS(meta, false)
+UNARY_KERNELS(bitwise_not, TN_UN_BITWISE_NOT)
+
+/* ---- predicates: bool results, out= of any dtype ---- */
+
+static const char *const pred_names[] = { "logical_not", "isnan", "isinf", "isfinite" };
+
+struct pred_ctx {
+	tn__pred_fn fn;
+	int op;
+	enum tn_dtype dt;
+};
+
+static void pred_row(const void *vctx, char *const *p, const int64_t *s, int64_t n)
+{
+	const struct pred_ctx *c = vctx;
+	c->fn(c->op, c->dt, p[0], s[0], p[1], s[1], n);
+}
+
+/*
+ * out = p(a) as bool, as ATen's logical_not_out: no dtype rule, a functional result is bool,
+ * an out= (or in-place) tensor of another dtype receives 0 and 1 converted.
+ */
+static int predicate(int op, tn_tensor *out, const tn_tensor *a, bool run, tn_tensor **ret)
+{
+	struct tn_iter_config cfg;
+	struct tn_iter it;
+	int rc;
+
+	unary_config(&cfg, out, a);
+	cfg.check_all_same_dtype = false;
+	cfg.has_output_dtype = true;
+	cfg.output_dtype = TN_BOOL;
+	if ((rc = tn__iter_build(&it, &cfg, pred_names[op])) < 0)
+		return rc;
+	if (run) {
+		struct pred_ctx c = { (tn__pred_fn)tn__stub_get(&tn__pred_stub), op,
+				      it.ops[1].dtype };
+		tn__chunked_for_each(&it, (const enum tn_dtype[]){ TN_BOOL, it.ops[1].dtype },
+				     pred_row, &c);
+	}
+	if (ret)
+		*ret = tn__iter_output(&it, 0);
+	tn__iter_release(&it);
+	return 0;
+}
+
+#define PRED_FN_KERNELS(NAME, OP, SUFFIX, RUN)                                               \
+	int tn__##NAME##_##SUFFIX(const tn_tensor *self, tn_tensor **ret_tensor)                \
+	{                                                                                    \
+		if (!ret_tensor)                                                             \
+			return tn__error(TN_EINVAL, "%s: NULL ret_tensor", #NAME);           \
+		return predicate(OP, NULL, self, RUN, ret_tensor);                           \
+	}
+#define PRED_OUT_KERNELS(NAME, OP, SUFFIX, RUN)                                              \
+	int tn__##NAME##_out_##SUFFIX(const tn_tensor *self, tn_tensor *out)                    \
+	{                                                                                    \
+		int rc = tn__check_live(out, #NAME);                                         \
+		return rc ? rc : predicate(OP, out, self, RUN, NULL);                        \
+	}
+#define PRED_KERNELS(NAME, OP, SUFFIX, RUN)     \
+	PRED_FN_KERNELS(NAME, OP, SUFFIX, RUN)  \
+	PRED_OUT_KERNELS(NAME, OP, SUFFIX, RUN)
+
+PRED_KERNELS(logical_not, TN_PRED_LOGICAL_NOT, cpu, true)
+PRED_KERNELS(logical_not, TN_PRED_LOGICAL_NOT, meta, false)
+PRED_KERNELS(isnan, TN_PRED_ISNAN, cpu, true)
+PRED_KERNELS(isnan, TN_PRED_ISNAN, meta, false)
+PRED_KERNELS(isinf, TN_PRED_ISINF, cpu, true)
+PRED_KERNELS(isinf, TN_PRED_ISINF, meta, false)
+PRED_FN_KERNELS(isfinite, TN_PRED_ISFINITE, cpu, true)
+PRED_FN_KERNELS(isfinite, TN_PRED_ISFINITE, meta, false)
+
+int tn__logical_not__cpu(tn_tensor *self)
+{
+	int rc = tn__check_live(self, "logical_not_");
+	return rc ? rc : predicate(TN_PRED_LOGICAL_NOT, self, self, true, NULL);
+}
+
+int tn__logical_not__meta(tn_tensor *self)
+{
+	int rc = tn__check_live(self, "logical_not_");
+	return rc ? rc : predicate(TN_PRED_LOGICAL_NOT, self, self, false, NULL);
+}

@@ -108,6 +108,12 @@ static tn_ivalue value_for(const char *op, const tn_schema *s, const tn_schema_a
 	case TN_TYPE_TENSOR: {
 		tn_ivalue v;
 		tn_tensor *t = input(op, dev);
+		/* where wants a bool condition. */
+		if (strcmp(n, "condition") == 0) {
+			tn_tensor *f = t;
+			ck_assert_tn_ok(tn_to(f, TN_BOOL, false, false, NULL, &t));
+			tn_tensor_unref(f);
+		}
 		ck_assert_tn_ok(tn_ivalue_tensor(t, &v));
 		tn_tensor_unref(t);
 		return v;
@@ -175,8 +181,9 @@ static void build_args(const char *op, tn_device dev, tn_stack *st)
 		tn_ivalue v;
 		if (a->type.kind == TN_TYPE_DEVICE)
 			v = tn_ivalue_device(dev); /* the pass's device, default or not */
-		else if (a->has_default)
-			tn_ivalue_copy(&a->default_value, &v);
+		else if (a->has_default && !(strncmp(op, "aten::clamp", 11) == 0 &&
+					     (strcmp(a->name, "min") == 0 || strcmp(a->name, "max") == 0)))
+			tn_ivalue_copy(&a->default_value, &v); /* clamp needs a bound */
 		else
 			v = value_for(op, s, a, dev);
 		ck_assert_tn_ok(tn_stack_push(st, v));

@@ -5,17 +5,22 @@
  * capability (see stub.h). One row: out[i] = f(a[i]), input and output in one dtype (the
  * caller converts integer inputs of the floating functions first). Floating functions use the
  * C library's float or double versions; 16-bit floats compute in float and round once.
- * round is half-to-even (rint), as torch.round; sign of NaN is 0, as torch.sign.
+ * round is half-to-even (rint), as torch.round; sign of NaN is 0, as torch.sign. gelu follows
+ * ATen's CPU formulas term by term (x * 0.5 * (1 + erf(x / sqrt 2)), and 0.5 * x * (1 + tanh(
+ * sqrt(2 / pi) * (x + 0.044715 x^3))) for approximate='tanh'), so the roundings agree.
+ *
+ * The predicate kernel (logical_not, isnan, isinf, isfinite) writes bool whatever the input's
+ * dtype; integers are never NaN or infinite.
  */
 #include <math.h>
 
 #include "stub.h"
 
-#define ROW_LOOP(T, LOAD, STORE, EXPR)                                                     \
+/* One row: out (TO) = EXPR of x = LOAD(a[i]) (T), contiguous or strided. */
+#define ROW_LOOP_TO(TO, T, LOAD, STORE, EXPR)                                              \
 	do {                                                                               \
-		const int64_t w = (int64_t)sizeof(T);                                      \
-		if (so == w && sa == w) {                                                  \
-			T *O = (T *)o;                                                     \
+		if (so == (int64_t)sizeof(TO) && sa == (int64_t)sizeof(T)) {               \
+			TO *O = (TO *)o;                                                   \
 			const T *A = (const T *)a;                                         \
 			for (int64_t i = 0; i < n; i++) {                                  \
 				const __typeof__(LOAD(A[0])) x = LOAD(A[i]);               \
@@ -25,10 +30,11 @@
 			for (int64_t i = 0; i < n; i++) {                                  \
 				const __typeof__(LOAD(*(const T *)a)) x =                  \
 					LOAD(*(const T *)(a + i * sa));                    \
-				*(T *)(o + i * so) = STORE(EXPR);                          \
+				*(TO *)(o + i * so) = STORE(EXPR);                         \
 			}                                                                  \
 		}                                                                          \
 	} while (0)
+#define ROW_LOOP(T, LOAD, STORE, EXPR) ROW_LOOP_TO(T, T, LOAD, STORE, EXPR)
 
 #define ID(v) (v)
 #define HLOAD(v) tn_half_to_float(v)
@@ -104,8 +110,19 @@
 	case TN_UN_TRUNC:                                                                   \
 		ROW_LOOP(T, LOAD, STORE, TRUNC(x));                                         \
 		return;                                                                     \
-	default:                                                                            \
+	case TN_UN_RECIPROCAL:                                                              \
 		ROW_LOOP(T, LOAD, STORE, (F)1 / x);                                         \
+		return;                                                                     \
+	case TN_UN_GELU:                                                                    \
+		ROW_LOOP(T, LOAD, STORE, x * (F)0.5 * ((F)1 + ERF(x * (F)M_SQRT1_2)));       \
+		return;                                                                     \
+	case TN_UN_GELU_TANH: {                                                             \
+		const F beta = (F)(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = (F)0.044715;         \
+		ROW_LOOP(T, LOAD, STORE,                                                    \
+			 (F)0.5 * x * ((F)1 + TANH(beta * (x + kappa * (x * x * x)))));     \
+		return;                                                                     \
+	}                                                                                   \
+	default: /* bitwise_not: refused for floating dtypes before the kernel */          \
 		return;                                                                     \
 	}
 
@@ -128,6 +145,9 @@
 	case TN_UN_RELU:                                                                   \
 		ROW_LOOP(T, ID, (T), x < 0 ? 0 : x);                                       \
 		return;                                                                    \
+	case TN_UN_BITWISE_NOT:                                                            \
+		ROW_LOOP(T, ID, (T), ~x);                                                  \
+		return;                                                                    \
 	default: /* floor, ceil, round, trunc: the value itself */                         \
 		ROW_LOOP(T, ID, (T), x);                                                   \
 		return;                                                                    \
@@ -142,6 +162,9 @@
 	case TN_UN_SIGN:                                                                   \
 		ROW_LOOP(uint8_t, ID, (uint8_t), x != 0);                                  \
 		return;                                                                    \
+	case TN_UN_BITWISE_NOT:                                                            \
+		ROW_LOOP(uint8_t, ID, (uint8_t), ~x);                                      \
+		return;                                                                    \
 	default: /* abs, relu, floor, ceil, round, trunc: the value itself */              \
 		ROW_LOOP(uint8_t, ID, (uint8_t), x);                                       \
 		return;                                                                    \
@@ -151,8 +174,11 @@ void TN_KERNEL_FN(tn__unary_kernel)(int op, enum tn_dtype dt, char *o, int64_t s
 				      const char *a, int64_t sa, int64_t n)
 {
 	switch (dt) {
-	case TN_BOOL: /* sign only: the value itself */
-		ROW_LOOP(bool, ID, (bool), x);
+	case TN_BOOL: /* sign: the value itself; bitwise_not: logical not */
+		if (op == TN_UN_BITWISE_NOT)
+			ROW_LOOP(bool, ID, (bool), !x);
+		else
+			ROW_LOOP(bool, ID, (bool), x);
 		return;
 	case TN_UINT8:
 		UINT8_OPS
@@ -173,6 +199,67 @@ void TN_KERNEL_FN(tn__unary_kernel)(int op, enum tn_dtype dt, char *o, int64_t s
 	case TN_FLOAT64:
 		FLOAT_OPS(double, ID, ID, double, exp, expm1, log, log1p, log2, sqrt, sin, cos, tan,
 			  tanh, erf, floor, ceil, rint, trunc, fabs)
+	default:
+		return;
+	}
+}
+
+#define PRED_LOOP(T, LOAD, EXPR) ROW_LOOP_TO(bool, T, LOAD, (bool), EXPR)
+
+#define PRED_FLOAT(T, LOAD)                                                                \
+	switch (op) {                                                                      \
+	case TN_PRED_LOGICAL_NOT:                                                          \
+		PRED_LOOP(T, LOAD, x == 0);                                                \
+		return;                                                                    \
+	case TN_PRED_ISNAN:                                                                \
+		PRED_LOOP(T, LOAD, isnan(x));                                              \
+		return;                                                                    \
+	case TN_PRED_ISINF:                                                                \
+		PRED_LOOP(T, LOAD, isinf(x));                                              \
+		return;                                                                    \
+	default:                                                                           \
+		PRED_LOOP(T, LOAD, isfinite(x));                                           \
+		return;                                                                    \
+	}
+
+/* Integers and bool: only logical_not looks at the value. */
+#define PRED_INT(T)                                                                        \
+	switch (op) {                                                                      \
+	case TN_PRED_LOGICAL_NOT:                                                          \
+		PRED_LOOP(T, ID, x == 0);                                                  \
+		return;                                                                    \
+	default: {                                                                         \
+		const bool v = op == TN_PRED_ISFINITE;                                     \
+		for (int64_t i = 0; i < n; i++)                                            \
+			*(bool *)(o + i * so) = v;                                         \
+		return;                                                                    \
+	}                                                                                  \
+	}
+
+void TN_KERNEL_FN(tn__pred_kernel)(int op, enum tn_dtype dt, char *o, int64_t so, const char *a,
+				     int64_t sa, int64_t n)
+{
+	switch (dt) {
+	case TN_BOOL:
+		PRED_INT(bool)
+	case TN_UINT8:
+		PRED_INT(uint8_t)
+	case TN_INT8:
+		PRED_INT(int8_t)
+	case TN_INT16:
+		PRED_INT(int16_t)
+	case TN_INT32:
+		PRED_INT(int32_t)
+	case TN_INT64:
+		PRED_INT(int64_t)
+	case TN_FLOAT16:
+		PRED_FLOAT(tn_half, HLOAD)
+	case TN_BFLOAT16:
+		PRED_FLOAT(tn_bfloat16, BLOAD)
+	case TN_FLOAT32:
+		PRED_FLOAT(float, ID)
+	case TN_FLOAT64:
+		PRED_FLOAT(double, ID)
 	default:
 		return;
 	}

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Golden-value generator for libtensor's tests.
 
-Writes three C headers, computed with PyTorch (and NumPy) as the reference:
+Writes C headers, computed with PyTorch (and NumPy) as the reference:
 
     half_golden.h    float32 <-> float16 / bfloat16 conversion goldens
     repr_golden.h    repr(tensor) strings (PyTorch default print options)
@@ -10,6 +10,9 @@ Writes three C headers, computed with PyTorch (and NumPy) as the reference:
                      priority class, and copy_ casts between every dtype pair
     binary_golden.h  division with rounding modes, remainder, fmod, pow, maximum,
                      minimum, atan2, the logical, bitwise and shift operators
+    unary_ext_golden.h  gelu, logical_not, bitwise_not, isnan, isinf, isfinite, clamp,
+                     clamp_min, clamp_max, where and to over dtypes, layouts and
+                     special values
 
 Rerun from the repository root with Debian's interpreter (it has torch and
 numpy; the `python3` found first on PATH may not):
@@ -1244,6 +1247,304 @@ def gen_binary(outdir):
     L += header_bottom("TN_BINARY_GOLDEN_H")
     write(os.path.join(outdir, "binary_golden.h"), L)
     return count
+# unary_ext_golden.h
+# ---------------------------------------------------------------------------
+
+UX_LAYOUTS = ["contig", "transposed", "stepped", "expanded", "channels_last"]
+UX_OPS = ["gelu", "logical_not", "bitwise_not", "isnan", "isinf", "isfinite", "clamp",
+          "clamp_min", "clamp_max", "clamp_tensor", "clamp_min_tensor", "clamp_max_tensor",
+          "where", "where_scalar_self", "where_scalar_other", "where_scalar", "to"]
+UX_FLOATS = [float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 1e30, 1e-30, -2.5, 0.3,
+             1.0, 100.0, -7.75]
+
+
+def ux_values(dtype, n, salt=0):
+    """n logical input values for dtype: special values for floating types, the dtype's
+    extremes and small integers for integral ones, a pattern for bool."""
+    if dtype.is_floating_point:
+        vals = UX_FLOATS
+    elif dtype == torch.bool:
+        vals = [1.0, 0.0, 1.0, 1.0, 0.0]
+    else:
+        info = torch.iinfo(dtype)
+        hi = float(info.max) if dtype != torch.int64 else 9223372036854774784.0
+        vals = [float(info.min), hi, 0.0, 1.0, -1.0 if info.min < 0 else 2.0, 7.0, 3.0, 100.0
+                if info.max > 100 else 5.0, 2.0, 5.0, -3.0 if info.min < 0 else 4.0, 126.0]
+    vals = vals[salt % len(vals):] + vals[:salt % len(vals)]
+    return [vals[i % len(vals)] for i in range(n)]
+
+
+def ux_make(dtype, shape, layout, values):
+    """The tensor libtensor's test builds: values (logical order) in dtype, laid out."""
+    logical = torch.tensor(values, dtype=torch.float64).reshape(shape)
+    if layout == "contig":
+        return logical.to(dtype)
+    if layout == "transposed":
+        base = torch.empty(list(reversed(shape)), dtype=dtype)
+        v = base.t()
+        v.copy_(logical)
+        return v
+    if layout == "stepped":
+        base = torch.empty(shape[:-1] + [shape[-1] * 2], dtype=dtype)
+        v = base[..., ::2]
+        v.copy_(logical)
+        return v
+    if layout == "expanded":
+        assert all(values[i] == values[i % shape[-1]] or (values[i] != values[i]) for i in range(len(values)))
+        row = torch.empty([1] + shape[1:], dtype=dtype)
+        row.copy_(logical[:1])
+        return row.expand(shape)
+    if layout == "channels_last":
+        v = torch.empty(shape, dtype=dtype).to(memory_format=torch.channels_last)
+        v.copy_(logical)
+        return v
+    raise ValueError(layout)
+
+
+def gen_unary_ext(outdir):
+    """Goldens for gelu, logical_not, bitwise_not, isnan, isinf, isfinite, clamp (Scalar and
+    Tensor forms), clamp_min, clamp_max, where (all forms) and to(dtype): per case the
+    operands (dtype, layout, shape, logical values), the arguments, and PyTorch's result
+    (dtype, shape, strides, values) or its error message. Where 1.13's CPU kernels refuse
+    float16 the values are computed in float32 and rounded (ok=2), as libtensor does."""
+    cases = []
+    A = torch.ops.aten
+
+    def shape_for(layout):
+        return [2, 3, 1, 2] if layout == "channels_last" else [3, 4]
+
+    def operand(dtype, layout, shape=None, salt=0, values=None):
+        shape = shape if shape is not None else shape_for(layout)
+        n = 1
+        for d in shape:
+            n *= d
+        if values is None:
+            values = ux_values(dtype, n, salt)
+            if layout == "expanded":
+                values = [values[i % shape[-1]] for i in range(n)]
+        return {"dtype": dtype, "layout": layout, "shape": shape, "values": values,
+                "t": ux_make(dtype, shape, layout, values)}
+
+    def run(name, op, ins, fn, half_retry=None, scal=(None, None), text=None, to_dtype=None):
+        c = {"name": name, "op": UX_OPS.index(op), "ins": ins, "scal": scal, "text": text,
+             "to": to_dtype}
+        try:
+            r = fn(*[x["t"] for x in ins])
+            c["ok"] = 1
+        except RuntimeError as e:
+            msg = str(e).split("\n")[0]
+            if half_retry is not None and "not implemented for 'Half'" in msg:
+                r = half_retry(*[x["t"] for x in ins])
+                c["ok"] = 2
+            else:
+                c["ok"] = 0
+                c["error"] = msg
+        if c["ok"]:
+            c["rdtype"] = r.dtype
+            c["rshape"] = list(r.shape)
+            c["rstrides"] = list(r.stride())
+            c["rvalues"] = [float(x) for x in r.to(torch.float64).reshape(-1).tolist()]
+        cases.append(c)
+
+    def half_via_float(f):
+        def g(*ts):
+            r = f(*[t.float() if t.dtype == torch.float16 else t for t in ts])
+            return r.to(torch.float16)
+        return g
+
+    all_dt = [DTYPES[d] for d in TN_ORDER]
+    main_layouts = {torch.float32: UX_LAYOUTS, torch.int32: UX_LAYOUTS,
+                    torch.float64: ["contig", "transposed"], torch.float16: ["contig", "stepped"]}
+
+    # Unary and predicates: every dtype contiguous, some dtypes in every layout.
+    for dt in all_dt:
+        for layout in main_layouts.get(dt, ["contig"]):
+            x = operand(dt, layout)
+            nm = "%s_%s" % (DTYPE_NAMES[dt], layout)
+            for approx in ("none", "tanh"):
+                f = lambda t, a=approx: A.gelu(t, approximate=a)
+                run("gelu_%s_%s" % (approx, nm), "gelu", [x], f, half_via_float(f), text=approx)
+            for op in ("logical_not", "bitwise_not", "isnan", "isinf", "isfinite"):
+                run("%s_%s" % (op, nm), op, [x], getattr(torch, op))
+    x = operand(torch.float32, "contig")
+    run("gelu_bad_string", "gelu", [x], lambda t: A.gelu(t, approximate="Tanh"), text="Tanh")
+    run("gelu_bad_string_int", "gelu", [operand(torch.int64, "contig")],
+        lambda t: A.gelu(t, approximate="x"), text="x")
+
+    # clamp with Scalar bounds (None is a missing bound), clamp_min and clamp_max.
+    bounds = [(-1, 2), (0.5, None), (None, 2), (2.5, -1), (float("nan"), 1), (0, float("nan")),
+              (float("nan"), None), (None, float("nan")), (-1000, 1000), (False, True),
+              (True, None), (None, None), (-0.0, 0.0)]
+    for dt in all_dt:
+        for layout in main_layouts.get(dt, ["contig"])[:3]:
+            x = operand(dt, layout)
+            nm = "%s_%s" % (DTYPE_NAMES[dt], layout)
+            for lo, hi in bounds:
+                f = lambda t, lo=lo, hi=hi: torch.clamp(t, lo, hi)
+                run("clamp_%r_%r_%s" % (lo, hi, nm), "clamp", [x], f, half_via_float(f),
+                    scal=(lo, hi))
+            for b in (0.5, -1, float("nan"), True):
+                for op in ("clamp_min", "clamp_max"):
+                    f = lambda t, b=b, op=op: getattr(torch, op)(t, b)
+                    run("%s_%r_%s" % (op, b, nm), op, [x], f, half_via_float(f), scal=(b, None))
+
+    # clamp with Tensor bounds: self [3, 4] (each layout), min [4], max [3, 1], broadcast;
+    # bounds of the same dtype, of float32 and of int32.
+    for dt in all_dt:
+        for layout in main_layouts.get(dt, ["contig"]):
+            x = operand(dt, layout)
+            nm = "%s_%s" % (DTYPE_NAMES[dt], layout)
+            for bdt in sorted({dt, torch.float32, torch.int32}, key=lambda d: TN_ORDER.index(DTYPE_NAMES[d])):
+                if bdt.is_floating_point:
+                    lov, hiv = [-1.0, float("nan"), 0.25, 2.0], [0.5, 3.0, float("nan")]
+                elif bdt == torch.bool:
+                    lov, hiv = [0.0, 1.0, 0.0, 0.0], [1.0, 0.0, 1.0]
+                else:
+                    lov, hiv = [-1.0, 0.0, 2.0, 5.0], [3.0, 1.0, 7.0]
+                mn = operand(bdt, "contig", [4], values=lov)
+                mx = operand(bdt, "contig", [3, 1], values=hiv)
+                bn = "%s_%s" % (nm, DTYPE_NAMES[bdt])
+                f = lambda t, a, b: torch.clamp(t, a, b)
+                run("clamp_tensor_both_" + bn, "clamp_tensor", [x, mn, mx], f, half_via_float(f),
+                    scal=(True, True))
+                run("clamp_tensor_min_" + bn, "clamp_tensor", [x, mn],
+                    lambda t, a: torch.clamp(t, a, None), scal=(True, False))
+                run("clamp_tensor_max_" + bn, "clamp_tensor", [x, mx],
+                    lambda t, b: torch.clamp(t, None, b), scal=(False, True))
+                run("clamp_min_tensor_" + bn, "clamp_min_tensor", [x, mn], torch.clamp_min)
+                run("clamp_max_tensor_" + bn, "clamp_max_tensor", [x, mx], torch.clamp_max)
+
+    # where: a [3, 4] condition (each layout), self [3, 1] and other [4] of every dtype pair.
+    condv = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0]
+    for layout in UX_LAYOUTS:
+        shape = shape_for(layout)
+        cv = condv if layout != "expanded" else [condv[i % 4] for i in range(12)]
+        if layout == "channels_last":
+            cond = operand(torch.bool, layout, values=cv)
+            s_shape, o_shape = [2, 1, 1, 2], [3, 1, 1]
+        else:
+            cond = operand(torch.bool, layout, values=cv)
+            s_shape, o_shape = [3, 1], [4]
+        pairs = [(a, b) for a in all_dt for b in all_dt] if layout == "contig" else \
+            [(torch.float32, torch.float32), (torch.int32, torch.float16), (torch.bool, torch.int8)]
+        for a, b in pairs:
+            sv = operand(a, "contig", s_shape, salt=1)
+            ov = operand(b, "contig", o_shape, salt=5)
+            run("where_%s_%s_%s" % (layout, DTYPE_NAMES[a], DTYPE_NAMES[b]), "where",
+                [cond, sv, ov], torch.where)
+    cond = operand(torch.bool, "contig", values=condv)
+    for dt in all_dt:
+        sv = operand(dt, "transposed")
+        zero = operand(torch.float64, "contig", [], values=[2.5])
+        run("where_zero_dim_%s" % DTYPE_NAMES[dt], "where", [cond, sv, zero], torch.where)
+        for k in (True, 3, 2.5, -1000):
+            run("where_scalar_other_%s_%r" % (DTYPE_NAMES[dt], k), "where_scalar_other",
+                [cond, sv], lambda c, t, k=k: torch.where(c, t, k), scal=(None, k))
+            run("where_scalar_self_%s_%r" % (DTYPE_NAMES[dt], k), "where_scalar_self",
+                [cond, sv], lambda c, t, k=k: torch.where(c, k, t), scal=(k, None))
+    for a in (True, 3, 2.5):
+        for b in (False, -2, 0.5):
+            run("where_scalar_%r_%r" % (a, b), "where_scalar", [cond],
+                lambda c, a=a, b=b: torch.where(c, a, b), scal=(a, b))
+    u8 = operand(torch.uint8, "contig", values=[v * 7 for v in condv])
+    run("where_uint8_condition", "where", [u8, operand(torch.float32, "contig"),
+                                           operand(torch.float32, "contig", salt=3)], torch.where)
+    run("where_int64_condition", "where", [operand(torch.int64, "contig"),
+                                           operand(torch.float32, "contig"),
+                                           operand(torch.float32, "contig", salt=3)], torch.where)
+    run("where_float_condition", "where_scalar", [operand(torch.float32, "contig")],
+        lambda c: torch.where(c, 1, 0), scal=(1, 0))
+    run("where_broadcast_error", "where", [cond, operand(torch.float32, "contig", [3]),
+                                           operand(torch.float32, "contig", [4])], torch.where)
+
+    # to(dtype): every pair from the special values, layouts preserved.
+    # Floating values outside an integral type's range (and NaN, inf) convert with undefined
+    # behaviour in C++; those pairs take finite in-range values.
+    finite = [-2.5, 0.3, 1.0, 100.0, -7.75, -0.0, 0.0, 1e-30, 126.0, 3.75, -1.5, 7.0]
+    for a in all_dt:
+        for layout in main_layouts.get(a, ["contig"]):
+            x = operand(a, layout)
+            xf = operand(a, layout, values=finite if layout != "expanded" else
+                         [finite[i % 4] for i in range(12)]) if a.is_floating_point else x
+            for b in all_dt:
+                if not b.is_floating_point and b != torch.bool:
+                    run("to_%s_%s_%s" % (DTYPE_NAMES[a], layout, DTYPE_NAMES[b]), "to", [xf],
+                        lambda t, b=b: t.to(b), to_dtype=b)
+                    continue
+                run("to_%s_%s_%s" % (DTYPE_NAMES[a], layout, DTYPE_NAMES[b]), "to", [x],
+                    lambda t, b=b: t.to(b), to_dtype=b)
+
+    # ---- the header ----
+    L = header_top("TN_UNARY_EXT_GOLDEN_H", "More unary operators, clamp, where and to: goldens.",
+                   ["math.h", "stddef.h"])
+    L += ["/* Operators (op field), layouts and scalar kinds as in check_unary.c. */"]
+    L += ["enum ux_op { %s };" % ", ".join("UX_%s" % o.upper() for o in UX_OPS)]
+    L += ["enum ux_layout { %s };" % ", ".join("UX_%s" % l.upper() for l in UX_LAYOUTS)]
+    L += ["/* A scalar argument: kind -1 None, 0 bool, 1 int, 2 float. */",
+          "struct ux_scalar { int kind; double v; };",
+          "struct ux_operand { int dtype, layout, ndim; int64_t sizes[4]; const double *v; };",
+          "struct ux_case {",
+          "    const char *name;",
+          "    int op, nin;",
+          "    struct ux_operand in[3];",
+          "    struct ux_scalar s[2]; /* clamp: min, max; where: self, other; clamp.Tensor: kind 1 when that bound is a tensor */",
+          "    const char *text;      /* gelu's approximate */",
+          "    int to;                /* to's dtype */",
+          "    int ok;                /* 0 error, 1 PyTorch's values, 2 float16 computed in float32 */",
+          "    const char *error;",
+          "    int rdtype, ndim;",
+          "    int64_t sizes[4], strides[4];",
+          "    const double *v;",
+          "};", ""]
+
+    def skind(v):
+        if v is None:
+            return "{ -1, 0 }"
+        if isinstance(v, bool):
+            return "{ 0, %d }" % int(v)
+        if isinstance(v, int):
+            return "{ 1, %s }" % c_double(float(v))
+        return "{ 2, %s }" % c_double(v)
+
+    arrays = {}
+
+    def arr(vals):
+        key = tuple(c_double(v) for v in vals)
+        if key not in arrays:
+            arrays[key] = "ux_v%d" % len(arrays)
+        return arrays[key]
+
+    rows = []
+    for c in cases:
+        ins = []
+        for x in c["ins"]:
+            sz = x["shape"] + [0] * (4 - len(x["shape"]))
+            ins.append("{ %d, %d, %d, { %s }, %s }" % (
+                TN_ORDER.index(DTYPE_NAMES[x["dtype"]]), UX_LAYOUTS.index(x["layout"]),
+                len(x["shape"]), ", ".join(str(v) for v in sz), arr(x["values"])))
+        while len(ins) < 3:
+            ins.append("{ 0, 0, 0, { 0 }, NULL }")
+        if c["ok"]:
+            sz = c["rshape"] + [0] * (4 - len(c["rshape"]))
+            st = c["rstrides"] + [0] * (4 - len(c["rstrides"]))
+            res = "%d, NULL, %d, %d, { %s }, { %s }, %s" % (
+                c["ok"], TN_ORDER.index(DTYPE_NAMES[c["rdtype"]]), len(c["rshape"]),
+                ", ".join(str(v) for v in sz), ", ".join(str(v) for v in st), arr(c["rvalues"]))
+        else:
+            res = "0, %s, 0, 0, { 0 }, { 0 }, NULL" % c_string(c["error"], 8)
+        rows.append("    { \"%s\", %d, %d, { %s },\n      { %s, %s }, %s, %d,\n      %s }," % (
+            c["name"].replace("'", ""), c["op"], len(c["ins"]), ", ".join(ins), skind(c["scal"][0]),
+            skind(c["scal"][1]), '"%s"' % c["text"] if c["text"] is not None else "NULL",
+            TN_ORDER.index(DTYPE_NAMES[c["to"]]) if c["to"] is not None else -1, res))
+    for key, name in arrays.items():
+        L.append("static const double %s[%d] = {" % (name, len(key)))
+        L += wrap_items(list(key))
+        L.append("};")
+    L += ["", "static const struct ux_case ux_golden[] = {"] + rows + ["};",
+          "#define UX_NGOLDEN (sizeof ux_golden / sizeof ux_golden[0])"]
+    L += header_bottom("TN_UNARY_EXT_GOLDEN_H")
+    write(os.path.join(outdir, "unary_ext_golden.h"), L)
+    return len(cases)
 
 
 def main(argv):
@@ -1257,9 +1558,11 @@ def main(argv):
     ac, notes = gen_arange(outdir)
     gen_iter(outdir)
     gen_binary(outdir)
+    nux = gen_unary_ext(outdir)
     print("half_golden.h: %d conversion rows, %d widen rows" % (nh, nw))
     print("repr_golden.h: %d cases" % len(rc))
     print("arange_golden.h: %d cases" % len(ac))
+    print("unary_ext_golden.h: %d cases" % nux)
     for n in notes:
         print("arange note:", n)
     return 0
