@@ -138,3 +138,5 @@ TN_DEFINE_STUB(tn__cast_stub, tn__cast_kernel);
 TN_DEFINE_STUB(tn__binary_stub, tn__binary_kernel);
 TN_DEFINE_STUB(tn__compare_stub, tn__compare_kernel);
 TN_DEFINE_STUB(tn__unary_stub, tn__unary_kernel);
+TN_DEFINE_STUB(tn__reduce_stub, tn__reduce_kernel);
+TN_DEFINE_STUB(tn__argreduce_stub, tn__argreduce_kernel);
