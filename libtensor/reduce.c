@@ -278,6 +278,7 @@ static int reduce_into(int op, tn_tensor *view, const tn_tensor *in, enum tn_dty
 	struct tn_iter_config cfg;
 	struct tn_iter it;
 	unsigned char elem[8];
+	char *partial = NULL;
 	int rc;
 
 	tn__iter_config_init(&cfg);
@@ -327,7 +328,7 @@ static int reduce_into(int op, tn_tensor *view, const tn_tensor *in, enum tn_dty
 		c.extent = (int64_t)osize;
 		for (int d = nred; d < it.ndim; d++)
 			c.extent += (it.shape[d] - 1) * it.ops[0].strides[d];
-		c.buf = tn__malloc((size_t)(threads * c.extent));
+		c.buf = partial = tn__malloc((size_t)(threads * c.extent));
 		if (!c.buf) {
 			rc = tn__error(TN_ENOMEM, "%s: out of memory for %d partial results", who,
 				       threads);
@@ -346,13 +347,13 @@ static int reduce_into(int op, tn_tensor *view, const tn_tensor *in, enum tn_dty
 		tn__parallel_for(it.numel, threads, two_pass_range, &c);
 		struct combine_ctx cc = { &c, acc_dt, threads };
 		for_each_output(&it, nred, 0, combine_one, &cc);
-		tn__free(c.buf);
 	} else {
 		int64_t isz = (int64_t)tn__itemsize(in->dtype);
 		c.round = it.ops[1].strides[c.split] == isz && isz <= 128 ? 128 / isz : 1;
 		tn__parallel_for(it.shape[c.split], threads, split_range, &c);
 	}
 out:
+	tn__free(partial);
 	tn__iter_release(&it);
 	return rc;
 }

@@ -437,6 +437,61 @@ START_TEST(test_out_errors)
 }
 END_TEST
 
+/* Each reduction's allocations failing one at a time (the result, the float32 accumulator of
+ * a mean, the per-thread partial sums, the flattened copy of argmax): a clean TN_ENOMEM, no
+ * leak, nothing written to out=; and the right result once nothing fails. */
+START_TEST(test_allocation_failures)
+{
+	setenv("TN_NUM_THREADS", "2", 1);
+	int64_t n = 50001, s2[] = { 3, 40000 }, d1 = 1;
+	tn_tensor *x, *h, *m, *mt, *out, *r = NULL, *r2 = NULL;
+	ck_assert_tn_ok(tn_ones(1, &n, TN_FLOAT32, TN_CPU, &x));
+	ck_assert_tn_ok(tn_ones(1, &n, TN_FLOAT16, TN_CPU, &h));
+	ck_assert_tn_ok(tn_ones(2, s2, TN_INT32, TN_CPU, &m));
+	ck_assert_tn_ok(tn_transpose(m, 0, 1, &mt));
+	ck_assert_tn_ok(tn_full(1, &s2[1], tn_scalar_double(7), NULL, TN_CPU, &out));
+	for (int which = 0; which < 6; which++) {
+		struct tn_baseline b = tn_test_baseline();
+		for (uint64_t nth = 1;; nth++) {
+			int rc;
+			tn_alloc_fail_nth(nth);
+			switch (which) {
+			case 0: rc = tn_sum(x, NULL, &r); break;
+			case 1: rc = tn_mean(x, NULL, &r); break;
+			case 2: rc = tn_sum(h, NULL, &r); break;
+			case 3: rc = tn_max_dim(m, 0, false, &r, &r2); break;
+			case 4: rc = tn_argmax(mt, NULL, false, &r); break;
+			default:
+				rc = tn_sum_dim_out(mt, 1, &d1, false, &(enum tn_dtype){ TN_FLOAT32 },
+						    out);
+			}
+			uint64_t tried = tn_alloc_fail_nth(0);
+			if (tried < nth) { /* nothing failed: the result */
+				ck_assert_msg(rc == 0, "case %d: %s", which, tn_last_error());
+				/* 50001 rounds to 50016 in float16. */
+				static const double want[] = { 50001, 1, 50016, 1, 0, 3 };
+				tn_tensor *f = as_f64(which == 5 ? out : r);
+				ck_assert_msg(*(double *)tn_tensor_data(f) == want[which], "case %d: %g", which,
+					      *(double *)tn_tensor_data(f));
+				tn_tensor_unref(f);
+				tn_tensor_unref(r);
+				tn_tensor_unref(r2);
+				r = r2 = NULL;
+				break;
+			}
+			ck_assert_msg(rc == TN_ENOMEM, "case %d, allocation %llu: %d %s", which,
+				      (unsigned long long)nth, rc, tn_last_error());
+			if (which == 5)
+				ck_assert(*(float *)tn_tensor_data(out) == 7.0f);
+			ck_assert_no_leak(b);
+		}
+	}
+	tn_tensor *list[] = { x, h, m, mt, out };
+	for (size_t i = 0; i < sizeof(list) / sizeof(list[0]); i++)
+		tn_tensor_unref(list[i]);
+}
+END_TEST
+
 static Suite *reduce_suite(void)
 {
 	Suite *s = suite_create("reduce");
@@ -445,6 +500,7 @@ static Suite *reduce_suite(void)
 	tcase_add_loop_test(tc, test_goldens_with_threads, 0, 3);
 	tcase_add_loop_test(tc, test_float32_sum_accuracy, 0, 2);
 	tcase_add_test(tc, test_out_errors);
+	tcase_add_test(tc, test_allocation_failures);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return s;
