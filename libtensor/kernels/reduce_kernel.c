@@ -18,7 +18,10 @@
 #include "stub.h"
 
 #define LANES 32 /* accumulators of a row: four AVX2 or two AVX-512 float32 vectors */
-#define COLS 64	 /* columns per block of an outer reduction */
+/* Columns per block of an outer reduction: rows up to this long are read in one sequential
+ * pass (blocks of 64 columns read every row 32 times and ran at a fifth of the speed), with
+ * LEVELS x COLS accumulators (64 KiB for float64) on the stack, in the L1 or L2 cache. */
+#define COLS 2048
 #define LEVELS 4 /* cascade levels, as ATen's multi_row_sum */
 
 /* ATen's level power: max(4, ceil(log2(n)) / LEVELS). */
@@ -43,8 +46,10 @@ static inline float bf16_to_float(tn_bfloat16 v)
  * them); every 2^lp steps level l - 1 is flushed into level l, level l only when its count is
  * a multiple of 2^(l*lp) (ATen's multi_row_sum). Afterwards acc[0] holds the total.
  */
-#define CASCADE(A, W, IDENT, COMB, n, STEP)                                                    \
-	A acc[LEVELS][W];                                                                      \
+#define CASCADE(A, W, IDENT, COMB, n, STEP) CASCADE_N(A, W, W, IDENT, COMB, n, STEP)
+/* The same with @W (at most @SIZE) accumulators per level. */
+#define CASCADE_N(A, SIZE, W, IDENT, COMB, n, STEP)                                            \
+	A acc[LEVELS][SIZE];                                                                   \
 	for (int l_ = 0; l_ < LEVELS; l_++)                                                    \
 		for (int k = 0; k < (W); k++)                                                  \
 			acc[l_][k] = (IDENT);                                                  \
@@ -105,26 +110,22 @@ static inline float bf16_to_float(tn_bfloat16 v)
 		return r;                                                                      \
 	}                                                                                      \
 	/* Columns: @ncols contiguous inputs per row, @nrows rows @srow bytes apart, into outputs \
-	 * @so bytes apart; COLS columns at a time across the rows. */                         \
+	 * @so bytes apart; up to COLS columns at a time, walking the rows with a contiguous run \
+	 * of COLS elements from each (the accumulators stay in the L1 cache). */              \
 	static void NAME##_cols(char *out, int64_t so, const char *in, int64_t srow, int64_t nrows, \
 				int64_t ncols)                                                 \
 	{                                                                                      \
-		int64_t c0 = 0;                                                                \
-		for (; c0 + COLS <= ncols; c0 += COLS) {                                       \
+		for (int64_t c0 = 0; c0 < ncols; c0 += COLS) {                                 \
+			const int nc = ncols - c0 < COLS ? (int)(ncols - c0) : COLS;           \
 			const T *p = (const T *)in + c0;                                       \
-			CASCADE(A, COLS, IDENT, COMB, nrows,                                   \
-				for (int k = 0; k < COLS; k++) acc[0][k] = COMB(               \
-					acc[0][k], LOAD(((const T *)((const char *)p +          \
-								     i * srow))[k])))          \
-			for (int k = 0; k < COLS; k++) {                                       \
+			CASCADE_N(A, COLS, nc, IDENT, COMB, nrows,                             \
+				  for (int k = 0; k < nc; k++) acc[0][k] = COMB(               \
+					  acc[0][k], LOAD(((const T *)((const char *)p +        \
+								       i * srow))[k])))        \
+			for (int k = 0; k < nc; k++) {                                         \
 				O *o = (O *)(out + (c0 + k) * so);                             \
 				*o = STOREO(COMB(LOADO(*o), acc[0][k]));                       \
 			}                                                                      \
-		}                                                                              \
-		for (; c0 < ncols; c0++) {                                                     \
-			O *o = (O *)(out + c0 * so);                                           \
-			*o = STOREO(COMB(LOADO(*o),                                            \
-					 NAME##_row(in + c0 * (int64_t)sizeof(T), srow, nrows)));  \
 		}                                                                              \
 	}                                                                                      \
 	static void NAME(char *out, const int64_t *os_, const char *in, const int64_t *is_,    \
@@ -264,6 +265,8 @@ void TN_KERNEL_FN(tn__reduce_kernel)(int op, enum tn_dtype dt, char *out,
 
 /* ---- argmax / argmin ---- */
 
+#define ARG_COLS 64 /* outputs per block of an index reduction over an outer dimension */
+
 /* x beats the best so far b: strictly larger (smaller), or the first NaN. Ties keep the first. */
 #define BEATS_MAX(x, b) ((x) > (b) || ((x) != (x) && (b) == (b)))
 #define BEATS_MIN(x, b) ((x) < (b) || ((x) != (x) && (b) == (b)))
@@ -276,27 +279,27 @@ void TN_KERNEL_FN(tn__reduce_kernel)(int op, enum tn_dtype dt, char *out,
 			 int64_t base)                                                         \
 	{                                                                                      \
 		/* Outputs adjacent in memory and rows far apart (a reduction over an outer   \
-		 * dimension): COLS outputs at a time, walking the rows once. */               \
-		if (s_out == (int64_t)sizeof(T) && s_red != s_out && nout >= COLS) {            \
+		 * dimension): ARG_COLS outputs at a time, walking the rows once. */               \
+		if (s_out == (int64_t)sizeof(T) && s_red != s_out && nout >= ARG_COLS) {            \
 			int64_t j0 = 0;                                                        \
-			for (; j0 + COLS <= nout; j0 += COLS) {                                \
-				A best[COLS];                                                  \
-				int64_t at[COLS];                                              \
+			for (; j0 + ARG_COLS <= nout; j0 += ARG_COLS) {                                \
+				A best[ARG_COLS];                                                  \
+				int64_t at[ARG_COLS];                                              \
 				const T *p = (const T *)in + j0;                               \
-				for (int k = 0; k < COLS; k++) {                               \
+				for (int k = 0; k < ARG_COLS; k++) {                               \
 					best[k] = LOAD(p[k]);                                  \
 					at[k] = 0;                                             \
 				}                                                              \
 				for (int64_t r = 1; r < nred; r++) {                           \
 					const T *q = (const T *)((const char *)p + r * s_red); \
-					for (int k = 0; k < COLS; k++) {                       \
+					for (int k = 0; k < ARG_COLS; k++) {                       \
 						A x = LOAD(q[k]);                              \
 						bool w = BEATS(x, best[k]);                    \
 						best[k] = w ? x : best[k];                     \
 						at[k] = w ? r : at[k];                         \
 					}                                                      \
 				}                                                              \
-				for (int k = 0; k < COLS; k++) {                               \
+				for (int k = 0; k < ARG_COLS; k++) {                               \
 					if (vals)                                              \
 						*(T *)(vals + (j0 + k) * s_vals) =             \
 							*(const T *)((const char *)(p + k) +    \
