@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 //
-// bench_ops - element-wise operators, copies and casts against PyTorch's C++ library, beside
-// the machine's STREAM bandwidth, all in one run.
+// bench_ops - element-wise operators, copies, casts and sums against PyTorch's C++ library,
+// beside the machine's STREAM bandwidth, all in one run.
 //
 // For each case and size N (float32 unless named; N = 1e3, 1e5, 1e7) it times libtensor and,
 // when the build found libtorch (Debian's libtorch-dev), the same operation through ATen's C++
@@ -84,6 +84,9 @@ bool selected(const char *name)
 
 int reps_for(int64_t n)
 {
+	// BENCH_REPS overrides, for a quick run that only checks the program works.
+	if (const char *e = std::getenv("BENCH_REPS"))
+		return std::max(1, std::atoi(e));
 	return n >= 10000000 ? 11 : n >= 100000 ? 51 : 2001;
 }
 
@@ -289,6 +292,31 @@ int main()
 			  },
 #ifdef TN_HAVE_LIBTORCH
 			  [&] { auto c = AI + B; }
+#else
+			  nullptr
+#endif
+			},
+			{ "sum", 4.0 * n, st.copy_gbps,
+			  [&] {
+				  tn_tensor *c;
+				  check(tn_sum(a, NULL, &c), "sum");
+				  tn_tensor_unref(c);
+			  },
+#ifdef TN_HAVE_LIBTORCH
+			  [&] { auto c = at::sum(A); }
+#else
+			  nullptr
+#endif
+			},
+			{ "sum_columns", 4.0 * n + 4.0 * cols, st.copy_gbps,
+			  [&] {
+				  tn_tensor *c;
+				  int64_t d0 = 0;
+				  check(tn_sum_dim(am, 1, &d0, false, NULL, &c), "sum columns");
+				  tn_tensor_unref(c);
+			  },
+#ifdef TN_HAVE_LIBTORCH
+			  [&] { auto c = at::sum(AM, { 0 }); }
 #else
 			  nullptr
 #endif

@@ -144,3 +144,5 @@ TN_DEFINE_STUB(tn__binary2_stub, tn__binary2_kernel);
 TN_DEFINE_STUB(tn__pred_stub, tn__pred_kernel);
 TN_DEFINE_STUB(tn__clamp_stub, tn__clamp_kernel);
 TN_DEFINE_STUB(tn__where_stub, tn__where_kernel);
+TN_DEFINE_STUB(tn__reduce_stub, tn__reduce_kernel);
+TN_DEFINE_STUB(tn__argreduce_stub, tn__argreduce_kernel);

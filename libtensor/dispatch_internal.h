@@ -84,9 +84,9 @@ int tn__type_format(const tn_type *t, char *buf, size_t len);
  * Whether @v may be passed for an argument of type @t, by the readers' widening rules: None
  * for an optional type; Int, or a Scalar of kind int, for int (and, broadcast, for int[N] with
  * N > 0); Int, Double or a Scalar of kind int or double for float; Bool or a Scalar of kind
- * bool for bool; Int, Double, Bool or Scalar for Scalar; a list of the element type whose
- * length is N for T[N] (any length when unsized; the empty list too, which PyTorch schemas
- * use for "not given": max_pool2d's int[2] stride=[]), a Tensor list holding NULL entries
+ * bool for bool; Int, Double, Bool or Scalar for Scalar; a list of the element type of any
+ * length (N in T[N] is a size hint, as in PyTorch: sum's int[1] dim takes several dims, and
+ * max_pool2d's int[2] stride=[] means "not given"), a Tensor list holding NULL entries
  * only for Tensor?[]; String for str; the enum values by their tags. False when either is
  * NULL.
  */

@@ -200,6 +200,30 @@ static int check_overlaps(const struct tn_iter *it)
 	return 0;
 }
 
+/* A reduction's outputs have the input's shape with size 1 along the reduced dimensions (the
+ * keepdim shape; ATen passes a view of its result with stride 0 there), so that they broadcast
+ * to the input. The operator allocates them: the iterator cannot tell which dims reduce. */
+static int check_reduction_outputs(const struct tn_iter *it)
+{
+	char a[SHAPE_BUF], b[SHAPE_BUF];
+
+	for (int o = 0; o < it->noutputs; o++) {
+		const tn_tensor *t = it->ops[o].tensor;
+		bool ok = t && t->ndim == it->out_ndim;
+		for (int d = 0; ok && d < t->ndim; d++)
+			ok = t->sizes[d] == it->out_shape[d] || t->sizes[d] == 1;
+		if (ok)
+			continue;
+		if (!t)
+			return tn__error(TN_EINVAL, "a reduction's output %d must be given", o);
+		tn__format_shape(a, sizeof(a), t->ndim, t->sizes);
+		tn__format_shape(b, sizeof(b), it->out_ndim, it->out_shape);
+		return tn__error(TN_EINVAL, "output with shape %s doesn't match the reduction of shape %s",
+				 a, b);
+	}
+	return 0;
+}
+
 /* infer_size over every operand that takes part (ATen's compute_shape). */
 static int compute_shape(struct tn_iter *it, const struct tn_iter_config *cfg)
 {
@@ -214,7 +238,9 @@ static int compute_shape(struct tn_iter *it, const struct tn_iter_config *cfg)
 	it->out_ndim = 0;
 	for (int k = 0; k < it->ntensors; k++) {
 		const tn_tensor *t = it->ops[k].tensor;
-		if (!t || (cfg->resize_outputs && it->ops[k].is_output))
+		/* A reduction's shape is its input's: the outputs broadcast to it, not the
+		 * other way round. */
+		if (!t || ((cfg->resize_outputs || cfg->is_reduction) && it->ops[k].is_output))
 			continue;
 		if (first) {
 			it->out_ndim = t->ndim;
@@ -249,6 +275,8 @@ static int compute_shape(struct tn_iter *it, const struct tn_iter_config *cfg)
 			}
 		}
 	}
+	if (cfg->is_reduction)
+		return check_reduction_outputs(it);
 	/* Outputs that may not be resized must already have the broadcast shape. */
 	for (int o = 0; o < it->noutputs; o++) {
 		const tn_tensor *t = it->ops[o].tensor;
@@ -538,7 +566,10 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 	it->numel = 1;
 	for (int i = 0; i < n; i++)
 		it->numel *= it->shape[i];
-	if (n > 1 && !cfg->is_reduction) {
+	/* coalesce_dimensions. In a reduction the outputs' stride 0 along the reduced dims keeps
+	 * those apart from the others (0 * size is no other dim's stride), and reordering has put
+	 * them first: the reduced dims stay the fastest, merged among themselves. */
+	if (n > 1) {
 		int prev = 0;
 		for (int d = 1; d < n; d++) {
 			bool can = it->shape[prev] == 1 || it->shape[d] == 1;
@@ -731,4 +762,72 @@ void tn__iter_for_each(const struct tn_iter *it, tn_loop2d_fn loop, void *ctx, i
 #endif
 	(void)threads;
 	tn__iter_serial_for_each(it, loop, ctx, 0, numel);
+}
+
+/* ---- reductions ---- */
+
+#ifdef TN_TSAN
+struct range_chunk {
+	tn_range_fn fn;
+	void *ctx;
+	int64_t begin, end;
+	int tid;
+};
+
+static void *run_range(void *arg)
+{
+	struct range_chunk *c = arg;
+	c->fn(c->ctx, c->begin, c->end, c->tid);
+	return NULL;
+}
+#endif
+
+int tn__parallel_for(int64_t n, int threads, tn_range_fn fn, void *ctx)
+{
+	if (threads > n)
+		threads = n > 0 ? (int)n : 1;
+#ifdef _OPENMP
+	if (threads > 1 && !omp_in_parallel()) {
+#ifdef TN_TSAN
+		/* As for_each: pthreads, whose joins ThreadSanitizer sees. */
+		struct range_chunk c[64];
+		pthread_t th[64];
+		bool started[64] = { false };
+		if (threads > 64)
+			threads = 64;
+		int64_t per = (n + threads - 1) / threads;
+		for (int t = 0; t < threads; t++) {
+			int64_t b = t * per < n ? t * per : n, e = b + per < n ? b + per : n;
+			c[t] = (struct range_chunk){ fn, ctx, b, e, t };
+			if (t > 0)
+				started[t] = pthread_create(&th[t], NULL, run_range, &c[t]) == 0;
+		}
+		run_range(&c[0]);
+		for (int t = 1; t < threads; t++) {
+			if (started[t])
+				pthread_join(th[t], NULL);
+			else
+				run_range(&c[t]);
+		}
+		return threads;
+#else
+		int used = 1;
+#pragma omp parallel num_threads(threads)
+		{
+			int t = omp_get_thread_num(), nt = omp_get_num_threads();
+			int64_t per = (n + nt - 1) / nt;
+			int64_t b = (int64_t)t * per < n ? (int64_t)t * per : n;
+			int64_t e = b + per < n ? b + per : n;
+			if (t == 0)
+				used = nt;
+			if (b < e)
+				fn(ctx, b, e, t);
+		}
+		return used;
+#endif
+	}
+#endif
+	(void)threads;
+	fn(ctx, 0, n, 0);
+	return 1;
 }

@@ -179,4 +179,16 @@ const char *tn__scalar_type_name(enum tn_dtype dtype);
 /* The number of threads for_each uses: TN_NUM_THREADS, else OpenMP's setting. */
 int tn__num_threads(void);
 
+/* ---- reductions ---- */
+
+/* A range of a parallel loop: [begin, end) on thread @tid (0 <= tid < the threads asked). */
+typedef void (*tn_range_fn)(void *ctx, int64_t begin, int64_t end, int tid);
+
+/*
+ * Run @fn over [0, @n) split into one contiguous range per thread, on at most @threads OpenMP
+ * threads (serially inside a parallel region). The reductions' driver: it splits the outputs,
+ * or the input of one output with per-thread partial results. Returns the threads used.
+ */
+int tn__parallel_for(int64_t n, int threads, tn_range_fn fn, void *ctx);
+
 #endif /* TN_ITER_H */

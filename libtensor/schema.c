@@ -1536,9 +1536,9 @@ bool tn__ivalue_fits(const tn_ivalue *v, const tn_type *t)
 	}
 	if (v->tag != want || !v->u.list) /* a hand-built value may lack its payload */
 		return false;
+	/* Any length: N in T[N] only broadcasts a single value (and sizes defaults); PyTorch
+	 * passes sum's int[1] dim a list of several dims. */
 	n = tn__ivalue_list_len(v);
-	if (t->list_size > 0 && n != (size_t)t->list_size && n != 0)
-		return false;
 	if (want == TN_IVALUE_TENSOR_LIST && !t->elem_optional) {
 		for (size_t i = 0; i < n; i++)
 			if (!tn__ivalue_list_tensors(v)[i])

@@ -169,5 +169,37 @@ TN_DECLARE_KERNEL(tn__where_kernel, void,
 		  (size_t itemsize, char *o, int64_t so, const char *c, int64_t sc, const char *a,
 		   int64_t sa, const char *b, int64_t sb, int64_t n));
 extern struct tn__stub tn__where_stub;
+/*
+ * Reductions (see reduce.c): one 2-D step of a reduction iterator, combined into the outputs.
+ * out[i, j] = OP(out[i, j], in[i, j]) where the output strides are 0 along reduced dims; the
+ * step is reduced in registers first (cascade sums for floating types, as ATen's cascade_sum).
+ * Input dtype @dt; the output holds the accumulator: float32 for float16 and bfloat16 sums and
+ * products, @dt otherwise, and 0/1 bytes for all and any. Strides in bytes: [0] and [1] for
+ * the two dimensions of the step.
+ */
+enum tn__redop { TN_RED_SUM, TN_RED_PROD, TN_RED_MAX, TN_RED_MIN, TN_RED_ALL, TN_RED_ANY };
+typedef void (*tn__reduce_fn)(int op, enum tn_dtype dt, char *out, const int64_t *out_strides,
+			      const char *in, const int64_t *in_strides, int64_t size0,
+			      int64_t size1);
+TN_DECLARE_KERNEL(tn__reduce_kernel, void,
+		  (int op, enum tn_dtype dt, char *out, const int64_t *out_strides, const char *in,
+		   const int64_t *in_strides, int64_t size0, int64_t size1));
+extern struct tn__stub tn__reduce_stub;
+
+/*
+ * Index reductions (argmax, argmin, max.dim, min.dim): for each of @nout rows (input stride
+ * @s_out between rows), the first position of the largest (TN_RED_MAX) or smallest (TN_RED_MIN)
+ * of @nred elements @s_red apart, a NaN winning over any number. Writes the value (dtype @dt)
+ * at vals + j * s_vals unless vals is NULL, and the position plus @base (int64) at
+ * idx + j * s_idx.
+ */
+typedef void (*tn__argreduce_fn)(int op, enum tn_dtype dt, const char *in, int64_t s_red,
+				 int64_t nred, int64_t s_out, int64_t nout, char *vals,
+				 int64_t s_vals, char *idx, int64_t s_idx, int64_t base);
+TN_DECLARE_KERNEL(tn__argreduce_kernel, void,
+		  (int op, enum tn_dtype dt, const char *in, int64_t s_red, int64_t nred,
+		   int64_t s_out, int64_t nout, char *vals, int64_t s_vals, char *idx,
+		   int64_t s_idx, int64_t base));
+extern struct tn__stub tn__argreduce_stub;
 
 #endif /* TN_STUB_H */

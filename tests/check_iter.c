@@ -316,6 +316,86 @@ START_TEST(test_zero_dim_and_empty)
 }
 END_TEST
 
+/* Reduction mode: the input gives the shape, the keepdim-shaped output broadcasts with stride 0
+ * along the reduced dims, which come first (fastest) and coalesce only among themselves. */
+START_TEST(test_reduction_mode)
+{
+	int64_t s[] = { 4, 5, 6 }, ks[] = { 4, 1, 1 }, kt[] = { 4, 1, 6 }, bad[] = { 4, 2, 1 };
+	tn_tensor *x = arange_f(3, s, TN_FLOAT32), *o, *ot, *ob;
+	ck_assert_tn_ok(tn_zeros(3, ks, TN_FLOAT64, TN_CPU, &o));
+	ck_assert_tn_ok(tn_zeros(3, kt, TN_FLOAT32, TN_CPU, &ot));
+	ck_assert_tn_ok(tn_zeros(3, bad, TN_FLOAT32, TN_CPU, &ob));
+	struct tn_iter_config cfg;
+	tn__iter_config_init(&cfg);
+	cfg.noutputs = 1;
+	cfg.ninputs = 1;
+	cfg.tensors[0] = o;
+	cfg.tensors[1] = x;
+	cfg.check_all_same_dtype = false;
+	cfg.resize_outputs = false;
+	cfg.is_reduction = true;
+	struct tn_iter it;
+	/* Dims 1 and 2 reduced: one run of 30 reduced elements, then the 4 outputs. */
+	ck_assert_tn_ok(tn__iter_build(&it, &cfg, "sum"));
+	ck_assert_int_eq(it.numel, 120);
+	ck_assert_int_eq(it.ndim, 2);
+	ck_assert_int_eq(it.shape[0], 30);
+	ck_assert_int_eq(it.shape[1], 4);
+	ck_assert_int_eq(it.ops[0].strides[0], 0);
+	ck_assert_int_eq(it.ops[0].strides[1], 8);
+	ck_assert_int_eq(it.ops[1].strides[0], 4);
+	ck_assert_int_eq(it.ops[1].strides[1], 120);
+	tn__iter_release(&it);
+	/* The middle dim reduced: it moves first, and dims 0 and 2 stay apart from it. */
+	cfg.tensors[0] = ot;
+	ck_assert_tn_ok(tn__iter_build(&it, &cfg, "sum"));
+	ck_assert_int_eq(it.ndim, 3);
+	ck_assert_int_eq(it.shape[0], 5);
+	ck_assert_int_eq(it.ops[0].strides[0], 0);
+	ck_assert_int_eq(it.ops[1].strides[0], 24);
+	ck_assert_int_eq(it.shape[1], 6);
+	ck_assert_int_eq(it.ops[0].strides[1], 4);
+	ck_assert_int_eq(it.shape[2], 4);
+	tn__iter_release(&it);
+	/* An output that is not the input's shape with ones is refused; so is none. */
+	cfg.tensors[0] = ob;
+	ck_assert_tn_error(tn__iter_build(&it, &cfg, "sum"), TN_EINVAL,
+			   "output with shape [4, 2, 1] doesn't match the reduction of shape "
+			   "[4, 5, 6]");
+	cfg.tensors[0] = NULL;
+	ck_assert_tn_error(tn__iter_build(&it, &cfg, "sum"), TN_EINVAL,
+			   "a reduction's output 0 must be given");
+	tn_tensor *list[] = { x, o, ot, ob };
+	for (size_t i = 0; i < 4; i++)
+		tn_tensor_unref(list[i]);
+}
+END_TEST
+
+static void sum_range(void *ctx, int64_t b, int64_t e, int tid)
+{
+	atomic_long *sums = ctx;
+	ck_assert_int_lt(tid, 4);
+	for (int64_t i = b; i < e; i++)
+		atomic_fetch_add(&sums[tid], i);
+}
+
+/* tn__parallel_for covers [0, n) once, in ranges by thread number. */
+START_TEST(test_parallel_for_ranges)
+{
+	atomic_long sums[4] = { 0 };
+	int used = tn__parallel_for(1000, 4, sum_range, sums);
+	ck_assert_int_ge(used, 1);
+	long total = 0;
+	for (int t = 0; t < 4; t++)
+		total += atomic_load(&sums[t]);
+	ck_assert_int_eq(total, 999 * 1000 / 2);
+	/* Fewer items than threads: no empty range runs. */
+	atomic_long one[4] = { 0 };
+	tn__parallel_for(1, 4, sum_range, one);
+	ck_assert_int_eq(atomic_load(&one[0]), 0);
+}
+END_TEST
+
 /* copy_ from each dtype into each dtype: PyTorch's values. */
 START_TEST(test_copy_casts_match_pytorch)
 {
@@ -951,6 +1031,8 @@ static Suite *iter_suite(void)
 	tcase_add_test(tc, test_compare_matches_pytorch);
 	tcase_add_test(tc, test_unary_matches_pytorch);
 	tcase_add_test(tc, test_trivial_path_matches_general);
+	tcase_add_test(tc, test_reduction_mode);
+	tcase_add_test(tc, test_parallel_for_ranges);
 	tcase_add_loop_test(tc, test_arith_large_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_copy_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);

@@ -98,6 +98,31 @@ static tn_ivalue int_list(size_t n, const int64_t *v)
 	return iv;
 }
 
+/* The out= tensors of the reductions: the input reduced over dim 1 (ndim 2) or whole (0). */
+static const struct {
+	const char *op, *arg;
+	int ndim;
+	enum tn_dtype dtype;
+} reduce_outs[] = {
+	{ "aten::sum.IntList_out", "out", 2, TN_FLOAT32 },
+	{ "aten::sum.out", "out", 0, TN_FLOAT32 },
+	{ "aten::mean.out", "out", 2, TN_FLOAT32 },
+	{ "aten::prod.int_out", "out", 2, TN_FLOAT32 },
+	{ "aten::prod.out", "out", 0, TN_FLOAT32 },
+	{ "aten::amax.out", "out", 0, TN_FLOAT32 },
+	{ "aten::amin.out", "out", 0, TN_FLOAT32 },
+	{ "aten::max.dim_max", "max", 2, TN_FLOAT32 },
+	{ "aten::max.dim_max", "max_values", 2, TN_INT64 },
+	{ "aten::min.dim_min", "min", 2, TN_FLOAT32 },
+	{ "aten::min.dim_min", "min_indices", 2, TN_INT64 },
+	{ "aten::argmax.out", "out", 0, TN_INT64 },
+	{ "aten::argmin.out", "out", 0, TN_INT64 },
+	{ "aten::all.out", "out", 2, TN_BOOL },
+	{ "aten::all.all_out", "out", 0, TN_BOOL },
+	{ "aten::any.out", "out", 2, TN_BOOL },
+	{ "aten::any.all_out", "out", 0, TN_BOOL },
+};
+
 /* A value for argument @a of operator @op without a default: typical values by type and
  * name, chosen so that the call succeeds on the [2, 3, 4] input. */
 static tn_ivalue value_for(const char *op, const tn_schema *s, const tn_schema_arg *a,
@@ -107,7 +132,13 @@ static tn_ivalue value_for(const char *op, const tn_schema *s, const tn_schema_a
 	switch (a->type.kind) {
 	case TN_TYPE_TENSOR: {
 		tn_ivalue v;
-		tn_tensor *t = input(op, dev);
+		tn_tensor *t = NULL;
+		for (size_t k = 0; k < sizeof(reduce_outs) / sizeof(reduce_outs[0]); k++)
+			if (strcmp(op, reduce_outs[k].op) == 0 && strcmp(n, reduce_outs[k].arg) == 0)
+				ck_assert_tn_ok(tn_zeros(reduce_outs[k].ndim, (int64_t[]){ 2, 4 },
+							 reduce_outs[k].dtype, dev, &t));
+		if (!t)
+			t = input(op, dev);
 		/* where wants a bool condition. */
 		if (strcmp(n, "condition") == 0) {
 			tn_tensor *f = t;
@@ -122,6 +153,8 @@ static tn_ivalue value_for(const char *op, const tn_schema *s, const tn_schema_a
 		if (a->type.is_list) {
 			if (strcmp(n, "dims") == 0)
 				return int_list(3, (int64_t[]){ 2, 0, 1 });
+			if (strcmp(n, "dim") == 0) /* a reduction's dims */
+				return int_list(1, (int64_t[]){ 1 });
 			if (strcmp(n, "stride") == 0)
 				return has_tensor_arg(s) ? int_list(2, (int64_t[]){ 1, 2 })
 							 : int_list(2, (int64_t[]){ 3, 1 });

@@ -13,6 +13,8 @@ Writes C headers, computed with PyTorch (and NumPy) as the reference:
     unary_ext_golden.h  gelu, logical_not, bitwise_not, isnan, isinf, isfinite, clamp,
                      clamp_min, clamp_max, where and to over dtypes, layouts and
                      special values
+    reduce_golden.h  reductions (sum, mean, prod, amax, amin, max, min, argmax, argmin,
+                     all, any) over dtypes, dim lists, layouts, special values, errors
 
 Rerun from the repository root with Debian's interpreter (it has torch and
 numpy; the `python3` found first on PATH may not):
@@ -1544,6 +1546,276 @@ def gen_unary_ext(outdir):
           "#define UX_NGOLDEN (sizeof ux_golden / sizeof ux_golden[0])"]
     L += header_bottom("TN_UNARY_EXT_GOLDEN_H")
     write(os.path.join(outdir, "unary_ext_golden.h"), L)
+# reduce_golden.h
+# ---------------------------------------------------------------------------
+
+# Reduction op codes, in the order tests/check_reduce.c's switch expects.
+RED_OPS = ["sum", "sum_dim", "mean", "mean_dim", "prod", "prod_dim", "amax", "amin", "max",
+           "min", "max_dim", "min_dim", "argmax", "argmin", "all", "all_dim", "any", "any_dim"]
+# Input layouts: 0 contiguous, 1 the last two dims transposed in memory, 2 every other element
+# of a twice longer last dim, 3 expanded from size 1 along dim 0, 4 channels-last (4-d).
+RED_LAYOUTS = ["contiguous", "transposed", "step 2", "expanded", "channels-last"]
+EINVAL, ERANGE = -22, -34
+
+
+def red_layout(t, layout):
+    """t (contiguous) laid out as layout; the values are unchanged."""
+    if layout == 1:
+        return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+    if layout == 2:
+        big = torch.zeros(t.shape[:-1] + (2 * t.shape[-1],), dtype=t.dtype)
+        big[..., ::2] = t
+        return big[..., ::2]
+    if layout == 3:
+        return t[:1].expand(t.shape)
+    if layout == 4:
+        return t.contiguous(memory_format=torch.channels_last)
+    return t
+
+
+def red_call(op, t, dims, keepdim, dtype):
+    """Run one reduction as check_reduce.c does; returns (values, indices or None)."""
+    kw = {} if dtype is None else {"dtype": dtype}
+    if op == "sum":
+        return torch.sum(t, **kw), None
+    if op == "sum_dim":
+        return torch.sum(t, dims, keepdim, **kw), None
+    if op == "mean":
+        return torch.mean(t, **kw), None
+    if op == "mean_dim":
+        return torch.mean(t, dims, keepdim, **kw), None
+    if op == "prod":
+        return torch.prod(t, **kw), None
+    if op == "prod_dim":
+        return torch.prod(t, dims, keepdim, **kw), None
+    if op in ("amax", "amin"):
+        return getattr(torch, op)(t, dims, keepdim), None
+    if op in ("max", "min", "all", "any"):
+        return getattr(torch, op)(t), None
+    if op in ("max_dim", "min_dim"):
+        r = getattr(torch, op[:3])(t, dims, keepdim)
+        return r.values, r.indices
+    if op in ("argmax", "argmin"):
+        return getattr(torch, op)(t, dims, keepdim), None
+    return getattr(torch, op[:3])(t, dims, keepdim), None  # all_dim, any_dim
+
+
+def red_case(op, t, dims, keepdim, dtype):
+    """(ok, values, indices, error code, message). ok 2: PyTorch 1.13 has no CPU kernel for
+    this 16-bit float; the values are computed in float32 and rounded, as newer releases."""
+    try:
+        v, i = red_call(op, t, dims, keepdim, dtype)
+        return 1, v, i, 0, ""
+    except IndexError as e:
+        return 0, None, None, ERANGE, str(e).split("\n")[0]
+    except RuntimeError as e:
+        msg = str(e).split("\n")[0]
+        if t.dtype in (torch.float16, torch.bfloat16) and "not implemented for" in msg:
+            v, i = red_call(op, t.float(), dims, keepdim, dtype)
+            return 2, v.to(t.dtype), i, 0, ""
+        return 0, None, None, EINVAL, msg
+
+
+def gen_reduce(outdir):
+    """Reductions against PyTorch: every op on every dtype, over dim lists with and without
+    keepdim, on contiguous, transposed, strided, expanded and channels-last inputs, with NaN
+    and infinities, empty and 0-dim inputs, inputs past the grain size (made by a formula the
+    test repeats), and the error messages."""
+    L = header_top("TN_REDUCE_GOLDEN_H", "Reduction goldens from PyTorch.")
+    g = torch.Generator().manual_seed(1234)
+    inputs = []   # (name, dtype, shape, layout, values list or None for the formula)
+    cases = []    # (op, input index, dims, keepdim, dtype arg)
+
+    def add_input(name, dt, base, layout=0, formula=False):
+        inputs.append((name, dt, base, layout, formula))
+        return len(inputs) - 1
+
+    def values_for(dt, shape):
+        n = int(np.prod(shape)) if shape else 1
+        if dt == "bool":
+            v = torch.randint(0, 2, (n,), generator=g).double()
+        elif dt == "uint8":
+            v = torch.randint(0, 10, (n,), generator=g).double()
+        elif dt in ("int8", "int16", "int32", "int64"):
+            v = torch.randint(-5, 6, (n,), generator=g).double()
+        else:
+            v = (torch.randn(n, generator=g, dtype=torch.float64) * 4).round(decimals=2)
+        # Ties on purpose: a repeated value so that first-index rules show.
+        if n > 3:
+            v[n - 1] = v[1]
+        return v.reshape(shape)
+
+    dim_lists = [None, [], [0], [1], [2], [-1], [0, 2], [2, 0], [1, 2]]
+    single = [0, 1, 2, -1]
+    # Set A: every dtype, contiguous [3, 4, 5].
+    for dt in TN_ORDER:
+        ii = add_input("a_" + dt, dt, values_for(dt, (3, 4, 5)))
+        for op in RED_OPS:
+            if op in ("sum", "mean", "prod"):
+                cases.append((op, ii, None, False, None))
+                extra = {"sum": ["float64", "int32", "bool"], "mean": ["float64"],
+                         "prod": ["float64", "int64"]}[op]
+                for x in extra:
+                    cases.append((op, ii, None, False, x))
+            elif op in ("max", "min", "all", "any"):
+                cases.append((op, ii, None, False, None))
+            elif op in ("sum_dim", "mean_dim", "amax", "amin"):
+                for dl in dim_lists:
+                    if dl is None and op in ("amax", "amin"):
+                        continue
+                    for kd in (False, True):
+                        cases.append((op, ii, dl, kd, None))
+                if op == "sum_dim":
+                    cases.append((op, ii, [1], False, "float32"))
+                    cases.append((op, ii, [0, 2], True, "int64"))
+                if op == "mean_dim":
+                    cases.append((op, ii, [2], False, "float64"))
+            elif op in ("argmax", "argmin"):
+                for d in [None] + single:
+                    for kd in (False, True):
+                        cases.append((op, ii, d, kd, None))
+            else:  # prod_dim, max_dim, min_dim, all_dim, any_dim
+                for d in single:
+                    for kd in (False, True):
+                        cases.append((op, ii, d, kd, None))
+    # Set B: non-contiguous layouts.
+    for dt in ("float32", "int32", "float16", "bool", "float64"):
+        for layout in (1, 2, 3):
+            base = values_for(dt, (3, 4, 5))
+            if layout == 3:
+                base = base[:1].expand(3, 4, 5).clone()
+            ii = add_input("l%d_%s" % (layout, dt), dt, base, layout)
+            for op, d in (("sum_dim", [2]), ("sum_dim", [1]), ("sum_dim", [0, 1]), ("sum", None),
+                          ("mean_dim", [2]), ("prod_dim", 1), ("amax", [2]), ("amin", [0]),
+                          ("max_dim", 2), ("min_dim", 1), ("argmax", 2), ("argmax", None),
+                          ("argmin", 0), ("all_dim", 2), ("any_dim", 1), ("max", None)):
+                cases.append((op, ii, d, layout == 2, None))
+        ii = add_input("cl_" + dt, dt, values_for(dt, (2, 3, 4, 5)), 4)
+        for op, d in (("sum_dim", [1]), ("sum_dim", [0, 2, 3]), ("sum_dim", [3]),
+                      ("mean_dim", [1]), ("amax", [1]), ("max_dim", 1), ("argmin", 1),
+                      ("any_dim", 1), ("all_dim", 3), ("prod_dim", 2)):
+            cases.append((op, ii, d, True, None))
+    # Set C: NaN and infinities.
+    nan, inf = float("nan"), float("inf")
+    specials = [[1.0, nan, 3.0, nan, -2.0, 0.5],
+                [inf, -inf, 2.0, inf, -1.0, -inf],
+                [-0.0, 0.0, nan, inf, -inf, 7.0]]
+    for dt in ("float32", "float64", "float16", "bfloat16"):
+        for k, sv in enumerate(specials):
+            ii = add_input("nan%d_%s" % (k, dt), dt, torch.tensor(sv, dtype=torch.float64).reshape(2, 3))
+            for op in ("sum", "prod", "max", "min", "all", "any"):
+                cases.append((op, ii, None, False, None))
+            for op in ("max_dim", "min_dim", "argmax", "argmin", "prod_dim", "all_dim", "any_dim"):
+                for d in (0, 1):
+                    cases.append((op, ii, d, False, None))
+            for op in ("sum_dim", "mean_dim", "amax", "amin"):
+                for d in ([0], [1]):
+                    cases.append((op, ii, d, False, None))
+            cases.append(("argmax", ii, None, False, None))
+            cases.append(("argmin", ii, None, False, None))
+    # Set D: empty and 0-dim inputs.
+    for dt in ("float32", "int64", "bool", "uint8"):
+        ii = add_input("e_" + dt, dt, torch.zeros(0, 3, dtype=torch.float64))
+        for op in RED_OPS:
+            if op in ("sum", "mean", "prod", "max", "min", "all", "any"):
+                cases.append((op, ii, None, False, None))
+            elif op in ("sum_dim", "mean_dim", "amax", "amin"):
+                for dl in ([0], [1], [-1], [0, 1], [], [1, 1]):
+                    cases.append((op, ii, dl, False, None))
+            else:
+                for d in ([None] if op in ("argmax", "argmin") else []) + [0, 1, -1, 2]:
+                    cases.append((op, ii, d, True, None))
+        ii = add_input("z_" + dt, dt, torch.tensor(3.0, dtype=torch.float64))
+        for op in RED_OPS:
+            if op in ("sum", "mean", "prod", "max", "min", "all", "any"):
+                cases.append((op, ii, None, False, None))
+            elif op in ("sum_dim", "mean_dim", "amax", "amin"):
+                for dl in ([0], [-1], [], [0, 0], [1]):
+                    cases.append((op, ii, dl, True, None))
+            else:
+                for d in ([None] if op in ("argmax", "argmin") else []) + [0, -1, 1]:
+                    cases.append((op, ii, d, False, None))
+    # Set E: past the grain size (32768), values ((i * 7919) % 17) - 8 (the test makes them).
+    for dt in ("float32", "int32", "float16", "int8", "float64"):
+        for shape in ((50001,), (257, 300), (3, 40000), (40000, 3)):
+            n = int(np.prod(shape))
+            base = (((torch.arange(n, dtype=torch.int64) * 7919) % 17) - 8).double().reshape(shape)
+            ii = add_input("big_%s_%d" % (dt, n if len(shape) == 1 else shape[0]), dt, base, 0, True)
+            for op, d in (("sum", None), ("sum_dim", [0]), ("sum_dim", [-1]), ("mean_dim", [0]),
+                          ("amax", [0]), ("amin", [-1]), ("max_dim", 0), ("min_dim", -1),
+                          ("argmax", None), ("argmax", 0), ("argmin", -1), ("prod_dim", 0),
+                          ("all_dim", 0), ("any", None), ("max", None)):
+                if op == "mean_dim" and dt in ("int32", "int8"):
+                    continue
+                cases.append((op, ii, d, False, None))
+    # Emit the inputs.
+    L.append("struct red_input { int dtype, layout, formula, ndim; int64_t shape[4]; const double *v; };")
+    for k, (name, dt, base, layout, formula) in enumerate(inputs):
+        if not formula:
+            flat = [c_double(x) for x in base.reshape(-1).tolist()]
+            L.append("static const double red_in_%d[] = {" % k)
+            L += wrap_items(flat if flat else ["0"])
+            L.append("};")
+    L.append("static const struct red_input red_inputs[] = {")
+    for k, (name, dt, base, layout, formula) in enumerate(inputs):
+        shape = list(base.shape)
+        L.append("    { %d, %d, %d, %d, { %s }, %s }, /* %s */" % (
+            TN_ORDER.index(dt), layout, int(formula), len(shape),
+            ", ".join(str(x) for x in (shape + [0] * (4 - len(shape)))),
+            "NULL" if formula else "red_in_%d" % k, name))
+    L.append("};")
+    # Emit the cases.
+    L.append("/* op: index in red_op_names; dims: ndims -1 for None; dtype: the dtype= argument or -1;")
+    L.append(" * ok: 0 error (code, msg), 1 PyTorch's values, 2 computed in float32 and rounded;")
+    L.append(" * v, idx: result elements 0, step, 2 * step, ... of n; total: the sum of all n. */")
+    L.append("struct red_case { int op, input, ndims; int64_t dims[3]; int keepdim, dtype, ok, rdtype, rndim;")
+    L.append("                  int64_t rshape[4]; int n, step; double total; const double *v; const int64_t *idx;")
+    L.append("                  int code; const char *msg; };")
+    body = []
+    for c, (op, ii, dims, keepdim, dtarg) in enumerate(cases):
+        name, dt, base, layout, formula = inputs[ii]
+        t = red_layout(base.to(DTYPES[dt]), layout)
+        darg = None if dtarg is None else DTYPES[dtarg]
+        ok, v, idx, code, msg = red_case(op, t, dims, keepdim, darg)
+        if isinstance(dims, list):
+            nd, dl = len(dims), dims
+        elif dims is None:
+            nd, dl = -1, []
+        else:
+            nd, dl = 1, [dims]
+        dtc = -1 if dtarg is None else TN_ORDER.index(dtarg)
+        dims_s = ", ".join(str(x) for x in dl) if dl else "0"
+        if not ok:
+            body.append("    { %d, %d, %d, { %s }, %d, %d, 0, 0, 0, { 0 }, 0, 1, 0, NULL, NULL, %d, %s }," % (
+                RED_OPS.index(op), ii, nd, dims_s, int(keepdim), dtc, code, c_string(msg, 8)))
+            continue
+        # Past 256 outputs only every step-th is kept (the test checks those and the total).
+        step = max(1, -(-v.numel() // 256))
+        flat = v.to(torch.float64).reshape(-1)
+        total = float(flat.sum()) if v.dtype.is_floating_point else float(int(v.to(torch.int64).sum()))
+        vals = [c_double(x) for x in flat[::step].tolist()]
+        L.append("static const double red_v_%d[] = {" % c)
+        L += wrap_items(vals if vals else ["0"])
+        L.append("};")
+        iname = "NULL"
+        if idx is not None:
+            L.append("static const int64_t red_i_%d[] = {" % c)
+            L += wrap_items([c_int64(x) for x in idx.reshape(-1)[::step].tolist()] or ["0"])
+            L.append("};")
+            iname = "red_i_%d" % c
+        shape = list(v.shape)
+        body.append("    { %d, %d, %d, { %s }, %d, %d, %d, %d, %d, { %s }, %d, %d, %s, red_v_%d, %s, 0, NULL }," % (
+            RED_OPS.index(op), ii, nd, dims_s, int(keepdim), dtc, ok,
+            TN_ORDER.index(DTYPE_NAMES[v.dtype]), len(shape),
+            ", ".join(str(x) for x in shape) if shape else "0", v.numel(), step,
+            c_double(total), c, iname))
+    L.append("static const struct red_case red_cases[] = {")
+    L += body
+    L.append("};")
+    L.append("#define RED_NCASES %d" % len(cases))
+    L.append("static const char *const red_op_names[] = { %s };" % ", ".join('"%s"' % o for o in RED_OPS))
+    L += header_bottom("TN_REDUCE_GOLDEN_H")
+    write(os.path.join(outdir, "reduce_golden.h"), L)
     return len(cases)
 
 
@@ -1559,6 +1831,8 @@ def main(argv):
     gen_iter(outdir)
     gen_binary(outdir)
     nux = gen_unary_ext(outdir)
+    nred = gen_reduce(outdir)
+    print("reduce_golden.h: %d cases" % nred)
     print("half_golden.h: %d conversion rows, %d widen rows" % (nh, nw))
     print("repr_golden.h: %d cases" % len(rc))
     print("arange_golden.h: %d cases" % len(ac))

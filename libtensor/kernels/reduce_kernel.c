@@ -1,0 +1,358 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reduction kernels (sum, prod, max, min, all, any, and the index reductions argmax/argmin),
+ * compiled once per CPU capability (see stub.h). A call reduces one 2-D step of a reduction
+ * iterator and combines the result into the outputs, as the loops of ATen's SumKernel.cpp and
+ * Reduce.h do: a contiguous inner reduction reduces each row with LANES independent
+ * accumulators (plain loops over a lane array, which the compiler turns into the capability's
+ * vectors), a reduction over an outer dimension whose columns are contiguous accumulates blocks
+ * of COLS columns across the rows (vectorised across the output row), anything else is a
+ * strided scalar loop. Sums use ATen's cascade: the lane accumulators are flushed into LEVELS
+ * levels of partial sums every 2^k steps, so a float32 sum of 1e8 elements keeps float32
+ * accuracy without a double accumulator. The order of operations depends on the shape only,
+ * never on the capability, so every capability gives the same bits.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "stub.h"
+
+#define LANES 32 /* accumulators of a row: four AVX2 or two AVX-512 float32 vectors */
+/* Columns per block of an outer reduction: rows up to this long are read in one sequential
+ * pass (blocks of 64 columns read every row 32 times and ran at a fifth of the speed), with
+ * LEVELS x COLS accumulators (64 KiB for float64) on the stack, in the L1 or L2 cache. */
+#define COLS 2048
+#define LEVELS 4 /* cascade levels, as ATen's multi_row_sum */
+
+/* ATen's level power: max(4, ceil(log2(n)) / LEVELS). */
+static inline int level_power(int64_t n)
+{
+	int lg = 0;
+	while (lg < 62 && ((int64_t)1 << lg) < n)
+		lg++;
+	return lg / LEVELS > 4 ? lg / LEVELS : 4;
+}
+
+static inline float bf16_to_float(tn_bfloat16 v)
+{
+	uint32_t u = (uint32_t)v.bits << 16;
+	float f;
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+/*
+ * The cascade over @n steps: STEP(acc0) adds one step into the level-0 accumulators (W of
+ * them); every 2^lp steps level l - 1 is flushed into level l, level l only when its count is
+ * a multiple of 2^(l*lp) (ATen's multi_row_sum). Afterwards acc[0] holds the total.
+ */
+#define CASCADE(A, W, IDENT, COMB, n, STEP) CASCADE_N(A, W, W, IDENT, COMB, n, STEP)
+/* The same with @W (at most @SIZE) accumulators per level. */
+#define CASCADE_N(A, SIZE, W, IDENT, COMB, n, STEP)                                            \
+	A acc[LEVELS][SIZE];                                                                   \
+	for (int l_ = 0; l_ < LEVELS; l_++)                                                    \
+		for (int k = 0; k < (W); k++)                                                  \
+			acc[l_][k] = (IDENT);                                                  \
+	{                                                                                      \
+		const int lp_ = level_power(n);                                                \
+		const int64_t step_ = (int64_t)1 << lp_, mask_ = step_ - 1;                    \
+		int64_t i = 0;                                                                 \
+		while (i + step_ <= (n)) {                                                     \
+			for (int64_t j_ = 0; j_ < step_; j_++, i++)                            \
+				STEP;                                                          \
+			for (int l_ = 1; l_ < LEVELS; l_++) {                                  \
+				for (int k = 0; k < (W); k++) {                                \
+					acc[l_][k] = COMB(acc[l_][k], acc[l_ - 1][k]);         \
+					acc[l_ - 1][k] = (IDENT);                              \
+				}                                                              \
+				if ((i & (mask_ << (l_ * lp_))) != 0)                          \
+					break;                                                 \
+			}                                                                      \
+		}                                                                              \
+		for (; i < (n); i++)                                                           \
+			STEP;                                                                  \
+		for (int l_ = 1; l_ < LEVELS; l_++)                                            \
+			for (int k = 0; k < (W); k++)                                          \
+				acc[0][k] = COMB(acc[0][k], acc[l_][k]);                       \
+	}
+
+/*
+ * One reducer: input elements T loaded as A by LOAD, combined by COMB from IDENT, and combined
+ * into output elements O (read with LOADO, written with STOREO).
+ */
+#define DEFINE_REDUCER(NAME, T, A, O, LOAD, LOADO, STOREO, COMB, IDENT)                         \
+	/* @n elements @s bytes apart, LANES at a time, with the cascade. */                   \
+	static inline A NAME##_row(const char *x, int64_t s, int64_t n)                        \
+	{                                                                                      \
+		const int64_t nb = n / LANES;                                                  \
+		if (s == (int64_t)sizeof(T)) {                                                 \
+			const T *p = (const T *)x;                                             \
+			CASCADE(A, LANES, IDENT, COMB, nb,                                     \
+				for (int k = 0; k < LANES; k++) acc[0][k] =                    \
+					COMB(acc[0][k], LOAD(p[i * LANES + k])))               \
+			for (int w = LANES / 2; w > 0; w /= 2)                                 \
+				for (int k = 0; k < w; k++)                                    \
+					acc[0][k] = COMB(acc[0][k], acc[0][k + w]);            \
+			A r = acc[0][0];                                                       \
+			for (int64_t i = nb * LANES; i < n; i++)                               \
+				r = COMB(r, LOAD(p[i]));                                       \
+			return r;                                                              \
+		}                                                                              \
+		CASCADE(A, LANES, IDENT, COMB, nb,                                             \
+			for (int k = 0; k < LANES; k++) acc[0][k] = COMB(                      \
+				acc[0][k], LOAD(*(const T *)(x + (i * LANES + k) * s))))       \
+		for (int w = LANES / 2; w > 0; w /= 2)                                         \
+			for (int k = 0; k < w; k++)                                            \
+				acc[0][k] = COMB(acc[0][k], acc[0][k + w]);                    \
+		A r = acc[0][0];                                                               \
+		for (int64_t i = nb * LANES; i < n; i++)                                       \
+			r = COMB(r, LOAD(*(const T *)(x + i * s)));                            \
+		return r;                                                                      \
+	}                                                                                      \
+	/* Columns: @ncols contiguous inputs per row, @nrows rows @srow bytes apart, into outputs \
+	 * @so bytes apart; up to COLS columns at a time, walking the rows with a contiguous run \
+	 * of COLS elements from each (the accumulators stay in the L1 cache). */              \
+	static void NAME##_cols(char *out, int64_t so, const char *in, int64_t srow, int64_t nrows, \
+				int64_t ncols)                                                 \
+	{                                                                                      \
+		for (int64_t c0 = 0; c0 < ncols; c0 += COLS) {                                 \
+			const int nc = ncols - c0 < COLS ? (int)(ncols - c0) : COLS;           \
+			const T *p = (const T *)in + c0;                                       \
+			CASCADE_N(A, COLS, nc, IDENT, COMB, nrows,                             \
+				  for (int k = 0; k < nc; k++) acc[0][k] = COMB(               \
+					  acc[0][k], LOAD(((const T *)((const char *)p +        \
+								       i * srow))[k])))        \
+			for (int k = 0; k < nc; k++) {                                         \
+				O *o = (O *)(out + (c0 + k) * so);                             \
+				*o = STOREO(COMB(LOADO(*o), acc[0][k]));                       \
+			}                                                                      \
+		}                                                                              \
+	}                                                                                      \
+	static void NAME(char *out, const int64_t *os_, const char *in, const int64_t *is_,    \
+			 int64_t n0, int64_t n1)                                               \
+	{                                                                                      \
+		int64_t os0 = os_[0], os1 = os_[1], is0 = is_[0], is1 = is_[1], t;             \
+		/* The reduced dimension first (ATen's cascade_sum). */                        \
+		if (os0 != 0 && os1 == 0) {                                                    \
+			t = os0, os0 = os1, os1 = t;                                           \
+			t = is0, is0 = is1, is1 = t;                                           \
+			t = n0, n0 = n1, n1 = t;                                               \
+		}                                                                              \
+		if (os0 != 0) { /* nothing reduced in this step */                             \
+			for (int64_t j = 0; j < n1; j++)                                       \
+				for (int64_t i = 0; i < n0; i++) {                             \
+					O *o = (O *)(out + i * os0 + j * os1);                 \
+					*o = STOREO(COMB(LOADO(*o),                            \
+							 LOAD(*(const T *)(in + i * is0 +      \
+									   j * is1)))); \
+				}                                                              \
+			return;                                                                \
+		}                                                                              \
+		if (is0 != (int64_t)sizeof(T) && is1 == (int64_t)sizeof(T) && os1 != 0 &&     \
+		    n1 > 1) {                                                                  \
+			NAME##_cols(out, os1, in, is0, n0, n1);                                \
+			return;                                                                \
+		}                                                                              \
+		for (int64_t j = 0; j < n1; j++) {                                             \
+			O *o = (O *)(out + j * os1);                                           \
+			*o = STOREO(COMB(LOADO(*o), NAME##_row(in + j * is1, is0, n0)));       \
+		}                                                                              \
+	}
+
+#define ID(v) (v)
+#define HALF_F(v) tn_half_to_float(v)
+#define BF16_F(v) bf16_to_float(v)
+#define F_HALF(v) tn_half_from_float(v)
+#define F_BF16(v) tn_bfloat16_from_float(v)
+/* Nonzero test of a 16-bit float's bits (either zero counts as zero). */
+#define NZ16(v) ((uint8_t)(((v).bits & 0x7fff) != 0))
+#define NZ(v) ((uint8_t)((v) != 0))
+
+#define ADD(a, b) ((a) + (b))
+#define MUL(a, b) ((a) * (b))
+#define OR(a, b) ((a) | (b))
+#define AND(a, b) ((a) & (b))
+/* Floating max and min: NaN wins and stays (a != a), as PyTorch's max and min propagate it. */
+#define MAXF(a, b) (((a) >= (b) || (a) != (a)) ? (a) : (b))
+#define MINF(a, b) (((a) <= (b) || (a) != (a)) ? (a) : (b))
+#define MAXI(a, b) ((a) >= (b) ? (a) : (b))
+#define MINI(a, b) ((a) <= (b) ? (a) : (b))
+/* Integer arithmetic wraps (two's complement): computed unsigned, in at least 32 bits. */
+
+#define ADD_I8(a, b) ((int8_t)(uint8_t)((unsigned)(uint8_t)(a) + (unsigned)(uint8_t)(b)))
+#define ADD_U8(a, b) ((uint8_t)((unsigned)(a) + (unsigned)(b)))
+#define ADD_I16(a, b) ((int16_t)(uint16_t)((unsigned)(uint16_t)(a) + (unsigned)(uint16_t)(b)))
+#define ADD_I32(a, b) ((int32_t)((uint32_t)(a) + (uint32_t)(b)))
+#define ADD_I64(a, b) ((int64_t)((uint64_t)(a) + (uint64_t)(b)))
+#define MUL_I8(a, b) ((int8_t)(uint8_t)((uint32_t)(uint8_t)(a) * (uint32_t)(uint8_t)(b)))
+#define MUL_U8(a, b) ((uint8_t)((uint32_t)(a) * (uint32_t)(b)))
+#define MUL_I16(a, b) ((int16_t)(uint16_t)((uint32_t)(uint16_t)(a) * (uint32_t)(uint16_t)(b)))
+#define MUL_I32(a, b) ((int32_t)((uint32_t)(a) * (uint32_t)(b)))
+#define MUL_I64(a, b) ((int64_t)((uint64_t)(a) * (uint64_t)(b)))
+
+/* sum (bool: "or", as PyTorch adds bools) */
+DEFINE_REDUCER(sum_b, bool, bool, bool, ID, ID, ID, OR, false)
+DEFINE_REDUCER(sum_u8, uint8_t, uint8_t, uint8_t, ID, ID, ID, ADD_U8, 0)
+DEFINE_REDUCER(sum_i8, int8_t, int8_t, int8_t, ID, ID, ID, ADD_I8, 0)
+DEFINE_REDUCER(sum_i16, int16_t, int16_t, int16_t, ID, ID, ID, ADD_I16, 0)
+DEFINE_REDUCER(sum_i32, int32_t, int32_t, int32_t, ID, ID, ID, ADD_I32, 0)
+DEFINE_REDUCER(sum_i64, int64_t, int64_t, int64_t, ID, ID, ID, ADD_I64, 0)
+DEFINE_REDUCER(sum_f16, tn_half, float, float, HALF_F, ID, ID, ADD, 0.0f)
+DEFINE_REDUCER(sum_bf16, tn_bfloat16, float, float, BF16_F, ID, ID, ADD, 0.0f)
+DEFINE_REDUCER(sum_f32, float, float, float, ID, ID, ID, ADD, 0.0f)
+DEFINE_REDUCER(sum_f64, double, double, double, ID, ID, ID, ADD, 0.0)
+/* prod (bool: "and") */
+DEFINE_REDUCER(prod_b, bool, bool, bool, ID, ID, ID, AND, true)
+DEFINE_REDUCER(prod_u8, uint8_t, uint8_t, uint8_t, ID, ID, ID, MUL_U8, 1)
+DEFINE_REDUCER(prod_i8, int8_t, int8_t, int8_t, ID, ID, ID, MUL_I8, 1)
+DEFINE_REDUCER(prod_i16, int16_t, int16_t, int16_t, ID, ID, ID, MUL_I16, 1)
+DEFINE_REDUCER(prod_i32, int32_t, int32_t, int32_t, ID, ID, ID, MUL_I32, 1)
+DEFINE_REDUCER(prod_i64, int64_t, int64_t, int64_t, ID, ID, ID, MUL_I64, 1)
+DEFINE_REDUCER(prod_f16, tn_half, float, float, HALF_F, ID, ID, MUL, 1.0f)
+DEFINE_REDUCER(prod_bf16, tn_bfloat16, float, float, BF16_F, ID, ID, MUL, 1.0f)
+DEFINE_REDUCER(prod_f32, float, float, float, ID, ID, ID, MUL, 1.0f)
+DEFINE_REDUCER(prod_f64, double, double, double, ID, ID, ID, MUL, 1.0)
+/* max and min: the output keeps the input's dtype; 16-bit floats compare as float */
+#define MINMAX(OPN, C, CF, IDF, IDI8, IDU8, IDI16, IDI32, IDI64, IDB)                              \
+	DEFINE_REDUCER(OPN##_b, bool, bool, bool, ID, ID, ID, C, IDB)                          \
+	DEFINE_REDUCER(OPN##_u8, uint8_t, uint8_t, uint8_t, ID, ID, ID, C, IDU8)               \
+	DEFINE_REDUCER(OPN##_i8, int8_t, int8_t, int8_t, ID, ID, ID, C, IDI8)                  \
+	DEFINE_REDUCER(OPN##_i16, int16_t, int16_t, int16_t, ID, ID, ID, C, IDI16)             \
+	DEFINE_REDUCER(OPN##_i32, int32_t, int32_t, int32_t, ID, ID, ID, C, IDI32)             \
+	DEFINE_REDUCER(OPN##_i64, int64_t, int64_t, int64_t, ID, ID, ID, C, IDI64)             \
+	DEFINE_REDUCER(OPN##_f16, tn_half, float, tn_half, HALF_F, HALF_F, F_HALF, CF, IDF)    \
+	DEFINE_REDUCER(OPN##_bf16, tn_bfloat16, float, tn_bfloat16, BF16_F, BF16_F, F_BF16, CF, IDF) \
+	DEFINE_REDUCER(OPN##_f32, float, float, float, ID, ID, ID, CF, IDF)                    \
+	DEFINE_REDUCER(OPN##_f64, double, double, double, ID, ID, ID, CF, (double)IDF)
+MINMAX(max, MAXI, MAXF, -INFINITY, INT8_MIN, 0, INT16_MIN, INT32_MIN, INT64_MIN, false)
+MINMAX(min, MINI, MINF, INFINITY, INT8_MAX, UINT8_MAX, INT16_MAX, INT32_MAX, INT64_MAX, true)
+/* all and any: 0/1 bytes from any input dtype */
+#define LOGICAL(OPN, C, IDENT)                                                                 \
+	DEFINE_REDUCER(OPN##_b, bool, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)                  \
+	DEFINE_REDUCER(OPN##_u8, uint8_t, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)              \
+	DEFINE_REDUCER(OPN##_i8, int8_t, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)               \
+	DEFINE_REDUCER(OPN##_i16, int16_t, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)             \
+	DEFINE_REDUCER(OPN##_i32, int32_t, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)             \
+	DEFINE_REDUCER(OPN##_i64, int64_t, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)             \
+	DEFINE_REDUCER(OPN##_f16, tn_half, uint8_t, uint8_t, NZ16, ID, ID, C, IDENT)           \
+	DEFINE_REDUCER(OPN##_bf16, tn_bfloat16, uint8_t, uint8_t, NZ16, ID, ID, C, IDENT)      \
+	DEFINE_REDUCER(OPN##_f32, float, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)               \
+	DEFINE_REDUCER(OPN##_f64, double, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)
+LOGICAL(all, AND, 1)
+LOGICAL(any, OR, 0)
+
+typedef void (*reducer_fn)(char *, const int64_t *, const char *, const int64_t *, int64_t,
+			   int64_t);
+
+#define ROW(OPN)                                                                               \
+	{                                                                                      \
+		OPN##_b, OPN##_u8, OPN##_i8, OPN##_i16, OPN##_i32, OPN##_i64, OPN##_f16,       \
+			OPN##_bf16, OPN##_f32, OPN##_f64                                       \
+	}
+
+/* [op][dtype], in the order of enum tn__redop and of the dtype list. */
+static const reducer_fn reducers[][TN_NUM_DTYPES] = { ROW(sum), ROW(prod), ROW(max),
+						       ROW(min), ROW(all), ROW(any) };
+
+void TN_KERNEL_FN(tn__reduce_kernel)(int op, enum tn_dtype dt, char *out,
+				       const int64_t *out_strides, const char *in,
+				       const int64_t *in_strides, int64_t size0, int64_t size1)
+{
+	if ((unsigned)op > TN_RED_ANY || (unsigned)dt >= TN_NUM_DTYPES)
+		return;
+	reducers[op][dt](out, out_strides, in, in_strides, size0, size1);
+}
+
+/* ---- argmax / argmin ---- */
+
+#define ARG_COLS 64 /* outputs per block of an index reduction over an outer dimension */
+
+/* x beats the best so far b: strictly larger (smaller), or the first NaN. Ties keep the first. */
+#define BEATS_MAX(x, b) ((x) > (b) || ((x) != (x) && (b) == (b)))
+#define BEATS_MIN(x, b) ((x) < (b) || ((x) != (x) && (b) == (b)))
+#define BEATS_MAX_I(x, b) ((x) > (b))
+#define BEATS_MIN_I(x, b) ((x) < (b))
+
+#define DEFINE_ARG(NAME, T, A, LOAD, BEATS)                                                    \
+	static void NAME(const char *in, int64_t s_red, int64_t nred, int64_t s_out,           \
+			 int64_t nout, char *vals, int64_t s_vals, char *idx, int64_t s_idx,   \
+			 int64_t base)                                                         \
+	{                                                                                      \
+		/* Outputs adjacent in memory and rows far apart (a reduction over an outer   \
+		 * dimension): ARG_COLS outputs at a time, walking the rows once. */               \
+		if (s_out == (int64_t)sizeof(T) && s_red != s_out && nout >= ARG_COLS) {            \
+			int64_t j0 = 0;                                                        \
+			for (; j0 + ARG_COLS <= nout; j0 += ARG_COLS) {                                \
+				A best[ARG_COLS];                                                  \
+				int64_t at[ARG_COLS];                                              \
+				const T *p = (const T *)in + j0;                               \
+				for (int k = 0; k < ARG_COLS; k++) {                               \
+					best[k] = LOAD(p[k]);                                  \
+					at[k] = 0;                                             \
+				}                                                              \
+				for (int64_t r = 1; r < nred; r++) {                           \
+					const T *q = (const T *)((const char *)p + r * s_red); \
+					for (int k = 0; k < ARG_COLS; k++) {                       \
+						A x = LOAD(q[k]);                              \
+						bool w = BEATS(x, best[k]);                    \
+						best[k] = w ? x : best[k];                     \
+						at[k] = w ? r : at[k];                         \
+					}                                                      \
+				}                                                              \
+				for (int k = 0; k < ARG_COLS; k++) {                               \
+					if (vals)                                              \
+						*(T *)(vals + (j0 + k) * s_vals) =             \
+							*(const T *)((const char *)(p + k) +    \
+								     at[k] * s_red);            \
+					*(int64_t *)(idx + (j0 + k) * s_idx) = at[k] + base;   \
+				}                                                              \
+			}                                                                      \
+			if (j0 < nout)                                                         \
+				NAME(in + j0 * s_out, s_red, nred, s_out, nout - j0,           \
+				     vals ? vals + j0 * s_vals : NULL, s_vals, idx + j0 * s_idx, \
+				     s_idx, base);                                             \
+			return;                                                                \
+		}                                                                              \
+		for (int64_t j = 0; j < nout; j++) {                                           \
+			const char *row = in + j * s_out;                                      \
+			A best = LOAD(*(const T *)row);                                        \
+			int64_t at = 0;                                                        \
+			for (int64_t r = 1; r < nred; r++) {                                   \
+				A x = LOAD(*(const T *)(row + r * s_red));                     \
+				if (BEATS(x, best)) {                                          \
+					best = x;                                              \
+					at = r;                                                \
+				}                                                              \
+			}                                                                      \
+			if (vals)                                                              \
+				*(T *)(vals + j * s_vals) = *(const T *)(row + at * s_red);    \
+			*(int64_t *)(idx + j * s_idx) = at + base;                             \
+		}                                                                              \
+	}
+
+#define ARGS(OPN, BEATS_I, BEATS)                                                              \
+	DEFINE_ARG(OPN##_b, bool, int, ID, BEATS_I)                                            \
+	DEFINE_ARG(OPN##_u8, uint8_t, uint8_t, ID, BEATS_I)                                    \
+	DEFINE_ARG(OPN##_i8, int8_t, int8_t, ID, BEATS_I)                                      \
+	DEFINE_ARG(OPN##_i16, int16_t, int16_t, ID, BEATS_I)                                   \
+	DEFINE_ARG(OPN##_i32, int32_t, int32_t, ID, BEATS_I)                                   \
+	DEFINE_ARG(OPN##_i64, int64_t, int64_t, ID, BEATS_I)                                   \
+	DEFINE_ARG(OPN##_f16, tn_half, float, HALF_F, BEATS)                                   \
+	DEFINE_ARG(OPN##_bf16, tn_bfloat16, float, BF16_F, BEATS)                              \
+	DEFINE_ARG(OPN##_f32, float, float, ID, BEATS)                                         \
+	DEFINE_ARG(OPN##_f64, double, double, ID, BEATS)
+ARGS(argmax, BEATS_MAX_I, BEATS_MAX)
+ARGS(argmin, BEATS_MIN_I, BEATS_MIN)
+
+typedef void (*arg_fn)(const char *, int64_t, int64_t, int64_t, int64_t, char *, int64_t, char *,
+		       int64_t, int64_t);
+static const arg_fn args[2][TN_NUM_DTYPES] = { ROW(argmax), ROW(argmin) };
+
+void TN_KERNEL_FN(tn__argreduce_kernel)(int op, enum tn_dtype dt, const char *in, int64_t s_red,
+					  int64_t nred, int64_t s_out, int64_t nout, char *vals,
+					  int64_t s_vals, char *idx, int64_t s_idx, int64_t base)
+{
+	if ((op != TN_RED_MAX && op != TN_RED_MIN) || (unsigned)dt >= TN_NUM_DTYPES || nred < 1)
+		return;
+	args[op == TN_RED_MIN][dt](in, s_red, nred, s_out, nout, vals, s_vals, idx, s_idx, base);
+}

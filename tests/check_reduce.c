@@ -1,0 +1,509 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reductions against PyTorch: every golden case of tests/golden/reduce_golden.h (each op on
+ * each dtype, dim lists and keepdim, transposed, strided, expanded and channels-last inputs,
+ * NaN and infinities, empty and 0-dim inputs, inputs past the grain size) in its functional
+ * and out= forms and on Meta, under each CPU capability and with 1, 2 and 4 threads; the
+ * accuracy of float32 sums over 2^25 elements against a float64 reference; and the errors of
+ * the out= forms.
+ */
+#include <math.h>
+
+#include "testutil.h"
+#include "golden/reduce_golden.h"
+
+enum {
+	OP_SUM, OP_SUM_DIM, OP_MEAN, OP_MEAN_DIM, OP_PROD, OP_PROD_DIM, OP_AMAX, OP_AMIN, OP_MAX,
+	OP_MIN, OP_MAX_DIM, OP_MIN_DIM, OP_ARGMAX, OP_ARGMIN, OP_ALL, OP_ALL_DIM, OP_ANY,
+	OP_ANY_DIM
+};
+
+/* A contiguous float64 tensor of @n dims holding @v (NULL: the formula the generator uses for
+ * large inputs, ((i * 7919) % 17) - 8). */
+static tn_tensor *f64_values(int n, const int64_t *shape, const double *v)
+{
+	tn_tensor *t;
+	ck_assert_tn_ok(tn_empty(n, shape, TN_FLOAT64, TN_CPU, TN_CONTIGUOUS_FORMAT, &t));
+	double *p = tn_tensor_data(t);
+	for (int64_t i = 0; i < tn_tensor_numel(t); i++)
+		p[i] = v ? v[i] : (double)((i * 7919) % 17 - 8);
+	return t;
+}
+
+/* The golden input in its layout (see RED_LAYOUTS in the generator), on @dev. */
+static tn_tensor *make_input(const struct red_input *in, tn_device dev)
+{
+	const int n = in->ndim;
+	enum tn_dtype dt = (enum tn_dtype)in->dtype;
+	int64_t mem[4];
+	tn_tensor *vals, *base, *t;
+
+	if (dev.type == TN_DEVICE_META) {
+		ck_assert_tn_ok(tn_empty(n, in->shape, dt, dev, TN_CONTIGUOUS_FORMAT, &t));
+		return t;
+	}
+	vals = f64_values(n, in->shape, in->v);
+	memcpy(mem, in->shape, sizeof(mem));
+	switch (in->layout) {
+	case 1: /* the last two dims transposed in memory */
+		mem[n - 1] = in->shape[n - 2];
+		mem[n - 2] = in->shape[n - 1];
+		ck_assert_tn_ok(tn_empty(n, mem, dt, dev, TN_CONTIGUOUS_FORMAT, &base));
+		ck_assert_tn_ok(tn_transpose(base, -1, -2, &t));
+		break;
+	case 2: /* every other element of a twice longer last dim */
+		mem[n - 1] *= 2;
+		ck_assert_tn_ok(tn_zeros(n, mem, dt, dev, &base));
+		ck_assert_tn_ok(tn_slice(base, n - 1, 0, INT64_MAX, 2, &t));
+		break;
+	case 3: { /* expanded from size 1 along dim 0: the values of the first slice */
+		tn_tensor *first;
+		mem[0] = 1;
+		ck_assert_tn_ok(tn_empty(n, mem, dt, dev, TN_CONTIGUOUS_FORMAT, &base));
+		ck_assert_tn_ok(tn_narrow(vals, 0, 0, 1, &first));
+		ck_assert_tn_ok(tn_copy_(base, first, false));
+		tn_tensor_unref(first);
+		ck_assert_tn_ok(tn_expand(base, n, in->shape, &t));
+		tn_tensor_unref(base);
+		tn_tensor_unref(vals);
+		return t;
+	}
+	case 4:
+		ck_assert_tn_ok(tn_empty(n, in->shape, dt, dev, TN_CHANNELS_LAST, &base));
+		t = tn_tensor_ref(base);
+		break;
+	default:
+		ck_assert_tn_ok(tn_empty(n, in->shape, dt, dev, TN_CONTIGUOUS_FORMAT, &base));
+		t = tn_tensor_ref(base);
+		break;
+	}
+	tn_tensor_unref(base);
+	ck_assert_tn_ok(tn_copy_(t, vals, false));
+	tn_tensor_unref(vals);
+	return t;
+}
+
+/* Call the case's operator: functional (@out NULL; results in *r, *r2) or out= (@out, @out2). */
+static int call_op(const struct red_case *c, const tn_tensor *x, tn_tensor *out, tn_tensor *out2,
+		   tn_tensor **r, tn_tensor **r2)
+{
+	enum tn_dtype dt = (enum tn_dtype)c->dtype;
+	const enum tn_dtype *dtp = c->dtype >= 0 ? &dt : NULL;
+	int nd = c->ndims < 0 ? 0 : c->ndims;
+	const int64_t *dims = c->ndims < 0 ? NULL : c->dims, *dim1 = c->ndims < 0 ? NULL : c->dims;
+	bool kd = c->keepdim;
+	int64_t d = c->dims[0];
+
+	switch (c->op) {
+	case OP_SUM:
+		return out ? tn_sum_out(x, dtp, out) : tn_sum(x, dtp, r);
+	case OP_SUM_DIM:
+		return out ? tn_sum_dim_out(x, nd, dims, kd, dtp, out)
+			   : tn_sum_dim(x, nd, dims, kd, dtp, r);
+	case OP_MEAN:
+		return out ? tn_mean_dim_out(x, 0, NULL, false, dtp, out) : tn_mean(x, dtp, r);
+	case OP_MEAN_DIM:
+		return out ? tn_mean_dim_out(x, nd, dims, kd, dtp, out)
+			   : tn_mean_dim(x, nd, dims, kd, dtp, r);
+	case OP_PROD:
+		return out ? tn_prod_out(x, dtp, out) : tn_prod(x, dtp, r);
+	case OP_PROD_DIM:
+		return out ? tn_prod_dim_out(x, d, kd, dtp, out) : tn_prod_dim(x, d, kd, dtp, r);
+	case OP_AMAX:
+		return out ? tn_amax_out(x, nd, dims, kd, out) : tn_amax(x, nd, dims, kd, r);
+	case OP_AMIN:
+		return out ? tn_amin_out(x, nd, dims, kd, out) : tn_amin(x, nd, dims, kd, r);
+	case OP_MAX:
+		return out ? tn_amax_out(x, 0, NULL, false, out) : tn_max(x, r);
+	case OP_MIN:
+		return out ? tn_amin_out(x, 0, NULL, false, out) : tn_min(x, r);
+	case OP_MAX_DIM:
+		return out ? tn_max_dim_out(x, d, kd, out, out2) : tn_max_dim(x, d, kd, r, r2);
+	case OP_MIN_DIM:
+		return out ? tn_min_dim_out(x, d, kd, out, out2) : tn_min_dim(x, d, kd, r, r2);
+	case OP_ARGMAX:
+		return out ? tn_argmax_out(x, dim1, kd, out) : tn_argmax(x, dim1, kd, r);
+	case OP_ARGMIN:
+		return out ? tn_argmin_out(x, dim1, kd, out) : tn_argmin(x, dim1, kd, r);
+	case OP_ALL:
+		return out ? tn_all_out(x, out) : tn_all(x, r);
+	case OP_ALL_DIM:
+		return out ? tn_all_dim_out(x, d, kd, out) : tn_all_dim(x, d, kd, r);
+	case OP_ANY:
+		return out ? tn_any_out(x, out) : tn_any(x, r);
+	default:
+		return out ? tn_any_dim_out(x, d, kd, out) : tn_any_dim(x, d, kd, r);
+	}
+}
+
+/* Sums, means and products of floating results may differ from PyTorch's in rounding; more
+ * for 16-bit floats, which PyTorch rounds after each partial sum where libtensor rounds once
+ * from its float32 accumulator. */
+static double tolerance(const struct red_case *c)
+{
+	bool acc = c->op <= OP_PROD_DIM;
+	switch (c->rdtype) {
+	case TN_FLOAT64:
+		return acc ? 1e-12 : 0;
+	case TN_FLOAT32:
+		return acc ? 2e-5 : 0;
+	case TN_FLOAT16:
+		return acc ? 1e-2 : 0;
+	case TN_BFLOAT16:
+		return acc ? 3e-2 : 0;
+	default:
+		return 0;
+	}
+}
+
+static bool close_to(double got, double want, double tol)
+{
+	if (want != want)
+		return got != got;
+	if (isinf(want) || tol == 0)
+		return got == want;
+	return fabs(got - want) <= tol * fmax(1.0, fabs(want));
+}
+
+/* @t's elements in row-major order as doubles (a new contiguous float64 tensor). */
+static tn_tensor *as_f64(const tn_tensor *t)
+{
+	tn_tensor *f;
+	ck_assert_tn_ok(tn_empty(tn_tensor_ndim(t), tn_tensor_sizes(t), TN_FLOAT64, TN_CPU,
+				 TN_CONTIGUOUS_FORMAT, &f));
+	ck_assert_tn_ok(tn_copy_(f, t, false));
+	return f;
+}
+
+static void check_result(const struct red_case *c, size_t k, const tn_tensor *r,
+			 const tn_tensor *ri, bool data, const char *form)
+{
+	const char *op = red_op_names[c->op];
+	ck_assert_msg((int)tn_tensor_dtype(r) == c->rdtype, "case %zu %s (%s): dtype %s, PyTorch %s", k,
+		      op, form, tn_dtype_name(tn_tensor_dtype(r)), tn_dtype_name(c->rdtype));
+	ck_assert_msg(tn_tensor_ndim(r) == c->rndim, "case %zu %s (%s): ndim %d, PyTorch %d", k, op,
+		      form, tn_tensor_ndim(r), c->rndim);
+	for (int d = 0; d < c->rndim; d++)
+		ck_assert_msg(tn_tensor_sizes(r)[d] == c->rshape[d], "case %zu %s (%s): size %d", k,
+			      op, form, d);
+	if (ri) {
+		ck_assert_int_eq(tn_tensor_dtype(ri), TN_INT64);
+		ck_assert_int_eq(tn_tensor_ndim(ri), c->rndim);
+	}
+	if (!data)
+		return;
+	tn_tensor *f = as_f64(r);
+	const double *got = tn_tensor_data(f);
+	double tol = tolerance(c), total = 0;
+	for (int64_t i = 0, j = 0; i < c->n; i += c->step, j++)
+		ck_assert_msg(close_to(got[i], c->v[j], tol),
+			      "case %zu %s (%s): element %lld is %.17g, PyTorch %.17g", k, op, form,
+			      (long long)i, got[i], c->v[j]);
+	if (tol == 0) {
+		for (int64_t i = 0; i < c->n; i++)
+			total += got[i];
+		ck_assert_msg(close_to(total, c->total, 0) || c->rdtype >= (int)TN_FLOAT16,
+			      "case %zu %s (%s): total %.17g, PyTorch %.17g", k, op, form, total,
+			      c->total);
+	}
+	tn_tensor_unref(f);
+	if (ri && c->idx) {
+		const int64_t *ix = tn_tensor_data(ri);
+		ck_assert(tn_tensor_is_contiguous(ri));
+		for (int64_t i = 0, j = 0; i < c->n; i += c->step, j++)
+			ck_assert_msg(ix[i] == c->idx[j], "case %zu %s (%s): index %lld is %lld, "
+				      "PyTorch %lld", k, op, form, (long long)i, (long long)ix[i],
+				      (long long)c->idx[j]);
+	}
+}
+
+static bool has_indices(int op)
+{
+	return op == OP_MAX_DIM || op == OP_MIN_DIM;
+}
+
+/* One golden case: functional, out= (into tensors filled with 7 first) and Meta. */
+static void run_case(size_t k, bool meta)
+{
+	const struct red_case *c = &red_cases[k];
+	const struct red_input *in = &red_inputs[c->input];
+	tn_tensor *x = make_input(in, TN_CPU), *r = NULL, *r2 = NULL;
+	const char *op = red_op_names[c->op];
+
+	tn_clear_error();
+	int rc = call_op(c, x, NULL, NULL, &r, &r2);
+	if (!c->ok) {
+		ck_assert_msg(rc == c->code, "case %zu %s: returned %d (%s), PyTorch %d (%s)", k, op,
+			      rc, tn_last_error(), c->code, c->msg);
+		ck_assert_str_eq(tn_last_error(), c->msg);
+	} else {
+		ck_assert_msg(rc == 0, "case %zu %s failed: %s", k, op, tn_last_error());
+		check_result(c, k, r, r2, true, "functional");
+		tn_tensor *o, *o2 = NULL;
+		ck_assert_tn_ok(tn_full(c->rndim, c->rshape, tn_scalar_int(7),
+					&(enum tn_dtype){ (enum tn_dtype)c->rdtype }, TN_CPU, &o));
+		if (has_indices(c->op))
+			ck_assert_tn_ok(tn_full(c->rndim, c->rshape, tn_scalar_int(7),
+						&(enum tn_dtype){ TN_INT64 }, TN_CPU, &o2));
+		ck_assert_msg(call_op(c, x, o, o2, NULL, NULL) == 0, "case %zu %s out= failed: %s", k,
+			      op, tn_last_error());
+		check_result(c, k, o, o2, true, "out=");
+		tn_tensor_unref(o);
+		tn_tensor_unref(o2);
+		tn_tensor_unref(r);
+		tn_tensor_unref(r2);
+	}
+	tn_tensor_unref(x);
+	if (!meta)
+		return;
+	/* Meta: the same result geometry and dtype, or the same error, without data. */
+	x = make_input(in, TN_META);
+	r = r2 = NULL;
+	tn_clear_error();
+	rc = call_op(c, x, NULL, NULL, &r, &r2);
+	if (!c->ok) {
+		ck_assert_msg(rc == c->code, "case %zu %s on Meta: returned %d (%s)", k, op, rc,
+			      tn_last_error());
+		ck_assert_str_eq(tn_last_error(), c->msg);
+	} else {
+		ck_assert_msg(rc == 0, "case %zu %s on Meta failed: %s", k, op, tn_last_error());
+		ck_assert_int_eq(tn_tensor_device(r).type, TN_DEVICE_META);
+		check_result(c, k, r, r2, false, "Meta");
+	}
+	tn_tensor_unref(r);
+	tn_tensor_unref(r2);
+	tn_tensor_unref(x);
+}
+
+/* Every golden case, in the kernel variant of each CPU capability. */
+START_TEST(test_goldens_under_each_capability)
+{
+	enum tn_cpu_capability want = (enum tn_cpu_capability)_i;
+	setenv("TN_CPU_CAPABILITY", tn_cpu_capability_name(want), 1);
+	ck_assert_int_le(tn_cpu_capability(), want);
+	struct tn_baseline b = tn_test_baseline();
+	for (size_t k = 0; k < RED_NCASES; k++)
+		run_case(k, want == 0);
+	ck_assert_no_leak(b);
+}
+END_TEST
+
+/* The inputs past the grain size (the parallel paths: split outputs, two passes) with 1, 2 and
+ * 4 threads: the same results as PyTorch each time (integers exactly). */
+START_TEST(test_goldens_with_threads)
+{
+	static const char *const counts[] = { "1", "2", "4" };
+	setenv("TN_NUM_THREADS", counts[_i], 1);
+	for (size_t k = 0; k < RED_NCASES; k++)
+		if (red_inputs[red_cases[k].input].formula)
+			run_case(k, false);
+}
+END_TEST
+
+/* A float32 sum of 2^25 elements (past float32's 2^24 integers, where naive accumulation stops
+ * growing) within 1e-6 of the float64 reference: whole, and by columns. */
+START_TEST(test_float32_sum_accuracy)
+{
+	static const char *const counts[] = { "1", "2" };
+	setenv("TN_NUM_THREADS", counts[_i], 1);
+	const int64_t n = (int64_t)1 << 25, cols[] = { (int64_t)1 << 19, 64 };
+	tn_tensor *ones, *u, *r;
+	ck_assert_tn_ok(tn_ones(1, &n, TN_FLOAT32, TN_CPU, &ones));
+	ck_assert_tn_ok(tn_empty(1, &n, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, &u));
+	float *p = tn_tensor_data(u);
+	uint64_t s = 88172645463325252ull;
+	double ref = 0, colref[64] = { 0 };
+	for (int64_t i = 0; i < n; i++) {
+		s ^= s << 13, s ^= s >> 7, s ^= s << 17; /* xorshift64 */
+		p[i] = (float)(s >> 40) / (float)(1 << 24);
+		ref += p[i];
+		colref[i % 64] += p[i];
+	}
+	ck_assert_tn_ok(tn_sum(ones, NULL, &r));
+	ck_assert_msg(fabs(*(float *)tn_tensor_data(r) - (double)n) <= 1e-6 * (double)n,
+		      "sum of ones: %.9g", *(float *)tn_tensor_data(r));
+	tn_tensor_unref(r);
+	ck_assert_tn_ok(tn_mean(ones, NULL, &r));
+	ck_assert_msg(fabs(*(float *)tn_tensor_data(r) - 1.0) <= 1e-6, "mean of ones");
+	tn_tensor_unref(r);
+	ck_assert_tn_ok(tn_sum(u, NULL, &r));
+	ck_assert_msg(fabs(*(float *)tn_tensor_data(r) - ref) <= 1e-6 * ref, "sum %.9g, ref %.9g",
+		      *(float *)tn_tensor_data(r), ref);
+	tn_tensor_unref(r);
+	/* The column sums of a [2^19, 64] view: the vectorised outer reduction. */
+	tn_tensor *v;
+	int64_t d0 = 0;
+	ck_assert_tn_ok(tn_view(u, 2, cols, &v));
+	ck_assert_tn_ok(tn_sum_dim(v, 1, &d0, false, NULL, &r));
+	const float *cs = tn_tensor_data(r);
+	for (int j = 0; j < 64; j++)
+		ck_assert_msg(fabs(cs[j] - colref[j]) <= 1e-6 * colref[j], "column %d: %.9g vs %.9g", j,
+			      cs[j], colref[j]);
+	tn_tensor_unref(r);
+	tn_tensor_unref(v);
+	tn_tensor_unref(u);
+	tn_tensor_unref(ones);
+}
+END_TEST
+
+static tn_tensor *arange23(enum tn_dtype dt)
+{
+	int64_t s[] = { 2, 3 };
+	tn_tensor *f, *t;
+	ck_assert_tn_ok(tn_arange(tn_scalar_int(0), tn_scalar_int(6), tn_scalar_int(1), &dt, TN_CPU,
+				  &f));
+	ck_assert_tn_ok(tn_view(f, 2, s, &t));
+	tn_tensor_unref(f);
+	return t;
+}
+
+/* The out= forms' dtype and shape errors, with PyTorch's messages; nothing is written. */
+START_TEST(test_out_errors)
+{
+	tn_tensor *x = arange23(TN_FLOAT32), *xi = arange23(TN_INT64), *o3l, *o3f, *o3d, *o3i,
+		  *o13, *z, *zb;
+	int64_t three = 3, s13[] = { 1, 3 }, d0 = 0, d01[] = { 0, 1 };
+	enum tn_dtype i32 = TN_INT32, f64 = TN_FLOAT64, i64 = TN_INT64;
+	ck_assert_tn_ok(tn_full(1, &three, tn_scalar_int(7), &(enum tn_dtype){ TN_INT64 }, TN_CPU,
+				&o3l));
+	ck_assert_tn_ok(tn_full(1, &three, tn_scalar_double(7), NULL, TN_CPU, &o3f));
+	ck_assert_tn_ok(tn_full(1, &three, tn_scalar_int(7), &f64, TN_CPU, &o3d));
+	ck_assert_tn_ok(tn_full(1, &three, tn_scalar_int(7), &i32, TN_CPU, &o3i));
+	ck_assert_tn_ok(tn_full(2, s13, tn_scalar_double(7), NULL, TN_CPU, &o13));
+	ck_assert_tn_ok(tn_full(0, NULL, tn_scalar_double(7), NULL, TN_CPU, &z));
+	ck_assert_tn_ok(tn_full(0, NULL, tn_scalar_bool(true), NULL, TN_CPU, &zb));
+
+	ck_assert_tn_error(tn_sum_dim_out(xi, 1, &d0, false, &i32, o3l), TN_EINVAL,
+			   "Expected out tensor to have dtype int, but got long int instead");
+	ck_assert_tn_error(tn_mean_dim_out(x, 1, &d0, false, NULL, o3l), TN_EINVAL,
+			   "result type Float can't be cast to the desired output type Long");
+	ck_assert_tn_error(tn_mean_dim_out(xi, 1, &d0, false, NULL, o3f), TN_EINVAL,
+			   "mean(): could not infer output dtype. Input dtype must be either a "
+			   "floating point or complex dtype. Got: Long");
+	ck_assert_tn_error(tn_mean_dim_out(x, 1, &d0, false, &f64, o3f), TN_EINVAL,
+			   "Expected out tensor to have dtype double, but got float instead");
+	ck_assert_tn_error(tn_mean(x, &i64, &z), TN_EINVAL,
+			   "mean(): could not infer output dtype. Optional dtype must be either a "
+			   "floating point or complex dtype. Got: Long");
+	ck_assert_tn_error(tn_amax_out(x, 1, &d0, false, o3d), TN_EINVAL,
+			   "Expected the dtype for input and out to match, but got Float for "
+			   "input's dtype and Double for out's dtype.");
+	ck_assert_tn_error(tn_max_dim_out(x, 0, false, o3d, o3l), TN_EINVAL,
+			   "Expected out tensor to have dtype float, but got double instead");
+	ck_assert_tn_error(tn_max_dim_out(x, 0, false, o3f, o3i), TN_EINVAL,
+			   "Expected out tensor to have dtype long int, but got int instead");
+	ck_assert_tn_error(tn_argmax_out(x, &d0, false, o3f), TN_EINVAL,
+			   "Expected out tensor to have dtype long int, but got float instead");
+	ck_assert_tn_error(tn_all_dim_out(x, 0, false, o3f), TN_EINVAL,
+			   "all only supports bool tensor for result, got: Float");
+	ck_assert_tn_error(tn_any_out(x, z), TN_EINVAL,
+			   "any only supports bool tensor for result, got: Float");
+	/* PyTorch resizes a wrongly shaped out= tensor; libtensor refuses it. */
+	ck_assert_tn_error(tn_sum_dim_out(x, 1, &d0, false, NULL, o13), TN_EINVAL,
+			   "sum: output with shape [1, 3] doesn't match the result shape [3] "
+			   "(libtensor does not resize out= tensors)");
+	ck_assert_tn_error(tn_sum_dim_out(x, 2, d01, true, NULL, o3f), TN_EINVAL,
+			   "sum: output with shape [3] doesn't match the result shape [1, 1] "
+			   "(libtensor does not resize out= tensors)");
+	/* Nothing was written by the failed calls. */
+	const float *pf = tn_tensor_data(o3f);
+	const int64_t *pl = tn_tensor_data(o3l);
+	for (int i = 0; i < 3; i++) {
+		ck_assert(pf[i] == 7.0f);
+		ck_assert_int_eq(pl[i], 7);
+	}
+	/* An out= tensor overlapping the input in part. */
+	tn_tensor *row;
+	ck_assert_tn_ok(tn_select(x, 0, 1, &row));
+	ck_assert_tn_error(tn_sum_dim_out(x, 1, &d0, false, NULL, row), TN_EINVAL,
+			   "unsupported operation: some elements of the input tensor and the "
+			   "written-to tensor refer to a single memory location. Please clone() "
+			   "the tensor before performing the operation.");
+	/* A uint8 out= tensor takes all and any of any dtype; keepdim shapes work too. */
+	tn_tensor *u8;
+	ck_assert_tn_ok(tn_zeros(2, s13, TN_UINT8, TN_CPU, &u8));
+	ck_assert_tn_ok(tn_all_dim_out(x, 0, true, u8));
+	const uint8_t *pu = tn_tensor_data(u8);
+	ck_assert(pu[0] == 0 && pu[1] == 1 && pu[2] == 1);
+	ck_assert_tn_ok(tn_all_out(x, zb));
+	ck_assert(*(bool *)tn_tensor_data(zb) == false);
+	/* A dead handle. */
+	tn_tensor *dead = arange23(TN_FLOAT32), *r;
+	tn_tensor_unref(dead);
+	ck_assert_int_eq(tn_sum(dead, NULL, &r), TN_EBADF);
+	tn_tensor *list[] = { x, xi, o3l, o3f, o3d, o3i, o13, z, zb, row, u8 };
+	for (size_t i = 0; i < sizeof(list) / sizeof(list[0]); i++)
+		tn_tensor_unref(list[i]);
+}
+END_TEST
+
+/* Each reduction's allocations failing one at a time (the result, the float32 accumulator of
+ * a mean, the per-thread partial sums, the flattened copy of argmax): a clean TN_ENOMEM, no
+ * leak, nothing written to out=; and the right result once nothing fails. */
+START_TEST(test_allocation_failures)
+{
+	setenv("TN_NUM_THREADS", "2", 1);
+	int64_t n = 50001, s2[] = { 3, 40000 }, d1 = 1;
+	tn_tensor *x, *h, *m, *mt, *out, *r = NULL, *r2 = NULL;
+	ck_assert_tn_ok(tn_ones(1, &n, TN_FLOAT32, TN_CPU, &x));
+	ck_assert_tn_ok(tn_ones(1, &n, TN_FLOAT16, TN_CPU, &h));
+	ck_assert_tn_ok(tn_ones(2, s2, TN_INT32, TN_CPU, &m));
+	ck_assert_tn_ok(tn_transpose(m, 0, 1, &mt));
+	ck_assert_tn_ok(tn_full(1, &s2[1], tn_scalar_double(7), NULL, TN_CPU, &out));
+	for (int which = 0; which < 6; which++) {
+		struct tn_baseline b = tn_test_baseline();
+		for (uint64_t nth = 1;; nth++) {
+			int rc;
+			tn_alloc_fail_nth(nth);
+			switch (which) {
+			case 0: rc = tn_sum(x, NULL, &r); break;
+			case 1: rc = tn_mean(x, NULL, &r); break;
+			case 2: rc = tn_sum(h, NULL, &r); break;
+			case 3: rc = tn_max_dim(m, 0, false, &r, &r2); break;
+			case 4: rc = tn_argmax(mt, NULL, false, &r); break;
+			default:
+				rc = tn_sum_dim_out(mt, 1, &d1, false, &(enum tn_dtype){ TN_FLOAT32 },
+						    out);
+			}
+			uint64_t tried = tn_alloc_fail_nth(0);
+			if (tried < nth) { /* nothing failed: the result */
+				ck_assert_msg(rc == 0, "case %d: %s", which, tn_last_error());
+				/* 50001 rounds to 50016 in float16. */
+				static const double want[] = { 50001, 1, 50016, 1, 0, 3 };
+				tn_tensor *f = as_f64(which == 5 ? out : r);
+				ck_assert_msg(*(double *)tn_tensor_data(f) == want[which], "case %d: %g", which,
+					      *(double *)tn_tensor_data(f));
+				tn_tensor_unref(f);
+				tn_tensor_unref(r);
+				tn_tensor_unref(r2);
+				r = r2 = NULL;
+				break;
+			}
+			ck_assert_msg(rc == TN_ENOMEM, "case %d, allocation %llu: %d %s", which,
+				      (unsigned long long)nth, rc, tn_last_error());
+			if (which == 5)
+				ck_assert(*(float *)tn_tensor_data(out) == 7.0f);
+			ck_assert_no_leak(b);
+		}
+	}
+	tn_tensor *list[] = { x, h, m, mt, out };
+	for (size_t i = 0; i < sizeof(list) / sizeof(list[0]); i++)
+		tn_tensor_unref(list[i]);
+}
+END_TEST
+
+static Suite *reduce_suite(void)
+{
+	Suite *s = suite_create("reduce");
+	TCase *tc = tcase_create("reduce");
+	tcase_add_loop_test(tc, test_goldens_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);
+	tcase_add_loop_test(tc, test_goldens_with_threads, 0, 3);
+	tcase_add_loop_test(tc, test_float32_sum_accuracy, 0, 2);
+	tcase_add_test(tc, test_out_errors);
+	tcase_add_test(tc, test_allocation_failures);
+	tcase_set_timeout(tc, 120);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+TN_TEST_MAIN(reduce_suite)
