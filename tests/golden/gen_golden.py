@@ -1546,6 +1546,10 @@ def gen_unary_ext(outdir):
           "#define UX_NGOLDEN (sizeof ux_golden / sizeof ux_golden[0])"]
     L += header_bottom("TN_UNARY_EXT_GOLDEN_H")
     write(os.path.join(outdir, "unary_ext_golden.h"), L)
+    return len(cases)
+
+
+# ---------------------------------------------------------------------------
 # reduce_golden.h
 # ---------------------------------------------------------------------------
 
