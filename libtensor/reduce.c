@@ -269,6 +269,29 @@ static tn_scalar identity(int op, enum tn_dtype dt)
 }
 
 /*
+ * A small contiguous CPU input, in the kernel's dtype, reduced to one value: one kernel call
+ * over the flat array, without an iterator (PyTorch pays ~1 us for this; an iterator and the
+ * fill of the output would cost more than the sum).
+ */
+static bool flat_ok(const tn_tensor *in, enum tn_dtype kdt)
+{
+	return in->contiguous && in->numel <= TN_GRAIN_SIZE && in->dtype == kdt &&
+	       in->storage->device.type == TN_DEVICE_CPU;
+}
+
+static int reduce_flat(int op, char *o, enum tn_dtype odt, const tn_tensor *in)
+{
+	const int64_t isz = (int64_t)tn__itemsize(in->dtype), os[2] = { 0, 0 }, is[2] = { isz, 0 };
+	int rc = tn__scalar_to_element(identity(op, odt), odt, o);
+	if (rc < 0)
+		return rc;
+	if (in->numel > 0)
+		((tn__reduce_fn)tn__stub_get(&tn__reduce_stub))(op, in->dtype, o, os, tn__data(in),
+								 is, in->numel, 1);
+	return 0;
+}
+
+/*
  * Reduce @in into @view (the keepdim view of the accumulator, dtype @acc_dt) with @op; the
  * kernel reads @kdt (@in is converted to it when its dtype differs). @run false checks only.
  */
@@ -281,6 +304,9 @@ static int reduce_into(int op, tn_tensor *view, const tn_tensor *in, enum tn_dty
 	char *partial = NULL;
 	int rc;
 
+	if (run && view->numel == 1 && flat_ok(in, kdt) && view->storage != in->storage &&
+	    view->storage->device.type == TN_DEVICE_CPU)
+		return reduce_flat(op, tn__data(view), view->dtype, in);
 	tn__iter_config_init(&cfg);
 	cfg.noutputs = 1;
 	cfg.ninputs = 1;
@@ -495,8 +521,6 @@ static int value_reduce(enum kind k, const tn_tensor *self, int ndims, const int
 		return rc;
 	if ((rc = dim_mask(self, ndims, dims, &mask)) < 0)
 		return rc;
-	if ((rc = make_result(self, mask, keepdim, dt, out, &res, &view, who)) < 0)
-		return rc;
 
 	/* The kernel's input dtype and the accumulator: sums and products run in the result
 	 * dtype (16-bit floats accumulating in float32, which also reads them directly); the
@@ -507,6 +531,29 @@ static int value_reduce(enum kind k, const tn_tensor *self, int ndims, const int
 		bool direct = self->dtype == dt || (is_half(self->dtype) && acc_dt == TN_FLOAT32);
 		kdt = direct ? self->dtype : dt;
 	}
+	/* A small contiguous tensor reduced to one value: no keepdim view, no iterator. */
+	bool one = true;
+	for (int d = 0; d < self->ndim; d++)
+		one &= (mask >> d & 1) || self->sizes[d] == 1;
+	if (run && one && !out && acc_dt == dt && flat_ok(self, kdt)) {
+		int64_t ones[TN_MAX_DIMS];
+		int n = keepdim ? self->ndim : 0;
+		for (int d = 0; d < n; d++)
+			ones[d] = 1;
+		if ((rc = tn__empty_like_device(self->storage->device, dt, n, n ? ones : NULL,
+						NULL, &res, who)) < 0)
+			return rc;
+		if ((rc = reduce_flat(kinds[k].op, tn__data(res), dt, self)) < 0) {
+			tn_tensor_unref(res);
+			return rc;
+		}
+		if (k == K_MEAN) /* the count: every element (0 when empty: NaN) */
+			divide(res, self->numel);
+		*ret = res;
+		return 0;
+	}
+	if ((rc = make_result(self, mask, keepdim, dt, out, &res, &view, who)) < 0)
+		return rc;
 	if (!run || (acc_dt == dt && k != K_MEAN)) {
 		rc = reduce_into(kinds[k].op, view, self, kdt, run, who);
 	} else {

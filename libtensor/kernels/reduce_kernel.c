@@ -50,12 +50,15 @@ static inline float bf16_to_float(tn_bfloat16 v)
 /* The same with @W (at most @SIZE) accumulators per level. */
 #define CASCADE_N(A, SIZE, W, IDENT, COMB, n, STEP)                                            \
 	A acc[LEVELS][SIZE];                                                                   \
-	for (int l_ = 0; l_ < LEVELS; l_++)                                                    \
-		for (int k = 0; k < (W); k++)                                                  \
-			acc[l_][k] = (IDENT);                                                  \
 	{                                                                                      \
 		const int lp_ = level_power(n);                                                \
 		const int64_t step_ = (int64_t)1 << lp_, mask_ = step_ - 1;                    \
+		/* Fewer steps than one flush use level 0 only (a short column block would    \
+		 * otherwise set LEVELS x SIZE accumulators for a handful of rows). */         \
+		const int nl_ = (n) >= step_ ? LEVELS : 1;                                     \
+		for (int l_ = 0; l_ < nl_; l_++)                                               \
+			for (int k = 0; k < (W); k++)                                          \
+				acc[l_][k] = (IDENT);                                          \
 		int64_t i = 0;                                                                 \
 		while (i + step_ <= (n)) {                                                     \
 			for (int64_t j_ = 0; j_ < step_; j_++, i++)                            \
@@ -71,7 +74,7 @@ static inline float bf16_to_float(tn_bfloat16 v)
 		}                                                                              \
 		for (; i < (n); i++)                                                           \
 			STEP;                                                                  \
-		for (int l_ = 1; l_ < LEVELS; l_++)                                            \
+		for (int l_ = 1; l_ < nl_; l_++)                                               \
 			for (int k = 0; k < (W); k++)                                          \
 				acc[0][k] = COMB(acc[0][k], acc[l_][k]);                       \
 	}
@@ -122,9 +125,15 @@ static inline float bf16_to_float(tn_bfloat16 v)
 				  for (int k = 0; k < nc; k++) acc[0][k] = COMB(               \
 					  acc[0][k], LOAD(((const T *)((const char *)p +        \
 								       i * srow))[k])))        \
-			for (int k = 0; k < nc; k++) {                                         \
-				O *o = (O *)(out + (c0 + k) * so);                             \
-				*o = STOREO(COMB(LOADO(*o), acc[0][k]));                       \
+			if (so == (int64_t)sizeof(O)) { /* a vector loop */                    \
+				O *o = (O *)out + c0;                                          \
+				for (int k = 0; k < nc; k++)                                   \
+					o[k] = STOREO(COMB(LOADO(o[k]), acc[0][k]));           \
+			} else {                                                               \
+				for (int k = 0; k < nc; k++) {                                 \
+					O *o = (O *)(out + (c0 + k) * so);                     \
+					*o = STOREO(COMB(LOADO(*o), acc[0][k]));               \
+				}                                                              \
 			}                                                                      \
 		}                                                                              \
 	}                                                                                      \
