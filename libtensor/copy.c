@@ -81,6 +81,15 @@ int tn__copy(tn_tensor *dst, const tn_tensor *src, bool run, const char *who)
 		return rc;
 	if (dst == src)
 		return 0;
+	/* Small contiguous tensors of one shape in separate storages: one kernel call. */
+	const tn_tensor *shape;
+	if (run && dst->storage != src->storage &&
+	    tn__iter_trivial(dst, dst->dtype, src, NULL, &shape) >= 0) {
+		((tn__cast_fn)tn__stub_get(&tn__cast_stub))(
+			tn__data(dst), dst->dtype, (int64_t)tn__itemsize(dst->dtype), tn__data(src),
+			src->dtype, (int64_t)tn__itemsize(src->dtype), src->numel);
+		return 0;
+	}
 	tn__iter_config_init(&cfg);
 	cfg.noutputs = 1;
 	cfg.ninputs = 1;
