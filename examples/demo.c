@@ -2,6 +2,8 @@
 /*
  * The demo `make demo` runs: make tensors, take views of them, print them as PyTorch would.
  * Every view shares the first tensor's storage; writing through one shows in the others.
+ * Then operators on the TensorIterator: broadcasting with type promotion, where, reductions
+ * along a dimension, and PyTorch's errors for what PyTorch refuses.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +75,42 @@ int main(void)
 	tn_tensor *fail;
 	if (tn_view(a, 2, bad, &fail) < 0)
 		printf("a.view(5, -1) -> error: %s\n", tn_last_error());
+
+	/* Operators: an int32 [3, 4] plus a float32 [4] broadcasts and promotes to float32. */
+	tn_tensor *mi, *w, *sum, *pos, *neg, *sel, *mean, *mx, *amx, *q;
+	int64_t four[] = { 4 }, dim1[] = { 1 };
+	CHECK(tn_arange(tn_scalar_int(0), tn_scalar_int(12), tn_scalar_int(1),
+			&(enum tn_dtype){ TN_INT32 }, TN_CPU, &big));
+	CHECK(tn_view(big, 2, shape, &mi));
+	tn_tensor_unref(big);
+	CHECK(tn_full(1, four, tn_scalar_double(0.5), &(enum tn_dtype){ TN_FLOAT32 }, TN_CPU, &w));
+	CHECK(tn_add(mi, w, tn_scalar_int(2), &sum));
+	show("mi = arange(12, dtype=int32).view(3, 4); mi + 2 * full((4,), 0.5)", sum);
+	CHECK(tn_gt_scalar(mi, tn_scalar_int(5), &pos));
+	CHECK(tn_neg(mi, &neg));
+	CHECK(tn_where(pos, mi, neg, &sel));
+	show("where(mi > 5, mi, -mi)", sel);
+	CHECK(tn_mean_dim(sum, 1, dim1, true, NULL, &mean));
+	show("(mi + 2 * w).mean(1, keepdim=True)", mean);
+	CHECK(tn_max_dim(sel, 0, false, &mx, &amx));
+	show("where(...).max(0).values", mx);
+	show("where(...).max(0).indices", amx);
+	CHECK(tn_div_scalar_mode(mi, tn_scalar_int(-5), "floor", &q));
+	show("mi.div(-5, rounding_mode='floor')", q);
+
+	/* What PyTorch refuses, refused with its words; nothing is written. */
+	tn_tensor *three;
+	int64_t n3[] = { 3 };
+	CHECK(tn_ones(1, n3, TN_FLOAT32, TN_CPU, &three));
+	if (tn_add(mi, three, tn_scalar_int(1), &fail) < 0)
+		printf("mi + ones(3) -> error: %s\n", tn_last_error());
+	if (tn_add_(mi, w, tn_scalar_int(1)) < 0)
+		printf("mi += full((4,), 0.5) -> error: %s\n", tn_last_error());
+	if (tn_bitwise_and(w, w, &fail) < 0)
+		printf("w & w -> error: %s\n", tn_last_error());
+	tn_tensor *ops_list[] = { mi, w, sum, pos, neg, sel, mean, mx, amx, q, three };
+	for (size_t i = 0; i < sizeof(ops_list) / sizeof(ops_list[0]); i++)
+		tn_tensor_unref(ops_list[i]);
 
 	/* Every operator above went through the dispatcher; any can also be called by name,
 	 * boxed, with its arguments on a stack (how tools reach every operator generically). */
