@@ -2,6 +2,8 @@
 /*
  * Device types and their names.
  */
+#include <stdio.h>
+
 #include "internal.h"
 
 static const char *const device_names[TN_NUM_DEVICE_TYPES] = {
@@ -21,3 +23,15 @@ TN_EXPORT int tn_cuda_device_count(void)
 	return 0;
 }
 #endif
+
+void tn__format_device(char *buf, size_t size, tn_device device)
+{
+	const char *name = tn_device_type_name(device.type);
+	if (!name)
+		name = "unknown";
+	/* PyTorch names an indexed device with its index ("cuda:0"); the CPU and Meta have none. */
+	if (device.type == TN_DEVICE_CUDA)
+		snprintf(buf, size, "%s:%d", name, (int)device.index);
+	else
+		snprintf(buf, size, "%s", name);
+}

@@ -171,6 +171,9 @@ int tn__empty_like_device(tn_device device, enum tn_dtype dtype, int ndim, const
  * OpenMP threads; @run false only checks (the Meta kernel). */
 int tn__copy(tn_tensor *dst, const tn_tensor *src, bool run, const char *who);
 
+/* A device as PyTorch prints it: "cpu", "meta", "cuda:0". */
+void tn__format_device(char *buf, size_t size, tn_device device);
+
 /* PyTorch's is_non_overlapping_and_dense: some permutation of the dims is contiguous. */
 bool tn__is_non_overlapping_and_dense(const tn_tensor *t);
 

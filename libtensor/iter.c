@@ -439,24 +439,30 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 			if (same_tensor(it->ops[o].tensor, it->ops[i].tensor))
 				it->ops[o].is_read_write = true;
 	}
-	/* Every operand on one device. */
+	/* Every operand on one device (ATen's compute_types): the first device that is not the
+	 * CPU is the common one, and a 0-dim CPU input may join it (a CPU scalar, as PyTorch
+	 * allows for element-wise operators); any other operand elsewhere is refused. */
 	tn_device dev = { TN_DEVICE_CPU, 0 };
-	bool have_dev = false;
 	for (int k = 0; k < it->ntensors; k++) {
 		const tn_tensor *t = it->ops[k].tensor;
-		if (!t || it->ops[k].wrapped)
+		if (t && dev.type == TN_DEVICE_CPU && t->storage->device.type != TN_DEVICE_CPU)
+			dev = t->storage->device;
+	}
+	for (int k = 0; k < it->ntensors; k++) {
+		const tn_tensor *t = it->ops[k].tensor;
+		char want[32], got[32];
+		if (!t || (t->storage->device.type == dev.type &&
+			   t->storage->device.index == dev.index))
 			continue;
-		if (have_dev && (t->storage->device.type != dev.type ||
-				 t->storage->device.index != dev.index)) {
-			rc = tn__error(TN_EINVAL,
-				       "Expected all tensors to be on the same device, but found at "
-				       "least two devices, %s and %s!",
-				       tn_device_type_name(dev.type),
-				       tn_device_type_name(t->storage->device.type));
-			goto fail;
-		}
-		dev = t->storage->device;
-		have_dev = true;
+		if (t->storage->device.type == TN_DEVICE_CPU && t->ndim == 0 && !it->ops[k].is_output)
+			continue;
+		tn__format_device(want, sizeof(want), dev);
+		tn__format_device(got, sizeof(got), t->storage->device);
+		rc = tn__error(TN_EINVAL,
+			       "Expected all tensors to be on the same device, but found at least two "
+			       "devices, %s and %s!",
+			       want, got);
+		goto fail;
 	}
 	if (cfg->check_mem_overlap && (rc = check_overlaps(it)) < 0)
 		goto fail;

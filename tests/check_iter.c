@@ -1013,6 +1013,29 @@ START_TEST(test_streamed_outputs_under_each_capability)
 }
 END_TEST
 
+/* Operands on two devices: PyTorch's message names the first non-CPU device first, whatever
+ * the order; a 0-dim CPU input joins a tensor of another device as a scalar (not an output). */
+START_TEST(test_device_errors)
+{
+	int64_t n = 2;
+	tn_tensor *c, *m, *z, *r;
+	ck_assert_tn_ok(tn_ones(1, &n, TN_FLOAT32, TN_CPU, &c));
+	ck_assert_tn_ok(tn_empty(1, &n, TN_FLOAT32, TN_META, TN_CONTIGUOUS_FORMAT, &m));
+	ck_assert_tn_ok(tn_ones(0, NULL, TN_FLOAT32, TN_CPU, &z));
+	const char *msg = "Expected all tensors to be on the same device, but found at least two "
+			  "devices, meta and cpu!";
+	ck_assert_tn_error(tn_add(c, m, tn_scalar_int(1), &r), TN_EINVAL, msg);
+	ck_assert_tn_error(tn_add(m, c, tn_scalar_int(1), &r), TN_EINVAL, msg);
+	ck_assert_tn_error(tn_add_out(m, m, tn_scalar_int(1), z), TN_EINVAL, msg);
+	ck_assert_tn_ok(tn_mul(m, z, &r)); /* a CPU scalar */
+	ck_assert_int_eq(tn_tensor_device(r).type, TN_DEVICE_META);
+	ck_assert_int_eq(tn_tensor_ndim(r), 1);
+	tn_tensor *list[] = { c, m, z, r };
+	for (size_t i = 0; i < 4; i++)
+		tn_tensor_unref(list[i]);
+}
+END_TEST
+
 static Suite *iter_suite(void)
 {
 	Suite *s = suite_create("iter");
@@ -1020,6 +1043,7 @@ static Suite *iter_suite(void)
 	tcase_add_test(tc, test_promotion_matches_pytorch);
 	tcase_add_test(tc, test_broadcast_and_errors);
 	tcase_add_test(tc, test_overlap_errors);
+	tcase_add_test(tc, test_device_errors);
 	tcase_add_test(tc, test_output_layout_follows_inputs);
 	tcase_add_test(tc, test_serial_ranges_visit_each_element_once);
 	tcase_add_test(tc, test_parallel_for_each);
