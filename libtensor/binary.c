@@ -233,7 +233,9 @@ static int binary_trivial(bool cmp, int op, tn_tensor *out, const tn_tensor *a,
 	if (!o && (rc = tn__empty_like_device(a->storage->device, cmp ? TN_BOOL : ct, shape->ndim,
 					      shape->sizes, NULL, &o, who)) < 0)
 		return rc;
-	if (cmp)
+	if (n == 0) /* empty tensors have no data pointer */
+		;
+	else if (cmp)
 		((tn__compare_fn)tn__stub_get(&tn__compare_stub))(op, ct, tn__data(o), 1,
 								  tn__data(a), w, pb, sb, n);
 	else

@@ -85,6 +85,8 @@ int tn__copy(tn_tensor *dst, const tn_tensor *src, bool run, const char *who)
 	const tn_tensor *shape;
 	if (run && dst->storage != src->storage &&
 	    tn__iter_trivial(dst, dst->dtype, src, NULL, &shape) >= 0) {
+		if (src->numel == 0) /* empty tensors have no data pointer */
+			return 0;
 		((tn__cast_fn)tn__stub_get(&tn__cast_stub))(
 			tn__data(dst), dst->dtype, (int64_t)tn__itemsize(dst->dtype), tn__data(src),
 			src->dtype, (int64_t)tn__itemsize(src->dtype), src->numel);
