@@ -39,6 +39,14 @@ static void run_row(const struct tn__bin_loop *l, char *o, int64_t so, const cha
 		c->fn(c->op, l->ct, o, so, a, sa, b, sb, n, &c->alpha);
 }
 
+/* An arithmetic row whose output is past the caches: the kernel streams its stores. */
+static void run_row_stream(const struct tn__bin_loop *l, char *o, int64_t so, const char *a,
+			   int64_t sa, const char *b, int64_t sb, int64_t n)
+{
+	const struct bin_ctx *c = (const struct bin_ctx *)l;
+	c->fn(c->op | TN_BINOP_STREAM, l->ct, o, so, a, sa, b, sb, n, &c->alpha);
+}
+
 void tn__bin_loop_run(struct tn__bin_loop *c, tn__bin_row_fn row, const struct tn_iter *it,
 		      enum tn_dtype out_ct)
 {
@@ -82,6 +90,10 @@ void tn__binary_loop(void *vctx, char **data, const int64_t *strides, int64_t n0
 		char *p[3];
 		for (int k = 0; k < 3; k++)
 			p[k] = data[k] + j * strides[3 + k];
+		if (c->stream && !c->cast_any && strides[0] == wo && c->row_stream) {
+			c->row_stream(c, p[0], wo, p[1], strides[1], p[2], strides[2], n0);
+			continue;
+		}
 		if (c->stream && !c->cast_any && strides[0] == wo) {
 			/* A large output: blocks computed in L1, then streamed out. */
 			const int64_t blk = STREAM_BLOCK / wo;
@@ -293,6 +305,7 @@ static int binary_impl(bool cmp, int op, tn_tensor *out, const tn_tensor *a, con
 			c.cmp = (tn__compare_fn)tn__stub_get(&tn__compare_stub);
 		else
 			c.fn = (tn__binary_fn)tn__stub_get(&tn__binary_stub);
+		c.loop.row_stream = cmp ? NULL : run_row_stream;
 		tn__bin_loop_run(&c.loop, run_row, &it, cmp ? TN_BOOL : ct);
 	}
 	if (ret)

@@ -25,8 +25,10 @@ struct tn__bin_loop {
 	enum tn_dtype dt[3];  /* the operands' own dtypes (output, a, b) */
 	bool cast_any;        /* some operand needs converting */
 	/* Not NULL for outputs over TN_STREAM_BYTES: contiguous output rows are computed in
-	 * blocks and written with it (streaming stores). */
+	 * blocks and written with it (streaming stores)... */
 	tn__stream_copy_fn stream;
+	/* ...unless the family has a row that streams its own stores (set before the run). */
+	tn__bin_row_fn row_stream;
 };
 
 /* The iterator config of out = a OP b (@out NULL: allocated) with the inputs promoted to a

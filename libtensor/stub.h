@@ -88,6 +88,9 @@ extern struct tn__stub tn__transpose32_stub;
 
 /* Arithmetic binary kernels: out = a OP b (add and sub: a OP alpha * b) in dtype @dt. */
 enum tn__binop { TN_BINOP_ADD, TN_BINOP_SUB, TN_BINOP_MUL, TN_BINOP_DIV };
+/* Or'ed into @op: the row's output is past the caches; write it with streaming stores where
+ * the kernel can (contiguous float rows), plainly otherwise. The caller fences. */
+#define TN_BINOP_STREAM 0x100
 struct tn__alpha {
 	double d;  /* for floating dtypes */
 	int64_t i; /* for integer dtypes */

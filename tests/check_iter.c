@@ -985,9 +985,9 @@ START_TEST(test_trivial_path_matches_general)
 }
 END_TEST
 
-/* Outputs over TN_STREAM_BYTES are computed in blocks and written with streaming stores:
- * every element lands, with an output that starts off the vector alignment, in place, and
- * under each CPU capability. */
+/* Outputs over TN_STREAM_BYTES are written with streaming stores: every element lands, with
+ * an output that starts off the vector alignment, in place, float32 and float64, with a
+ * broadcast operand, and under each CPU capability. */
 START_TEST(test_streamed_outputs_under_each_capability)
 {
 	enum tn_cpu_capability want = (enum tn_cpu_capability)_i;
@@ -1007,8 +1007,20 @@ START_TEST(test_streamed_outputs_under_each_capability)
 	const float *pa = tn_tensor_data(a);
 	for (int64_t i = 0; i < n; i += 997)
 		ck_assert_float_eq(pa[i], (float)i * (float)i);
-	tn_tensor *list[] = { a, b, big, out };
-	for (size_t i = 0; i < 4; i++)
+	/* float64 with a broadcast right operand (stride 0), functional. */
+	int64_t n64 = ((int64_t)8 << 20) / 8 + 13, one = 1;
+	tn_tensor *x = arange_f(1, &n64, TN_FLOAT64), *four, *q, *d;
+	ck_assert_tn_ok(tn_full(1, &one, tn_scalar_double(4.0), &(enum tn_dtype){ TN_FLOAT64 },
+				TN_CPU, &four));
+	ck_assert_tn_ok(tn_div(x, four, &q));
+	ck_assert_tn_ok(tn_sub(x, four, tn_scalar_int(3), &d));
+	const double *pq = tn_tensor_data(q), *pd = tn_tensor_data(d);
+	for (int64_t i = 0; i < n64; i++) {
+		ck_assert_double_eq(pq[i], (double)i / 4.0);
+		ck_assert_double_eq(pd[i], (double)i - 12.0);
+	}
+	tn_tensor *list[] = { a, b, big, out, x, four, q, d };
+	for (size_t i = 0; i < 8; i++)
 		tn_tensor_unref(list[i]);
 }
 END_TEST
