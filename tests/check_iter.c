@@ -464,9 +464,7 @@ END_TEST
 
 START_TEST(test_copy_under_each_capability)
 {
-	enum tn_cpu_capability want = (enum tn_cpu_capability)_i;
-	setenv("TN_CPU_CAPABILITY", tn_cpu_capability_name(want), 1);
-	ck_assert_int_le(tn_cpu_capability(), want);
+	tn_test_force_capability(_i);
 	/* The cast table and a strided copy, in this process's kernel variant. */
 	int64_t n = CAST_NVALS;
 	tn_tensor *f64, *f32, *i8;
@@ -614,8 +612,7 @@ END_TEST
  * operand and an out= of another dtype (cast back), under each CPU capability. */
 START_TEST(test_arith_large_under_each_capability)
 {
-	enum tn_cpu_capability want = (enum tn_cpu_capability)_i;
-	setenv("TN_CPU_CAPABILITY", tn_cpu_capability_name(want), 1);
+	tn_test_force_capability(_i);
 	int64_t s[] = { 311, 257 }, row[] = { 311 };
 	tn_tensor *ai = arange_f(2, s, TN_INT32), *ait, *b, *r, *out64;
 	ck_assert_tn_ok(tn_transpose(ai, 0, 1, &ait)); /* [257, 311] */
@@ -804,9 +801,7 @@ END_TEST
  * block, and for the NHWC -> NCHW permute with few channels, under each CPU capability. */
 START_TEST(test_transposing_copies)
 {
-	enum tn_cpu_capability want = (enum tn_cpu_capability)_i;
-	setenv("TN_CPU_CAPABILITY", tn_cpu_capability_name(want), 1);
-	ck_assert_int_le(tn_cpu_capability(), want);
+	tn_test_force_capability(_i);
 	int64_t sides[][2] = { { 8, 8 }, { 5, 3 }, { 16, 24 }, { 33, 17 } };
 	for (size_t k = 0; k < sizeof(sides) / sizeof(sides[0]); k++) {
 		tn_tensor *m = arange_f(2, sides[k], TN_FLOAT32), *mt, *mc;
@@ -990,9 +985,7 @@ END_TEST
  * broadcast operand, and under each CPU capability. */
 START_TEST(test_streamed_outputs_under_each_capability)
 {
-	enum tn_cpu_capability want = (enum tn_cpu_capability)_i;
-	setenv("TN_CPU_CAPABILITY", tn_cpu_capability_name(want), 1);
-	ck_assert_int_le(tn_cpu_capability(), want);
+	tn_test_force_capability(_i);
 	int64_t n = ((int64_t)8 << 20) / 4 + 37, n1 = n + 1;
 	tn_tensor *a = arange_f(1, &n, TN_FLOAT32), *b, *big, *out;
 	ck_assert_tn_ok(tn_ones(1, &n, TN_FLOAT32, TN_CPU, &b));

@@ -278,9 +278,7 @@ static void run_case(size_t k, bool meta)
 /* Every golden case, in the kernel variant of each CPU capability. */
 START_TEST(test_goldens_under_each_capability)
 {
-	enum tn_cpu_capability want = (enum tn_cpu_capability)_i;
-	setenv("TN_CPU_CAPABILITY", tn_cpu_capability_name(want), 1);
-	ck_assert_int_le(tn_cpu_capability(), want);
+	enum tn_cpu_capability want = tn_test_force_capability(_i);
 	struct tn_baseline b = tn_test_baseline();
 	for (size_t k = 0; k < RED_NCASES; k++)
 		run_case(k, want == 0);

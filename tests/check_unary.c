@@ -749,9 +749,7 @@ static void check_where_kernel(enum tn_dtype dt)
 
 START_TEST(test_kernels_under_each_capability)
 {
-	enum tn_cpu_capability want = (enum tn_cpu_capability)_i;
-	setenv("TN_CPU_CAPABILITY", tn_cpu_capability_name(want), 1);
-	ck_assert_int_le(tn_cpu_capability(), want);
+	tn_test_force_capability(_i);
 	for (int d = 0; d < TN_NUM_DTYPES; d++) {
 		check_unary_kernels((enum tn_dtype)d);
 		check_pred_kernels((enum tn_dtype)d);
@@ -765,8 +763,7 @@ END_TEST
  * and an out= of another dtype, under each capability. */
 START_TEST(test_mixed_dtypes_under_each_capability)
 {
-	enum tn_cpu_capability want = (enum tn_cpu_capability)_i;
-	setenv("TN_CPU_CAPABILITY", tn_cpu_capability_name(want), 1);
+	tn_test_force_capability(_i);
 	int64_t n = BIG;
 	tn_tensor *i = big_input(TN_INT32, 9), *f = big_input(TN_FLOAT64, 10),
 		  *c = big_input(TN_BOOL, 11), *r, *out;

@@ -34,6 +34,16 @@ static inline void tn_test_mark_point(const char *file, int line)
 
 #include <tensor.h>
 
+/* Force CPU capability @i (a Check loop index) for this forked test: kernels chosen from here
+ * on are that variant, or the best below it the machine has. Returns the capability asked. */
+static inline enum tn_cpu_capability tn_test_force_capability(int i)
+{
+	enum tn_cpu_capability want = (enum tn_cpu_capability)i;
+	setenv("TN_CPU_CAPABILITY", tn_cpu_capability_name(want), 1);
+	ck_assert_int_le(tn_cpu_capability(), want);
+	return want;
+}
+
 /* The call failed with @code and left exactly @msg as the thread's last error. */
 #define ck_assert_tn_error(call, code, msg)                                              \
 	do {                                                                             \
