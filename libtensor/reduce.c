@@ -292,6 +292,49 @@ static int reduce_flat(int op, char *o, enum tn_dtype odt, const tn_tensor *in)
 }
 
 /*
+ * A small contiguous input whose reduced dims all come before its kept ones (column sums:
+ * [R, C] -> [C]) or all after them (row sums: [R, C] -> [R]), into a contiguous output: one
+ * kernel call over the input as a 2-D array, without an iterator. Returns 1 when done, 0 when
+ * the dims interleave (the iterator's case), or an error.
+ */
+static int reduce_2d(int op, tn_tensor *view, const tn_tensor *in)
+{
+	int last_red = -1, first_red = TN_MAX_DIMS, last_kept = -1, first_kept = TN_MAX_DIMS;
+	int64_t nred = 1, nkept = 1;
+	unsigned char elem[8];
+	int rc;
+
+	for (int d = 0; d < in->ndim; d++) {
+		if (in->sizes[d] == 1)
+			continue; /* reduced or kept alike */
+		if (view->sizes[d] == 1) {
+			nred *= in->sizes[d];
+			last_red = d;
+			first_red = first_red < d ? first_red : d;
+		} else {
+			nkept *= in->sizes[d];
+			last_kept = d;
+			first_kept = first_kept < d ? first_kept : d;
+		}
+	}
+	bool cols = last_red < first_kept, rows = last_kept < first_red;
+	if (!cols && !rows)
+		return 0;
+	const int64_t isz = (int64_t)tn__itemsize(in->dtype), osz = (int64_t)tn__itemsize(view->dtype);
+	if ((rc = tn__scalar_to_element(identity(op, view->dtype), view->dtype, elem)) < 0)
+		return rc;
+	tn__fill_elements(tn__data(view), elem, (size_t)osz, nkept);
+	if (in->numel == 0)
+		return 1;
+	/* Kernel dims: 0 is the reduced one (output stride 0), 1 the kept one. */
+	const int64_t os[2] = { 0, osz };
+	const int64_t is[2] = { cols ? nkept * isz : isz, cols ? isz : nred * isz };
+	((tn__reduce_fn)tn__stub_get(&tn__reduce_stub))(op, in->dtype, tn__data(view), os,
+							 tn__data(in), is, nred, nkept);
+	return 1;
+}
+
+/*
  * Reduce @in into @view (the keepdim view of the accumulator, dtype @acc_dt) with @op; the
  * kernel reads @kdt (@in is converted to it when its dtype differs). @run false checks only.
  */
@@ -304,9 +347,13 @@ static int reduce_into(int op, tn_tensor *view, const tn_tensor *in, enum tn_dty
 	char *partial = NULL;
 	int rc;
 
-	if (run && view->numel == 1 && flat_ok(in, kdt) && view->storage != in->storage &&
-	    view->storage->device.type == TN_DEVICE_CPU)
-		return reduce_flat(op, tn__data(view), view->dtype, in);
+	if (run && flat_ok(in, kdt) && view->contiguous && view->storage != in->storage &&
+	    view->storage->device.type == TN_DEVICE_CPU) {
+		if (view->numel == 1)
+			return reduce_flat(op, tn__data(view), view->dtype, in);
+		if ((rc = reduce_2d(op, view, in)) != 0)
+			return rc < 0 ? rc : 0;
+	}
 	tn__iter_config_init(&cfg);
 	cfg.noutputs = 1;
 	cfg.ninputs = 1;
