@@ -146,9 +146,7 @@ static const char *const cmp_names[] = { "eq", "ne", "lt", "le", "gt", "ge" };
 
 int tn__wrap_scalar(tn_scalar v, const tn_tensor *like, tn_tensor **ret)
 {
-	enum tn_dtype dt = v.kind == TN_SCALAR_BOOL ? TN_BOOL
-			   : v.kind == TN_SCALAR_INT ? TN_INT64
-						     : TN_FLOAT64;
+	enum tn_dtype dt = tn__wrapped_scalar_dtype(v);
 	tn_device dev = tn__handle_is(like, TN_MAGIC_TENSOR) ? like->storage->device
 							     : (tn_device){ TN_DEVICE_CPU, 0 };
 	int rc;
@@ -216,10 +214,7 @@ static int binary_trivial(bool cmp, int op, tn_tensor *out, const tn_tensor *a,
 		return 0;
 	enum tn_dtype ct = a->dtype, db = ct;
 	if (b_scalar) {
-		/* The wrapped number's dtype, as wrap_scalar makes it. */
-		db = b_scalar->kind == TN_SCALAR_BOOL	 ? TN_BOOL
-		     : b_scalar->kind == TN_SCALAR_INT ? TN_INT64
-						       : TN_FLOAT64;
+		db = tn__wrapped_scalar_dtype(*b_scalar);
 		if (tn_dtype_category(db) > tn_dtype_category(ct) ||
 		    tn__scalar_to_element(*b_scalar, db, wrapped) < 0)
 			return 0;

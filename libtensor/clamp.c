@@ -64,11 +64,6 @@ static void clamp_row(const void *vctx, char *const *p, const int64_t *s, int64_
 	c->fn(c->mode, c->ct, p[0], s[0], p[1], s[1], lo, slo, hi, shi, n);
 }
 
-static enum tn_dtype scalar_dtype(tn_scalar v)
-{
-	return v.kind == TN_SCALAR_BOOL ? TN_BOOL : v.kind == TN_SCALAR_INT ? TN_INT64 : TN_FLOAT64;
-}
-
 static bool scalar_is_nan(const tn_scalar *v)
 {
 	return v && v->kind == TN_SCALAR_DOUBLE && isnan(v->v.d);
@@ -103,11 +98,11 @@ static int clamp_scalar(tn_tensor *out, const tn_tensor *self, const tn_scalar *
 		enum tn__prio prio[3] = { self->ndim > 0 ? TN_PRIO_DIM : TN_PRIO_ZERO };
 		int n = 1;
 		if (min) {
-			dtypes[n] = scalar_dtype(*min);
+			dtypes[n] = tn__wrapped_scalar_dtype(*min);
 			prio[n++] = TN_PRIO_WRAPPED;
 		}
 		if (max) {
-			dtypes[n] = scalar_dtype(*max);
+			dtypes[n] = tn__wrapped_scalar_dtype(*max);
 			prio[n++] = TN_PRIO_WRAPPED;
 		}
 		rt = tn__result_type(n, dtypes, prio);

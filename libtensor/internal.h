@@ -171,6 +171,12 @@ int tn__empty_like_device(tn_device device, enum tn_dtype dtype, int ndim, const
  * OpenMP threads; @run false only checks (the Meta kernel). */
 int tn__copy(tn_tensor *dst, const tn_tensor *src, bool run, const char *who);
 
+/* The dtype PyTorch gives a Scalar operand's wrapped-number tensor: bool, int64 or float64. */
+static inline enum tn_dtype tn__wrapped_scalar_dtype(tn_scalar v)
+{
+	return v.kind == TN_SCALAR_BOOL ? TN_BOOL : v.kind == TN_SCALAR_INT ? TN_INT64 : TN_FLOAT64;
+}
+
 /* A device as PyTorch prints it: "cpu", "meta", "cuda:0". */
 void tn__format_device(char *buf, size_t size, tn_device device);
 

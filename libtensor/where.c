@@ -42,11 +42,6 @@ static int scalar_tensor(tn_scalar v, enum tn_dtype dtype, tn_device dev, tn_ten
 	return 0;
 }
 
-static enum tn_dtype scalar_dtype(tn_scalar v)
-{
-	return v.kind == TN_SCALAR_BOOL ? TN_BOOL : v.kind == TN_SCALAR_INT ? TN_INT64 : TN_FLOAT64;
-}
-
 /*
  * out = cond ? a : b. @as / @bs, when not NULL, replace @a / @b by a Scalar. @out NULL
  * allocates. @run false checks and builds only (Meta).
@@ -71,7 +66,7 @@ static int where_impl(tn_tensor *out, const tn_tensor *cond, const tn_tensor *a,
 			enum tn_scalar_kind kind = scalars[k]->kind;
 			if (kind != TN_SCALAR_BOOL && kind != TN_SCALAR_INT && kind != TN_SCALAR_DOUBLE)
 				return tn__error(TN_EINVAL, "invalid scalar kind %d", (int)kind);
-			dtypes[k] = scalar_dtype(*scalars[k]);
+			dtypes[k] = tn__wrapped_scalar_dtype(*scalars[k]);
 			prio[k] = TN_PRIO_WRAPPED;
 		} else {
 			if ((rc = tn__check_live(ops[k], "where")) < 0)
