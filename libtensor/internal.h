@@ -56,6 +56,13 @@ uint64_t tn__live_handles(void);
 /* ---- NUMA (numa/) ---- */
 int tn__numa_node_count(void);
 int tn__numa_bind(void *addr, size_t len, int node);
+/* Apply @policy over @nodes to [addr, addr+len) (page aligned) with mbind; with @move, migrate
+ * pages already there. Returns 0 or a negative errno; errno is preserved. */
+int tn__numa_apply(void *addr, size_t len, int policy, uint64_t nodes, bool move);
+/* Count the resident pages of [addr, addr+len) per node into ret_pages[0..nnodes-1] with
+ * move_pages; pages not yet faulted in are skipped. Returns the pages counted or -errno. */
+int64_t tn__numa_residency(const void *addr, size_t len, size_t page_size, uint64_t *ret_pages,
+			   int nnodes);
 
 /* ---- storages and tensors ---- */
 

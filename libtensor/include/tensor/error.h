@@ -34,7 +34,10 @@ TN_BEGIN_DECLS
 	X(TN_ENODEV, -ENODEV, "no such device")                                             \
 	X(TN_EPERM, -EPERM, "operation not permitted")                                      \
 	X(TN_ENOENT, -ENOENT, "no such entry")                                              \
-	X(TN_EIO, -EIO, "input/output error")
+	X(TN_EIO, -EIO, "input/output error")                                               \
+	X(TN_EEXIST, -EEXIST, "entry already exists")                                       \
+	X(TN_ENOSPC, -ENOSPC, "no space left")                                              \
+	X(TN_ESTALE, -ESTALE, "stale handle: the entry changed since")
 
 enum tn_error {
 #define TN_X_(name, value, desc) name = (value),
