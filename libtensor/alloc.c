@@ -191,10 +191,19 @@ TN_EXPORT int tn_allocator_set(enum tn_device_type type, const tn_allocator *all
 	return 0;
 }
 
+static _Thread_local const tn_allocator *thread_cpu_allocator;
+
+void tn__allocator_set_thread(const tn_allocator *allocator)
+{
+	thread_cpu_allocator = allocator;
+}
+
 TN_EXPORT const tn_allocator *tn_allocator_get(enum tn_device_type type)
 {
 	if ((unsigned)type >= TN_NUM_DEVICE_TYPES)
 		return NULL;
+	if (type == TN_DEVICE_CPU && thread_cpu_allocator)
+		return thread_cpu_allocator;
 	const tn_allocator *a = atomic_load_explicit(&registry[type], memory_order_acquire);
 	return a ? a : default_allocator(type);
 }

@@ -53,6 +53,9 @@ static inline bool tn__handle_is(const void *handle, uint32_t magic)
 }
 uint64_t tn__live_handles(void);
 
+/* The calling thread's allocator for CPU storages, ahead of the registry (tn_arena_use). */
+void tn__allocator_set_thread(const tn_allocator *allocator);
+
 /* ---- NUMA (numa/) ---- */
 int tn__numa_node_count(void);
 int tn__numa_bind(void *addr, size_t len, int node);
@@ -69,6 +72,8 @@ int64_t tn__numa_residency(const void *addr, size_t len, size_t page_size, uint6
 struct tn_storage {
 	uint32_t magic;
 	bool resizable;
+	/* A sealed arena tensor's bytes: operators refuse to write them (tn__check_writable). */
+	bool readonly;
 	_Atomic int64_t refcount;
 	/* Weak references, plus one held collectively by the strong references. */
 	_Atomic int64_t weakcount;

@@ -705,6 +705,12 @@ TN_EXPORT int tn_op_foreach(int (*fn)(const tn_op *op, void *ctx), void *ctx)
 
 /* ---- dispatch ---- */
 
+int tn__readonly_error(const char *who, const char *arg)
+{
+	return tn__error(TN_EPERM, "%s: argument '%s' is a sealed tensor, which is read-only", who,
+			 arg);
+}
+
 int tn__keys_of_tensor_list(unsigned *keys, int n, tn_tensor *const *tensors, const char *who,
 			    const char *arg)
 {

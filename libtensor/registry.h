@@ -100,6 +100,15 @@ static inline int tn__keys_of_tensor(unsigned *keys, const tn_tensor *t, const c
 	return 0;
 }
 
+/* A written (Tensor(a!)) argument over a sealed arena tensor's read-only bytes: TN_EPERM. */
+int tn__readonly_error(const char *who, const char *arg);
+static inline int tn__check_writable(const tn_tensor *t, const char *who, const char *arg)
+{
+	if (TN_UNLIKELY(tn__handle_is(t, TN_MAGIC_TENSOR) && t->storage->readonly))
+		return tn__readonly_error(who, arg);
+	return 0;
+}
+
 int tn__keys_of_tensor_list(unsigned *keys, int n, tn_tensor *const *tensors, const char *who,
 			    const char *arg);
 int tn__keys_of_device(unsigned *keys, const tn_device *device, const char *who);

@@ -215,7 +215,7 @@ TN_EXPORT int tn_storage_resize(tn_storage *storage, size_t nbytes)
 		return bad_storage("tn_storage_resize");
 	if (atomic_load_explicit(&storage->refcount, memory_order_acquire) == 0)
 		return tn__error(TN_EBADF, "tn_storage_resize: the storage has no strong reference");
-	if (!storage->resizable)
+	if (!storage->resizable || storage->readonly)
 		return tn__error(TN_EPERM, "Trying to resize storage that is not resizable");
 	if (nbytes == storage->nbytes)
 		return 0;

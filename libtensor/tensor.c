@@ -791,6 +791,8 @@ TN_EXPORT int tn_tensor_set(tn_tensor *tensor, int nindex, const int64_t *index,
 
 	if (!tensor_ok(tensor))
 		return tn__bad_tensor("tn_tensor_set");
+	if (tensor->storage->readonly)
+		return tn__error(TN_EPERM, "tn_tensor_set: the tensor is sealed, which is read-only");
 	if ((r = element_address(tensor, nindex, index, "tn_tensor_set", &p)))
 		return r;
 	return tn__scalar_to_element(value, tensor->dtype, p);

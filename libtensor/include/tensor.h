@@ -17,5 +17,6 @@
 #include <tensor/tensor.h>
 #include <tensor/dispatch.h>
 #include <tensor/ops.h>
+#include <tensor/arena.h>
 
 #endif /* TENSOR_H */

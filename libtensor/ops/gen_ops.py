@@ -350,7 +350,7 @@ def aliased_arg(s, r):
     raise TableError("%s: return (%s!) aliases no argument" % (s.text, r.alias))
 
 
-def emit_unpack(s, callee, out):
+def emit_unpack(s, callee, out, check_writable=True):
     """Body lines that read the top arguments of `st`, call `callee` and push the results."""
     n = len(s.args)
     start = len(out)
@@ -398,6 +398,10 @@ def emit_unpack(s, callee, out):
                 w("\ttn_tensor *%s = a[%d].tag == TN_IVALUE_NONE ? NULL : a[%d].u.tensor;" % (v, j, j))
             else:
                 w("\ttn_tensor *%s = a[%d].u.tensor;" % (v, j))
+            if arg.write and check_writable:
+                w("\tif (%s(rc = tn__check_writable(%s, \"%s\", \"%s\")) < 0)"
+                  % (v + " && " if t.opt else "", v, s.name, arg.name))
+                w("\t\tgoto drop;")
             call.append(v)
         elif t.kind == "str":
             w("\tconst char *%s = NULL;" % v)
@@ -582,6 +586,11 @@ def emit_entry(s, out):
             w("\tif ((rc = tn__keys_of_tensor(&keys, %s, \"%s\", \"%s\")) < 0)"
               % (n, s.name, n))
         w("\t\treturn rc;")
+    for arg in s.args:
+        if arg.type.kind == "Tensor" and not arg.type.is_list and arg.write:
+            w("\tif (%s(rc = tn__check_writable(%s, \"%s\", \"%s\")) < 0)"
+              % (arg.name + " && " if arg.type.opt else "", arg.name, s.name, arg.name))
+            w("\t\treturn rc;")
     devs = [a for a in s.args if a.type.kind == "Device" and not a.type.is_list]
     if not has_tensor and devs:
         d = devs[0]
@@ -718,7 +727,7 @@ def generate(table_path, map_in, outdir, rel_table):
     for s in schemas:
         t.append("static int call_%s(tn_stack *st)" % s.ident)
         t.append("{")
-        emit_unpack(s, s.cname, t)
+        emit_unpack(s, s.cname, t, check_writable=False)  # the entry point checks
         t.append("}")
         t.append("")
     t.append("static const struct {")

@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared-memory arenas: storages that several processes map zero-copy, named typed tensors,
+ * sealing, and lifetimes that survive any process being killed (libtensor-arena(7)).
+ *
+ * An arena is one file on tmpfs or hugetlbfs. Each process that attaches maps it once and
+ * takes a slot in the arena's client table. A block of the arena's heap records, as a bit
+ * mask of slots, which processes hold it, and how many names pin it; the last holder to let
+ * go frees it. A process that dies keeps its bits until somebody reclaims its slot
+ * (tn_arena_reclaim, done by tensord in production), which frees what nobody else holds.
+ * Every change to the arena's metadata is made under a process-shared robust mutex and
+ * through an undo log, so a process killed at any instruction leaves a state that the next
+ * one to take the lock rolls back. Allocation, free, publish and lookup make no system call
+ * when the lock is not contended.
+ *
+ * Handles (tn_arena) are per process and reference counted: storages allocated in or looked
+ * up from an arena keep it attached until they are gone.
+ */
+#ifndef TENSOR_ARENA_H
+#define TENSOR_ARENA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tensor/alloc.h>
+#include <tensor/dtype.h>
+#include <tensor/macros.h>
+#include <tensor/numa.h>
+#include <tensor/tensor.h>
+
+TN_BEGIN_DECLS
+
+typedef struct tn_arena tn_arena;
+
+#define TN_ARENA_NAME_MAX 255    /* bytes in a tensor name, without the terminating NUL */
+#define TN_ARENA_FILE_NAME_MAX 200 /* bytes in an arena's own name */
+#define TN_ARENA_MAX_CLIENTS 256 /* processes attached at once */
+#define TN_ARENA_MAX_DIMS 16     /* dims of a published tensor */
+#define TN_ARENA_ALIGNMENT 64    /* every block's data is aligned to this */
+
+/* Flags of tn_arena_options.flags. */
+#define TN_ARENA_HUGEPAGES (1u << 0)         /* back the arena with 2 MiB pages if possible */
+#define TN_ARENA_REQUIRE_HUGEPAGES (1u << 1) /* ... and fail (TN_ENOTSUP) rather than fall back */
+#define TN_ARENA_RESERVE_HUGEPAGES (1u << 2) /* as root, raise vm.nr_hugepages for what is missing */
+
+/* What backs an arena's pages (tn_arena_stats.backing). */
+enum tn_arena_backing {
+	TN_ARENA_BACKING_TMPFS = 0,      /* tmpfs, 4 KiB pages */
+	TN_ARENA_BACKING_TMPFS_HUGE = 1, /* tmpfs mounted with huge=always or within_size */
+	TN_ARENA_BACKING_HUGETLBFS = 2,  /* hugetlbfs, 2 MiB pages reserved at creation */
+	TN_ARENA_BACKING_FILE = 3,       /* another file system (tn_arena_options.dir) */
+};
+
+typedef struct tn_arena_options {
+	uint64_t size;      /* bytes of the whole file; rounded up to the page size */
+	uint32_t flags;     /* TN_ARENA_* above */
+	uint32_t max_names; /* capacity of the named directory; 0 picks one from the size */
+	enum tn_numa_policy numa_policy; /* placement of the whole arena, before first touch */
+	uint64_t numa_nodes; /* node mask for TN_NUMA_BIND, _INTERLEAVE and _PREFERRED */
+	const char *dir;    /* directory of the file; NULL: a hugetlbfs or huge tmpfs mount when
+			       TN_ARENA_HUGEPAGES asks for one, else /dev/shm */
+	unsigned mode;      /* permission bits of the file; 0 means 0600 */
+} tn_arena_options;
+
+/*
+ * tn_arena_options_init - fill *opts with the defaults: 64 MiB, no flags, default directory
+ * capacity and placement, mode 0600.
+ */
+TN_EXPORT void tn_arena_options_init(tn_arena_options *opts);
+
+/*
+ * tn_arena_create - create the arena @name (letters, digits, '.', '_', '-'; not starting with
+ * '.'), format it and attach to it. The file's bytes are allocated with fallocate, so a full
+ * tmpfs or too few huge pages fail here with TN_ENOSPC, never later with SIGBUS.
+ * *ret_arena gets a new reference. Errors: TN_EINVAL (bad name or options), TN_EEXIST (the
+ * arena exists), TN_ENOSPC, TN_ENOTSUP (TN_ARENA_REQUIRE_HUGEPAGES and no huge pages),
+ * TN_EPERM, TN_ENOMEM, TN_EIO.
+ */
+TN_EXPORT int tn_arena_create(const char *name, const tn_arena_options *opts,
+			      tn_arena **ret_arena);
+
+/*
+ * tn_arena_open - attach to the existing arena @name in @dir (NULL: look in the mounted
+ * hugetlbfs and huge tmpfs file systems, then /dev/shm). The file is validated (magic,
+ * version, sizes and every offset) before use. Errors: TN_ENOENT, TN_EINVAL (not an arena,
+ * or a damaged header), TN_EBUSY (all client slots taken), TN_EPERM, TN_ENOMEM.
+ */
+TN_EXPORT int tn_arena_open(const char *name, const char *dir, tn_arena **ret_arena);
+
+/*
+ * tn_arena_attach_fd - attach to the arena behind the open file descriptor @fd (as tensord
+ * passes it). The descriptor is duplicated; the caller keeps its own. Errors as tn_arena_open.
+ */
+TN_EXPORT int tn_arena_attach_fd(int fd, tn_arena **ret_arena);
+
+/*
+ * tn_arena_ref - add a reference; returns @arena. tn_arena_unref - drop one (NULL accepted;
+ * returns NULL). When the last reference goes (the caller's and those of storages still
+ * allocated in or looked up from the arena), the process's holds are dropped, its client slot
+ * is released and the file is unmapped. The arena itself stays until tn_arena_destroy.
+ */
+TN_EXPORT tn_arena *tn_arena_ref(tn_arena *arena);
+TN_EXPORT tn_arena *tn_arena_unref(tn_arena *arena);
+
+/* Flags of tn_arena_destroy. */
+#define TN_ARENA_FORCE (1u << 0) /* destroy even when other processes are attached */
+
+/*
+ * tn_arena_destroy - remove the arena file @name from @dir (NULL: as tn_arena_open). Mapped
+ * copies stay usable until unmapped; the memory returns to the system after the last one.
+ * Refuses with TN_EBUSY while a live process other than the caller is attached, unless
+ * TN_ARENA_FORCE. Errors: TN_ENOENT, TN_EINVAL, TN_EBUSY, TN_EPERM.
+ */
+TN_EXPORT int tn_arena_destroy(const char *name, const char *dir, unsigned flags);
+
+/*
+ * tn_arena_path - the arena file's path (borrowed, lives as long as the handle).
+ * tn_arena_fd - the handle's file descriptor (borrowed, for passing to another process).
+ * tn_arena_slot - this process's slot in the client table.
+ */
+TN_EXPORT const char *tn_arena_path(const tn_arena *arena);
+TN_EXPORT int tn_arena_fd(const tn_arena *arena);
+TN_EXPORT int tn_arena_slot(const tn_arena *arena);
+
+/*
+ * tn_arena_alloc - a block of at least @nbytes bytes (1 or more), aligned to
+ * TN_ARENA_ALIGNMENT (4 KiB from 64 KiB up, 2 MiB from 2 MiB up), held by this process.
+ * tn_arena_free - drop this process's hold on the block at @ptr (as returned by
+ * tn_arena_alloc); the block is freed when nobody holds it and no name pins it.
+ * Neither makes a system call unless the arena's lock is contended.
+ * Errors: TN_EINVAL, TN_ENOMEM (no free block is large enough; the message gives the free
+ * bytes and the largest free block), TN_EBADF (a bad handle, or @ptr not a held block).
+ */
+TN_EXPORT int tn_arena_alloc(tn_arena *arena, size_t nbytes, void **ret_ptr);
+TN_EXPORT int tn_arena_free(tn_arena *arena, void *ptr);
+
+/*
+ * tn_arena_allocator - an allocator (borrowed, valid while the arena handle lives) that
+ * allocates CPU storages in @arena; each storage keeps the arena attached.
+ * tn_arena_use - make the calling thread's CPU storages, and so the outputs of factories and
+ * operators, come from @arena (NULL: back to the device's registered allocator). The thread
+ * holds a reference to @arena until it switches away. Returns 0, or TN_EBADF.
+ * tn_arena_current - the calling thread's arena (borrowed), or NULL.
+ */
+TN_EXPORT const tn_allocator *tn_arena_allocator(tn_arena *arena);
+TN_EXPORT int tn_arena_use(tn_arena *arena);
+TN_EXPORT tn_arena *tn_arena_current(void);
+
+/* ---- the named directory -------------------------------------------------------------------- */
+
+/* A name's slot and generation: refused (TN_ESTALE) once the name is unpublished or replaced. */
+typedef struct tn_arena_handle {
+	uint32_t index;
+	uint32_t generation;
+} tn_arena_handle;
+
+/* Flags of tn_arena_publish. */
+#define TN_ARENA_SEAL (1u << 0)    /* seal at once (see tn_arena_seal) */
+#define TN_ARENA_REPLACE (1u << 1) /* replace an existing, unsealed entry of the same name */
+
+/*
+ * tn_arena_publish - give @tensor, whose storage must live in @arena, the name @name (1 to
+ * TN_ARENA_NAME_MAX bytes, '/'-separated parts, none empty, no control characters), with its
+ * dtype, sizes, strides and offset. The name pins the storage's block until unpublished.
+ * *ret_handle (may be NULL) gets the entry's handle. Errors: TN_EINVAL (bad name, more than
+ * TN_ARENA_MAX_DIMS dims, a tensor not in @arena), TN_EEXIST (the name exists and no
+ * TN_ARENA_REPLACE, or it is sealed), TN_ENOSPC (the directory is full).
+ */
+TN_EXPORT int tn_arena_publish(tn_arena *arena, const char *name, const tn_tensor *tensor,
+			       unsigned flags, tn_arena_handle *ret_handle);
+
+/*
+ * tn_arena_lookup - a tensor over the bytes published as @name, with its dtype, sizes, strides
+ * and offset; the block is held for this process until the tensor and its views are gone. The
+ * same block is mapped once and held once however often it is looked up. A sealed tensor is
+ * read-only: its data lies in a read-only mapping (a write through a pointer faults) and
+ * operators refuse to write to it. *ret_handle (may be NULL) gets the entry's handle.
+ * Errors: TN_ENOENT, TN_EINVAL (bad name; a damaged entry is reported, never trusted).
+ * tn_arena_lookup_handle - the same by handle; TN_ESTALE when the entry changed since.
+ */
+TN_EXPORT int tn_arena_lookup(tn_arena *arena, const char *name, tn_tensor **ret_tensor,
+			      tn_arena_handle *ret_handle);
+TN_EXPORT int tn_arena_lookup_handle(tn_arena *arena, tn_arena_handle handle,
+				     tn_tensor **ret_tensor);
+
+/*
+ * tn_arena_unpublish - remove the name; its block is freed when nobody holds it.
+ * Errors: TN_ENOENT, TN_EINVAL.
+ */
+TN_EXPORT int tn_arena_unpublish(tn_arena *arena, const char *name);
+
+/*
+ * tn_arena_seal - make the named tensor read-only for every process, for good: later lookups
+ * map it read-only, this process's own storage of it is marked read-only, and it can no
+ * longer be replaced (it can still be unpublished). Sealing a sealed tensor is a no-op.
+ * Errors: TN_ENOENT, TN_EINVAL.
+ */
+TN_EXPORT int tn_arena_seal(tn_arena *arena, const char *name);
+
+#define TN_ARENA_ENTRY_SEALED (1u << 0)
+
+/* A directory entry, as tn_arena_list and tn_arena_info report it. */
+typedef struct tn_arena_entry {
+	char name[TN_ARENA_NAME_MAX + 1];
+	enum tn_dtype dtype;
+	int ndim;
+	int64_t sizes[TN_ARENA_MAX_DIMS];
+	int64_t strides[TN_ARENA_MAX_DIMS];
+	int64_t storage_offset; /* elements */
+	uint64_t block_bytes;   /* usable bytes of the block under it */
+	uint32_t flags;         /* TN_ARENA_ENTRY_* */
+	tn_arena_handle handle;
+} tn_arena_entry;
+
+/*
+ * tn_arena_info - the entry of @name, without holding its block. Errors: TN_ENOENT, TN_EINVAL.
+ */
+TN_EXPORT int tn_arena_info(tn_arena *arena, const char *name, tn_arena_entry *ret_entry);
+
+/*
+ * tn_arena_list - the entries whose name starts with @prefix (NULL or "" for all), sorted by
+ * name, in a new array the caller frees with free(). *ret_count gets their number; with none,
+ * *ret_entries is NULL. Errors: TN_EINVAL, TN_ENOMEM.
+ */
+TN_EXPORT int tn_arena_list(tn_arena *arena, const char *prefix, tn_arena_entry **ret_entries,
+			    size_t *ret_count);
+
+/* ---- statistics, clients, repair ------------------------------------------------------------ */
+
+typedef struct tn_arena_stats {
+	uint8_t uuid[16];
+	uint64_t size;          /* bytes of the file */
+	uint64_t page_size;     /* 4096, or 2 MiB for huge pages */
+	enum tn_arena_backing backing;
+	enum tn_numa_policy numa_policy;
+	uint64_t numa_nodes;
+	uint64_t heap_bytes;    /* bytes of the data region */
+	uint64_t used_bytes;    /* bytes in allocated blocks, headers included */
+	uint64_t free_bytes;    /* bytes in free blocks, headers included */
+	uint64_t largest_free;  /* usable bytes of the largest free block */
+	uint64_t blocks;        /* allocated blocks */
+	uint64_t free_blocks;
+	uint64_t names;         /* published names */
+	uint64_t max_names;
+	uint64_t clients;       /* attached processes (dead ones not yet reclaimed included) */
+	uint64_t num_allocs;    /* since creation, by all processes */
+	uint64_t num_frees;
+	uint64_t lock_repairs;  /* times a dead lock holder's half-done change was rolled back */
+	uint64_t reclaimed_slots;
+} tn_arena_stats;
+
+/*
+ * tn_arena_stat - a consistent snapshot of the arena's figures (taken under its lock).
+ * Errors: TN_EINVAL, TN_EBADF.
+ */
+TN_EXPORT int tn_arena_stat(tn_arena *arena, tn_arena_stats *ret_stats);
+
+typedef struct tn_arena_client {
+	int slot;
+	int32_t pid;
+	bool alive;           /* the process still runs (same pid and start time) */
+	uint64_t start_time;  /* the process's start time, in clock ticks after boot */
+	uint64_t held_blocks; /* blocks whose hold mask has this slot's bit */
+	uint64_t held_bytes;
+} tn_arena_client;
+
+/*
+ * tn_arena_clients - the attached processes, into @ret_clients (room for @capacity); returns
+ * their number (which may exceed @capacity), or TN_EINVAL/TN_EBADF.
+ */
+TN_EXPORT int tn_arena_clients(tn_arena *arena, tn_arena_client *ret_clients, size_t capacity);
+
+/*
+ * tn_arena_reclaim - drop every hold of client @slot, free what nobody else holds or names,
+ * and release the slot. Meant for a process that died (tensord calls it when a client's
+ * socket closes); refused with TN_EBUSY for a slot whose process is alive, and TN_EINVAL for
+ * the caller's own slot. Returns the number of blocks freed.
+ * tn_arena_reclaim_dead - the same for every slot whose process is gone; returns the number
+ * of slots reclaimed.
+ */
+TN_EXPORT int tn_arena_reclaim(tn_arena *arena, int slot);
+TN_EXPORT int tn_arena_reclaim_dead(tn_arena *arena);
+
+#define TN_ARENA_FSCK_REPAIR (1u << 0) /* mend what can be mended */
+
+typedef struct tn_arena_fsck_report {
+	uint64_t problems;       /* inconsistencies found */
+	uint64_t repaired;       /* of which mended */
+	uint64_t blocks;         /* blocks walked */
+	uint64_t free_blocks;
+	uint64_t orphan_blocks;  /* allocated, held by nobody and named by nothing */
+	uint64_t dead_holds;     /* hold bits of slots that are not attached */
+	uint64_t dead_clients;   /* attached slots whose process is gone */
+	uint64_t bad_names;      /* entries that point at no live block, or do not fit in it */
+	char first_problem[256]; /* the first inconsistency, in words ("" when clean) */
+} tn_arena_fsck_report;
+
+/*
+ * tn_arena_fsck - check every invariant of the arena: the header, the tiling of the heap by
+ * blocks, the free lists and their bitmaps, hold bits only of attached slots, directory
+ * entries that point at allocated blocks and fit in them, the counters. With
+ * TN_ARENA_FSCK_REPAIR, also reclaim dead clients, drop hold bits of unattached slots, free
+ * orphan blocks, remove bad names and rebuild the free lists. *ret_report (may be NULL) gets
+ * the findings. Returns 0 when the arena is (now) clean, TN_EIO when problems remain.
+ */
+TN_EXPORT int tn_arena_fsck(tn_arena *arena, unsigned flags, tn_arena_fsck_report *ret_report);
+
+TN_END_DECLS
+
+#endif /* TENSOR_ARENA_H */

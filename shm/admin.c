@@ -1,0 +1,504 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Looking after an arena: statistics, the client table, reclaiming what dead processes held,
+ * and fsck, which checks every invariant and mends what it can.
+ *
+ * Reclaiming walks the heap block by block, committing after each block, so it needs no
+ * more undo log than one free does; a reclaimer killed half way leaves a consistent arena
+ * with the slot still attached, and the next reclaim finishes the job.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arena_internal.h"
+
+static bool arena_ok(const tn_arena *a)
+{
+	return tn__handle_is(a, TN_MAGIC_ARENA);
+}
+
+static uint64_t data_end(const tn_arena *a)
+{
+	return a->hdr->data_off + a->hdr->data_size;
+}
+
+/* The offset to visit after @off once @off may have been freed and merged with its next. */
+static uint64_t next_visit(const tn_arena *a, uint64_t off)
+{
+	uint64_t n = off + tn__block_at(a, off)->size;
+	if (n < data_end(a) && tn__block_sane(a, n) &&
+	    tn__block_magic(tn__block_at(a, n)) == BLOCK_MAGIC_FREE)
+		n += tn__block_at(a, n)->size;
+	return n;
+}
+
+static int damaged(const tn_arena *a, uint64_t off)
+{
+	return tn__error(TN_EIO, "arena %s: heap damaged at offset %" PRIu64 "; run fsck", a->path,
+			 off);
+}
+
+int tn__reclaim_locked(tn_arena *a, int slot)
+{
+	struct arena_header *h = a->hdr;
+	int freed = 0;
+	for (uint64_t off = h->data_off; off < data_end(a);) {
+		if (!tn__block_sane(a, off))
+			return damaged(a, off);
+		struct block *b = tn__block_at(a, off);
+		uint64_t next = next_visit(a, off);
+		if (tn__block_magic(b) == BLOCK_MAGIC_USED && tn__hold_has(b, slot)) {
+			tn__hold_set(a, b, slot, false);
+			if (tn__holds_none(b) && !(b->gen_pins >> 32)) {
+				int r = tn__heap_free_block(a, off);
+				if (r)
+					return r;
+				freed++;
+			}
+			tn__tx_commit(a);
+		}
+		off = next;
+	}
+	struct client_rec *c = tn__client_at(a, slot);
+	if ((uint32_t)c->state_gen == CLIENT_ATTACHED) {
+		tn__tx_set(a, &c->state_gen, c->state_gen >> 32 << 32 | CLIENT_FREE);
+		tn__tx_set(a, &h->clients, h->clients - 1);
+		if (slot != a->slot)
+			tn__tx_set(a, &h->reclaimed_slots, h->reclaimed_slots + 1);
+		tn__tx_commit(a);
+	}
+	return freed;
+}
+
+TN_EXPORT int tn_arena_reclaim(tn_arena *a, int slot)
+{
+	if (!arena_ok(a))
+		return tn__error(TN_EBADF, "tn_arena_reclaim: not an arena handle");
+	if (slot < 0 || slot >= (int)a->hdr->max_clients)
+		return tn__error(TN_EINVAL, "tn_arena_reclaim: slot %d outside [0, %u)", slot,
+				 a->hdr->max_clients);
+	if (slot == a->slot)
+		return tn__error(TN_EINVAL, "tn_arena_reclaim: slot %d is the caller's own", slot);
+	int r = tn__arena_lock(a);
+	if (r)
+		return r;
+	struct client_rec *c = tn__client_at(a, slot);
+	if (tn__client_alive(c)) {
+		tn__arena_unlock(a);
+		return tn__error(TN_EBUSY, "tn_arena_reclaim: slot %d belongs to process %lld, "
+				 "which is alive", slot, (long long)c->pid);
+	}
+	r = tn__reclaim_locked(a, slot);
+	tn__arena_unlock(a);
+	return r;
+}
+
+TN_EXPORT int tn_arena_reclaim_dead(tn_arena *a)
+{
+	if (!arena_ok(a))
+		return tn__error(TN_EBADF, "tn_arena_reclaim_dead: not an arena handle");
+	int r = tn__arena_lock(a), n = 0;
+	if (r)
+		return r;
+	for (int i = 0; i < (int)a->hdr->max_clients; i++) {
+		struct client_rec *c = tn__client_at(a, i);
+		if (i == a->slot || (uint32_t)c->state_gen != CLIENT_ATTACHED || tn__client_alive(c))
+			continue;
+		if ((r = tn__reclaim_locked(a, i)) < 0)
+			break;
+		n++;
+	}
+	tn__arena_unlock(a);
+	return r < 0 ? r : n;
+}
+
+/* Usable bytes of the largest free block: the highest non-empty bin holds it. */
+uint64_t tn__largest_free(const tn_arena *a)
+{
+	const struct arena_header *h = a->hdr;
+	if (!h->fl_bitmap)
+		return 0;
+	unsigned fl = 63u - (unsigned)__builtin_clzll(h->fl_bitmap);
+	if (fl >= FL_COUNT || !h->sl_bitmap[fl])
+		return 0;
+	unsigned sl = 63u - (unsigned)__builtin_clzll(h->sl_bitmap[fl]);
+	uint64_t best = 0;
+	uint64_t n = 0;
+	for (uint64_t off = h->bins[fl][sl % SL_COUNT]; off && n++ < h->free_blocks;) {
+		if (!tn__block_sane(a, off))
+			break;
+		uint64_t s = tn__block_at(a, off)->size;
+		if (s > best)
+			best = s;
+		off = ((const struct free_links *)(a->base + off + BLOCK_HDR))->next;
+	}
+	return best ? best - BLOCK_HDR : 0;
+}
+
+TN_EXPORT int tn_arena_stat(tn_arena *a, tn_arena_stats *ret)
+{
+	if (!arena_ok(a))
+		return tn__error(TN_EBADF, "tn_arena_stat: not an arena handle");
+	if (!ret)
+		return tn__error(TN_EINVAL, "tn_arena_stat: NULL ret_stats");
+	int r = tn__arena_lock(a);
+	if (r)
+		return r;
+	const struct arena_header *h = a->hdr;
+	tn_arena_stats s = {
+		.size = h->size,
+		.page_size = h->page_size,
+		.backing = (enum tn_arena_backing)h->backing,
+		.numa_policy = (enum tn_numa_policy)h->numa_policy,
+		.numa_nodes = h->numa_nodes,
+		.heap_bytes = h->data_size,
+		.used_bytes = h->used_bytes,
+		.free_bytes = h->free_bytes,
+		.largest_free = tn__largest_free(a),
+		.blocks = h->blocks,
+		.free_blocks = h->free_blocks,
+		.names = h->names,
+		.max_names = h->max_names,
+		.clients = h->clients,
+		.num_allocs = h->num_allocs,
+		.num_frees = h->num_frees,
+		.lock_repairs = h->lock_repairs,
+		.reclaimed_slots = h->reclaimed_slots,
+	};
+	memcpy(s.uuid, h->uuid, sizeof(s.uuid));
+	tn__arena_unlock(a);
+	*ret = s;
+	return 0;
+}
+
+TN_EXPORT int tn_arena_clients(tn_arena *a, tn_arena_client *ret, size_t capacity)
+{
+	if (!arena_ok(a))
+		return tn__error(TN_EBADF, "tn_arena_clients: not an arena handle");
+	if (!ret && capacity)
+		return tn__error(TN_EINVAL, "tn_arena_clients: NULL ret_clients");
+	uint64_t blocks[TN_ARENA_MAX_CLIENTS] = { 0 }, bytes[TN_ARENA_MAX_CLIENTS] = { 0 };
+	int r = tn__arena_lock(a), n = 0;
+	if (r)
+		return r;
+	for (uint64_t off = a->hdr->data_off; off < data_end(a);) {
+		if (!tn__block_sane(a, off))
+			break;
+		const struct block *b = tn__block_at(a, off);
+		if (tn__block_magic(b) == BLOCK_MAGIC_USED)
+			for (int s = 0; s < TN_ARENA_MAX_CLIENTS; s++)
+				if (tn__hold_has(b, s)) {
+					blocks[s]++;
+					bytes[s] += b->size - BLOCK_HDR;
+				}
+		off += b->size;
+	}
+	for (int i = 0; i < (int)a->hdr->max_clients; i++) {
+		const struct client_rec *c = tn__client_at(a, i);
+		if ((uint32_t)c->state_gen != CLIENT_ATTACHED)
+			continue;
+		if ((size_t)n < capacity)
+			ret[n] = (tn_arena_client){ .slot = i,
+						    .pid = (int32_t)c->pid,
+						    .alive = tn__client_alive(c),
+						    .start_time = c->start_time,
+						    .held_blocks = blocks[i],
+						    .held_bytes = bytes[i] };
+		n++;
+	}
+	tn__arena_unlock(a);
+	return n;
+}
+
+/* ---- fsck -------------------------------------------------------------------------------------- */
+
+struct fsck {
+	tn_arena *a;
+	tn_arena_fsck_report rep;
+	bool repair;
+};
+
+static void problem(struct fsck *f, bool mended, const char *fmt, ...) TN_PRINTF(3, 4);
+static void problem(struct fsck *f, bool mended, const char *fmt, ...)
+{
+	if (!f->rep.problems++) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(f->rep.first_problem, sizeof(f->rep.first_problem), fmt, ap);
+		va_end(ap);
+	}
+	if (mended)
+		f->rep.repaired++;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+/* Directory entries: each must point at an allocated block of the generation it recorded
+ * and fit in it. Collects the blocks of good entries (sorted) for the pin check. */
+static int fsck_directory(struct fsck *f, uint64_t **ret_blocks, size_t *ret_n)
+{
+	tn_arena *a = f->a;
+	struct arena_header *h = a->hdr;
+	uint64_t *blocks = malloc(((size_t)h->dir_slots + 1) * sizeof(*blocks));
+	size_t n = 0;
+	uint64_t names = 0, tombs = 0;
+	if (!blocks)
+		return tn__error(TN_ENOMEM, "tn_arena_fsck: out of memory");
+	for (uint32_t i = 0; i < h->dir_slots; i++) {
+		struct dir_entry *e = tn__entry_at(a, i);
+		uint32_t st = (uint32_t)e->state_gen;
+		if (st == ENTRY_TOMBSTONE)
+			tombs++;
+		if (st != ENTRY_USED)
+			continue;
+		bool ok = tn__block_ok(a, e->block) &&
+			  tn__block_magic(tn__block_at(a, e->block)) == BLOCK_MAGIC_USED &&
+			  (uint32_t)tn__block_at(a, e->block)->gen_pins ==
+				  (uint32_t)e->block_gen_flags &&
+			  e->name_len >= 1 && e->name_len <= TN_ARENA_NAME_MAX &&
+			  tn_dtype_is_valid((enum tn_dtype)(uint32_t)e->dtype_ndim) &&
+			  (e->dtype_ndim >> 32) <= TN_ARENA_MAX_DIMS;
+		if (ok) {
+			blocks[n++] = e->block;
+			names++;
+			continue;
+		}
+		f->rep.bad_names++;
+		problem(f, f->repair, "directory entry %u ('%.*s') points at no live block", i,
+			(int)(e->name_len <= TN_ARENA_NAME_MAX ? e->name_len : 0), e->name);
+		if (f->repair) {
+			tn__tx_set(a, &e->state_gen, e->state_gen >> 32 << 32 | ENTRY_TOMBSTONE);
+			tn__tx_commit(a);
+			tombs++;
+		}
+	}
+	if (names != h->names || tombs != h->tombstones) {
+		problem(f, f->repair, "directory counts %" PRIu64 " names, %" PRIu64
+			" deleted; the header says %" PRIu64 ", %" PRIu64, names, tombs, h->names,
+			h->tombstones);
+		if (f->repair) {
+			tn__tx_set(a, &h->names, names);
+			tn__tx_set(a, &h->tombstones, tombs);
+			tn__tx_commit(a);
+		}
+	}
+	qsort(blocks, n, sizeof(*blocks), cmp_u64);
+	*ret_blocks = blocks;
+	*ret_n = n;
+	return 0;
+}
+
+static uint64_t count_in(const uint64_t *v, size_t n, uint64_t key)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (v[mid] < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	uint64_t c = 0;
+	while (lo < n && v[lo++] == key)
+		c++;
+	return c;
+}
+
+/* Blocks: holds of attached slots only, pins matching the directory, no orphans. */
+static int fsck_blocks(struct fsck *f, const uint64_t *named, size_t nnamed)
+{
+	tn_arena *a = f->a;
+	struct arena_header *h = a->hdr;
+	uint64_t attached[HOLD_WORDS] = { 0 };
+	for (int s = 0; s < (int)h->max_clients; s++)
+		if ((uint32_t)tn__client_at(a, s)->state_gen == CLIENT_ATTACHED)
+			attached[s / 64] |= UINT64_C(1) << (s % 64);
+	for (uint64_t off = h->data_off; off < data_end(a);) {
+		if (!tn__block_sane(a, off)) {
+			problem(f, false, "block at offset %" PRIu64 " has a bad header", off);
+			return TN_EIO;
+		}
+		struct block *b = tn__block_at(a, off);
+		uint64_t next = next_visit(a, off);
+		if (tn__block_magic(b) != BLOCK_MAGIC_USED) {
+			off = next;
+			continue;
+		}
+		for (int w = 0; w < HOLD_WORDS; w++) {
+			uint64_t dead = b->holders[w] & ~attached[w];
+			if (!dead)
+				continue;
+			f->rep.dead_holds += (uint64_t)__builtin_popcountll(dead);
+			problem(f, f->repair, "block at %" PRIu64 " is held by unattached slots",
+				off);
+			if (f->repair)
+				tn__tx_set(a, &b->holders[w], b->holders[w] & attached[w]);
+		}
+		uint64_t pins = count_in(named, nnamed, off);
+		if ((b->gen_pins >> 32) != pins) {
+			problem(f, f->repair, "block at %" PRIu64 " has %" PRIu64
+				" pins for %" PRIu64 " names", off, b->gen_pins >> 32, pins);
+			if (f->repair)
+				tn__tx_set(a, &b->gen_pins, (uint32_t)b->gen_pins | pins << 32);
+		}
+		if (tn__holds_none(b) && !(b->gen_pins >> 32) && !pins) {
+			f->rep.orphan_blocks++;
+			problem(f, f->repair, "block at %" PRIu64 " is held and named by nobody",
+				off);
+			if (f->repair) {
+				int r = tn__heap_free_block(a, off);
+				if (r)
+					return r;
+			}
+		}
+		tn__tx_commit(a);
+		off = next;
+	}
+	return 0;
+}
+
+/* The tiling, the boundary tags, the free lists, the bitmaps and the counters. */
+static int fsck_heap(struct fsck *f)
+{
+	tn_arena *a = f->a;
+	struct arena_header *h = a->hdr;
+	uint64_t used = 0, freeb = 0, blocks = 0, free_blocks = 0, prev_size = 0;
+	bool prev_free = false, lists_bad = false;
+
+	f->rep.blocks = f->rep.free_blocks = 0;
+	for (uint64_t off = h->data_off; off < data_end(a);) {
+		if (!tn__block_sane(a, off)) {
+			problem(f, false, "block at offset %" PRIu64 " has a bad header", off);
+			return TN_EIO;
+		}
+		struct block *b = tn__block_at(a, off);
+		bool is_free = tn__block_magic(b) == BLOCK_MAGIC_FREE;
+		if (b->prev_size != prev_size) {
+			problem(f, f->repair, "block at %" PRIu64 " records a previous size of %" PRIu64
+				", not %" PRIu64, off, b->prev_size, prev_size);
+			if (f->repair) {
+				tn__tx_set(a, &b->prev_size, prev_size);
+				tn__tx_commit(a);
+			}
+		}
+		if (is_free && prev_free)
+			problem(f, false, "free blocks adjacent at %" PRIu64, off);
+		if (is_free) {
+			freeb += b->size;
+			free_blocks++;
+		} else {
+			used += b->size;
+			blocks++;
+		}
+		prev_free = is_free;
+		prev_size = b->size;
+		off += b->size;
+	}
+	f->rep.blocks = blocks + free_blocks;
+	f->rep.free_blocks = free_blocks;
+
+	/* Every listed block is free, in the right bin, linked both ways, and all are listed. */
+	uint64_t listed = 0;
+	for (unsigned fl = 0; fl < FL_COUNT && !lists_bad; fl++) {
+		for (unsigned sl = 0; sl < SL_COUNT && !lists_bad; sl++) {
+			uint64_t prev = 0, off = h->bins[fl][sl];
+			bool bit = h->sl_bitmap[fl] >> sl & 1;
+			if (bit != (off != 0) || (off && !(h->fl_bitmap >> fl & 1)))
+				lists_bad = true;
+			for (; off && !lists_bad; off = ((struct free_links *)(a->base + off +
+									      BLOCK_HDR))->next) {
+				struct block *b = tn__block_at(a, off);
+				unsigned bfl = 63u - (unsigned)__builtin_clzll(b->size);
+				if (!tn__block_sane(a, off) || tn__block_magic(b) != BLOCK_MAGIC_FREE ||
+				    bfl != fl || ((b->size >> (bfl - SL_LOG)) & (SL_COUNT - 1)) != sl ||
+				    ((struct free_links *)(a->base + off + BLOCK_HDR))->prev != prev ||
+				    ++listed > free_blocks)
+					lists_bad = true;
+				prev = off;
+			}
+		}
+	}
+	if (!lists_bad && listed != free_blocks)
+		lists_bad = true;
+	if (lists_bad) {
+		problem(f, f->repair, "the free lists do not match the free blocks");
+		if (f->repair)
+			tn__rebuild_free_lists(a);
+	}
+	if (used != h->used_bytes || freeb != h->free_bytes || blocks != h->blocks ||
+	    free_blocks != h->free_blocks) {
+		problem(f, f->repair, "heap counters (%" PRIu64 " used bytes in %" PRIu64
+			" blocks) differ from the blocks (%" PRIu64 " in %" PRIu64 ")",
+			h->used_bytes, h->blocks, used, blocks);
+		if (f->repair) {
+			tn__tx_set(a, &h->used_bytes, used);
+			tn__tx_set(a, &h->free_bytes, freeb);
+			tn__tx_set(a, &h->blocks, blocks);
+			tn__tx_set(a, &h->free_blocks, free_blocks);
+			tn__tx_commit(a);
+		}
+	}
+	return 0;
+}
+
+TN_EXPORT int tn_arena_fsck(tn_arena *a, unsigned flags, tn_arena_fsck_report *ret_report)
+{
+	if (!arena_ok(a))
+		return tn__error(TN_EBADF, "tn_arena_fsck: not an arena handle");
+	if (flags & ~TN_ARENA_FSCK_REPAIR)
+		return tn__error(TN_EINVAL, "tn_arena_fsck: unknown flags 0x%x", flags);
+	struct fsck f = { .a = a, .repair = flags & TN_ARENA_FSCK_REPAIR };
+	int r = tn__arena_validate(a, "tn_arena_fsck");
+	if (r)
+		return r;
+	if ((r = tn__arena_lock(a)))
+		return r;
+	/* Clients whose process is gone. */
+	uint64_t clients = 0;
+	for (int i = 0; i < (int)a->hdr->max_clients; i++) {
+		struct client_rec *c = tn__client_at(a, i);
+		if ((uint32_t)c->state_gen != CLIENT_ATTACHED)
+			continue;
+		if (i != a->slot && !tn__client_alive(c)) {
+			f.rep.dead_clients++;
+			problem(&f, f.repair, "slot %d belongs to process %lld, which is gone", i,
+				(long long)c->pid);
+			if (f.repair && tn__reclaim_locked(a, i) < 0)
+				break;
+			if (f.repair)
+				continue;
+		}
+		clients++;
+	}
+	if (clients != a->hdr->clients) {
+		problem(&f, f.repair, "%" PRIu64 " clients attached; the header says %" PRIu64,
+			clients, a->hdr->clients);
+		if (f.repair) {
+			tn__tx_set(a, &a->hdr->clients, clients);
+			tn__tx_commit(a);
+		}
+	}
+	uint64_t *named = NULL;
+	size_t nnamed = 0;
+	if (!(r = fsck_heap(&f)) && !(r = fsck_directory(&f, &named, &nnamed)) &&
+	    !(r = fsck_blocks(&f, named, nnamed)) && f.repair)
+		r = fsck_heap(&f); /* the counts after the repairs above */
+	free(named);
+	tn__arena_unlock(a);
+	if (ret_report)
+		*ret_report = f.rep;
+	if (r && r != TN_EIO)
+		return r;
+	if (r || f.rep.problems > f.rep.repaired)
+		return tn__error(TN_EIO, "tn_arena_fsck: arena %s: %" PRIu64 " problems, %" PRIu64
+				 " mended; first: %s", a->path, f.rep.problems, f.rep.repaired,
+				 f.rep.first_problem);
+	tn_clear_error();
+	return 0;
+}

@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The layout of an arena file and the process-local state of an attached arena.
+ *
+ * Everything in the file is addressed by byte offsets from its start, in fixed-width fields,
+ * because each process maps the file at its own address and any of them may have died half
+ * way through writing it. Every field is validated before it is trusted.
+ *
+ *   [0, 64 KiB)          header: identity, geometry, the robust lock, the heap's bins, the
+ *                        counters and the undo log
+ *   clients_off          TN_ARENA_MAX_CLIENTS client records of 64 bytes
+ *   dir_off              dir_slots directory entries of 576 bytes (open addressing)
+ *   data_off (2 MiB)     the heap: blocks with 64-byte headers tiling [data_off, size)
+ */
+#ifndef TN_SHM_ARENA_INTERNAL_H
+#define TN_SHM_ARENA_INTERNAL_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <inttypes.h>
+#include <stdint.h>
+
+#include "../libtensor/internal.h"
+#include <tensor/arena.h>
+
+#define ARENA_MAGIC UINT64_C(0x31414e4552414e54) /* "TNARENA1", little endian */
+#define ARENA_VERSION 1u
+#define ARENA_HEADER_BYTES ((uint64_t)64 << 10)
+#define ARENA_DATA_ALIGN ((uint64_t)2 << 20)
+#define ARENA_MIN_SIZE ((uint64_t)4 << 20)
+
+#define BLOCK_MAGIC_USED 0x4b4c4255u /* "UBLK" */
+#define BLOCK_MAGIC_FREE 0x4b4c4246u /* "FBLK" */
+#define BLOCK_HDR 64u
+#define BLOCK_MIN 128u /* a header and room for the free-list links */
+#define HOLD_WORDS (TN_ARENA_MAX_CLIENTS / 64)
+
+/* TLSF bins: first level log2(size), second level 16 linear sub-bins. */
+#define SL_LOG 4
+#define SL_COUNT (1u << SL_LOG)
+#define FL_COUNT 48
+
+#define UNDO_MAX 192
+
+enum { ARENA_STATE_FORMATTING = 0, ARENA_STATE_READY = 0x52454459 };
+enum { CLIENT_FREE = 0, CLIENT_ATTACHED = 1 };
+enum { ENTRY_EMPTY = 0, ENTRY_USED = 1, ENTRY_TOMBSTONE = 2 };
+
+struct undo_rec {
+	uint64_t off;
+	uint64_t old;
+};
+
+struct arena_header {
+	/* Identity and geometry: written once at creation, read-only afterwards. */
+	uint64_t magic;
+	uint32_t version;
+	uint32_t header_bytes;
+	uint8_t uuid[16];
+	uint64_t size;
+	uint64_t page_size;
+	uint32_t flags;
+	uint32_t backing;
+	uint32_t numa_policy;
+	uint32_t state; /* ARENA_STATE_READY once formatted, written last */
+	uint64_t numa_nodes;
+	uint64_t clients_off;
+	uint32_t max_clients;
+	uint32_t client_bytes;
+	uint64_t dir_off;
+	uint32_t dir_slots; /* a power of two */
+	uint32_t entry_bytes;
+	uint64_t max_names;
+	uint64_t data_off;
+	uint64_t data_size;
+	uint64_t create_ns;
+	uint64_t reserved[16];
+
+	/* The lock. glibc's pthread_mutex_t is 40 bytes on every 64-bit ABI it supports. */
+	alignas(64) pthread_mutex_t lock;
+
+	/* Mutable metadata: written only under the lock and through the undo log (u64 words). */
+	alignas(64) uint64_t fl_bitmap;
+	uint64_t sl_bitmap[FL_COUNT];
+	uint64_t bins[FL_COUNT][SL_COUNT]; /* offset of the first free block, 0 for none */
+	uint64_t used_bytes;
+	uint64_t free_bytes;
+	uint64_t blocks;
+	uint64_t free_blocks;
+	uint64_t names;
+	uint64_t tombstones;
+	uint64_t clients;
+	uint64_t num_allocs;
+	uint64_t num_frees;
+	uint64_t lock_repairs;
+	uint64_t reclaimed_slots;
+	uint64_t client_gen;
+	uint64_t block_gen; /* generation of the last block allocated */
+	uint64_t lists_dirty; /* fsck is rebuilding the free lists (not logged) */
+
+	/* The undo log: undo_count records of the old values of the words the current change
+	 * has overwritten, in order. Zero outside a change. */
+	alignas(64) _Atomic uint64_t undo_count;
+	struct undo_rec undo[UNDO_MAX];
+};
+
+_Static_assert(sizeof(pthread_mutex_t) <= 64, "the lock fits its slot");
+_Static_assert(sizeof(struct arena_header) <= ARENA_HEADER_BYTES, "the header fits");
+
+/* A block header: eight words, each written whole through the undo log. */
+struct block {
+	uint64_t magic_flags; /* magic | flags << 32 */
+	uint64_t size;        /* the whole block, header included; a multiple of 64 */
+	uint64_t prev_size;   /* the physically previous block's size, 0 for the first */
+	uint64_t gen_pins;    /* generation | pins << 32 */
+	uint64_t holders[HOLD_WORDS];
+};
+_Static_assert(sizeof(struct block) == BLOCK_HDR, "a block header is 64 bytes");
+
+#define BLOCK_FLAG_SEALED 1u
+
+/* A free block's payload starts with its free-list links. */
+struct free_links {
+	uint64_t next;
+	uint64_t prev;
+};
+
+struct client_rec {
+	uint64_t state_gen; /* CLIENT_* | generation << 32 */
+	int64_t pid;
+	uint64_t start_time;
+	uint64_t attach_ns;
+	uint64_t reserved[4];
+};
+_Static_assert(sizeof(struct client_rec) == 64, "a client record is 64 bytes");
+
+struct dir_entry {
+	uint64_t state_gen; /* ENTRY_* | generation << 32 */
+	uint64_t block;     /* offset of the block header */
+	uint64_t block_gen_flags; /* the block's generation when published | TN_ARENA_ENTRY_* << 32 */
+	uint64_t hash;
+	int64_t storage_offset;
+	uint64_t dtype_ndim; /* dtype | ndim << 32 */
+	uint64_t name_len;
+	uint64_t reserved;
+	int64_t sizes[TN_ARENA_MAX_DIMS];
+	int64_t strides[TN_ARENA_MAX_DIMS];
+	char name[TN_ARENA_NAME_MAX + 1];
+};
+_Static_assert(sizeof(struct dir_entry) == 576, "a directory entry is 576 bytes");
+
+/* The process's view of one block it holds: how many of its storages (and raw allocations)
+ * use it, and weak references to its storages so that a second lookup reuses them. */
+struct local_hold {
+	uint64_t block; /* 0: empty slot */
+	int64_t holds;
+	tn_storage *weak_rw;
+	tn_storage *weak_ro;
+};
+
+#define TN_MAGIC_ARENA 0x4152454eu /* "AREN" */
+
+struct tn_arena {
+	uint32_t magic;
+	_Atomic int64_t refcount;
+	int fd;
+	int slot;
+	uint8_t *base;     /* read-write mapping */
+	uint8_t *ro;       /* read-only mapping of the same file */
+	uint64_t size;
+	struct arena_header *hdr;
+	tn_allocator allocator;
+	pthread_mutex_t local_lock; /* guards the holds table */
+	struct local_hold *holds;
+	size_t holds_cap, holds_count;
+	char path[4096];
+};
+
+/* ---- arena.c ---- */
+extern int tn__arena_crash_countdown;
+int tn__arena_lock(tn_arena *a);
+void tn__arena_unlock(tn_arena *a);
+void tn__tx_set(tn_arena *a, uint64_t *word, uint64_t value);
+void tn__tx_commit(tn_arena *a);
+bool tn__block_ok(const tn_arena *a, uint64_t off);
+bool tn__block_sane(const tn_arena *a, uint64_t off);
+int tn__arena_validate(const tn_arena *a, const char *fn);
+/* Rebuild the free lists and bitmaps from the block headers (under the lock). */
+void tn__rebuild_free_lists(tn_arena *a);
+void tn__insert_free(tn_arena *a, uint64_t off);
+static inline struct block *tn__block_at(const tn_arena *a, uint64_t off)
+{
+	return (struct block *)(a->base + off);
+}
+static inline uint32_t tn__block_magic(const struct block *b)
+{
+	return (uint32_t)b->magic_flags;
+}
+/* Free a used block that nobody holds or names (under the lock, inside a change). */
+int tn__heap_free_block(tn_arena *a, uint64_t off);
+/* Set or clear @slot's bit in the block's holders (under the lock, inside a change). */
+void tn__hold_set(tn_arena *a, struct block *b, int slot, bool on);
+bool tn__hold_has(const struct block *b, int slot);
+bool tn__holds_none(const struct block *b);
+/* Register one more local use of @block; takes a hold (and an arena reference) on 0 -> 1.
+ * Called with local_lock held. Returns the record or NULL on ENOMEM. */
+struct local_hold *tn__local_find(tn_arena *a, uint64_t block);
+struct local_hold *tn__local_insert(tn_arena *a, uint64_t block);
+int tn__local_reserve(tn_arena *a);
+void tn__local_prune(struct local_hold *rec);
+/* Drop one local use of @block: on 1 -> 0 the shared hold is dropped (and the block freed
+ * when unheld and unnamed) and the arena reference released. */
+int tn__local_release(tn_arena *a, uint64_t block);
+struct client_rec *tn__client_at(const tn_arena *a, int slot);
+bool tn__client_alive(const struct client_rec *c);
+uint64_t tn__proc_start_time(int64_t pid);
+
+/* ---- directory.c ---- */
+struct dir_entry *tn__entry_at(const tn_arena *a, uint32_t index);
+
+/* ---- admin.c ---- */
+uint64_t tn__largest_free(const tn_arena *a);
+/* Drop @slot's holds everywhere and release it (under the lock). Returns blocks freed. */
+int tn__reclaim_locked(tn_arena *a, int slot);
+
+#endif /* TN_SHM_ARENA_INTERNAL_H */

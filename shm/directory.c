@@ -1,0 +1,545 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The named directory of an arena: name -> block, dtype, sizes, strides and offset.
+ *
+ * An open-addressing hash table (linear probing, FNV-1a) of fixed 576-byte entries in the
+ * arena file. Each entry has a generation that every publish bumps, so a handle (index,
+ * generation) taken before an unpublish or a replace is refused. A publish into an empty or
+ * deleted slot writes the entry's body directly, since nothing reads a slot in that state,
+ * and then flips its state word through the undo log; only an entry that is replaced in place
+ * has its body logged word by word.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "arena_internal.h"
+
+static bool arena_ok(const tn_arena *a)
+{
+	return tn__handle_is(a, TN_MAGIC_ARENA);
+}
+
+struct dir_entry *tn__entry_at(const tn_arena *a, uint32_t index)
+{
+	return (struct dir_entry *)(a->base + a->hdr->dir_off +
+				    (uint64_t)index * sizeof(struct dir_entry));
+}
+
+static uint64_t fnv1a(const char *s, size_t n)
+{
+	uint64_t h = UINT64_C(0xcbf29ce484222325);
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * UINT64_C(0x100000001b3);
+	return h;
+}
+
+static int check_name(const char *name, const char *fn, size_t *ret_len)
+{
+	if (!name)
+		return tn__error(TN_EINVAL, "%s: NULL tensor name", fn);
+	size_t n = strnlen(name, TN_ARENA_NAME_MAX + 1);
+	if (!n || n > TN_ARENA_NAME_MAX)
+		return tn__error(TN_EINVAL, "%s: a tensor name has 1 to %d bytes, not %s", fn,
+				 TN_ARENA_NAME_MAX, n ? "more" : "0");
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)name[i];
+		if (c < 0x20 || c == 0x7f)
+			return tn__error(TN_EINVAL, "%s: tensor name '%.60s' has control character "
+					 "0x%02x at byte %zu", fn, name, c, i);
+		if (c == '/' && (i == 0 || i == n - 1 || name[i + 1] == '/'))
+			return tn__error(TN_EINVAL, "%s: tensor name '%.60s' has an empty part "
+					 "('/' at the start, the end or twice)", fn, name);
+	}
+	*ret_len = n;
+	return 0;
+}
+
+static uint32_t entry_state(const struct dir_entry *e)
+{
+	return (uint32_t)e->state_gen;
+}
+
+static uint32_t entry_gen(const struct dir_entry *e)
+{
+	return (uint32_t)(e->state_gen >> 32);
+}
+
+/* Find @name: its index, or -1 with *ret_free set to the first slot an insert may use (-1
+ * when the table is full). Under the lock. */
+static int64_t probe(const tn_arena *a, const char *name, size_t len, uint64_t hash,
+		     int64_t *ret_free)
+{
+	uint32_t mask = a->hdr->dir_slots - 1;
+	int64_t first_free = -1;
+	for (uint32_t k = 0, i = (uint32_t)hash & mask; k <= mask; k++, i = (i + 1) & mask) {
+		const struct dir_entry *e = tn__entry_at(a, i);
+		uint32_t st = entry_state(e);
+		if (st == ENTRY_EMPTY) {
+			if (first_free < 0)
+				first_free = i;
+			break;
+		}
+		if (st == ENTRY_TOMBSTONE) {
+			if (first_free < 0)
+				first_free = i;
+			continue;
+		}
+		if (e->hash == hash && e->name_len == len && !memcmp(e->name, name, len))
+			return i;
+	}
+	if (ret_free)
+		*ret_free = first_free;
+	return -1;
+}
+
+/* An entry's metadata, checked against its block: another process wrote it. */
+static int entry_check(const tn_arena *a, const struct dir_entry *e, const char *fn)
+{
+	uint32_t dtype = (uint32_t)e->dtype_ndim, ndim = (uint32_t)(e->dtype_ndim >> 32);
+	const char *bad = NULL;
+	if (!tn__block_ok(a, e->block))
+		bad = "block offset";
+	else if ((uint32_t)tn__block_at(a, e->block)->magic_flags != BLOCK_MAGIC_USED)
+		bad = "block is not allocated";
+	else if ((uint32_t)tn__block_at(a, e->block)->gen_pins != (uint32_t)e->block_gen_flags)
+		bad = "block generation";
+	else if (!tn_dtype_is_valid((enum tn_dtype)dtype))
+		bad = "dtype";
+	else if (ndim > TN_ARENA_MAX_DIMS)
+		bad = "ndim";
+	else if (e->name_len > TN_ARENA_NAME_MAX || e->storage_offset < 0)
+		bad = "name or offset";
+	if (!bad) {
+		/* The furthest element must lie inside the block. */
+		uint64_t payload = tn__block_at(a, e->block)->size - BLOCK_HDR;
+		__int128 end = e->storage_offset;
+		bool empty = false;
+		for (uint32_t d = 0; d < ndim; d++) {
+			if (e->sizes[d] < 0 || e->strides[d] < 0)
+				bad = "sizes or strides";
+			else if (e->sizes[d] == 0)
+				empty = true;
+			else
+				end += (__int128)(e->sizes[d] - 1) * e->strides[d];
+		}
+		if (!bad && !empty &&
+		    (end + 1) * (__int128)tn_dtype_size((enum tn_dtype)dtype) > (__int128)payload)
+			bad = "extent past the block";
+	}
+	if (bad)
+		return tn__error(TN_EIO, "%s: directory entry '%.*s' of arena %s is damaged (%s); "
+				 "run fsck", fn, (int)(e->name_len <= TN_ARENA_NAME_MAX ? e->name_len : 0),
+				 e->name, a->path, bad);
+	return 0;
+}
+
+static void entry_to_public(const tn_arena *a, uint32_t index, const struct dir_entry *e,
+			    tn_arena_entry *out)
+{
+	memset(out, 0, sizeof(*out));
+	memcpy(out->name, e->name, e->name_len);
+	out->dtype = (enum tn_dtype)(uint32_t)e->dtype_ndim;
+	out->ndim = (int)(e->dtype_ndim >> 32);
+	memcpy(out->sizes, e->sizes, sizeof(out->sizes));
+	memcpy(out->strides, e->strides, sizeof(out->strides));
+	out->storage_offset = e->storage_offset;
+	out->block_bytes = tn__block_at(a, e->block)->size - BLOCK_HDR;
+	out->flags = (uint32_t)(e->block_gen_flags >> 32);
+	out->handle = (tn_arena_handle){ index, entry_gen(e) };
+}
+
+static void pins_add(tn_arena *a, struct block *b, int delta)
+{
+	uint64_t pins = (b->gen_pins >> 32) + (uint64_t)(int64_t)delta;
+	tn__tx_set(a, &b->gen_pins, (uint32_t)b->gen_pins | pins << 32);
+}
+
+/* Drop one pin of the block under @e; free it when nobody holds or names it. */
+static int unpin(tn_arena *a, const struct dir_entry *e)
+{
+	if (!tn__block_ok(a, e->block))
+		return 0;
+	struct block *b = tn__block_at(a, e->block);
+	if ((uint32_t)b->magic_flags != BLOCK_MAGIC_USED || !(b->gen_pins >> 32))
+		return 0;
+	pins_add(a, b, -1);
+	if (!(b->gen_pins >> 32) && tn__holds_none(b))
+		return tn__heap_free_block(a, e->block);
+	return 0;
+}
+
+/* Mark @index deleted. A deleted slot followed by an empty one can itself be empty, and so
+ * can the deleted slots just before it: that keeps probe runs short after many removals. */
+static void entry_delete(tn_arena *a, uint32_t index)
+{
+	struct arena_header *h = a->hdr;
+	uint32_t mask = h->dir_slots - 1;
+	struct dir_entry *e = tn__entry_at(a, index);
+	uint64_t gen = e->state_gen >> 32 << 32;
+	if (entry_state(tn__entry_at(a, (index + 1) & mask)) != ENTRY_EMPTY) {
+		tn__tx_set(a, &e->state_gen, gen | ENTRY_TOMBSTONE);
+		tn__tx_set(a, &h->tombstones, h->tombstones + 1);
+	} else {
+		tn__tx_set(a, &e->state_gen, gen | ENTRY_EMPTY);
+		/* Bounded so one removal stays within the undo log. */
+		for (uint32_t k = 0, i = (index - 1) & mask; k < 32; k++, i = (i - 1) & mask) {
+			struct dir_entry *p = tn__entry_at(a, i);
+			if (entry_state(p) != ENTRY_TOMBSTONE)
+				break;
+			tn__tx_set(a, &p->state_gen, (p->state_gen >> 32 << 32) | ENTRY_EMPTY);
+			tn__tx_set(a, &h->tombstones, h->tombstones - 1);
+		}
+	}
+	tn__tx_set(a, &h->names, h->names - 1);
+}
+
+TN_EXPORT int tn_arena_publish(tn_arena *a, const char *name, const tn_tensor *t, unsigned flags,
+			       tn_arena_handle *ret_handle)
+{
+	static const char fn[] = "tn_arena_publish";
+	size_t len;
+	int r;
+
+	if (!arena_ok(a))
+		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
+	if ((r = check_name(name, fn, &len)))
+		return r;
+	if (flags & ~(TN_ARENA_SEAL | TN_ARENA_REPLACE))
+		return tn__error(TN_EINVAL, "%s: unknown flags 0x%x", fn, flags);
+	tn_storage *s = tn_tensor_storage(t);
+	if (!s)
+		return tn__error(TN_EBADF, "%s: not a tensor handle", fn);
+	int ndim = tn_tensor_ndim(t);
+	if (ndim > TN_ARENA_MAX_DIMS)
+		return tn__error(TN_EINVAL, "%s: '%s' has %d dims; a published tensor has at most %d",
+				 fn, name, ndim, TN_ARENA_MAX_DIMS);
+	uint64_t block = 0;
+	const uint8_t *data = s->data;
+	if (data && data >= a->base + a->hdr->data_off + BLOCK_HDR && data < a->base + a->size)
+		block = (uint64_t)(data - a->base) - BLOCK_HDR;
+	else if (data && data >= a->ro + a->hdr->data_off + BLOCK_HDR && data < a->ro + a->size)
+		block = (uint64_t)(data - a->ro) - BLOCK_HDR;
+	if (!block || block % TN_ARENA_ALIGNMENT)
+		return tn__error(TN_EINVAL, "%s: the storage of '%s' is not a block of arena %s "
+				 "(allocate it with tn_arena_allocator or under tn_arena_use)", fn,
+				 name, a->path);
+
+	/* The entry's body, built before taking the lock. */
+	struct dir_entry body;
+	memset(&body, 0, sizeof(body));
+	body.block = block;
+	body.hash = fnv1a(name, len);
+	body.storage_offset = tn_tensor_storage_offset(t);
+	body.dtype_ndim = (uint32_t)tn_tensor_dtype(t) | (uint64_t)ndim << 32;
+	body.name_len = len;
+	memcpy(body.sizes, tn_tensor_sizes(t), (size_t)ndim * sizeof(int64_t));
+	memcpy(body.strides, tn_tensor_strides(t), (size_t)ndim * sizeof(int64_t));
+	memcpy(body.name, name, len);
+
+	pthread_mutex_lock(&a->local_lock);
+	struct local_hold *rec = tn__local_find(a, block);
+	if (!rec || rec->holds <= 0) {
+		pthread_mutex_unlock(&a->local_lock);
+		return tn__error(TN_EINVAL, "%s: this process does not hold the block of '%s'", fn,
+				 name);
+	}
+	if ((r = tn__arena_lock(a))) {
+		pthread_mutex_unlock(&a->local_lock);
+		return r;
+	}
+	struct arena_header *h = a->hdr;
+	struct block *b = tn__block_at(a, block);
+	if ((uint32_t)b->magic_flags != BLOCK_MAGIC_USED || !tn__hold_has(b, a->slot)) {
+		r = tn__error(TN_EIO, "%s: block of '%s' is not held in arena %s; run fsck", fn,
+			      name, a->path);
+		goto out;
+	}
+	int64_t free_slot;
+	int64_t found = probe(a, name, len, body.hash, &free_slot);
+	uint32_t index;
+	uint32_t eflags = flags & TN_ARENA_SEAL ? TN_ARENA_ENTRY_SEALED : 0;
+	body.block_gen_flags = (uint32_t)b->gen_pins | (uint64_t)eflags << 32;
+	if (found >= 0) {
+		struct dir_entry *e = tn__entry_at(a, (uint32_t)found);
+		if (!(flags & TN_ARENA_REPLACE) || (e->block_gen_flags >> 32 & TN_ARENA_ENTRY_SEALED)) {
+			r = tn__error(TN_EEXIST, "%s: '%s' is already published in arena %s%s", fn,
+				      name, a->path,
+				      e->block_gen_flags >> 32 & TN_ARENA_ENTRY_SEALED
+					      ? " and sealed"
+					      : " (TN_ARENA_REPLACE replaces it)");
+			goto out;
+		}
+		index = (uint32_t)found;
+		/* Pin the new block before unpinning the old, which may be the same one. */
+		pins_add(a, b, 1);
+		if ((r = unpin(a, e)))
+			goto out;
+		body.state_gen = ENTRY_USED | (uint64_t)(entry_gen(e) + 1) << 32;
+		const uint64_t *src = (const uint64_t *)&body;
+		uint64_t *dst = (uint64_t *)e;
+		/* Logged word by word: the entry is live. Words past the name are unchanged. */
+		size_t words = (offsetof(struct dir_entry, name) + len + 8) / 8;
+		for (size_t i = 1; i < words; i++)
+			if (dst[i] != src[i])
+				tn__tx_set(a, &dst[i], src[i]);
+		tn__tx_set(a, &e->state_gen, body.state_gen);
+	} else {
+		if (free_slot < 0 || h->names >= h->max_names) {
+			r = tn__error(TN_ENOSPC, "%s: the directory of arena %s is full (%" PRIu64
+				      " names)", fn, a->path, h->max_names);
+			goto out;
+		}
+		index = (uint32_t)free_slot;
+		struct dir_entry *e = tn__entry_at(a, index);
+		bool was_tomb = entry_state(e) == ENTRY_TOMBSTONE;
+		body.state_gen = ENTRY_USED | (uint64_t)(entry_gen(e) + 1) << 32;
+		/* Nobody reads a free slot's body: write it directly, then publish the state. */
+		memcpy((char *)e + 8, (const char *)&body + 8, sizeof(body) - 8);
+		atomic_thread_fence(memory_order_release);
+		tn__tx_set(a, &e->state_gen, body.state_gen);
+		pins_add(a, b, 1);
+		tn__tx_set(a, &h->names, h->names + 1);
+		if (was_tomb)
+			tn__tx_set(a, &h->tombstones, h->tombstones - 1);
+	}
+	if (eflags)
+		tn__tx_set(a, &b->magic_flags, b->magic_flags | (uint64_t)BLOCK_FLAG_SEALED << 32);
+	tn__tx_commit(a);
+	if (ret_handle)
+		*ret_handle = (tn_arena_handle){ index, (uint32_t)(body.state_gen >> 32) };
+	/* Remember the storage, so this process's own lookups reuse it. */
+	tn__local_prune(rec);
+	if (data == a->base + block + BLOCK_HDR && !rec->weak_rw)
+		rec->weak_rw = tn_storage_weak_ref(s);
+	if (eflags)
+		s->readonly = true;
+out:
+	tn__arena_unlock(a);
+	pthread_mutex_unlock(&a->local_lock);
+	return r;
+}
+
+static void lookup_deleter(void *data, void *ctx)
+{
+	tn_arena_free(ctx, data);
+}
+
+/* Look up by name (@name non-NULL) or by handle. */
+static int lookup(tn_arena *a, const char *name, const tn_arena_handle *handle,
+		  tn_tensor **ret_tensor, tn_arena_handle *ret_handle, const char *fn)
+{
+	size_t len = 0;
+	int r;
+
+	if (!arena_ok(a))
+		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
+	if (!ret_tensor)
+		return tn__error(TN_EINVAL, "%s: NULL ret_tensor", fn);
+	if (name && (r = check_name(name, fn, &len)))
+		return r;
+
+	pthread_mutex_lock(&a->local_lock);
+	/* Room for a new local record before the shared hold is taken. */
+	if ((r = tn__local_reserve(a))) {
+		pthread_mutex_unlock(&a->local_lock);
+		return r;
+	}
+	if ((r = tn__arena_lock(a))) {
+		pthread_mutex_unlock(&a->local_lock);
+		return r;
+	}
+	struct dir_entry *e = NULL;
+	uint32_t index = 0;
+	if (name) {
+		int64_t i = probe(a, name, len, fnv1a(name, len), NULL);
+		if (i < 0) {
+			r = tn__error(TN_ENOENT, "%s: no tensor '%s' in arena %s", fn, name, a->path);
+			goto unlock;
+		}
+		index = (uint32_t)i;
+		e = tn__entry_at(a, index);
+	} else {
+		index = handle->index;
+		e = index < a->hdr->dir_slots ? tn__entry_at(a, index) : NULL;
+		if (!e || entry_state(e) != ENTRY_USED || entry_gen(e) != handle->generation) {
+			r = tn__error(TN_ESTALE, "%s: handle {%u, %u} of arena %s is stale: the name "
+				      "was unpublished or replaced since", fn, handle->index,
+				      handle->generation, a->path);
+			goto unlock;
+		}
+	}
+	if ((r = entry_check(a, e, fn)))
+		goto unlock;
+	tn_arena_entry info;
+	entry_to_public(a, index, e, &info);
+	uint64_t block = e->block;
+	tn__hold_set(a, tn__block_at(a, block), a->slot, true);
+	tn__tx_commit(a);
+	tn__arena_unlock(a);
+
+	bool sealed = info.flags & TN_ARENA_ENTRY_SEALED;
+	struct local_hold *rec = tn__local_find(a, block);
+	if (!rec)
+		rec = tn__local_insert(a, block); /* cannot fail: room was reserved */
+	tn__local_prune(rec);
+	tn_storage *s = tn_storage_weak_lock(sealed ? rec->weak_ro : rec->weak_rw);
+	if (!s) {
+		if (rec->holds++ == 0)
+			tn_arena_ref(a);
+		uint8_t *map = sealed ? a->ro : a->base;
+		r = tn_storage_from_blob((tn_device){ TN_DEVICE_CPU, 0 }, map + block + BLOCK_HDR,
+					 info.block_bytes, lookup_deleter, a, &s);
+		if (r) {
+			pthread_mutex_unlock(&a->local_lock);
+			tn__local_release(a, block);
+			return r;
+		}
+		s->readonly = sealed;
+		if (sealed)
+			rec->weak_ro = tn_storage_weak_ref(s);
+		else
+			rec->weak_rw = tn_storage_weak_ref(s);
+	}
+	pthread_mutex_unlock(&a->local_lock);
+	r = tn_tensor_new(s, info.storage_offset, info.ndim, info.sizes, info.strides, info.dtype,
+			  ret_tensor);
+	tn_storage_unref(s);
+	if (r)
+		return tn__error(TN_EIO, "%s: entry '%s' of arena %s does not fit its block: %s", fn,
+				 info.name, a->path, tn_last_error());
+	if (ret_handle)
+		*ret_handle = info.handle;
+	return 0;
+unlock:
+	tn__tx_commit(a);
+	tn__arena_unlock(a);
+	pthread_mutex_unlock(&a->local_lock);
+	return r;
+}
+
+TN_EXPORT int tn_arena_lookup(tn_arena *a, const char *name, tn_tensor **ret_tensor,
+			      tn_arena_handle *ret_handle)
+{
+	return lookup(a, name, NULL, ret_tensor, ret_handle, "tn_arena_lookup");
+}
+
+TN_EXPORT int tn_arena_lookup_handle(tn_arena *a, tn_arena_handle handle, tn_tensor **ret_tensor)
+{
+	return lookup(a, NULL, &handle, ret_tensor, NULL, "tn_arena_lookup_handle");
+}
+
+/* Find @name under the lock; on success the lock stays held. */
+static int find_locked(tn_arena *a, const char *name, const char *fn, uint32_t *ret_index)
+{
+	size_t len;
+	int r;
+	if (!arena_ok(a))
+		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
+	if ((r = check_name(name, fn, &len)) || (r = tn__arena_lock(a)))
+		return r;
+	int64_t i = probe(a, name, len, fnv1a(name, len), NULL);
+	if (i < 0) {
+		tn__arena_unlock(a);
+		return tn__error(TN_ENOENT, "%s: no tensor '%s' in arena %s", fn, name, a->path);
+	}
+	*ret_index = (uint32_t)i;
+	return 0;
+}
+
+TN_EXPORT int tn_arena_unpublish(tn_arena *a, const char *name)
+{
+	uint32_t index;
+	int r = find_locked(a, name, "tn_arena_unpublish", &index);
+	if (r)
+		return r;
+	struct dir_entry *e = tn__entry_at(a, index);
+	entry_delete(a, index);
+	r = unpin(a, e);
+	tn__tx_commit(a);
+	tn__arena_unlock(a);
+	return r;
+}
+
+TN_EXPORT int tn_arena_seal(tn_arena *a, const char *name)
+{
+	uint32_t index;
+	int r = find_locked(a, name, "tn_arena_seal", &index);
+	if (r)
+		return r;
+	struct dir_entry *e = tn__entry_at(a, index);
+	if ((r = entry_check(a, e, "tn_arena_seal"))) {
+		tn__arena_unlock(a);
+		return r;
+	}
+	uint64_t block = e->block;
+	struct block *b = tn__block_at(a, block);
+	tn__tx_set(a, &e->block_gen_flags, e->block_gen_flags | (uint64_t)TN_ARENA_ENTRY_SEALED << 32);
+	tn__tx_set(a, &b->magic_flags, b->magic_flags | (uint64_t)BLOCK_FLAG_SEALED << 32);
+	tn__tx_commit(a);
+	tn__arena_unlock(a);
+	/* This process's writable storage of the block becomes read-only too. */
+	pthread_mutex_lock(&a->local_lock);
+	struct local_hold *rec = tn__local_find(a, block);
+	if (rec && rec->weak_rw && atomic_load(&rec->weak_rw->refcount) > 0)
+		rec->weak_rw->readonly = true;
+	pthread_mutex_unlock(&a->local_lock);
+	return 0;
+}
+
+TN_EXPORT int tn_arena_info(tn_arena *a, const char *name, tn_arena_entry *ret_entry)
+{
+	uint32_t index;
+	if (!ret_entry)
+		return tn__error(TN_EINVAL, "tn_arena_info: NULL ret_entry");
+	int r = find_locked(a, name, "tn_arena_info", &index);
+	if (r)
+		return r;
+	struct dir_entry *e = tn__entry_at(a, index);
+	if (!(r = entry_check(a, e, "tn_arena_info")))
+		entry_to_public(a, index, e, ret_entry);
+	tn__arena_unlock(a);
+	return r;
+}
+
+static int entry_cmp(const void *x, const void *y)
+{
+	return strcmp(((const tn_arena_entry *)x)->name, ((const tn_arena_entry *)y)->name);
+}
+
+TN_EXPORT int tn_arena_list(tn_arena *a, const char *prefix, tn_arena_entry **ret_entries,
+			    size_t *ret_count)
+{
+	static const char fn[] = "tn_arena_list";
+	if (!arena_ok(a))
+		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
+	if (!ret_entries || !ret_count)
+		return tn__error(TN_EINVAL, "%s: NULL ret_entries or ret_count", fn);
+	size_t plen = prefix ? strlen(prefix) : 0;
+	int r = tn__arena_lock(a);
+	if (r)
+		return r;
+	size_t cap = a->hdr->names < a->hdr->max_names ? (size_t)a->hdr->names : a->hdr->max_names;
+	tn_arena_entry *out = cap ? malloc(cap * sizeof(*out)) : NULL;
+	size_t n = 0;
+	if (cap && !out) {
+		tn__arena_unlock(a);
+		return tn__error(TN_ENOMEM, "%s: out of memory for %zu entries", fn, cap);
+	}
+	for (uint32_t i = 0; i < a->hdr->dir_slots && n < cap; i++) {
+		struct dir_entry *e = tn__entry_at(a, i);
+		if (entry_state(e) != ENTRY_USED || e->name_len < plen ||
+		    (plen && memcmp(e->name, prefix, plen)) || entry_check(a, e, fn))
+			continue;
+		entry_to_public(a, i, e, &out[n++]);
+	}
+	tn__arena_unlock(a);
+	tn_clear_error();
+	if (!n) {
+		free(out);
+		out = NULL;
+	}
+	qsort(out, n, sizeof(*out), entry_cmp);
+	*ret_entries = out;
+	*ret_count = n;
+	return 0;
+}

@@ -1,0 +1,1190 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared-memory arenas with real processes: creation and validation, the heap, the named
+ * directory, sealing (a write from another process faults), crash safety (a process killed
+ * at every write point of every kind of change, a lock holder killed, hundreds of random
+ * kills of concurrent workers), fsck, the syscall-free data path (seccomp strict mode),
+ * and the arena as the allocator of factories and operators.
+ *
+ * Each test runs in its own directory on /dev/shm (tmpfs). Workers are this program
+ * re-executed with "--worker" (fork + exec), or forked children.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <fcntl.h>
+#include <linux/seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "../shm/arena_internal.h"
+
+static char dir[64];
+static const char *self_exe;
+
+static void setup(void)
+{
+	strcpy(dir, "/dev/shm/tn-check-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+	/* Mounts a test made (a small tmpfs, hugetlbfs) go first, even if it failed early. */
+	snprintf(cmd, sizeof(cmd), "%s/small", dir);
+	umount2(cmd, MNT_DETACH);
+	snprintf(cmd, sizeof(cmd), "%s/huge", dir);
+	umount2(cmd, MNT_DETACH);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", dir);
+}
+
+static tn_arena *make(const char *name, uint64_t size)
+{
+	tn_arena_options o;
+	tn_arena *a = NULL;
+	tn_arena_options_init(&o);
+	o.size = size;
+	o.dir = dir;
+	ck_assert_tn_ok(tn_arena_create(name, &o, &a));
+	return a;
+}
+
+static tn_arena_stats stats(tn_arena *a)
+{
+	tn_arena_stats s;
+	ck_assert_tn_ok(tn_arena_stat(a, &s));
+	return s;
+}
+
+static void assert_clean(tn_arena *a)
+{
+	tn_arena_fsck_report rep;
+	int r = tn_arena_fsck(a, 0, &rep);
+	ck_assert_msg(r == 0 && rep.problems == 0, "fsck: %d problems, first: %s", (int)rep.problems,
+		      rep.first_problem);
+}
+
+static int wait_status(pid_t pid)
+{
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	return st;
+}
+
+static tn_tensor *arena_tensor(tn_arena *a, int n, const int64_t *sizes, enum tn_dtype dt)
+{
+	tn_storage *s;
+	tn_tensor *t;
+	int64_t numel = 1;
+	for (int i = 0; i < n; i++)
+		numel *= sizes[i];
+	ck_assert_tn_ok(tn_storage_new_with_allocator(TN_CPU, (size_t)numel * tn_dtype_size(dt),
+						      tn_arena_allocator(a), &s));
+	ck_assert_tn_ok(tn_tensor_new(s, 0, n, sizes, NULL, dt, &t));
+	tn_storage_unref(s);
+	return t;
+}
+
+/* ---- creation and validation ------------------------------------------------------------------ */
+
+START_TEST(test_create_open_destroy)
+{
+	tn_arena *a = make("one", 8 << 20), *b;
+	tn_arena_stats s = stats(a);
+	ck_assert_uint_eq(s.size, 8u << 20);
+	ck_assert_uint_eq(s.backing, TN_ARENA_BACKING_TMPFS);
+	ck_assert_uint_eq(s.page_size, 4096);
+	ck_assert_uint_eq(s.clients, 1);
+	ck_assert_uint_eq(s.used_bytes, 0);
+	ck_assert_uint_eq(s.free_bytes, s.heap_bytes);
+	ck_assert_uint_eq(s.heap_bytes % (2 << 20), 0);
+	ck_assert_uint_eq(s.largest_free, s.heap_bytes - 64);
+	ck_assert_int_ne(s.uuid[6] & 0xf0, 0);
+	assert_clean(a);
+
+	/* A second attach in the same process gets its own slot. */
+	ck_assert_tn_ok(tn_arena_open("one", dir, &b));
+	ck_assert_int_ne(tn_arena_slot(a), tn_arena_slot(b));
+	ck_assert_uint_eq(stats(b).clients, 2);
+	ck_assert_ptr_null(tn_arena_unref(b));
+	ck_assert_uint_eq(stats(a).clients, 1);
+
+	char path[128];
+	snprintf(path, sizeof(path), "%s/one", dir);
+	ck_assert_str_eq(tn_arena_path(a), path);
+	ck_assert_tn_error_has(tn_arena_create("one", &(tn_arena_options){ .size = 8 << 20,
+									   .dir = dir },
+					       &b),
+			       TN_EEXIST, "File exists");
+	ck_assert_tn_ok(tn_arena_destroy("one", dir, 0));
+	ck_assert_int_eq(access(path, F_OK), -1);
+	ck_assert_tn_error_has(tn_arena_open("one", dir, &b), TN_ENOENT, "No such file");
+	ck_assert_ptr_null(tn_arena_unref(a));
+}
+END_TEST
+
+START_TEST(test_bad_names_and_options)
+{
+	tn_arena *a = NULL;
+	tn_arena_options o;
+	tn_arena_options_init(&o);
+	o.dir = dir;
+	ck_assert_tn_error_has(tn_arena_create("", &o, &a), TN_EINVAL, "1 to 200 characters");
+	ck_assert_tn_error_has(tn_arena_create(".hidden", &o, &a), TN_EINVAL, "not start with '.'");
+	ck_assert_tn_error_has(tn_arena_create("a/b", &o, &a), TN_EINVAL, "character 0x2f");
+	ck_assert_tn_error_has(tn_arena_create(NULL, &o, &a), TN_EINVAL, "NULL arena name");
+	o.size = 1 << 20;
+	ck_assert_tn_error_has(tn_arena_create("small", &o, &a), TN_EINVAL, "outside [4 MiB");
+	o.size = 8 << 20;
+	o.flags = 1u << 9;
+	ck_assert_tn_error_has(tn_arena_create("x", &o, &a), TN_EINVAL, "unknown flags");
+	o.flags = 0;
+	o.numa_policy = TN_NUMA_BIND;
+	ck_assert_tn_error_has(tn_arena_create("x", &o, &a), TN_EINVAL, "needs a node mask");
+	o.numa_nodes = UINT64_C(1) << 40;
+	ck_assert_tn_error_has(tn_arena_create("x", &o, &a), TN_ERANGE, "lacks");
+	o.numa_policy = TN_NUMA_DEFAULT;
+	o.max_names = 60000; /* 60000 entries leave no heap in 8 MiB */
+	ck_assert_tn_error_has(tn_arena_create("x", &o, &a), TN_EINVAL, "no room for a heap");
+	ck_assert_ptr_null(a);
+	/* Nothing was left behind by the failures. */
+	char path[128];
+	snprintf(path, sizeof(path), "%s/x", dir);
+	ck_assert_int_eq(access(path, F_OK), -1);
+	ck_assert_int_eq(tn_arena_alloc(NULL, 64, (void **)&a), TN_EBADF);
+}
+END_TEST
+
+/* Files that are not arenas, or damaged ones, are refused with a reason, never trusted. */
+START_TEST(test_open_validates)
+{
+	char path[128];
+	tn_arena *a = NULL;
+	snprintf(path, sizeof(path), "%s/junk", dir);
+	int fd = open(path, O_RDWR | O_CREAT, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 8 << 20), 0);
+	unsigned char buf[4096];
+	srand(7);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (unsigned char)rand();
+	ck_assert_int_eq(pwrite(fd, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	ck_assert_tn_error_has(tn_arena_open("junk", dir, &a), TN_EINVAL, "not a libtensor arena");
+	ck_assert_tn_error_has(tn_arena_attach_fd(fd, &a), TN_EINVAL, "not a libtensor arena");
+	close(fd);
+
+	/* A real arena with one field damaged at a time. */
+	tn_arena *good = make("good", 8 << 20);
+	int gfd = tn_arena_fd(good);
+	struct {
+		size_t off;
+		uint64_t value;
+		const char *msg;
+	} cases[] = {
+		{ offsetof(struct arena_header, version), 99, "layout version 99" },
+		{ offsetof(struct arena_header, size), 1 << 30, "damaged header (size)" },
+		{ offsetof(struct arena_header, dir_slots), 1000, "damaged header (directory)" },
+		{ offsetof(struct arena_header, data_off), 4096, "damaged header (data region)" },
+		{ offsetof(struct arena_header, numa_policy), 77, "damaged header (placement)" },
+	};
+	for (size_t i = 0; i < TN_ARRAY_SIZE(cases); i++) {
+		uint64_t old = 0;
+		size_t w = cases[i].off == offsetof(struct arena_header, version) ||
+					   cases[i].off == offsetof(struct arena_header, dir_slots) ||
+					   cases[i].off == offsetof(struct arena_header, numa_policy)
+				   ? 4
+				   : 8;
+		ck_assert_int_eq(pread(gfd, &old, w, (off_t)cases[i].off), (ssize_t)w);
+		ck_assert_int_eq(pwrite(gfd, &cases[i].value, w, (off_t)cases[i].off), (ssize_t)w);
+		ck_assert_tn_error_has(tn_arena_open("good", dir, &a), cases[i].off ==
+					       offsetof(struct arena_header, version) ? TN_EINVAL : TN_EINVAL,
+				       cases[i].msg);
+		ck_assert_int_eq(pwrite(gfd, &old, w, (off_t)cases[i].off), (ssize_t)w);
+	}
+	ck_assert_tn_ok(tn_arena_open("good", dir, &a));
+	tn_arena_unref(a);
+	tn_arena_unref(good);
+}
+END_TEST
+
+/* A full tmpfs is ENOSPC at creation and the file is gone: never a SIGBUS later. */
+START_TEST(test_full_tmpfs)
+{
+	char small[128];
+	tn_arena *a = NULL;
+	snprintf(small, sizeof(small), "%s/small", dir);
+	ck_assert_int_eq(mkdir(small, 0700), 0);
+	tn_arena_options o;
+	tn_arena_options_init(&o);
+	o.size = 16 << 20;
+	o.dir = small;
+	if (mount("tn-check", small, "tmpfs", 0, "size=8m") == 0) {
+		ck_assert_tn_error_has(tn_arena_create("big", &o, &a), TN_ENOSPC,
+				       "No space left on device");
+		o.size = 4 << 20;
+		ck_assert_tn_ok(tn_arena_create("fits", &o, &a));
+		tn_arena_unref(a);
+		umount2(small, MNT_DETACH);
+	} else {
+		/* Not root: a file size limit plays the full file system. */
+		struct rlimit rl = { 12 << 20, 12 << 20 };
+		signal(SIGXFSZ, SIG_IGN);
+		ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+		ck_assert_tn_error_has(tn_arena_create("big", &o, &a), TN_ENOSPC, "File too large");
+	}
+	char path[160];
+	snprintf(path, sizeof(path), "%s/big", small);
+	ck_assert_int_eq(access(path, F_OK), -1);
+}
+END_TEST
+
+/* ---- the heap ---------------------------------------------------------------------------------- */
+
+START_TEST(test_alloc_free)
+{
+	tn_arena *a = make("heap", 16 << 20);
+	tn_arena_stats s0 = stats(a);
+	void *p[64];
+	size_t sizes[] = { 1, 64, 65, 1000, 4096, 65536, 100000, 2 << 20, 3 << 20 };
+	for (size_t i = 0; i < TN_ARRAY_SIZE(sizes); i++) {
+		ck_assert_tn_ok(tn_arena_alloc(a, sizes[i], &p[i]));
+		uintptr_t align = sizes[i] >= (2 << 20) ? 2 << 20 : sizes[i] >= 65536 ? 4096 : 64;
+		ck_assert_uint_eq((uintptr_t)p[i] % align, 0);
+		memset(p[i], (int)i + 1, sizes[i]);
+	}
+	for (size_t i = 0; i < TN_ARRAY_SIZE(sizes); i++)
+		for (size_t j = 0; j < sizes[i]; j += 97)
+			ck_assert_int_eq(((unsigned char *)p[i])[j], (int)i + 1);
+	tn_arena_stats s1 = stats(a);
+	ck_assert_uint_eq(s1.blocks, TN_ARRAY_SIZE(sizes));
+	ck_assert_uint_eq(s1.used_bytes + s1.free_bytes, s0.free_bytes);
+	assert_clean(a);
+	/* Free in an order that exercises merging with both neighbours. */
+	for (size_t i = 0; i < TN_ARRAY_SIZE(sizes); i += 2)
+		ck_assert_tn_ok(tn_arena_free(a, p[i]));
+	assert_clean(a);
+	for (size_t i = 1; i < TN_ARRAY_SIZE(sizes); i += 2)
+		ck_assert_tn_ok(tn_arena_free(a, p[i]));
+	tn_arena_stats s2 = stats(a);
+	ck_assert_uint_eq(s2.free_bytes, s0.free_bytes);
+	ck_assert_uint_eq(s2.free_blocks, 1);
+	ck_assert_uint_eq(s2.blocks, 0);
+	ck_assert_uint_eq(s2.num_allocs, TN_ARRAY_SIZE(sizes));
+	ck_assert_uint_eq(s2.num_frees, TN_ARRAY_SIZE(sizes));
+	assert_clean(a);
+	/* Errors: a pointer that is no block, a double free, too large. */
+	int x;
+	ck_assert_tn_error_has(tn_arena_free(a, &x), TN_EBADF, "not a block of arena");
+	ck_assert_tn_ok(tn_arena_alloc(a, 100, &p[0]));
+	ck_assert_tn_ok(tn_arena_free(a, p[0]));
+	ck_assert_tn_error_has(tn_arena_free(a, p[0]), TN_EBADF, "not a block this process holds");
+	ck_assert_tn_error_has(tn_arena_alloc(a, 64u << 20, &p[0]), TN_ENOMEM, "exceed");
+	ck_assert_tn_error_has(tn_arena_alloc(a, s0.largest_free + 1, &p[0]), TN_ENOMEM,
+			       "no free block of");
+	ck_assert_tn_error(tn_arena_alloc(a, 0, &p[0]), TN_EINVAL, "tn_arena_alloc: 0 bytes");
+	ck_assert_tn_ok(tn_arena_alloc(a, s0.largest_free, &p[0]));
+	ck_assert_tn_ok(tn_arena_free(a, p[0]));
+	tn_arena_unref(a);
+}
+END_TEST
+
+/* Random allocations and frees against a model: contents intact, fsck clean throughout. */
+START_TEST(test_alloc_random)
+{
+	tn_arena *a = make("rand", 32 << 20);
+	uint64_t start = stats(a).free_bytes;
+	enum { N = 300 };
+	void *p[N] = { 0 };
+	size_t len[N] = { 0 };
+	unsigned seed = 12345;
+	for (int step = 0; step < 6000; step++) {
+		int i = (int)(rand_r(&seed) % N);
+		if (p[i]) {
+			unsigned char *q = p[i];
+			ck_assert_int_eq(q[0], i & 0xff);
+			ck_assert_int_eq(q[len[i] - 1], i & 0xff);
+			ck_assert_tn_ok(tn_arena_free(a, p[i]));
+			p[i] = NULL;
+		} else {
+			unsigned r = rand_r(&seed);
+			len[i] = r % 8 == 0 ? 1 + r % (600 << 10) : 1 + r % 3000;
+			if (tn_arena_alloc(a, len[i], &p[i]) == 0)
+				memset(p[i], i & 0xff, len[i]);
+			else
+				p[i] = NULL;
+		}
+		if (step % 1000 == 0)
+			assert_clean(a);
+	}
+	for (int i = 0; i < N; i++)
+		if (p[i])
+			ck_assert_tn_ok(tn_arena_free(a, p[i]));
+	ck_assert_uint_eq(stats(a).free_bytes, start);
+	ck_assert_uint_eq(stats(a).free_blocks, 1);
+	assert_clean(a);
+	tn_arena_unref(a);
+}
+END_TEST
+
+/* ---- the directory --------------------------------------------------------------------------- */
+
+START_TEST(test_publish_lookup)
+{
+	tn_arena *a = make("dir", 16 << 20);
+	int64_t sizes[] = { 3, 4 };
+	tn_tensor *t = arena_tensor(a, 2, sizes, TN_FLOAT32);
+	float *d = tn_tensor_data(t);
+	for (int i = 0; i < 12; i++)
+		d[i] = (float)i * 1.5f;
+	tn_tensor *tt;
+	ck_assert_tn_ok(tn_transpose(t, 0, 1, &tt));
+	tn_arena_handle h;
+	ck_assert_tn_ok(tn_arena_publish(a, "model/layer0/weight", t, 0, &h));
+	ck_assert_tn_ok(tn_arena_publish(a, "model/layer0/weight_t", tt, 0, NULL));
+	ck_assert_tn_error_has(tn_arena_publish(a, "model/layer0/weight", t, 0, NULL), TN_EEXIST,
+			       "already published");
+	ck_assert_uint_eq(stats(a).names, 2);
+
+	/* Lookup in another process: the same bytes, dtype, sizes and strides. */
+	pid_t pid = fork();
+	if (pid == 0) {
+		tn_arena *b;
+		tn_tensor *x, *y;
+		if (tn_arena_open("dir", dir, &b) || tn_arena_lookup(b, "model/layer0/weight_t", &y, NULL) ||
+		    tn_arena_lookup(b, "model/layer0/weight", &x, NULL))
+			_exit(10);
+		if (tn_tensor_ndim(y) != 2 || tn_tensor_sizes(y)[0] != 4 || tn_tensor_strides(y)[0] != 1 ||
+		    tn_tensor_dtype(y) != TN_FLOAT32)
+			_exit(11);
+		const float *v = tn_tensor_data(x);
+		for (int i = 0; i < 12; i++)
+			if (v[i] != (float)i * 1.5f)
+				_exit(12);
+		/* Write through the (unsealed) tensor: the parent sees it. */
+		((float *)tn_tensor_data(x))[5] = -1;
+		tn_tensor_unref(x);
+		tn_tensor_unref(y);
+		tn_arena_unref(b);
+		_exit(0);
+	}
+	int st = wait_status(pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+	ck_assert_float_eq(d[5], -1.0f);
+
+	tn_arena_entry e;
+	ck_assert_tn_ok(tn_arena_info(a, "model/layer0/weight_t", &e));
+	ck_assert_int_eq(e.ndim, 2);
+	ck_assert_int_eq(e.sizes[0], 4);
+	ck_assert_int_eq(e.strides[0], 1);
+	ck_assert_int_eq(e.strides[1], 4);
+	ck_assert_int_eq(e.dtype, TN_FLOAT32);
+	ck_assert_uint_ge(e.block_bytes, 48);
+
+	/* Stale handles. */
+	tn_tensor *x;
+	ck_assert_tn_ok(tn_arena_lookup_handle(a, h, &x));
+	tn_tensor_unref(x);
+	ck_assert_tn_ok(tn_arena_publish(a, "model/layer0/weight", tt, TN_ARENA_REPLACE, NULL));
+	ck_assert_tn_error_has(tn_arena_lookup_handle(a, h, &x), TN_ESTALE, "stale");
+	ck_assert_tn_ok(tn_arena_unpublish(a, "model/layer0/weight"));
+	ck_assert_tn_error_has(tn_arena_lookup(a, "model/layer0/weight", &x, NULL), TN_ENOENT,
+			       "no tensor 'model/layer0/weight'");
+	ck_assert_tn_error_has(tn_arena_unpublish(a, "model/layer0/weight"), TN_ENOENT, "no tensor");
+
+	/* Names. */
+	ck_assert_tn_error_has(tn_arena_publish(a, "/abs", t, 0, NULL), TN_EINVAL, "empty part");
+	ck_assert_tn_error_has(tn_arena_publish(a, "a//b", t, 0, NULL), TN_EINVAL, "empty part");
+	ck_assert_tn_error_has(tn_arena_publish(a, "dir/", t, 0, NULL), TN_EINVAL, "empty part");
+	ck_assert_tn_error_has(tn_arena_publish(a, "tab\there", t, 0, NULL), TN_EINVAL,
+			       "control character 0x09");
+	ck_assert_tn_error_has(tn_arena_publish(a, "", t, 0, NULL), TN_EINVAL, "1 to 255 bytes");
+	char longname[300];
+	memset(longname, 'n', sizeof(longname));
+	longname[255] = 0;
+	ck_assert_tn_ok(tn_arena_publish(a, longname, t, 0, NULL));
+	longname[255] = 'n';
+	longname[256] = 0;
+	ck_assert_tn_error_has(tn_arena_publish(a, longname, t, 0, NULL), TN_EINVAL, "1 to 255");
+	/* A tensor that is not in the arena. */
+	tn_tensor *heap;
+	ck_assert_tn_ok(tn_zeros(2, sizes, TN_FLOAT32, TN_CPU, &heap));
+	ck_assert_tn_error_has(tn_arena_publish(a, "heap", heap, 0, NULL), TN_EINVAL,
+			       "is not a block of arena");
+	tn_tensor_unref(heap);
+	assert_clean(a);
+	tn_tensor_unref(t);
+	tn_tensor_unref(tt);
+	ck_assert_uint_eq(stats(a).blocks, 1); /* pinned by the two remaining names */
+	tn_arena_unref(a);
+}
+END_TEST
+
+START_TEST(test_list)
+{
+	tn_arena *a = make("list", 16 << 20);
+	int64_t sz[] = { 2 };
+	tn_tensor *t = arena_tensor(a, 1, sz, TN_INT64);
+	const char *names[] = { "b/2", "a/1", "b/1", "c", "b/10" };
+	for (int i = 0; i < 5; i++)
+		ck_assert_tn_ok(tn_arena_publish(a, names[i], t, 0, NULL));
+	tn_arena_entry *e;
+	size_t n;
+	ck_assert_tn_ok(tn_arena_list(a, "b/", &e, &n));
+	ck_assert_uint_eq(n, 3);
+	ck_assert_str_eq(e[0].name, "b/1");
+	ck_assert_str_eq(e[1].name, "b/10");
+	ck_assert_str_eq(e[2].name, "b/2");
+	ck_assert_int_eq(e[0].dtype, TN_INT64);
+	free(e);
+	ck_assert_tn_ok(tn_arena_list(a, NULL, &e, &n));
+	ck_assert_uint_eq(n, 5);
+	ck_assert_str_eq(e[0].name, "a/1");
+	free(e);
+	ck_assert_tn_ok(tn_arena_list(a, "zzz", &e, &n));
+	ck_assert_uint_eq(n, 0);
+	ck_assert_ptr_null(e);
+	tn_tensor_unref(t);
+	tn_arena_unref(a);
+}
+END_TEST
+
+/* Fill the directory, empty it, fill it again: deleted slots are reused, probes stay
+ * correct, and the capacity is enforced. */
+START_TEST(test_directory_churn)
+{
+	tn_arena_options o;
+	tn_arena *a;
+	tn_arena_options_init(&o);
+	o.size = 8 << 20;
+	o.dir = dir;
+	o.max_names = 500;
+	ck_assert_tn_ok(tn_arena_create("churn", &o, &a));
+	int64_t sz[] = { 1 };
+	tn_tensor *t = arena_tensor(a, 1, sz, TN_INT32);
+	char name[32];
+	for (int round = 0; round < 4; round++) {
+		for (int i = 0; i < 500; i++) {
+			snprintf(name, sizeof(name), "r%d/t%d", round, i);
+			ck_assert_tn_ok(tn_arena_publish(a, name, t, 0, NULL));
+		}
+		ck_assert_tn_error_has(tn_arena_publish(a, "one/too/many", t, 0, NULL), TN_ENOSPC,
+				       "directory of arena");
+		for (int i = 0; i < 500; i += 1 + round) {
+			snprintf(name, sizeof(name), "r%d/t%d", round, i);
+			tn_tensor *x;
+			ck_assert_tn_ok(tn_arena_lookup(a, name, &x, NULL));
+			tn_tensor_unref(x);
+		}
+		for (int i = 0; i < 500; i++) {
+			snprintf(name, sizeof(name), "r%d/t%d", round, i);
+			ck_assert_tn_ok(tn_arena_unpublish(a, name));
+		}
+		ck_assert_uint_eq(stats(a).names, 0);
+		assert_clean(a);
+	}
+	tn_tensor_unref(t);
+	tn_arena_unref(a);
+}
+END_TEST
+
+/* Looking up the same tensor twice, plus a view: one storage, one hold, no new mapping. */
+static int count_mappings(const char *path)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[1024];
+	int n = 0;
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, path))
+			n++;
+	fclose(f);
+	return n;
+}
+
+START_TEST(test_lookup_once)
+{
+	tn_arena *a = make("once", 16 << 20);
+	int64_t sz[] = { 1024 };
+	tn_tensor *t = arena_tensor(a, 1, sz, TN_FLOAT64);
+	ck_assert_tn_ok(tn_arena_publish(a, "x", t, 0, NULL));
+	tn_tensor_unref(t);
+	pid_t pid = fork();
+	if (pid == 0) {
+		tn_arena *b;
+		tn_tensor *x1, *x2, *v;
+		tn_arena_client c[4];
+		if (tn_arena_open("once", dir, &b))
+			_exit(10);
+		int maps = count_mappings(tn_arena_path(b));
+		if (tn_arena_lookup(b, "x", &x1, NULL) || tn_arena_lookup(b, "x", &x2, NULL) ||
+		    tn_narrow(x1, 0, 10, 5, &v))
+			_exit(11);
+		if (tn_tensor_storage(x1) != tn_tensor_storage(x2) ||
+		    tn_tensor_storage(v) != tn_tensor_storage(x1))
+			_exit(12);
+		if (count_mappings(tn_arena_path(b)) != maps || maps < 2)
+			_exit(13);
+		int n = tn_arena_clients(b, c, 4);
+		for (int i = 0; i < n; i++)
+			if (c[i].slot == tn_arena_slot(b) && c[i].held_blocks != 1)
+				_exit(14);
+		tn_tensor_unref(x1);
+		tn_tensor_unref(x2);
+		n = tn_arena_clients(b, c, 4);
+		for (int i = 0; i < n; i++)
+			if (c[i].slot == tn_arena_slot(b) && c[i].held_blocks != 1)
+				_exit(15); /* the view still holds it */
+		tn_tensor_unref(v);
+		n = tn_arena_clients(b, c, 4);
+		for (int i = 0; i < n; i++)
+			if (c[i].slot == tn_arena_slot(b) && c[i].held_blocks != 0)
+				_exit(16);
+		tn_arena_unref(b);
+		_exit(0);
+	}
+	int st = wait_status(pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+	ck_assert_uint_eq(stats(a).clients, 1);
+	assert_clean(a);
+	tn_arena_unref(a);
+}
+END_TEST
+
+/* ---- sealing ----------------------------------------------------------------------------------- */
+
+START_TEST(test_seal)
+{
+	tn_arena *a = make("seal", 16 << 20);
+	int64_t sz[] = { 256 };
+	tn_tensor *t = arena_tensor(a, 1, sz, TN_INT32);
+	int32_t *d = tn_tensor_data(t);
+	for (int i = 0; i < 256; i++)
+		d[i] = i * 7;
+	ck_assert_tn_ok(tn_arena_publish(a, "frozen", t, 0, NULL));
+	ck_assert_tn_ok(tn_arena_seal(a, "frozen"));
+	ck_assert_tn_ok(tn_arena_seal(a, "frozen")); /* again: a no-op */
+	/* This process's own tensor is now read-only for operators. */
+	ck_assert_tn_error_has(tn_fill_(t, tn_scalar_int(1)), TN_EPERM, "sealed");
+	ck_assert_tn_error_has(tn_tensor_set(t, 1, (int64_t[]){ 0 }, tn_scalar_int(1)), TN_EPERM,
+			       "sealed");
+	ck_assert_tn_error_has(tn_arena_publish(a, "frozen", t, TN_ARENA_REPLACE, NULL), TN_EEXIST,
+			       "and sealed");
+	tn_arena_entry e;
+	ck_assert_tn_ok(tn_arena_info(a, "frozen", &e));
+	ck_assert_uint_eq(e.flags & TN_ARENA_ENTRY_SEALED, TN_ARENA_ENTRY_SEALED);
+
+	for (int mode = 0; mode < 3; mode++) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			tn_arena *b;
+			tn_tensor *x, *y;
+			if (tn_arena_open("seal", dir, &b) || tn_arena_lookup(b, "frozen", &x, NULL))
+				_exit(10);
+			const int32_t *v = tn_tensor_data(x);
+			for (int i = 0; i < 256; i++)
+				if (v[i] != i * 7)
+					_exit(11);
+			if (mode == 0) {
+				/* Operators refuse, out= too. */
+				if (tn_fill_(x, tn_scalar_int(3)) != TN_EPERM ||
+				    !strstr(tn_last_error(), "sealed"))
+					_exit(12);
+				if (tn_abs(x, &y) || tn_add_out(y, y, tn_scalar_int(1), x) != TN_EPERM)
+					_exit(13);
+				tn_tensor_unref(y);
+				_exit(0);
+			}
+			/* A raw write faults (mode 1), also through a fresh pointer (mode 2). */
+			((volatile int32_t *)tn_tensor_data(x))[mode] = -5;
+			_exit(14);
+		}
+		int st = wait_status(pid);
+		if (mode == 0)
+			ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+		else
+			ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "status %d", st);
+	}
+	for (int i = 0; i < 256; i++)
+		ck_assert_int_eq(d[i], i * 7);
+	ck_assert_int_eq(tn_arena_reclaim_dead(a), 3);
+	ck_assert_tn_ok(tn_arena_unpublish(a, "frozen"));
+	tn_tensor_unref(t);
+	ck_assert_uint_eq(stats(a).blocks, 0);
+	assert_clean(a);
+	tn_arena_unref(a);
+}
+END_TEST
+
+/* ---- libtensor integration -------------------------------------------------------------------- */
+
+START_TEST(test_factories_in_arena)
+{
+	tn_arena *a = make("ops", 32 << 20);
+	ck_assert_ptr_null(tn_arena_current());
+	ck_assert_tn_ok(tn_arena_use(a));
+	ck_assert_ptr_eq(tn_arena_current(), a);
+	int64_t sz[] = { 100, 30 };
+	tn_tensor *x, *y, *z, *s;
+	ck_assert_tn_ok(tn_ones(2, sz, TN_FLOAT32, TN_CPU, &x));
+	ck_assert_tn_ok(tn_full(2, sz, tn_scalar_double(2.5), NULL, TN_CPU, &y));
+	ck_assert_tn_ok(tn_add(x, y, tn_scalar_int(2), &z));
+	ck_assert_tn_ok(tn_sum(z, NULL, &s));
+	ck_assert_tn_ok(tn_arena_use(NULL));
+	ck_assert_ptr_null(tn_arena_current());
+	/* All of them live in the arena, so they can be published. */
+	ck_assert_tn_ok(tn_arena_publish(a, "z", z, 0, NULL));
+	ck_assert_tn_ok(tn_arena_publish(a, "sum", s, 0, NULL));
+	ck_assert_uint_eq(stats(a).blocks, 4);
+	pid_t pid = fork();
+	if (pid == 0) {
+		tn_arena *b;
+		tn_tensor *zz, *ss, *r;
+		tn_scalar v;
+		if (tn_arena_open("ops", dir, &b) || tn_arena_lookup(b, "z", &zz, NULL) ||
+		    tn_arena_lookup(b, "sum", &ss, NULL))
+			_exit(10);
+		if (tn_tensor_item(ss, &v) || v.v.d != 3000 * 6.0)
+			_exit(11);
+		/* Operators on arena tensors, results on the heap by default. */
+		if (tn_mul(zz, zz, &r) || tn_tensor_get(r, 2, (int64_t[]){ 99, 29 }, &v) ||
+		    v.v.d != 36.0)
+			_exit(12);
+		tn_tensor_unref(r);
+		tn_tensor_unref(zz);
+		tn_tensor_unref(ss);
+		tn_arena_unref(b);
+		_exit(0);
+	}
+	int st = wait_status(pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+	tn_tensor_unref(x);
+	tn_tensor_unref(y);
+	ck_assert_uint_eq(stats(a).blocks, 2);
+	tn_tensor_unref(z);
+	tn_tensor_unref(s);
+	ck_assert_tn_ok(tn_arena_unpublish(a, "z"));
+	ck_assert_tn_ok(tn_arena_unpublish(a, "sum"));
+	ck_assert_uint_eq(stats(a).blocks, 0);
+	assert_clean(a);
+	tn_arena_unref(a);
+}
+END_TEST
+
+/* ---- no system call on the data path --------------------------------------------------------- */
+
+START_TEST(test_no_syscalls)
+{
+	tn_arena *a = make("nosys", 64 << 20);
+	int64_t sz[] = { 16 };
+	tn_tensor *t = arena_tensor(a, 1, sz, TN_FLOAT32);
+	ck_assert_tn_ok(tn_arena_publish(a, "pub", t, 0, NULL));
+	tn_tensor_unref(t);
+	pid_t pid = fork();
+	if (pid == 0) {
+		tn_arena *b;
+		void *p[64];
+		tn_tensor *x;
+		if (tn_arena_open("nosys", dir, &b))
+			_exit(10);
+		/* Warm up: the process's hold table and the library's handle caches. */
+		for (int i = 0; i < 64; i++)
+			if (tn_arena_alloc(b, 64 + 1000 * (size_t)i, &p[i]))
+				_exit(11);
+		for (int i = 0; i < 64; i++)
+			tn_arena_free(b, p[i]);
+		if (tn_arena_lookup(b, "pub", &x, NULL))
+			_exit(12);
+		tn_tensor_unref(x);
+		/* From here, any system call but read, write, _exit and sigreturn kills us. */
+		if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT) != 0)
+			_exit(13);
+		size_t sizes[] = { 64, 4096, 1 << 20, 16 << 20 };
+		for (int round = 0; round < 2000; round++) {
+			for (int i = 0; i < 4; i++)
+				if (tn_arena_alloc(b, sizes[i], &p[i]))
+					syscall(SYS_exit, 20);
+			for (int i = 0; i < 4; i++)
+				if (tn_arena_free(b, p[i]))
+					syscall(SYS_exit, 21);
+			if (tn_arena_lookup(b, "pub", &x, NULL))
+				syscall(SYS_exit, 22);
+			tn_tensor_unref(x);
+		}
+		syscall(SYS_exit, 0);
+	}
+	int st = wait_status(pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d (signal %d)", st,
+		      WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	ck_assert_int_eq(tn_arena_reclaim_dead(a), 1);
+	ck_assert_uint_eq(stats(a).blocks, 1);
+	assert_clean(a);
+	tn_arena_unref(a);
+}
+END_TEST
+
+/* ---- crash safety ------------------------------------------------------------------------------ */
+
+/* A process killed at every write point of every kind of change: afterwards the arena checks
+ * clean, and the killed change either happened entirely or not at all. */
+static void crash_op(tn_arena *b, int op)
+{
+	void *p;
+	tn_tensor *x;
+	switch (op) {
+	case 0: /* allocate with splits on both sides (2 MiB alignment) */
+		tn_arena_alloc(b, 2 << 20, &p);
+		break;
+	case 1: /* free, merging with both neighbours */
+		tn_arena_lookup(b, "mid", &x, NULL);
+		tn_arena_unpublish(b, "mid");
+		tn_tensor_unref(x);
+		break;
+	case 2: /* publish */
+		tn_arena_lookup(b, "mid", &x, NULL);
+		tn_arena_publish(b, "again", x, TN_ARENA_SEAL, NULL);
+		break;
+	case 3: /* replace */
+		tn_arena_lookup(b, "left", &x, NULL);
+		tn_arena_publish(b, "mid", x, TN_ARENA_REPLACE, NULL);
+		break;
+	case 4: /* attach */
+		break;
+	}
+}
+
+START_TEST(test_crash_every_point)
+{
+	int op = _i;
+	int points_done = 0;
+	for (int point = 1; point < 400; point++) {
+		char name[32];
+		snprintf(name, sizeof(name), "c%d", point);
+		tn_arena *a = make(name, 16 << 20);
+		/* Three published blocks, "left" "mid" "right", with free space between. */
+		const char *names[] = { "left", "mid", "right" };
+		void *gap[3];
+		tn_tensor *t[3];
+		for (int i = 0; i < 3; i++) {
+			int64_t sz[] = { 1000 };
+			t[i] = arena_tensor(a, 1, sz, TN_FLOAT32);
+			ck_assert_tn_ok(tn_arena_alloc(a, 5000, &gap[i]));
+			ck_assert_tn_ok(tn_arena_publish(a, names[i], t[i], 0, NULL));
+		}
+		for (int i = 0; i < 3; i++) {
+			tn_tensor_unref(t[i]);
+			ck_assert_tn_ok(tn_arena_free(a, gap[i]));
+		}
+		tn_arena_stats before = stats(a);
+		pid_t pid = fork();
+		if (pid == 0) {
+			tn_arena *b;
+			if (op == 4)
+				tn__arena_crash_countdown = point;
+			if (tn_arena_open(name, dir, &b))
+				_exit(10);
+			tn__arena_crash_countdown = point;
+			crash_op(b, op);
+			_exit(0);
+		}
+		int st = wait_status(pid);
+		bool finished = WIFEXITED(st);
+		ck_assert_msg(finished || (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL), "status %d",
+			      st);
+		/* Take the lock (rolling back), then reclaim the dead child. */
+		tn_arena_reclaim_dead(a);
+		assert_clean(a);
+		tn_arena_stats after = stats(a);
+		if (!finished) {
+			ck_assert_uint_le(after.lock_repairs, 1);
+			/* Whatever the child did is gone with it (it held everything it
+			 * touched) or committed: names are then the only difference. */
+			ck_assert_uint_eq(after.clients, 1);
+		}
+		/* Unpublishing everything returns every byte. */
+		tn_arena_entry *e;
+		size_t n;
+		ck_assert_tn_ok(tn_arena_list(a, NULL, &e, &n));
+		for (size_t i = 0; i < n; i++)
+			ck_assert_tn_ok(tn_arena_unpublish(a, e[i].name));
+		free(e);
+		ck_assert_uint_eq(stats(a).free_bytes, before.free_bytes + before.used_bytes);
+		ck_assert_uint_eq(stats(a).blocks, 0);
+		assert_clean(a);
+		tn_arena_unref(a);
+		ck_assert_tn_ok(tn_arena_destroy(name, dir, 0));
+		points_done++;
+		if (finished)
+			break; /* the change completed before the countdown ran out */
+	}
+	ck_assert_int_gt(points_done, 4);
+}
+END_TEST
+
+/* A process dies holding the lock: the next one goes on at once. */
+START_TEST(test_lock_holder_dies)
+{
+	tn_arena *a = make("lock", 16 << 20);
+	int pipefd[2];
+	ck_assert_int_eq(pipe(pipefd), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		tn_arena *b;
+		if (tn_arena_open("lock", dir, &b) || tn__arena_lock(b))
+			_exit(10);
+		/* Half a change: a counter bumped through the log, then stuck. */
+		tn__tx_set(b, &b->hdr->num_allocs, 12345);
+		if (write(pipefd[1], "x", 1) != 1)
+			_exit(11);
+		pause();
+		_exit(12);
+	}
+	char c;
+	ck_assert_int_eq(read(pipefd[0], &c, 1), 1);
+	ck_assert_uint_eq(a->hdr->num_allocs, 12345);
+	kill(pid, SIGKILL);
+	wait_status(pid);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	void *p;
+	ck_assert_tn_ok(tn_arena_alloc(a, 1000, &p));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	ck_assert_double_lt(secs, 1.0);
+	tn_arena_stats s = stats(a);
+	ck_assert_uint_eq(s.lock_repairs, 1);
+	ck_assert_uint_eq(s.num_allocs, 1); /* the dead change was rolled back */
+	ck_assert_tn_ok(tn_arena_free(a, p));
+	ck_assert_int_eq(tn_arena_reclaim_dead(a), 1);
+	assert_clean(a);
+	tn_arena_unref(a);
+}
+END_TEST
+
+/* The worker of the chaos test, run as "check_arena --worker DIR ARENA ID". */
+static int worker(const char *wdir, const char *name, int id)
+{
+	tn_arena *a;
+	char key[64];
+	unsigned seed = (unsigned)id * 7919u + (unsigned)getpid();
+	if (tn_arena_open(name, wdir, &a))
+		return 10;
+	for (long step = 0;; step++) {
+		int64_t sz[] = { 1 + rand_r(&seed) % 5000 };
+		tn_storage *s;
+		tn_tensor *t, *x;
+		if (tn_storage_new_with_allocator(TN_CPU, (size_t)sz[0] * 4, tn_arena_allocator(a),
+						  &s) == 0) {
+			tn_tensor_new(s, 0, 1, sz, NULL, TN_INT32, &t);
+			tn_storage_unref(s);
+			int32_t *d = tn_tensor_data(t);
+			for (int64_t i = 0; i < sz[0]; i++)
+				d[i] = (int32_t)(id * 1000003 + i);
+			snprintf(key, sizeof(key), "w%d/%ld", id, step % 8);
+			tn_arena_publish(a, key, t, TN_ARENA_REPLACE, NULL);
+			tn_tensor_unref(t);
+		}
+		/* Read another worker's tensor and check its contents. */
+		snprintf(key, sizeof(key), "w%d/%d", rand_r(&seed) % 4, rand_r(&seed) % 8);
+		if (tn_arena_lookup(a, key, &x, NULL) == 0) {
+			const int32_t *d = tn_tensor_data(x);
+			int64_t n = tn_tensor_numel(x);
+			int owner = key[1] - '0';
+			for (int64_t i = 0; i < n; i += 61)
+				if (d[i] != (int32_t)(owner * 1000003 + i))
+					return 20;
+			tn_tensor_unref(x);
+		}
+		if (rand_r(&seed) % 4 == 0) {
+			snprintf(key, sizeof(key), "w%d/%d", id, rand_r(&seed) % 8);
+			tn_arena_unpublish(a, key);
+		}
+	}
+}
+
+START_TEST(test_kill_chaos)
+{
+	tn_arena *a = make("chaos", 64 << 20);
+	uint64_t start = stats(a).free_bytes;
+	unsigned seed = 99;
+	int kills = 0;
+	pid_t w[4] = { 0 };
+	struct timespec ts = { 0, 0 };
+	for (int round = 0; round < 300; round++) {
+		for (int i = 0; i < 4; i++) {
+			if (w[i])
+				continue;
+			w[i] = fork();
+			ck_assert_int_ge(w[i], 0);
+			if (w[i] == 0) {
+				char id[8];
+				snprintf(id, sizeof(id), "%d", i);
+				execl(self_exe, self_exe, "--worker", dir, "chaos", id, (char *)NULL);
+				_exit(127);
+			}
+		}
+		ts.tv_nsec = 1000000 + (long)(rand_r(&seed) % 8000000);
+		nanosleep(&ts, NULL);
+		int victim = (int)(rand_r(&seed) % 4);
+		ck_assert_int_gt(w[victim], 0);
+		kill(w[victim], SIGKILL);
+		int st = wait_status(w[victim]);
+		ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+			      "worker exited with %d before being killed", WEXITSTATUS(st));
+		w[victim] = 0;
+		kills++;
+		if (round % 50 == 0) {
+			tn_arena_reclaim_dead(a);
+			tn_arena_fsck_report rep;
+			ck_assert_msg(tn_arena_fsck(a, 0, &rep) == 0, "round %d: %s", round,
+				      rep.first_problem);
+		}
+	}
+	for (int i = 0; i < 4; i++) {
+		if (w[i] <= 0)
+			continue;
+		kill(w[i], SIGKILL);
+		wait_status(w[i]);
+		kills++;
+	}
+	ck_assert_int_ge(kills, 300);
+	ck_assert_int_ge(tn_arena_reclaim_dead(a), 0);
+	assert_clean(a);
+	tn_arena_stats s = stats(a);
+	ck_assert_uint_eq(s.clients, 1);
+	/* What is left is pinned by names; unpublishing them frees every byte. */
+	tn_arena_entry *e;
+	size_t n;
+	ck_assert_tn_ok(tn_arena_list(a, NULL, &e, &n));
+	ck_assert_uint_eq(n, s.names);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_tn_ok(tn_arena_unpublish(a, e[i].name));
+	free(e);
+	s = stats(a);
+	ck_assert_uint_eq(s.free_bytes, start);
+	ck_assert_uint_eq(s.blocks, 0);
+	ck_assert_uint_eq(s.names, 0);
+	ck_assert_uint_gt(s.reclaimed_slots, 100); /* the rest died before attaching */
+	assert_clean(a);
+	tn_arena_unref(a);
+}
+END_TEST
+
+/* fsck finds what a dead process or a bug left, and repairs it. */
+START_TEST(test_fsck_repairs)
+{
+	tn_arena *a = make("fsck", 16 << 20);
+	void *p, *q;
+	ck_assert_tn_ok(tn_arena_alloc(a, 1000, &p));
+	ck_assert_tn_ok(tn_arena_alloc(a, 1000, &q));
+	struct block *bp = (struct block *)((char *)p - 64), *bq = (struct block *)((char *)q - 64);
+	/* A hold by an unattached slot, an orphan, a bad counter, a broken free list. */
+	bp->holders[3] |= 1;
+	bq->holders[0] = 0;
+	a->hdr->names = 5;
+	uint64_t bins_fl = a->hdr->fl_bitmap;
+	a->hdr->fl_bitmap = 0;
+	tn_arena_fsck_report rep;
+	ck_assert_int_eq(tn_arena_fsck(a, 0, &rep), TN_EIO);
+	ck_assert_uint_ge(rep.problems, 4);
+	ck_assert_uint_eq(rep.repaired, 0);
+	ck_assert_uint_eq(rep.dead_holds, 1);
+	ck_assert_uint_eq(rep.orphan_blocks, 1);
+	ck_assert_ptr_nonnull(strstr(tn_last_error(), "problems"));
+	ck_assert_tn_ok(tn_arena_fsck(a, TN_ARENA_FSCK_REPAIR, &rep));
+	ck_assert_uint_eq(rep.repaired, rep.problems);
+	ck_assert_uint_ne(a->hdr->fl_bitmap, 0);
+	(void)bins_fl;
+	assert_clean(a);
+	ck_assert_uint_eq(stats(a).blocks, 1);
+	ck_assert_uint_eq(stats(a).names, 0);
+	ck_assert_tn_ok(tn_arena_free(a, p));
+	ck_assert_uint_eq(stats(a).blocks, 0);
+	assert_clean(a);
+	/* A dead client is found and reclaimed by repair. */
+	pid_t pid = fork();
+	if (pid == 0) {
+		tn_arena *b;
+		void *r;
+		if (tn_arena_open("fsck", dir, &b) || tn_arena_alloc(b, 5000, &r))
+			_exit(10);
+		_exit(0); /* exits holding a block and its slot */
+	}
+	int st = wait_status(pid);
+	ck_assert_int_eq(WEXITSTATUS(st), 0);
+	ck_assert_int_eq(tn_arena_fsck(a, 0, &rep), TN_EIO);
+	ck_assert_uint_eq(rep.dead_clients, 1);
+	ck_assert_tn_ok(tn_arena_fsck(a, TN_ARENA_FSCK_REPAIR, &rep));
+	ck_assert_uint_eq(stats(a).blocks, 0);
+	ck_assert_uint_eq(stats(a).clients, 1);
+	assert_clean(a);
+	tn_arena_unref(a);
+}
+END_TEST
+
+START_TEST(test_reclaim_rules)
+{
+	tn_arena *a = make("rec", 16 << 20);
+	ck_assert_tn_error_has(tn_arena_reclaim(a, tn_arena_slot(a)), TN_EINVAL, "caller's own");
+	ck_assert_tn_error_has(tn_arena_reclaim(a, 9999), TN_EINVAL, "outside");
+	int pipefd[2];
+	ck_assert_int_eq(pipe(pipefd), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		tn_arena *b;
+		void *r;
+		char slot = 0;
+		if (tn_arena_open("rec", dir, &b) || tn_arena_alloc(b, 5000, &r))
+			_exit(10);
+		slot = (char)tn_arena_slot(b);
+		if (write(pipefd[1], &slot, 1) != 1)
+			_exit(11);
+		pause();
+		_exit(0);
+	}
+	char slot;
+	ck_assert_int_eq(read(pipefd[0], &slot, 1), 1);
+	ck_assert_tn_error_has(tn_arena_reclaim(a, slot), TN_EBUSY, "which is alive");
+	ck_assert_tn_error_has(tn_arena_destroy("rec", dir, 0), TN_EBUSY, "other processes");
+	tn_arena_client c[8];
+	ck_assert_int_eq(tn_arena_clients(a, c, 8), 2);
+	kill(pid, SIGKILL);
+	wait_status(pid);
+	ck_assert_int_eq(tn_arena_clients(a, c, 8), 2);
+	ck_assert(!c[0].alive || !c[1].alive);
+	ck_assert_int_eq(tn_arena_reclaim(a, slot), 1);
+	ck_assert_int_eq(tn_arena_clients(a, c, 8), 1);
+	ck_assert_uint_eq(stats(a).blocks, 0);
+	ck_assert_tn_ok(tn_arena_destroy("rec", dir, 0));
+	tn_arena_unref(a);
+}
+END_TEST
+
+/* Huge pages: a hugetlbfs mount with pages reserved for the arena (as root). */
+START_TEST(test_hugepages)
+{
+	char hdir[128];
+	snprintf(hdir, sizeof(hdir), "%s/huge", dir);
+	ck_assert_int_eq(mkdir(hdir, 0700), 0);
+	tn_arena_options o;
+	tn_arena *a = NULL;
+	tn_arena_options_init(&o);
+	o.size = 8 << 20;
+	o.dir = dir;
+	o.flags = TN_ARENA_REQUIRE_HUGEPAGES;
+	/* /dev/shm here has huge pages off: required huge pages are refused, not faked. */
+	ck_assert_tn_error_has(tn_arena_create("nohuge", &o, &a), TN_ENOTSUP, "no huge pages");
+	if (mount("tn-check", hdir, "hugetlbfs", 0, "pagesize=2M") != 0) {
+		fprintf(stderr, "test_hugepages: cannot mount hugetlbfs (not root?): only the "
+				"refusal was checked\n");
+		return;
+	}
+	FILE *f = fopen("/proc/sys/vm/nr_hugepages", "r");
+	unsigned long before = 0;
+	ck_assert_int_eq(fscanf(f, "%lu", &before), 1);
+	fclose(f);
+	o.dir = hdir;
+	o.flags = TN_ARENA_HUGEPAGES | TN_ARENA_RESERVE_HUGEPAGES;
+	int r = tn_arena_create("huge", &o, &a);
+	if (r == 0) {
+		tn_arena_stats s = stats(a);
+		ck_assert_uint_eq(s.backing, TN_ARENA_BACKING_HUGETLBFS);
+		ck_assert_uint_eq(s.page_size, 2 << 20);
+		void *p;
+		ck_assert_tn_ok(tn_arena_alloc(a, 2 << 20, &p));
+		ck_assert_uint_eq((uintptr_t)p % (2 << 20), 0);
+		memset(p, 1, 2 << 20);
+		ck_assert_tn_ok(tn_arena_free(a, p));
+		assert_clean(a);
+		tn_arena_unref(a);
+		ck_assert_tn_ok(tn_arena_destroy("huge", hdir, 0));
+	} else {
+		ck_assert_int_eq(r, TN_ENOSPC);
+	}
+	umount2(hdir, MNT_DETACH);
+	f = fopen("/proc/sys/vm/nr_hugepages", "w");
+	if (f) {
+		fprintf(f, "%lu\n", before);
+		fclose(f);
+	}
+}
+END_TEST
+
+/* NUMA: bind the arena to node 0 of this machine; its pages are all there. */
+START_TEST(test_numa_bind)
+{
+	tn_arena_options o;
+	tn_arena *a;
+	tn_arena_options_init(&o);
+	o.size = 16 << 20;
+	o.dir = dir;
+	o.numa_policy = TN_NUMA_BIND;
+	o.numa_nodes = 1;
+	ck_assert_tn_ok(tn_arena_create("numa", &o, &a));
+	tn_arena_stats s = stats(a);
+	ck_assert_int_eq(s.numa_policy, TN_NUMA_BIND);
+	ck_assert_uint_eq(s.numa_nodes, 1);
+	void *p;
+	ck_assert_tn_ok(tn_arena_alloc(a, 4 << 20, &p));
+	memset(p, 1, 4 << 20);
+	uint64_t pages[4];
+	int64_t n = tn__numa_residency(p, 4 << 20, 4096, pages, 4);
+	ck_assert_int_eq(n, 1024);
+	ck_assert_uint_eq(pages[0], 1024);
+	ck_assert_tn_ok(tn_arena_free(a, p));
+	tn_arena_unref(a);
+}
+END_TEST
+
+static Suite *arena_suite(void)
+{
+	Suite *s = suite_create("arena");
+	TCase *tc = tcase_create("arena");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_create_open_destroy);
+	tcase_add_test(tc, test_bad_names_and_options);
+	tcase_add_test(tc, test_open_validates);
+	tcase_add_test(tc, test_full_tmpfs);
+	tcase_add_test(tc, test_alloc_free);
+	tcase_add_test(tc, test_alloc_random);
+	tcase_add_test(tc, test_publish_lookup);
+	tcase_add_test(tc, test_list);
+	tcase_add_test(tc, test_directory_churn);
+	tcase_add_test(tc, test_lookup_once);
+	tcase_add_test(tc, test_seal);
+	tcase_add_test(tc, test_factories_in_arena);
+	tcase_add_test(tc, test_no_syscalls);
+	tcase_add_loop_test(tc, test_crash_every_point, 0, 5);
+	tcase_add_test(tc, test_lock_holder_dies);
+	tcase_add_test(tc, test_kill_chaos);
+	tcase_add_test(tc, test_fsck_repairs);
+	tcase_add_test(tc, test_reclaim_rules);
+	tcase_add_test(tc, test_hugepages);
+	tcase_add_test(tc, test_numa_bind);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(int argc, char **argv)
+{
+	self_exe = argv[0];
+	if (argc == 5 && !strcmp(argv[1], "--worker"))
+		return worker(argv[2], argv[3], atoi(argv[4]));
+	SRunner *sr = srunner_create(arena_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
