@@ -257,21 +257,16 @@ static int fsck_directory(struct fsck *f, uint64_t **ret_blocks, size_t *ret_n)
 			tombs++;
 		if (st != ENTRY_USED)
 			continue;
-		bool ok = tn__block_ok(a, e->block) &&
-			  tn__block_magic(tn__block_at(a, e->block)) == BLOCK_MAGIC_USED &&
-			  (uint32_t)tn__block_at(a, e->block)->gen_pins ==
-				  (uint32_t)e->block_gen_flags &&
-			  e->name_len >= 1 && e->name_len <= TN_ARENA_NAME_MAX &&
-			  tn_dtype_is_valid((enum tn_dtype)(uint32_t)e->dtype_ndim) &&
-			  (e->dtype_ndim >> 32) <= TN_ARENA_MAX_DIMS;
+		const char *why = tn__entry_problem(a, e);
+		bool ok = !why;
 		if (ok) {
 			blocks[n++] = e->block;
 			names++;
 			continue;
 		}
 		f->rep.bad_names++;
-		problem(f, f->repair, "directory entry %u ('%.*s') points at no live block", i,
-			(int)(e->name_len <= TN_ARENA_NAME_MAX ? e->name_len : 0), e->name);
+		problem(f, f->repair, "directory entry %u ('%.*s') is damaged (%s)", i,
+			(int)(e->name_len <= TN_ARENA_NAME_MAX ? e->name_len : 0), e->name, why);
 		if (f->repair) {
 			tn__tx_set(a, &e->state_gen, e->state_gen >> 32 << 32 | ENTRY_TOMBSTONE);
 			tn__tx_commit(a);

@@ -218,6 +218,7 @@ uint64_t tn__proc_start_time(int64_t pid);
 
 /* ---- directory.c ---- */
 struct dir_entry *tn__entry_at(const tn_arena *a, uint32_t index);
+const char *tn__entry_problem(const tn_arena *a, const struct dir_entry *e);
 
 /* ---- admin.c ---- */
 uint64_t tn__largest_free(const tn_arena *a);

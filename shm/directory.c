@@ -92,40 +92,43 @@ static int64_t probe(const tn_arena *a, const char *name, size_t len, uint64_t h
 	return -1;
 }
 
-/* An entry's metadata, checked against its block: another process wrote it. */
-static int entry_check(const tn_arena *a, const struct dir_entry *e, const char *fn)
+/* What is wrong with an entry's metadata, checked against its block (another process wrote
+ * it), or NULL. */
+const char *tn__entry_problem(const tn_arena *a, const struct dir_entry *e)
 {
 	uint32_t dtype = (uint32_t)e->dtype_ndim, ndim = (uint32_t)(e->dtype_ndim >> 32);
-	const char *bad = NULL;
 	if (!tn__block_ok(a, e->block))
-		bad = "block offset";
-	else if ((uint32_t)tn__block_at(a, e->block)->magic_flags != BLOCK_MAGIC_USED)
-		bad = "block is not allocated";
-	else if ((uint32_t)tn__block_at(a, e->block)->gen_pins != (uint32_t)e->block_gen_flags)
-		bad = "block generation";
-	else if (!tn_dtype_is_valid((enum tn_dtype)dtype))
-		bad = "dtype";
-	else if (ndim > TN_ARENA_MAX_DIMS)
-		bad = "ndim";
-	else if (e->name_len > TN_ARENA_NAME_MAX || e->storage_offset < 0)
-		bad = "name or offset";
-	if (!bad) {
-		/* The furthest element must lie inside the block. */
-		uint64_t payload = tn__block_at(a, e->block)->size - BLOCK_HDR;
-		__int128 end = e->storage_offset;
-		bool empty = false;
-		for (uint32_t d = 0; d < ndim; d++) {
-			if (e->sizes[d] < 0 || e->strides[d] < 0)
-				bad = "sizes or strides";
-			else if (e->sizes[d] == 0)
-				empty = true;
-			else
-				end += (__int128)(e->sizes[d] - 1) * e->strides[d];
-		}
-		if (!bad && !empty &&
-		    (end + 1) * (__int128)tn_dtype_size((enum tn_dtype)dtype) > (__int128)payload)
-			bad = "extent past the block";
+		return "block offset";
+	if ((uint32_t)tn__block_at(a, e->block)->magic_flags != BLOCK_MAGIC_USED)
+		return "block is not allocated";
+	if ((uint32_t)tn__block_at(a, e->block)->gen_pins != (uint32_t)e->block_gen_flags)
+		return "block generation";
+	if (!tn_dtype_is_valid((enum tn_dtype)dtype))
+		return "dtype";
+	if (ndim > TN_ARENA_MAX_DIMS)
+		return "ndim";
+	if (!e->name_len || e->name_len > TN_ARENA_NAME_MAX || e->storage_offset < 0)
+		return "name or offset";
+	/* The furthest element must lie inside the block. */
+	uint64_t payload = tn__block_at(a, e->block)->size - BLOCK_HDR;
+	__int128 end = e->storage_offset;
+	bool empty = false;
+	for (uint32_t d = 0; d < ndim; d++) {
+		if (e->sizes[d] < 0 || e->strides[d] < 0)
+			return "sizes or strides";
+		if (e->sizes[d] == 0)
+			empty = true;
+		else
+			end += (__int128)(e->sizes[d] - 1) * e->strides[d];
 	}
+	if (!empty && (end + 1) * (__int128)tn_dtype_size((enum tn_dtype)dtype) > (__int128)payload)
+		return "extent past the block";
+	return NULL;
+}
+
+static int entry_check(const tn_arena *a, const struct dir_entry *e, const char *fn)
+{
+	const char *bad = tn__entry_problem(a, e);
 	if (bad)
 		return tn__error(TN_EIO, "%s: directory entry '%.*s' of arena %s is damaged (%s); "
 				 "run fsck", fn, (int)(e->name_len <= TN_ARENA_NAME_MAX ? e->name_len : 0),

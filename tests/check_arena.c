@@ -1012,6 +1012,25 @@ START_TEST(test_fsck_repairs)
 	ck_assert_tn_ok(tn_arena_free(a, p));
 	ck_assert_uint_eq(stats(a).blocks, 0);
 	assert_clean(a);
+	/* A name whose tensor no longer fits its block is removed, and the block with it. */
+	int64_t sz[] = { 100 };
+	tn_tensor *t = arena_tensor(a, 1, sz, TN_FLOAT32);
+	tn_arena_entry e;
+	ck_assert_tn_ok(tn_arena_publish(a, "bad", t, 0, NULL));
+	tn_tensor_unref(t);
+	ck_assert_tn_ok(tn_arena_info(a, "bad", &e));
+	tn__entry_at(a, e.handle.index)->sizes[0] = 1 << 20;
+	ck_assert_tn_error_has(tn_arena_lookup(a, "bad", &t, NULL), TN_EIO, "extent past the block");
+	ck_assert_int_eq(tn_arena_fsck(a, 0, &rep), TN_EIO);
+	ck_assert_uint_eq(rep.bad_names, 1);
+	char want[128];
+	snprintf(want, sizeof(want), "directory entry %u ('bad') is damaged (extent past the block)",
+		 e.handle.index);
+	ck_assert_str_eq(rep.first_problem, want);
+	ck_assert_tn_ok(tn_arena_fsck(a, TN_ARENA_FSCK_REPAIR, &rep));
+	ck_assert_uint_eq(stats(a).names, 0);
+	ck_assert_uint_eq(stats(a).blocks, 0);
+	assert_clean(a);
 	/* A dead client is found and reclaimed by repair. */
 	pid_t pid = fork();
 	if (pid == 0) {
