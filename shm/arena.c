@@ -1438,3 +1438,59 @@ TN_EXPORT int tn_arena_slot(const tn_arena *a)
 {
 	return arena_ok(a) ? a->slot : TN_EBADF;
 }
+
+TN_EXPORT int tn_arena_place(tn_arena *a, void *ptr, enum tn_numa_policy policy, uint64_t nodes)
+{
+	static const char fn[] = "tn_arena_place";
+	if (!arena_ok(a))
+		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
+	uint64_t off = block_of(a, ptr);
+	if (!off || !tn__block_sane(a, off) ||
+	    tn__block_magic(tn__block_at(a, off)) != BLOCK_MAGIC_USED)
+		return tn__error(TN_EBADF, "%s: %p is not an allocated block of arena %s", fn, ptr,
+				 a->path);
+	if ((unsigned)policy > TN_NUMA_LOCAL)
+		return tn__error(TN_EINVAL, "%s: unknown NUMA policy %d", fn, (int)policy);
+	int count = tn__numa_node_count();
+	if (count < 64 && nodes >> count)
+		return tn__error(TN_ERANGE, "%s: node mask 0x%" PRIx64 " names nodes this machine "
+				 "lacks (it has %d)", fn, nodes, count);
+	uint64_t start = off + BLOCK_HDR, len = tn__block_at(a, off)->size - BLOCK_HDR;
+	uint64_t page = a->hdr->page_size;
+	if (start % page || len % page)
+		return tn__error(TN_EINVAL, "%s: the block at %p (%" PRIu64 " bytes) shares pages "
+				 "with other blocks; blocks of 64 KiB or more can be placed", fn, ptr,
+				 len);
+	int r = tn__numa_apply(a->base + start, len, (int)policy, nodes, true);
+	if (r == -EINVAL)
+		return tn__error(TN_EINVAL, "%s: policy %d needs a non-empty node mask", fn,
+				 (int)policy);
+	if (r)
+		return tn__error(TN_EIO, "%s: mbind: %s", fn, strerror(-r));
+	return 0;
+}
+
+TN_EXPORT int64_t tn_arena_residency(tn_arena *a, uint64_t *ret_pages, int nnodes)
+{
+	static const char fn[] = "tn_arena_residency";
+	if (!arena_ok(a))
+		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
+	if (nnodes < 0 || (nnodes && !ret_pages))
+		return tn__error(TN_EINVAL, "%s: %d nodes, ret_pages %p", fn, nnodes,
+				 (void *)ret_pages);
+	/* move_pages sees only pages mapped into this process: map them all first (the file's
+	 * pages all exist since fallocate, so this allocates nothing). */
+	uint8_t *data = a->base + a->hdr->data_off;
+	int saved = errno;
+#ifdef MADV_POPULATE_READ
+	if (madvise(data, a->hdr->data_size, MADV_POPULATE_READ) != 0)
+#endif
+		for (uint64_t i = 0; i < a->hdr->data_size; i += a->hdr->page_size)
+			(void)*(volatile uint8_t *)(data + i);
+	errno = saved;
+	int64_t n = tn__numa_residency(data, a->hdr->data_size, a->hdr->page_size, ret_pages,
+				       nnodes);
+	if (n < 0)
+		return tn__error(TN_EIO, "%s: move_pages: %s", fn, strerror((int)-n));
+	return n;
+}

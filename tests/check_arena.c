@@ -1161,6 +1161,23 @@ START_TEST(test_numa_bind)
 	int64_t n = tn__numa_residency(p, 4 << 20, 4096, pages, 4);
 	ck_assert_int_eq(n, 1024);
 	ck_assert_uint_eq(pages[0], 1024);
+	/* The whole data region: fallocate made every page resident, on node 0. */
+	int64_t all = tn_arena_residency(a, pages, 4);
+	ck_assert_int_eq(all, (int64_t)(s.heap_bytes / 4096));
+	ck_assert_uint_eq(pages[0], (uint64_t)all);
+	/* Per block: migrate (to the same node here) and read back. */
+	ck_assert_tn_ok(tn_arena_place(a, p, TN_NUMA_PREFERRED, 1));
+	ck_assert_tn_ok(tn_arena_place(a, p, TN_NUMA_INTERLEAVE, 1));
+	ck_assert_tn_ok(tn_arena_place(a, p, TN_NUMA_LOCAL, 0));
+	n = tn__numa_residency(p, 4 << 20, 4096, pages, 4);
+	ck_assert_uint_eq(pages[0], 1024);
+	ck_assert_tn_error_has(tn_arena_place(a, p, TN_NUMA_BIND, 0), TN_EINVAL, "non-empty");
+	ck_assert_tn_error_has(tn_arena_place(a, p, TN_NUMA_BIND, 1ull << 40), TN_ERANGE, "lacks");
+	void *small;
+	ck_assert_tn_ok(tn_arena_alloc(a, 100, &small));
+	ck_assert_tn_error_has(tn_arena_place(a, small, TN_NUMA_BIND, 1), TN_EINVAL, "shares pages");
+	ck_assert_tn_error_has(tn_arena_place(a, &n, TN_NUMA_BIND, 1), TN_EBADF, "not an allocated");
+	ck_assert_tn_ok(tn_arena_free(a, small));
 	ck_assert_tn_ok(tn_arena_free(a, p));
 	tn_arena_unref(a);
 }

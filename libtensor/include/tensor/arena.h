@@ -147,6 +147,22 @@ TN_EXPORT const tn_allocator *tn_arena_allocator(tn_arena *arena);
 TN_EXPORT int tn_arena_use(tn_arena *arena);
 TN_EXPORT tn_arena *tn_arena_current(void);
 
+/*
+ * tn_arena_place - put the pages of the block at @ptr (from tn_arena_alloc or an arena
+ * storage's data) on the NUMA nodes of @policy and @nodes, for every process: the arena's pages
+ * were placed at creation by its own policy, so this migrates them (mbind with MPOL_MF_MOVE,
+ * a system call; meant for blocks that outlive the call by far). The block must cover whole
+ * pages: blocks of 64 KiB or more are page aligned. Errors: TN_EBADF (not a block), TN_EINVAL
+ * (a block that shares pages with others, a bad policy or an empty mask), TN_ERANGE (nodes this
+ * machine lacks), TN_EIO (the kernel refused).
+ * tn_arena_residency - count the arena's data pages per NUMA node into @ret_pages[0..nnodes-1]
+ * (move_pages; a node beyond @nnodes is counted in no entry). Returns the pages counted, or
+ * TN_EBADF/TN_EINVAL/TN_EIO.
+ */
+TN_EXPORT int tn_arena_place(tn_arena *arena, void *ptr, enum tn_numa_policy policy,
+			     uint64_t nodes);
+TN_EXPORT int64_t tn_arena_residency(tn_arena *arena, uint64_t *ret_pages, int nnodes);
+
 /* ---- the named directory -------------------------------------------------------------------- */
 
 /* A name's slot and generation: refused (TN_ESTALE) once the name is unpublished or replaced. */
