@@ -14,11 +14,6 @@
 
 #include "arena_internal.h"
 
-static bool arena_ok(const tn_arena *a)
-{
-	return tn__handle_is(a, TN_MAGIC_ARENA);
-}
-
 static uint64_t data_end(const tn_arena *a)
 {
 	return a->hdr->data_off + a->hdr->data_size;
@@ -74,7 +69,7 @@ int tn__reclaim_locked(tn_arena *a, int slot)
 
 TN_EXPORT int tn_arena_reclaim(tn_arena *a, int slot)
 {
-	if (!arena_ok(a))
+	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "tn_arena_reclaim: not an arena handle");
 	if (slot < 0 || slot >= (int)a->hdr->max_clients)
 		return tn__error(TN_EINVAL, "tn_arena_reclaim: slot %d outside [0, %u)", slot,
@@ -97,7 +92,7 @@ TN_EXPORT int tn_arena_reclaim(tn_arena *a, int slot)
 
 TN_EXPORT int tn_arena_reclaim_dead(tn_arena *a)
 {
-	if (!arena_ok(a))
+	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "tn_arena_reclaim_dead: not an arena handle");
 	int r = tn__arena_lock(a), n = 0;
 	if (r)
@@ -139,7 +134,7 @@ uint64_t tn__largest_free(const tn_arena *a)
 
 TN_EXPORT int tn_arena_stat(tn_arena *a, tn_arena_stats *ret)
 {
-	if (!arena_ok(a))
+	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "tn_arena_stat: not an arena handle");
 	if (!ret)
 		return tn__error(TN_EINVAL, "tn_arena_stat: NULL ret_stats");
@@ -175,7 +170,7 @@ TN_EXPORT int tn_arena_stat(tn_arena *a, tn_arena_stats *ret)
 
 TN_EXPORT int tn_arena_clients(tn_arena *a, tn_arena_client *ret, size_t capacity)
 {
-	if (!arena_ok(a))
+	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "tn_arena_clients: not an arena handle");
 	if (!ret && capacity)
 		return tn__error(TN_EINVAL, "tn_arena_clients: NULL ret_clients");
@@ -444,7 +439,7 @@ static int fsck_heap(struct fsck *f)
 
 TN_EXPORT int tn_arena_fsck(tn_arena *a, unsigned flags, tn_arena_fsck_report *ret_report)
 {
-	if (!arena_ok(a))
+	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "tn_arena_fsck: not an arena handle");
 	if (flags & ~TN_ARENA_FSCK_REPAIR)
 		return tn__error(TN_EINVAL, "tn_arena_fsck: unknown flags 0x%x", flags);

@@ -662,16 +662,11 @@ static int take_slot(tn_arena *a)
 
 /* ---- allocation ------------------------------------------------------------------------------ */
 
-static bool arena_ok(const tn_arena *a)
-{
-	return tn__handle_is(a, TN_MAGIC_ARENA);
-}
-
 TN_EXPORT int tn_arena_alloc(tn_arena *a, size_t nbytes, void **ret_ptr)
 {
 	int r;
 
-	if (!arena_ok(a))
+	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "tn_arena_alloc: not an arena handle");
 	if (!ret_ptr || !nbytes)
 		return tn__error(TN_EINVAL, "tn_arena_alloc: %s", ret_ptr ? "0 bytes" : "NULL ret_ptr");
@@ -740,7 +735,7 @@ static uint64_t block_of(const tn_arena *a, const void *ptr)
 
 TN_EXPORT int tn_arena_free(tn_arena *a, void *ptr)
 {
-	if (!arena_ok(a))
+	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "tn_arena_free: not an arena handle");
 	uint64_t off = block_of(a, ptr);
 	if (!off)
@@ -763,7 +758,7 @@ static void allocator_free(void *ctx, void *ptr, size_t nbytes)
 
 TN_EXPORT const tn_allocator *tn_arena_allocator(tn_arena *a)
 {
-	return arena_ok(a) ? &a->allocator : NULL;
+	return tn__arena_ok(a) ? &a->allocator : NULL;
 }
 
 /* The thread's current arena; the key's destructor drops the reference at thread exit. */
@@ -782,7 +777,7 @@ static void current_init(void)
 
 TN_EXPORT int tn_arena_use(tn_arena *a)
 {
-	if (a && !arena_ok(a))
+	if (a && !tn__arena_ok(a))
 		return tn__error(TN_EBADF, "tn_arena_use: not an arena handle");
 	pthread_once(&current_once, current_init);
 	tn_arena *old = pthread_getspecific(current_key);
@@ -1360,7 +1355,7 @@ TN_EXPORT int tn_arena_attach_fd(int fd, tn_arena **ret)
 
 TN_EXPORT tn_arena *tn_arena_ref(tn_arena *a)
 {
-	if (!arena_ok(a))
+	if (!tn__arena_ok(a))
 		return NULL;
 	atomic_fetch_add_explicit(&a->refcount, 1, memory_order_relaxed);
 	return a;
@@ -1368,7 +1363,7 @@ TN_EXPORT tn_arena *tn_arena_ref(tn_arena *a)
 
 TN_EXPORT tn_arena *tn_arena_unref(tn_arena *a)
 {
-	if (!arena_ok(a))
+	if (!tn__arena_ok(a))
 		return NULL;
 	if (atomic_fetch_sub_explicit(&a->refcount, 1, memory_order_acq_rel) != 1)
 		return NULL;
@@ -1426,23 +1421,23 @@ TN_EXPORT int tn_arena_destroy(const char *name, const char *dir, unsigned flags
 
 TN_EXPORT const char *tn_arena_path(const tn_arena *a)
 {
-	return arena_ok(a) ? a->path : NULL;
+	return tn__arena_ok(a) ? a->path : NULL;
 }
 
 TN_EXPORT int tn_arena_fd(const tn_arena *a)
 {
-	return arena_ok(a) ? a->fd : TN_EBADF;
+	return tn__arena_ok(a) ? a->fd : TN_EBADF;
 }
 
 TN_EXPORT int tn_arena_slot(const tn_arena *a)
 {
-	return arena_ok(a) ? a->slot : TN_EBADF;
+	return tn__arena_ok(a) ? a->slot : TN_EBADF;
 }
 
 TN_EXPORT int tn_arena_place(tn_arena *a, void *ptr, enum tn_numa_policy policy, uint64_t nodes)
 {
 	static const char fn[] = "tn_arena_place";
-	if (!arena_ok(a))
+	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
 	uint64_t off = block_of(a, ptr);
 	if (!off || !tn__block_sane(a, off) ||
@@ -1473,7 +1468,7 @@ TN_EXPORT int tn_arena_place(tn_arena *a, void *ptr, enum tn_numa_policy policy,
 TN_EXPORT int64_t tn_arena_residency(tn_arena *a, uint64_t *ret_pages, int nnodes)
 {
 	static const char fn[] = "tn_arena_residency";
-	if (!arena_ok(a))
+	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
 	if (nnodes < 0 || (nnodes && !ret_pages))
 		return tn__error(TN_EINVAL, "%s: %d nodes, ret_pages %p", fn, nnodes,

@@ -189,6 +189,12 @@ int tn__arena_validate(const tn_arena *a, const char *fn);
 /* Rebuild the free lists and bitmaps from the block headers (under the lock). */
 void tn__rebuild_free_lists(tn_arena *a);
 void tn__insert_free(tn_arena *a, uint64_t off);
+/* Whether @a is a live arena handle of this process. */
+static inline bool tn__arena_ok(const tn_arena *a)
+{
+	return tn__handle_is(a, TN_MAGIC_ARENA);
+}
+
 static inline struct block *tn__block_at(const tn_arena *a, uint64_t off)
 {
 	return (struct block *)(a->base + off);

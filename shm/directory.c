@@ -14,11 +14,6 @@
 
 #include "arena_internal.h"
 
-static bool arena_ok(const tn_arena *a)
-{
-	return tn__handle_is(a, TN_MAGIC_ARENA);
-}
-
 struct dir_entry *tn__entry_at(const tn_arena *a, uint32_t index)
 {
 	return (struct dir_entry *)(a->base + a->hdr->dir_off +
@@ -203,7 +198,7 @@ TN_EXPORT int tn_arena_publish(tn_arena *a, const char *name, const tn_tensor *t
 	size_t len;
 	int r;
 
-	if (!arena_ok(a))
+	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
 	if ((r = check_name(name, fn, &len)))
 		return r;
@@ -334,7 +329,7 @@ static int lookup(tn_arena *a, const char *name, const tn_arena_handle *handle,
 	size_t len = 0;
 	int r;
 
-	if (!arena_ok(a))
+	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
 	if (!ret_tensor)
 		return tn__error(TN_EINVAL, "%s: NULL ret_tensor", fn);
@@ -436,7 +431,7 @@ static int find_locked(tn_arena *a, const char *name, const char *fn, uint32_t *
 {
 	size_t len;
 	int r;
-	if (!arena_ok(a))
+	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
 	if ((r = check_name(name, fn, &len)) || (r = tn__arena_lock(a)))
 		return r;
@@ -513,7 +508,7 @@ TN_EXPORT int tn_arena_list(tn_arena *a, const char *prefix, tn_arena_entry **re
 			    size_t *ret_count)
 {
 	static const char fn[] = "tn_arena_list";
-	if (!arena_ok(a))
+	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
 	if (!ret_entries || !ret_count)
 		return tn__error(TN_EINVAL, "%s: NULL ret_entries or ret_count", fn);
