@@ -662,63 +662,73 @@ static int take_slot(tn_arena *a)
 
 /* ---- allocation ------------------------------------------------------------------------------ */
 
-TN_EXPORT int tn_arena_alloc(tn_arena *a, size_t nbytes, void **ret_ptr)
+/* The block size (header included) for a request of @nbytes, and the alignment it gets. */
+static int block_request(tn_arena *a, size_t nbytes, uint64_t *ret_need, uint64_t *ret_align,
+			 const char *fn)
 {
-	int r;
-
-	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "tn_arena_alloc: not an arena handle");
-	if (!ret_ptr || !nbytes)
-		return tn__error(TN_EINVAL, "tn_arena_alloc: %s", ret_ptr ? "0 bytes" : "NULL ret_ptr");
 	if (nbytes > a->hdr->data_size)
-		return tn__error(TN_ENOMEM, "tn_arena_alloc: %zu bytes exceed the arena's heap of %"
-				 PRIu64 " bytes", nbytes, a->hdr->data_size);
-	uint64_t align = nbytes >= ARENA_DATA_ALIGN	 ? ARENA_DATA_ALIGN
-			 : nbytes >= ((uint64_t)64 << 10) ? 4096
-							  : TN_ARENA_ALIGNMENT;
-	uint64_t need = round_up(nbytes, TN_ARENA_ALIGNMENT) + BLOCK_HDR, off = 0;
-	if (need < BLOCK_MIN)
-		need = BLOCK_MIN;
+		return tn__error(TN_ENOMEM, "%s: %zu bytes exceed the arena's heap of %" PRIu64
+				 " bytes", fn, nbytes, a->hdr->data_size);
+	*ret_align = nbytes >= ARENA_DATA_ALIGN		? ARENA_DATA_ALIGN
+		     : nbytes >= ((uint64_t)64 << 10) ? 4096
+						       : TN_ARENA_ALIGNMENT;
+	uint64_t need = round_up(nbytes, TN_ARENA_ALIGNMENT) + BLOCK_HDR;
+	*ret_need = need < BLOCK_MIN ? BLOCK_MIN : need;
+	return 0;
+}
 
-	pthread_mutex_lock(&a->local_lock);
-	/* Room for the local record first, so nothing needs undoing after the heap commits. */
-	if ((r = tn__local_reserve(a))) {
-		pthread_mutex_unlock(&a->local_lock);
-		return r;
-	}
-	if ((r = tn__arena_lock(a))) {
-		pthread_mutex_unlock(&a->local_lock);
-		return r;
-	}
-	r = heap_alloc(a, need, align, &off);
+/* Allocate a block held by this process's slot, under the arena lock; @flags go into its
+ * header in the same change. */
+static int heap_alloc_locked(tn_arena *a, size_t nbytes, uint64_t need, uint64_t align,
+			     uint32_t flags, uint64_t *ret_off, const char *fn)
+{
+	int r = heap_alloc(a, need, align, ret_off);
 	/* Alignment beyond 64 bytes is for speed (huge pages, page-granular placement): when
 	 * the padding it needs does not fit, take the block at 64 bytes rather than fail. */
 	if (r == TN_ENOMEM && align > TN_ARENA_ALIGNMENT)
-		r = heap_alloc(a, need, TN_ARENA_ALIGNMENT, &off);
-	if (r == TN_ENOMEM) {
-		uint64_t free_b = a->hdr->free_bytes, largest = tn__largest_free(a);
-		tn__arena_unlock(a);
-		pthread_mutex_unlock(&a->local_lock);
-		return tn__error(TN_ENOMEM, "tn_arena_alloc: no free block of %zu bytes in arena %s "
-				 "(%" PRIu64 " bytes free, the largest block %" PRIu64 ")",
-				 nbytes, a->path, free_b, largest);
+		r = heap_alloc(a, need, TN_ARENA_ALIGNMENT, ret_off);
+	if (r == TN_ENOMEM)
+		return tn__error(TN_ENOMEM, "%s: no free block of %zu bytes in arena %s (%" PRIu64
+				 " bytes free, the largest block %" PRIu64 ")", fn, nbytes, a->path,
+				 a->hdr->free_bytes, tn__largest_free(a));
+	if (r == 0 && flags) {
+		struct block *b = tn__block_at(a, *ret_off);
+		tn__tx_set(a, &b->magic_flags, b->magic_flags | (uint64_t)flags << 32);
 	}
 	tn__tx_commit(a);
-	tn__arena_unlock(a);
-	if (r) {
-		pthread_mutex_unlock(&a->local_lock);
+	return r;
+}
+
+/* A block for a storage: recorded in the process's holds table (so that lookups of it, once
+ * published, share the hold) and keeping the handle alive. */
+static int storage_alloc(tn_arena *a, size_t nbytes, void **ret_ptr)
+{
+	static const char fn[] = "tn_arena_allocator";
+	uint64_t need = 0, align = 0, off = 0;
+	int r;
+
+	if (!nbytes)
+		nbytes = 1;
+	if ((r = block_request(a, nbytes, &need, &align, fn)))
 		return r;
+	pthread_mutex_lock(&a->local_lock);
+	/* Room for the local record first, so nothing needs undoing after the heap commits. */
+	if ((r = tn__local_reserve(a)) == 0 && (r = tn__arena_lock(a)) == 0) {
+		r = heap_alloc_locked(a, nbytes, need, align, 0, &off, fn);
+		tn__arena_unlock(a);
+		if (r == 0)
+			tn__local_insert(a, off)->holds = 1;
 	}
-	struct local_hold *rec = tn__local_insert(a, off);
-	rec->holds = 1;
 	pthread_mutex_unlock(&a->local_lock);
+	if (r)
+		return r;
 	tn_arena_ref(a);
 	*ret_ptr = a->base + off + BLOCK_HDR;
 	return 0;
 }
 
 /* The block under a pointer into either mapping, or 0. */
-static uint64_t block_of(const tn_arena *a, const void *ptr)
+uint64_t tn__block_of(const tn_arena *a, const void *ptr)
 {
 	const uint8_t *p = ptr;
 	uint64_t off;
@@ -733,27 +743,272 @@ static uint64_t block_of(const tn_arena *a, const void *ptr)
 	return off - BLOCK_HDR;
 }
 
+/* ---- raw blocks and the per-thread cache -------------------------------------------------------
+ *
+ * tn_arena_alloc's blocks carry BLOCK_FLAG_RAW and this process's hold bit, and nothing else
+ * about them is recorded: they cannot be named, so no other process ever holds them, and
+ * tn_arena_free checks the header itself. A thread keeps the small raw blocks it frees
+ * (BLOCK_FLAG_CACHED, still allocated and held by the slot) for its next allocations of the
+ * same size class, so that the pair costs no lock at all. A crash or the handle's last unref
+ * frees them with the slot's other holds; tn_arena_trim and thread exit give them back.
+ */
+#define TC_MAX_BLOCK (4096u + BLOCK_HDR) /* blocks with up to 4 KiB of data */
+#define TC_CLASSES (TC_MAX_BLOCK / TN_ARENA_ALIGNMENT + 1)
+#define TC_DEPTH 32
+#define TC_CLASS_BYTES (32u << 10) /* at most this much cached per class */
+
+struct tcache {
+	_Atomic(tn_arena *) arena; /* the handle the cached blocks belong to, or NULL */
+	struct tcache *next, **pprev; /* the process's list of caches */
+	uint8_t n[TC_CLASSES];
+	uint64_t off[TC_CLASSES][TC_DEPTH];
+};
+
+/* Initial-exec: the fast paths read it without a call to __tls_get_addr. */
+static _Thread_local struct tcache *tls_tcache __attribute__((tls_model("initial-exec")));
+static pthread_mutex_t tcache_lock = PTHREAD_MUTEX_INITIALIZER; /* guards the list */
+static struct tcache *tcache_list;
+static pthread_key_t tcache_key;
+static pthread_once_t tcache_once = PTHREAD_ONCE_INIT;
+
+/* A reference to @a unless its last one is already gone (the handle is being destroyed). */
+static bool ref_if_alive(tn_arena *a)
+{
+	int64_t n = atomic_load_explicit(&a->refcount, memory_order_relaxed);
+	while (n > 0)
+		if (atomic_compare_exchange_weak_explicit(&a->refcount, &n, n + 1,
+							  memory_order_acquire, memory_order_relaxed))
+			return true;
+	return false;
+}
+
+/* Free a raw block under the lock. */
+static int raw_free_locked(tn_arena *a, uint64_t off)
+{
+	struct block *b = tn__block_at(a, off);
+	uint32_t flags = (uint32_t)(b->magic_flags >> 32);
+	if (!tn__block_sane(a, off) || tn__block_magic(b) != BLOCK_MAGIC_USED ||
+	    !(flags & BLOCK_FLAG_RAW) || !tn__hold_has(b, a->slot))
+		return TN_EBADF;
+	tn__hold_set(a, b, a->slot, false);
+	int r = 0;
+	if (tn__holds_none(b) && !(b->gen_pins >> 32))
+		r = tn__heap_free_block(a, off);
+	tn__tx_commit(a);
+	return r;
+}
+
+/* Give the blocks of @tc back to its arena (the caller holds a reference to it). */
+static uint64_t tcache_drain(struct tcache *tc, tn_arena *a)
+{
+	uint64_t bytes = 0;
+	bool locked = tn__arena_lock(a) == 0;
+	for (unsigned c = 0; c < TC_CLASSES; c++) {
+		for (; tc->n[c]; tc->n[c]--) {
+			uint64_t off = tc->off[c][tc->n[c] - 1];
+			bytes += (uint64_t)c * TN_ARENA_ALIGNMENT;
+			if (locked)
+				raw_free_locked(a, off); /* a damaged one stays for fsck */
+		}
+	}
+	if (locked)
+		tn__arena_unlock(a);
+	return bytes;
+}
+
+/* Unbind @tc from its arena, giving the blocks back while the handle lives. */
+static uint64_t tcache_release(struct tcache *tc)
+{
+	uint64_t bytes = 0;
+	pthread_mutex_lock(&tcache_lock);
+	tn_arena *old = atomic_load_explicit(&tc->arena, memory_order_relaxed);
+	bool alive = old && ref_if_alive(old);
+	atomic_store_explicit(&tc->arena, NULL, memory_order_relaxed);
+	pthread_mutex_unlock(&tcache_lock);
+	if (alive) {
+		bytes = tcache_drain(tc, old);
+		tn_arena_unref(old);
+	}
+	memset(tc->n, 0, sizeof(tc->n));
+	return bytes;
+}
+
+static void tcache_dtor(void *p)
+{
+	struct tcache *tc = p;
+	tcache_release(tc);
+	pthread_mutex_lock(&tcache_lock);
+	*tc->pprev = tc->next;
+	if (tc->next)
+		tc->next->pprev = tc->pprev;
+	pthread_mutex_unlock(&tcache_lock);
+	tls_tcache = NULL;
+	tn__free(tc);
+}
+
+static void tcache_key_init(void)
+{
+	pthread_key_create(&tcache_key, tcache_dtor);
+}
+
+/* The calling thread's cache, bound to @a (NULL when none can be had: the caller takes the
+ * slow path). */
+static struct tcache *tcache_for(tn_arena *a)
+{
+	struct tcache *tc = tls_tcache;
+	if (tc && atomic_load_explicit(&tc->arena, memory_order_acquire) == a)
+		return tc;
+	if (!tc) {
+		pthread_once(&tcache_once, tcache_key_init);
+		if (!(tc = tn__malloc(sizeof(*tc))))
+			return NULL;
+		memset(tc, 0, sizeof(*tc));
+		if (pthread_setspecific(tcache_key, tc)) {
+			tn__free(tc);
+			return NULL;
+		}
+		pthread_mutex_lock(&tcache_lock);
+		tc->next = tcache_list;
+		if (tcache_list)
+			tcache_list->pprev = &tc->next;
+		tc->pprev = &tcache_list;
+		tcache_list = tc;
+		pthread_mutex_unlock(&tcache_lock);
+		tls_tcache = tc;
+	} else {
+		tcache_release(tc); /* bound to another arena (or to a handle now gone) */
+	}
+	atomic_store_explicit(&tc->arena, a, memory_order_release);
+	return tc;
+}
+
+/* The handle is going: forget every thread's blocks of it (its slot's holds are dropped). */
+static void tcache_forget(tn_arena *a)
+{
+	pthread_mutex_lock(&tcache_lock);
+	for (struct tcache *tc = tcache_list; tc; tc = tc->next)
+		if (atomic_load_explicit(&tc->arena, memory_order_relaxed) == a)
+			atomic_store_explicit(&tc->arena, NULL, memory_order_release);
+	pthread_mutex_unlock(&tcache_lock);
+}
+
+TN_EXPORT int tn_arena_alloc(tn_arena *a, size_t nbytes, void **ret_ptr)
+{
+	static const char fn[] = "tn_arena_alloc";
+	uint64_t need = 0, align = 0, off = 0;
+	int r;
+
+	if (!tn__arena_ok(a))
+		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
+	if (!ret_ptr || !nbytes)
+		return tn__error(TN_EINVAL, "%s: %s", fn, ret_ptr ? "0 bytes" : "NULL ret_ptr");
+	if ((r = block_request(a, nbytes, &need, &align, fn)))
+		return r;
+	struct tcache *tc = tls_tcache;
+	unsigned c = (unsigned)(need / TN_ARENA_ALIGNMENT);
+	if (need <= TC_MAX_BLOCK && tc &&
+	    atomic_load_explicit(&tc->arena, memory_order_relaxed) == a && tc->n[c]) {
+		/* A block of this class the thread freed: no lock, no system call. */
+		off = tc->off[c][--tc->n[c]];
+		struct block *b = tn__block_at(a, off);
+		b->magic_flags = BLOCK_MAGIC_USED | (uint64_t)BLOCK_FLAG_RAW << 32;
+		*ret_ptr = a->base + off + BLOCK_HDR;
+		return 0;
+	}
+	if ((r = tn__arena_lock(a)))
+		return r;
+	r = heap_alloc_locked(a, nbytes, need, align, BLOCK_FLAG_RAW, &off, fn);
+	tn__arena_unlock(a);
+	if (r == TN_ENOMEM && tc &&
+	    atomic_load_explicit(&tc->arena, memory_order_relaxed) == a) {
+		/* The blocks this thread keeps may be what is missing. */
+		tcache_release(tc);
+		if ((r = tn__arena_lock(a)))
+			return r;
+		r = heap_alloc_locked(a, nbytes, need, align, BLOCK_FLAG_RAW, &off, fn);
+		tn__arena_unlock(a);
+	}
+	if (r)
+		return r;
+	*ret_ptr = a->base + off + BLOCK_HDR;
+	return 0;
+}
+
+/* Whether the thread's cache takes the raw block @b at @off: a whole, unflagged raw block of
+ * a cached class, held by this process, and room in its class. */
+static inline bool tcache_put(tn_arena *a, struct tcache *tc, uint64_t off, struct block *b)
+{
+	uint64_t size = b->size;
+	unsigned c = (unsigned)(size / TN_ARENA_ALIGNMENT);
+	if (b->magic_flags != (BLOCK_MAGIC_USED | (uint64_t)BLOCK_FLAG_RAW << 32) ||
+	    size > TC_MAX_BLOCK || size < BLOCK_MIN || size % TN_ARENA_ALIGNMENT ||
+	    size > a->size - off || !tn__hold_has(b, a->slot) || tc->n[c] >= TC_DEPTH ||
+	    (uint64_t)tc->n[c] * size >= TC_CLASS_BYTES)
+		return false;
+	b->magic_flags |= (uint64_t)BLOCK_FLAG_CACHED << 32;
+	tc->off[c][tc->n[c]++] = off;
+	return true;
+}
+
 TN_EXPORT int tn_arena_free(tn_arena *a, void *ptr)
 {
+	static const char fn[] = "tn_arena_free";
 	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "tn_arena_free: not an arena handle");
-	uint64_t off = block_of(a, ptr);
-	if (!off)
-		return tn__error(TN_EBADF, "tn_arena_free: %p is not a block of arena %s", ptr,
-				 a->path);
-	return tn__local_release(a, off);
+		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
+	/* The fast path: a small raw block into the thread's cache. */
+	uint64_t off = (uint64_t)((const uint8_t *)ptr - a->base) - BLOCK_HDR;
+	struct tcache *tc = tls_tcache;
+	if (off >= a->hdr->data_off && off < a->size - BLOCK_MIN && off % TN_ARENA_ALIGNMENT == 0 &&
+	    tc && atomic_load_explicit(&tc->arena, memory_order_relaxed) == a &&
+	    tcache_put(a, tc, off, tn__block_at(a, off)))
+		return 0;
+
+	off = tn__block_of(a, ptr);
+	struct block *b = tn__block_at(a, off);
+	if (!off || (const uint8_t *)ptr != a->base + off + BLOCK_HDR || !tn__block_sane(a, off) ||
+	    tn__block_magic(b) != BLOCK_MAGIC_USED || !tn__hold_has(b, a->slot))
+		return tn__error(TN_EBADF, "%s: %p is not a block this process holds in arena %s",
+				 fn, ptr, a->path);
+	uint32_t flags = (uint32_t)(b->magic_flags >> 32);
+	if (!(flags & BLOCK_FLAG_RAW))
+		return tn__error(TN_EBADF, "%s: %p is a storage's block (it goes with the storage)",
+				 fn, ptr);
+	if (flags & BLOCK_FLAG_CACHED)
+		return tn__error(TN_EBADF, "%s: %p was freed already", fn, ptr);
+	if (b->size <= TC_MAX_BLOCK && (tc = tcache_for(a)) && tcache_put(a, tc, off, b))
+		return 0;
+	int r = tn__arena_lock(a);
+	if (r)
+		return r;
+	r = raw_free_locked(a, off);
+	tn__arena_unlock(a);
+	if (r == TN_EBADF)
+		return tn__error(TN_EBADF, "%s: %p is not a block this process holds in arena %s",
+				 fn, ptr, a->path);
+	return r;
+}
+
+TN_EXPORT int64_t tn_arena_trim(tn_arena *a)
+{
+	if (!tn__arena_ok(a))
+		return tn__error(TN_EBADF, "tn_arena_trim: not an arena handle");
+	struct tcache *tc = tls_tcache;
+	if (!tc || atomic_load_explicit(&tc->arena, memory_order_relaxed) != a)
+		return 0;
+	return (int64_t)tcache_release(tc);
 }
 
 static void *allocator_alloc(void *ctx, size_t nbytes)
 {
 	void *p = NULL;
-	return tn_arena_alloc(ctx, nbytes, &p) ? NULL : p;
+	return storage_alloc(ctx, nbytes, &p) ? NULL : p;
 }
 
 static void allocator_free(void *ctx, void *ptr, size_t nbytes)
 {
 	(void)nbytes;
-	tn_arena_free(ctx, ptr);
+	tn_arena *a = ctx;
+	tn__local_release(a, tn__block_of(a, ptr));
 }
 
 TN_EXPORT const tn_allocator *tn_arena_allocator(tn_arena *a)
@@ -1075,6 +1330,7 @@ static void *map_aligned(int fd, uint64_t size, int prot)
 
 static void destroy_handle(tn_arena *a)
 {
+	tcache_forget(a);
 	if (a->ro)
 		munmap(a->ro, a->size);
 	if (a->base)
@@ -1439,7 +1695,7 @@ TN_EXPORT int tn_arena_place(tn_arena *a, void *ptr, enum tn_numa_policy policy,
 	static const char fn[] = "tn_arena_place";
 	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
-	uint64_t off = block_of(a, ptr);
+	uint64_t off = tn__block_of(a, ptr);
 	if (!off || !tn__block_sane(a, off) ||
 	    tn__block_magic(tn__block_at(a, off)) != BLOCK_MAGIC_USED)
 		return tn__error(TN_EBADF, "%s: %p is not an allocated block of arena %s", fn, ptr,

@@ -119,6 +119,8 @@ struct block {
 _Static_assert(sizeof(struct block) == BLOCK_HDR, "a block header is 64 bytes");
 
 #define BLOCK_FLAG_SEALED 1u
+#define BLOCK_FLAG_RAW 2u    /* from tn_arena_alloc: no holds-table record, never named */
+#define BLOCK_FLAG_CACHED 4u /* a raw block freed into its thread's cache (still held) */
 
 /* A free block's payload starts with its free-list links. */
 struct free_links {
@@ -206,6 +208,8 @@ static inline uint32_t tn__block_magic(const struct block *b)
 /* Free a used block that nobody holds or names (under the lock, inside a change). */
 int tn__heap_free_block(tn_arena *a, uint64_t off);
 /* Set or clear @slot's bit in the block's holders (under the lock, inside a change). */
+/* The block under a pointer into either mapping, or 0. */
+uint64_t tn__block_of(const tn_arena *a, const void *ptr);
 void tn__hold_set(tn_arena *a, struct block *b, int slot, bool on);
 bool tn__hold_has(const struct block *b, int slot);
 bool tn__holds_none(const struct block *b);

@@ -319,7 +319,7 @@ out:
 
 static void lookup_deleter(void *data, void *ctx)
 {
-	tn_arena_free(ctx, data);
+	tn__local_release(ctx, tn__block_of(ctx, data));
 }
 
 /* Look up by name (@name non-NULL) or by handle. */

@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #endif
 #include <fcntl.h>
+#include <pthread.h>
 #include <linux/seccomp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -277,6 +278,12 @@ START_TEST(test_alloc_free)
 	assert_clean(a);
 	for (size_t i = 1; i < TN_ARRAY_SIZE(sizes); i += 2)
 		ck_assert_tn_ok(tn_arena_free(a, p[i]));
+	/* The blocks of 4 KiB or less wait in the thread's cache, still allocated: sizes 1, 64
+	 * (128-byte blocks), 65 and 1000 (192 and 1088), 4096 (4160). */
+	ck_assert_uint_eq(stats(a).blocks, 5);
+	assert_clean(a);
+	ck_assert_int_eq(tn_arena_trim(a), 128 + 128 + 192 + 1088 + 4160);
+	ck_assert_int_eq(tn_arena_trim(a), 0);
 	tn_arena_stats s2 = stats(a);
 	ck_assert_uint_eq(s2.free_bytes, s0.free_bytes);
 	ck_assert_uint_eq(s2.free_blocks, 1);
@@ -284,12 +291,29 @@ START_TEST(test_alloc_free)
 	ck_assert_uint_eq(s2.num_allocs, TN_ARRAY_SIZE(sizes));
 	ck_assert_uint_eq(s2.num_frees, TN_ARRAY_SIZE(sizes));
 	assert_clean(a);
-	/* Errors: a pointer that is no block, a double free, too large. */
-	int x;
-	ck_assert_tn_error_has(tn_arena_free(a, &x), TN_EBADF, "not a block of arena");
+	/* A small block comes back from the thread's cache: the same one, no lock taken. */
 	ck_assert_tn_ok(tn_arena_alloc(a, 100, &p[0]));
 	ck_assert_tn_ok(tn_arena_free(a, p[0]));
+	uint64_t allocs = stats(a).num_allocs;
+	ck_assert_tn_ok(tn_arena_alloc(a, 128, &p[1]));
+	ck_assert_ptr_eq(p[1], p[0]);
+	ck_assert_uint_eq(stats(a).num_allocs, allocs);
+	ck_assert_tn_ok(tn_arena_free(a, p[1]));
+	/* Errors: a pointer that is no block, a double free (cached or not), a storage's block,
+	 * too large. */
+	int x;
+	ck_assert_tn_error_has(tn_arena_free(a, &x), TN_EBADF, "not a block this process holds");
+	ck_assert_tn_error_has(tn_arena_free(a, (char *)p[1] + 64), TN_EBADF,
+			       "not a block this process holds");
+	ck_assert_tn_error_has(tn_arena_free(a, p[0]), TN_EBADF, "freed already");
+	ck_assert_tn_ok(tn_arena_alloc(a, 1 << 20, &p[0]));
+	ck_assert_tn_ok(tn_arena_free(a, p[0]));
 	ck_assert_tn_error_has(tn_arena_free(a, p[0]), TN_EBADF, "not a block this process holds");
+	int64_t one[] = { 4 };
+	tn_tensor *t = arena_tensor(a, 1, one, TN_FLOAT32);
+	ck_assert_tn_error_has(tn_arena_free(a, tn_tensor_data(t)), TN_EBADF, "storage's block");
+	tn_tensor_unref(t);
+	ck_assert_int_gt(tn_arena_trim(a), 0);
 	ck_assert_tn_error_has(tn_arena_alloc(a, 64u << 20, &p[0]), TN_ENOMEM, "exceed");
 	ck_assert_tn_error_has(tn_arena_alloc(a, s0.largest_free + 1, &p[0]), TN_ENOMEM,
 			       "no free block of");
@@ -331,9 +355,77 @@ START_TEST(test_alloc_random)
 	for (int i = 0; i < N; i++)
 		if (p[i])
 			ck_assert_tn_ok(tn_arena_free(a, p[i]));
+	assert_clean(a);
+	ck_assert_int_gt(tn_arena_trim(a), 0);
 	ck_assert_uint_eq(stats(a).free_bytes, start);
 	ck_assert_uint_eq(stats(a).free_blocks, 1);
 	assert_clean(a);
+	tn_arena_unref(a);
+}
+END_TEST
+
+/* Each thread caches the small raw blocks it frees: allocation runs out only after the
+ * caches were given back, a thread's blocks return when it exits, and the handle's last
+ * reference frees what other threads still keep. */
+static void *cache_thread(void *arg)
+{
+	tn_arena *a = arg;
+	void *p[16];
+	for (int i = 0; i < 16; i++)
+		if (tn_arena_alloc(a, 1000, &p[i]))
+			return (void *)1;
+	for (int i = 0; i < 16; i++)
+		if (tn_arena_free(a, p[i]))
+			return (void *)2;
+	return NULL;
+}
+
+START_TEST(test_thread_cache)
+{
+	tn_arena *a = make("tcache", 8 << 20);
+	uint64_t start = stats(a).free_bytes;
+	pthread_t th;
+	void *ret;
+	ck_assert_int_eq(pthread_create(&th, NULL, cache_thread, a), 0);
+	ck_assert_int_eq(pthread_join(th, &ret), 0);
+	ck_assert_ptr_null(ret);
+	/* The thread's exit gave its cached blocks back. */
+	ck_assert_uint_eq(stats(a).free_bytes, start);
+	ck_assert_uint_eq(stats(a).blocks, 0);
+
+	/* Fill the heap with small blocks, free them all into the cache (as far as it takes
+	 * them), then ask for everything: the cache is given back first. */
+	enum { N = 4096 };
+	void **p = calloc(N, sizeof(*p));
+	int n = 0;
+	while (n < N && tn_arena_alloc(a, 4096, &p[n]) == 0)
+		n++;
+	ck_assert_int_gt(n, 100);
+	for (int i = 0; i < n; i++)
+		ck_assert_tn_ok(tn_arena_free(a, p[i]));
+	ck_assert_uint_gt(stats(a).blocks, 0);
+	ck_assert_uint_lt(stats(a).blocks, 10);
+	void *big;
+	ck_assert_tn_ok(tn_arena_alloc(a, stats(a).heap_bytes - 4096, &big));
+	ck_assert_tn_ok(tn_arena_free(a, big));
+	ck_assert_uint_eq(stats(a).free_bytes, start);
+	free(p);
+
+	/* Blocks cached by this thread go with the handle's last reference. */
+	tn_arena *b;
+	ck_assert_tn_ok(tn_arena_open("tcache", dir, &b));
+	ck_assert_tn_ok(tn_arena_alloc(b, 64, &big));
+	ck_assert_tn_ok(tn_arena_free(b, big));
+	ck_assert_uint_eq(stats(a).blocks, 1);
+	tn_arena_unref(b);
+	ck_assert_uint_eq(stats(a).blocks, 0);
+	ck_assert_uint_eq(stats(a).free_bytes, start);
+	/* ... and a cache bound to a handle that is gone is simply rebound. */
+	ck_assert_tn_ok(tn_arena_alloc(a, 64, &big));
+	ck_assert_tn_ok(tn_arena_free(a, big));
+	ck_assert_int_eq(tn_arena_trim(a), 128);
+	assert_clean(a);
+	ck_assert_tn_error(tn_arena_trim(NULL), TN_EBADF, "tn_arena_trim: not an arena handle");
 	tn_arena_unref(a);
 }
 END_TEST
@@ -1019,6 +1111,7 @@ START_TEST(test_fsck_repairs)
 	ck_assert_uint_eq(stats(a).blocks, 1);
 	ck_assert_uint_eq(stats(a).names, 0);
 	ck_assert_tn_ok(tn_arena_free(a, p));
+	ck_assert_int_eq(tn_arena_trim(a), 1088);
 	ck_assert_uint_eq(stats(a).blocks, 0);
 	assert_clean(a);
 	/* A name whose tensor no longer fits its block is removed, and the block with it. */
@@ -1204,6 +1297,7 @@ static Suite *arena_suite(void)
 	tcase_add_test(tc, test_full_tmpfs);
 	tcase_add_test(tc, test_alloc_free);
 	tcase_add_test(tc, test_alloc_random);
+	tcase_add_test(tc, test_thread_cache);
 	tcase_add_test(tc, test_publish_lookup);
 	tcase_add_test(tc, test_list);
 	tcase_add_test(tc, test_directory_churn);

@@ -124,16 +124,28 @@ TN_EXPORT int tn_arena_fd(const tn_arena *arena);
 TN_EXPORT int tn_arena_slot(const tn_arena *arena);
 
 /*
- * tn_arena_alloc - a block of at least @nbytes bytes (1 or more), aligned to
- * TN_ARENA_ALIGNMENT (4 KiB from 64 KiB up, 2 MiB from 2 MiB up), held by this process.
- * tn_arena_free - drop this process's hold on the block at @ptr (as returned by
- * tn_arena_alloc); the block is freed when nobody holds it and no name pins it.
+ * tn_arena_alloc - a raw block of at least @nbytes bytes (1 or more), aligned to
+ * TN_ARENA_ALIGNMENT (4 KiB from 64 KiB up, 2 MiB from 2 MiB up), held by this process. Raw
+ * blocks are private to the process (they cannot be named; share storages from
+ * tn_arena_allocator instead) and do not keep the handle alive: its last unref frees them.
+ * tn_arena_free - free the raw block at @ptr (as returned by tn_arena_alloc, from any thread).
+ * Blocks of 4 KiB or less go to the calling thread's cache and come back on its next
+ * allocation of the same size class without taking any lock.
  * Neither makes a system call unless the arena's lock is contended.
  * Errors: TN_EINVAL, TN_ENOMEM (no free block is large enough; the message gives the free
- * bytes and the largest free block), TN_EBADF (a bad handle, or @ptr not a held block).
+ * bytes and the largest free block), TN_EBADF (a bad handle, or @ptr not a raw block this
+ * process holds, or freed already).
  */
 TN_EXPORT int tn_arena_alloc(tn_arena *arena, size_t nbytes, void **ret_ptr);
 TN_EXPORT int tn_arena_free(tn_arena *arena, void *ptr);
+
+/*
+ * tn_arena_trim - give back to the heap the small raw blocks the calling thread freed and
+ * keeps for its next allocations; they count as used, held by this process, until then.
+ * Allocation trims by itself before failing with TN_ENOMEM; thread exit and the handle's last
+ * unref free them too. Returns the bytes given back, or TN_EBADF.
+ */
+TN_EXPORT int64_t tn_arena_trim(tn_arena *arena);
 
 /*
  * tn_arena_allocator - an allocator (borrowed, valid while the arena handle lives) that
