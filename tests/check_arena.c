@@ -1082,6 +1082,133 @@ START_TEST(test_kill_chaos)
 }
 END_TEST
 
+/* The worker of the stress test ("check_arena --worker DIR ARENA ID stress"): publishes
+ * tensors whose every element encodes (worker, step, index), reads the others' tensors in
+ * full through lookups and a view, and churns raw blocks, for STRESS_STEPS steps; exits 0
+ * after letting go of everything but its names. */
+enum { STRESS_WORKERS = 8, STRESS_STEPS = 400, STRESS_NAMES = 6 };
+
+static int32_t stress_value(int id, int step, int64_t i)
+{
+	return (int32_t)(id * 1000003 + step * 7919 + i);
+}
+
+static int stress_worker(const char *wdir, const char *name, int id)
+{
+	tn_arena *a;
+	char key[64];
+	unsigned seed = (unsigned)id * 104729u + 17u;
+	int64_t checked = 0;
+	if (tn_arena_open(name, wdir, &a))
+		return 10;
+	for (int step = 0; step < STRESS_STEPS; step++) {
+		/* Publish: an int32 tensor whose element 0 is the step. */
+		int64_t n = 16 + rand_r(&seed) % 4000;
+		tn_storage *s;
+		tn_tensor *t;
+		if (tn_storage_new_with_allocator(TN_CPU, (size_t)n * 4, tn_arena_allocator(a), &s))
+			return 11;
+		if (tn_tensor_new(s, 0, 1, &n, NULL, TN_INT32, &t))
+			return 12;
+		tn_storage_unref(s);
+		int32_t *d = tn_tensor_data(t);
+		d[0] = step;
+		for (int64_t i = 1; i < n; i++)
+			d[i] = stress_value(id, step, i);
+		snprintf(key, sizeof(key), "stress/%d/%d", id, step % STRESS_NAMES);
+		int r = tn_arena_publish(a, key, t,
+					 TN_ARENA_REPLACE | (step % 5 == 0 ? TN_ARENA_SEAL : 0), NULL);
+		if (r && r != TN_EEXIST)
+			return 13; /* a sealed entry cannot be replaced: EEXIST is expected */
+		tn_tensor_unref(t);
+		/* Read another worker's tensor in full, once directly and once through a view. */
+		snprintf(key, sizeof(key), "stress/%d/%d", (int)(rand_r(&seed) % STRESS_WORKERS),
+			 (int)(rand_r(&seed) % STRESS_NAMES));
+		tn_tensor *x, *v;
+		if ((r = tn_arena_lookup(a, key, &x, NULL)) == 0) {
+			int owner = atoi(key + 7);
+			const int32_t *e = tn_tensor_data(x);
+			int64_t m = tn_tensor_numel(x);
+			for (int64_t i = 1; i < m; i++)
+				if (e[i] != stress_value(owner, e[0], i))
+					return 20;
+			int64_t len = m - 1;
+			if (tn_narrow(x, 0, 1, len, &v))
+				return 21;
+			const int32_t *ve = tn_tensor_data(v);
+			if (ve != e + 1 || ve[len - 1] != stress_value(owner, e[0], m - 1))
+				return 22;
+			checked += m;
+			tn_tensor_unref(v);
+			tn_tensor_unref(x);
+		} else if (r != TN_ENOENT) {
+			return 23;
+		}
+		/* Raw blocks of every size class the cache keeps, and some it does not. */
+		void *p[8];
+		for (int i = 0; i < 8; i++)
+			if (tn_arena_alloc(a, 1 + rand_r(&seed) % (i < 6 ? 4096 : 200000), &p[i]))
+				return 24;
+		for (int i = 0; i < 8; i++)
+			if (tn_arena_free(a, p[i]))
+				return 25;
+		if (step % 50 == 49)
+			tn_arena_unpublish(a, key); /* somebody else's name, perhaps in use */
+	}
+	tn_arena_unref(a);
+	return checked > 0 ? 0 : 26;
+}
+
+START_TEST(test_many_processes)
+{
+	tn_arena *a = make("stress", 96 << 20);
+	uint64_t start = stats(a).free_bytes;
+	pid_t w[STRESS_WORKERS];
+	for (int i = 0; i < STRESS_WORKERS; i++) {
+		w[i] = fork();
+		ck_assert_int_ge(w[i], 0);
+		if (w[i] == 0) {
+			char id[8];
+			snprintf(id, sizeof(id), "%d", i);
+			execl(self_exe, self_exe, "--worker", dir, "stress", id, "stress", (char *)NULL);
+			_exit(127);
+		}
+	}
+	for (int i = 0; i < STRESS_WORKERS; i++) {
+		int st = wait_status(w[i]);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "worker %d: status 0x%x", i, st);
+	}
+	/* They all detached: no slot to reclaim, only names pin blocks. */
+	ck_assert_int_eq(tn_arena_reclaim_dead(a), 0);
+	assert_clean(a);
+	tn_arena_stats s = stats(a);
+	ck_assert_uint_eq(s.clients, 1);
+	ck_assert_uint_eq(s.blocks, s.names);
+	ck_assert_uint_ge(s.num_allocs, STRESS_WORKERS * STRESS_STEPS);
+	tn_arena_entry *e;
+	size_t n;
+	ck_assert_tn_ok(tn_arena_list(a, "stress/", &e, &n));
+	ck_assert_uint_eq(n, s.names);
+	for (size_t i = 0; i < n; i++) {
+		/* Every surviving tensor still holds exactly what its writer wrote. */
+		tn_tensor *x;
+		ck_assert_tn_ok(tn_arena_lookup(a, e[i].name, &x, NULL));
+		const int32_t *d = tn_tensor_data(x);
+		int owner = atoi(e[i].name + 7);
+		for (int64_t j = 1; j < tn_tensor_numel(x); j++)
+			ck_assert_int_eq(d[j], stress_value(owner, d[0], j));
+		tn_tensor_unref(x);
+		ck_assert_tn_ok(tn_arena_unpublish(a, e[i].name));
+	}
+	free(e);
+	s = stats(a);
+	ck_assert_uint_eq(s.blocks, 0);
+	ck_assert_uint_eq(s.free_bytes, start);
+	assert_clean(a);
+	tn_arena_unref(a);
+}
+END_TEST
+
 /* fsck finds what a dead process or a bug left, and repairs it. */
 START_TEST(test_fsck_repairs)
 {
@@ -1308,6 +1435,7 @@ static Suite *arena_suite(void)
 	tcase_add_loop_test(tc, test_crash_every_point, 0, 5);
 	tcase_add_test(tc, test_lock_holder_dies);
 	tcase_add_test(tc, test_kill_chaos);
+	tcase_add_test(tc, test_many_processes);
 	tcase_add_test(tc, test_fsck_repairs);
 	tcase_add_test(tc, test_reclaim_rules);
 	tcase_add_test(tc, test_hugepages);
@@ -1321,6 +1449,8 @@ int main(int argc, char **argv)
 	self_exe = argv[0];
 	if (argc == 5 && !strcmp(argv[1], "--worker"))
 		return worker(argv[2], argv[3], atoi(argv[4]));
+	if (argc == 6 && !strcmp(argv[1], "--worker") && !strcmp(argv[5], "stress"))
+		return stress_worker(argv[2], argv[3], atoi(argv[4]));
 	SRunner *sr = srunner_create(arena_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
