@@ -536,7 +536,8 @@ TN_EXPORT int tn_arena_list(tn_arena *a, const char *prefix, tn_arena_entry **re
 		free(out);
 		out = NULL;
 	}
-	qsort(out, n, sizeof(*out), entry_cmp);
+	if (n)
+		qsort(out, n, sizeof(*out), entry_cmp);
 	*ret_entries = out;
 	*ret_count = n;
 	return 0;
