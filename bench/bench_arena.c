@@ -556,14 +556,15 @@ struct alloc_case {
 	size_t size;
 	int batch;
 	int threads;
-	long pairs; /* per thread per round */
+	long pairs; /* per thread in the warm-up round; the others are sized from it */
 	bool touch;
 	int reps;   /* rounds */
 };
 
 enum { ARENA, GLIBC, JEMALLOC, MIMALLOC, NALLOC };
 
-#define REPS_64M 7 /* rounds at most for 64 MiB blocks */
+#define REPS_64M 7     /* rounds at most for 64 MiB blocks */
+#define ROUND_NS 2e6   /* the length of a round, where one pair is shorter */
 
 static struct peer peers[NALLOC] = {
 	[GLIBC] = { .name = "glibc", .lib = NULL },
@@ -571,18 +572,25 @@ static struct peer peers[NALLOC] = {
 	[MIMALLOC] = { .name = "mimalloc", .lib = LIBDIR "libmimalloc.so.2" },
 };
 
-/* Measure case @c on the arena and on every peer still measured, and print its row. */
-static void alloc_case_row(const struct allocator *arena_al, const struct alloc_case *c)
+/* Measure case @c on the arena and on every peer still measured, and print its row; the
+ * medians go to @ret_ns and @ret_faults (-1 for an allocator not measured). */
+static void alloc_case_row(const struct allocator *arena_al, const struct alloc_case *c,
+			   double *ret_ns, double *ret_faults)
 {
 	const int reps = c->reps;
 	double ns[NALLOC][64], flt[NALLOC][64], m[NALLOC];
 	char reply[256], err[200], b1[32], b2[32];
+	long pairs[NALLOC];
 	bool ok[NALLOC];
 
-	for (int k = 0; k < NALLOC; k++)
+	for (int k = 0; k < NALLOC; k++) {
 		ok[k] = k == ARENA || peers[k].ok;
-	/* Round -1 warms up (the arena's first touch of its pages, the peers' heaps). The order
-	 * of the four turns by one each round. */
+		pairs[k] = c->pairs;
+	}
+	/* Round -1 warms up (the arena's first touch of its pages, the peers' heaps) and sizes
+	 * each allocator's rounds to last about ROUND_NS: on a shared machine a longer round is
+	 * more likely to lose the CPU to another process, which would count against the slower
+	 * allocator. The order of the four turns by one each round. */
 	for (int r = -1; r < reps; r++) {
 		for (int i = 0; i < NALLOC; i++) {
 			int k = (i + r + 1) % NALLOC;
@@ -591,12 +599,12 @@ static void alloc_case_row(const struct allocator *arena_al, const struct alloc_
 			if (!ok[k])
 				continue;
 			if (k == ARENA) {
-				if (loop_round(arena_al, c->size, c->batch, c->threads, c->pairs,
+				if (loop_round(arena_al, c->size, c->batch, c->threads, pairs[k],
 					       c->touch, &rr, err, sizeof(err)))
 					die("arena: %s", err);
 			} else if (ask(p->to, p->from, reply, sizeof(reply),
 				       "run %zu %d %d %ld %d\n", c->size, c->batch, c->threads,
-				       c->pairs, (int)c->touch) != 0) {
+				       pairs[k], (int)c->touch) != 0) {
 				peer_stop(p, "the worker stopped answering");
 				ok[k] = false;
 				continue;
@@ -609,18 +617,24 @@ static void alloc_case_row(const struct allocator *arena_al, const struct alloc_
 			if (r >= 0) {
 				ns[k][r] = rr.ns;
 				flt[k][r] = rr.faults;
+			} else {
+				double n = ROUND_NS / (rr.ns > 1 ? rr.ns : 1);
+				n = n < 1 << 22 ? n : 1 << 22;
+				pairs[k] = (long)n / c->batch * c->batch;
+				pairs[k] = pairs[k] > c->batch ? pairs[k] : c->batch;
 			}
 		}
 	}
 	printf("   %-7s %-6s %3d |", fmt_size(b1, sizeof(b1), c->size),
 	       c->batch > 1 ? "batch" : "pair", c->threads);
 	for (int k = 0; k < NALLOC; k++) {
+		ret_ns[k] = ret_faults[k] = -1;
 		if (!ok[k]) {
 			printf(" %9s %6s |", "n/a", "");
 			continue;
 		}
-		m[k] = median(ns[k], reps);
-		double f = median(flt[k], reps);
+		m[k] = ret_ns[k] = median(ns[k], reps);
+		double f = ret_faults[k] = median(flt[k], reps);
 		int digits = f >= 10 || f == 0 ? 0 : 2;
 		printf(" %9s %6.*f |", fmt_time(b2, sizeof(b2), m[k]), digits, f);
 	}
@@ -639,6 +653,8 @@ static void bench_alloc_pairs(int reps, double copy1_gbps)
 {
 	const size_t sizes[] = { 64, 4096, MIB, 64 * MIB };
 	char b1[32], b2[32], b3[32];
+	double ns[NALLOC], faults[NALLOC], small_vs_je[2] = { -1, -1 }, big_faults = 0;
+	double glibc_faults = -1;
 	bool started[NALLOC];
 	tn_arena *a;
 	tn_arena_stats st;
@@ -656,8 +672,9 @@ static void bench_alloc_pairs(int reps, double copy1_gbps)
 		started[k] = peers[k].ok;
 	}
 
-	printf("\n1. Allocation+free pairs: time per pair, median of %d rounds (%d at 64 MiB), and "
-	       "page faults per pair beside it\n", reps, reps < REPS_64M ? reps : REPS_64M);
+	printf("\n1. Allocation+free pairs: time per pair, median of %d rounds of about %.0f ms "
+	       "(%d at 64 MiB), page faults per pair beside it\n", reps, ROUND_NS / 1e6,
+	       reps < REPS_64M ? reps : REPS_64M);
 	/* The arena pays for its pages once, when fallocate allocates them: say how much. */
 	printf("   arena   : %s (%s, %s pages, %s, created in %s): tn_arena_alloc, "
 	       "tn_arena_free\n", tn_arena_path(a),
@@ -684,19 +701,39 @@ static void bench_alloc_pairs(int reps, double copy1_gbps)
 				struct alloc_case c = { .size = sizes[si], .threads = threads,
 							.reps = reps };
 				if (c.size >= 64 * MIB) {
-					/* A pair that faults 64 MiB in takes 50 ms or more: one a
-					 * round, and fewer rounds, keep the run short. */
+					/* A pair that faults 64 MiB in takes 50 ms or more: one
+					 * pair or batch a round for who faults, and fewer rounds,
+					 * keep the run short. */
 					c.touch = true;
 					c.batch = c.pairs = batched ? 4 : 1;
 					c.reps = reps < REPS_64M ? reps : REPS_64M;
 				} else {
 					c.batch = batched ? MAX_BATCH : 1;
-					c.pairs = c.size >= MIB ? 2048 : 16384;
+					c.pairs = c.size >= MIB ? 2048 : 8192;
 				}
-				alloc_case_row(&arena_al, &c);
+				alloc_case_row(&arena_al, &c, ns, faults);
+				/* What issue 5 sets targets for: small pairs on one thread
+				 * against jemalloc, and 64 MiB blocks without faults. */
+				bool je = ns[JEMALLOC] > 0;
+				if (c.size <= 4096 && c.batch == 1 && threads == 1)
+					small_vs_je[si] = je ? ns[ARENA] / ns[JEMALLOC] : -1;
+				if (c.size == 64 * MIB) {
+					big_faults = faults[ARENA] > big_faults ? faults[ARENA]
+										: big_faults;
+					glibc_faults = faults[GLIBC];
+				}
 			}
 		}
 	}
+	if (small_vs_je[0] > 0 && small_vs_je[1] > 0)
+		printf("   target: 64 B and 4 KiB pairs (1 thread) within 1.5x of jemalloc: %.1fx "
+		       "and %.1fx, %s\n", small_vs_je[0], small_vs_je[1],
+		       small_vs_je[0] <= 1.5 && small_vs_je[1] <= 1.5 ? "met" : "not met");
+	else
+		printf("   target: small pairs within 1.5x of jemalloc: jemalloc not measured\n");
+	snprintf(b2, sizeof(b2), glibc_faults >= 0 ? " (glibc %.0f)" : "", glibc_faults);
+	printf("   target: 64 MiB blocks reused without page faults: the arena makes %.0f per pair "
+	       "at most%s, %s\n", big_faults, b2, big_faults < 1 ? "met" : "not met");
 	for (int k = GLIBC; k < NALLOC; k++) {
 		if (started[k] && !peers[k].ok)
 			printf("   %s stopped: %s\n", peers[k].name, peers[k].why);
@@ -1089,13 +1126,20 @@ int main(int argc, char **argv)
 
 	char cpu[128];
 	cpu_name(cpu, sizeof(cpu));
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	printf("bench_arena: libtensor %s shared-memory arenas beside glibc, jemalloc and "
 	       "mimalloc, one run\n", tn_version());
-	printf("   CPU: %s, %ld online CPUs; 1 and 2 threads; %ld-byte pages%s\n", cpu,
-	       sysconf(_SC_NPROCESSORS_ONLN), sysconf(_SC_PAGESIZE),
+	printf("   CPU: %s, %ld online CPUs; 1 and 2 threads; %ld-byte pages%s\n", cpu, cpus,
+	       sysconf(_SC_PAGESIZE),
 	       SANITIZED ? "; SANITIZER BUILD: the figures mean nothing" : "");
 	printf("   every figure is a median of %d rounds (BENCH_REPS), each allocator taking its "
 	       "turn in every round\n", reps);
+	/* On a machine shared with other work every figure is noisier; say how shared it was. */
+	double load[3];
+	if (getloadavg(load, 3) == 3)
+		printf("   load average at the start: %.1f %.1f %.1f on %ld CPUs%s\n", load[0],
+		       load[1], load[2], cpus,
+		       load[0] > (double)cpus ? ": busy, expect noise" : "");
 
 	size_t n = 128 * MIB;
 	double bw1 = 0;
