@@ -754,7 +754,7 @@ uint64_t tn__block_of(const tn_arena *a, const void *ptr)
  */
 #define TC_MAX_BLOCK (4096u + BLOCK_HDR) /* blocks with up to 4 KiB of data */
 #define TC_CLASSES (TC_MAX_BLOCK / TN_ARENA_ALIGNMENT + 1)
-#define TC_DEPTH 32
+#define TC_DEPTH 64
 #define TC_CLASS_BYTES (32u << 10) /* at most this much cached per class */
 
 struct tcache {
@@ -902,12 +902,14 @@ TN_EXPORT int tn_arena_alloc(tn_arena *a, size_t nbytes, void **ret_ptr)
 		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
 	if (!ret_ptr || !nbytes)
 		return tn__error(TN_EINVAL, "%s: %s", fn, ret_ptr ? "0 bytes" : "NULL ret_ptr");
-	if ((r = block_request(a, nbytes, &need, &align, fn)))
-		return r;
 	struct tcache *tc = tls_tcache;
+	if (nbytes <= TC_MAX_BLOCK - BLOCK_HDR && tc &&
+	    atomic_load_explicit(&tc->arena, memory_order_relaxed) == a) {
+		need = round_up(nbytes, TN_ARENA_ALIGNMENT) + BLOCK_HDR;
+		need = need < BLOCK_MIN ? BLOCK_MIN : need;
+	}
 	unsigned c = (unsigned)(need / TN_ARENA_ALIGNMENT);
-	if (need <= TC_MAX_BLOCK && tc &&
-	    atomic_load_explicit(&tc->arena, memory_order_relaxed) == a && tc->n[c]) {
+	if (need && tc->n[c]) {
 		/* A block of this class the thread freed: no lock, no system call. */
 		off = tc->off[c][--tc->n[c]];
 		struct block *b = tn__block_at(a, off);
@@ -915,6 +917,8 @@ TN_EXPORT int tn_arena_alloc(tn_arena *a, size_t nbytes, void **ret_ptr)
 		*ret_ptr = a->base + off + BLOCK_HDR;
 		return 0;
 	}
+	if ((r = block_request(a, nbytes, &need, &align, fn)))
+		return r;
 	if ((r = tn__arena_lock(a)))
 		return r;
 	r = heap_alloc_locked(a, nbytes, need, align, BLOCK_FLAG_RAW, &off, fn);
@@ -958,7 +962,7 @@ TN_EXPORT int tn_arena_free(tn_arena *a, void *ptr)
 	/* The fast path: a small raw block into the thread's cache. */
 	uint64_t off = (uint64_t)((const uint8_t *)ptr - a->base) - BLOCK_HDR;
 	struct tcache *tc = tls_tcache;
-	if (off >= a->hdr->data_off && off < a->size - BLOCK_MIN && off % TN_ARENA_ALIGNMENT == 0 &&
+	if (off >= a->data_off && off < a->size - BLOCK_MIN && off % TN_ARENA_ALIGNMENT == 0 &&
 	    tc && atomic_load_explicit(&tc->arena, memory_order_relaxed) == a &&
 	    tcache_put(a, tc, off, tn__block_at(a, off)))
 		return 0;
@@ -1381,6 +1385,7 @@ static int map_file(tn_arena *a, const char *fn, bool fresh)
 		if (r)
 			return r;
 	}
+	a->data_off = a->hdr->data_off; /* validated: the fast paths read the handle only */
 	p = map_aligned(a->fd, a->size, PROT_READ);
 	if (p == MAP_FAILED) {
 		errno = saved;

@@ -171,6 +171,7 @@ struct tn_arena {
 	uint8_t *base;     /* read-write mapping */
 	uint8_t *ro;       /* read-only mapping of the same file */
 	uint64_t size;
+	uint64_t data_off; /* the header's, copied once validated */
 	struct arena_header *hdr;
 	tn_allocator allocator;
 	pthread_mutex_t local_lock; /* guards the holds table */
