@@ -16,7 +16,7 @@
 
 static uint64_t data_end(const tn_arena *a)
 {
-	return a->hdr->data_off + a->hdr->data_size;
+	return a->data_off + a->data_size;
 }
 
 /* The offset to visit after @off once @off may have been freed and merged with its next. */
@@ -39,7 +39,7 @@ int tn__reclaim_locked(tn_arena *a, int slot)
 {
 	struct arena_header *h = a->hdr;
 	int freed = 0;
-	for (uint64_t off = h->data_off; off < data_end(a);) {
+	for (uint64_t off = a->data_off; off < data_end(a);) {
 		if (!tn__block_sane(a, off))
 			return damaged(a, off);
 		struct block *b = tn__block_at(a, off);
@@ -71,9 +71,9 @@ TN_EXPORT int tn_arena_reclaim(tn_arena *a, int slot)
 {
 	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "tn_arena_reclaim: not an arena handle");
-	if (slot < 0 || slot >= (int)a->hdr->max_clients)
+	if (slot < 0 || slot >= (int)a->max_clients)
 		return tn__error(TN_EINVAL, "tn_arena_reclaim: slot %d outside [0, %u)", slot,
-				 a->hdr->max_clients);
+				 a->max_clients);
 	if (slot == a->slot)
 		return tn__error(TN_EINVAL, "tn_arena_reclaim: slot %d is the caller's own", slot);
 	int r = tn__arena_lock(a);
@@ -97,7 +97,7 @@ TN_EXPORT int tn_arena_reclaim_dead(tn_arena *a)
 	int r = tn__arena_lock(a), n = 0;
 	if (r)
 		return r;
-	for (int i = 0; i < (int)a->hdr->max_clients; i++) {
+	for (int i = 0; i < (int)a->max_clients; i++) {
 		struct client_rec *c = tn__client_at(a, i);
 		if (i == a->slot || (uint32_t)c->state_gen != CLIENT_ATTACHED || tn__client_alive(c))
 			continue;
@@ -144,18 +144,18 @@ TN_EXPORT int tn_arena_stat(tn_arena *a, tn_arena_stats *ret)
 	const struct arena_header *h = a->hdr;
 	tn_arena_stats s = {
 		.size = h->size,
-		.page_size = h->page_size,
+		.page_size = a->page_size,
 		.backing = (enum tn_arena_backing)h->backing,
 		.numa_policy = (enum tn_numa_policy)h->numa_policy,
 		.numa_nodes = h->numa_nodes,
-		.heap_bytes = h->data_size,
+		.heap_bytes = a->data_size,
 		.used_bytes = h->used_bytes,
 		.free_bytes = h->free_bytes,
 		.largest_free = tn__largest_free(a),
 		.blocks = h->blocks,
 		.free_blocks = h->free_blocks,
 		.names = h->names,
-		.max_names = h->max_names,
+		.max_names = a->max_names,
 		.clients = h->clients,
 		.num_allocs = h->num_allocs,
 		.num_frees = h->num_frees,
@@ -178,7 +178,7 @@ TN_EXPORT int tn_arena_clients(tn_arena *a, tn_arena_client *ret, size_t capacit
 	int r = tn__arena_lock(a), n = 0;
 	if (r)
 		return r;
-	for (uint64_t off = a->hdr->data_off; off < data_end(a);) {
+	for (uint64_t off = a->data_off; off < data_end(a);) {
 		if (!tn__block_sane(a, off))
 			break;
 		const struct block *b = tn__block_at(a, off);
@@ -190,7 +190,7 @@ TN_EXPORT int tn_arena_clients(tn_arena *a, tn_arena_client *ret, size_t capacit
 				}
 		off += b->size;
 	}
-	for (int i = 0; i < (int)a->hdr->max_clients; i++) {
+	for (int i = 0; i < (int)a->max_clients; i++) {
 		const struct client_rec *c = tn__client_at(a, i);
 		if ((uint32_t)c->state_gen != CLIENT_ATTACHED)
 			continue;
@@ -240,12 +240,12 @@ static int fsck_directory(struct fsck *f, uint64_t **ret_blocks, size_t *ret_n)
 {
 	tn_arena *a = f->a;
 	struct arena_header *h = a->hdr;
-	uint64_t *blocks = malloc(((size_t)h->dir_slots + 1) * sizeof(*blocks));
+	uint64_t *blocks = malloc(((size_t)a->dir_slots + 1) * sizeof(*blocks));
 	size_t n = 0;
 	uint64_t names = 0, tombs = 0;
 	if (!blocks)
 		return tn__error(TN_ENOMEM, "tn_arena_fsck: out of memory");
-	for (uint32_t i = 0; i < h->dir_slots; i++) {
+	for (uint32_t i = 0; i < a->dir_slots; i++) {
 		struct dir_entry *e = tn__entry_at(a, i);
 		uint32_t st = (uint32_t)e->state_gen;
 		if (st == ENTRY_TOMBSTONE)
@@ -304,12 +304,11 @@ static uint64_t count_in(const uint64_t *v, size_t n, uint64_t key)
 static int fsck_blocks(struct fsck *f, const uint64_t *named, size_t nnamed)
 {
 	tn_arena *a = f->a;
-	struct arena_header *h = a->hdr;
 	uint64_t attached[HOLD_WORDS] = { 0 };
-	for (int s = 0; s < (int)h->max_clients; s++)
+	for (int s = 0; s < (int)a->max_clients; s++)
 		if ((uint32_t)tn__client_at(a, s)->state_gen == CLIENT_ATTACHED)
 			attached[s / 64] |= UINT64_C(1) << (s % 64);
-	for (uint64_t off = h->data_off; off < data_end(a);) {
+	for (uint64_t off = a->data_off; off < data_end(a);) {
 		if (!tn__block_sane(a, off)) {
 			problem(f, false, "block at offset %" PRIu64 " has a bad header", off);
 			return TN_EIO;
@@ -362,7 +361,7 @@ static int fsck_heap(struct fsck *f)
 	bool prev_free = false, lists_bad = false;
 
 	f->rep.blocks = f->rep.free_blocks = 0;
-	for (uint64_t off = h->data_off; off < data_end(a);) {
+	for (uint64_t off = a->data_off; off < data_end(a);) {
 		if (!tn__block_sane(a, off)) {
 			problem(f, false, "block at offset %" PRIu64 " has a bad header", off);
 			return TN_EIO;
@@ -451,7 +450,7 @@ TN_EXPORT int tn_arena_fsck(tn_arena *a, unsigned flags, tn_arena_fsck_report *r
 		return r;
 	/* Clients whose process is gone. */
 	uint64_t clients = 0;
-	for (int i = 0; i < (int)a->hdr->max_clients; i++) {
+	for (int i = 0; i < (int)a->max_clients; i++) {
 		struct client_rec *c = tn__client_at(a, i);
 		if ((uint32_t)c->state_gen != CLIENT_ATTACHED)
 			continue;

@@ -72,8 +72,8 @@ static void rollback(tn_arena *a)
 		/* Only words of the header's mutable part or of the data region: anything else is
 		 * damage, and writing there would spread it. */
 		bool in_header = off >= offsetof(struct arena_header, fl_bitmap) &&
-				 off + 8 <= offsetof(struct arena_header, undo_count);
-		bool in_rest = off >= h->clients_off && off + 8 <= a->size;
+				 off <= offsetof(struct arena_header, undo_count) - 8;
+		bool in_rest = off >= a->clients_off && off <= a->size - 8;
 		if (off % 8 || !(in_header || in_rest))
 			continue;
 		*(uint64_t *)(a->base + off) = h->undo[i].old;
@@ -143,12 +143,12 @@ static void tx_abort(tn_arena *a)
 
 static uint64_t data_end(const tn_arena *a)
 {
-	return a->hdr->data_off + a->hdr->data_size;
+	return a->data_off + a->data_size;
 }
 
 bool tn__block_ok(const tn_arena *a, uint64_t off)
 {
-	return off >= a->hdr->data_off && off % TN_ARENA_ALIGNMENT == 0 &&
+	return off >= a->data_off && off % TN_ARENA_ALIGNMENT == 0 &&
 	       off <= data_end(a) - BLOCK_MIN;
 }
 
@@ -161,7 +161,7 @@ bool tn__block_sane(const tn_arena *a, uint64_t off)
 	uint32_t m = tn__block_magic(b);
 	return (m == BLOCK_MAGIC_USED || m == BLOCK_MAGIC_FREE) && b->size >= BLOCK_MIN &&
 	       b->size % TN_ARENA_ALIGNMENT == 0 && b->size <= data_end(a) - off &&
-	       b->prev_size <= off - a->hdr->data_off;
+	       b->prev_size <= off - a->data_off;
 }
 
 static struct free_links *links_at(tn_arena *a, uint64_t off)
@@ -216,7 +216,7 @@ void tn__rebuild_free_lists(tn_arena *a)
 	h->fl_bitmap = 0;
 	memset(h->sl_bitmap, 0, sizeof(h->sl_bitmap));
 	memset(h->bins, 0, sizeof(h->bins));
-	for (uint64_t off = h->data_off; off < data_end(a);) {
+	for (uint64_t off = a->data_off; off < data_end(a);) {
 		if (!tn__block_sane(a, off))
 			break;
 		struct block *b = tn__block_at(a, off);
@@ -580,12 +580,13 @@ int tn__local_release(tn_arena *a, uint64_t block)
 
 struct client_rec *tn__client_at(const tn_arena *a, int slot)
 {
-	return (struct client_rec *)(a->base + a->hdr->clients_off +
+	return (struct client_rec *)(a->base + a->clients_off +
 				     (uint64_t)slot * sizeof(struct client_rec));
 }
 
 /* Field 22 of /proc/PID/stat: when the process started, in clock ticks after boot. With the
- * pid it names one process for good, where the pid alone is reused. 0 when gone. */
+ * pid it names one process for good, where the pid alone is reused. 0 when the process is
+ * gone (ENOENT/ESRCH), UINT64_MAX when it cannot be told (any other failure). */
 uint64_t tn__proc_start_time(int64_t pid)
 {
 	char path[64], buf[1024];
@@ -593,19 +594,25 @@ uint64_t tn__proc_start_time(int64_t pid)
 	snprintf(path, sizeof(path), "/proc/%lld/stat", (long long)pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
+		int e = errno;
 		errno = saved;
-		return 0;
+		return e == ENOENT || e == ESRCH ? 0 : UINT64_MAX;
 	}
 	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	int e = errno;
 	close(fd);
 	errno = saved;
-	if (n <= 0)
-		return 0;
+	if (n < 0)
+		return e == ESRCH ? 0 : UINT64_MAX; /* a zombie's stat reads fine; ESRCH: reaped */
+	if (n == 0)
+		return UINT64_MAX;
 	buf[n] = 0;
 	/* The command name may hold spaces and parentheses: count fields after the last ')'. */
 	char *p = strrchr(buf, ')');
-	if (!p)
-		return 0;
+	if (!p || !p[1] || !p[2])
+		return UINT64_MAX;
+	if (p[2] == 'Z' || p[2] == 'X')
+		return 0; /* dead, not yet reaped by its parent */
 	int field = 2;
 	for (; *p && field < 22; p++)
 		if (*p == ' ')
@@ -618,7 +625,8 @@ bool tn__client_alive(const struct client_rec *c)
 	if ((uint32_t)c->state_gen != CLIENT_ATTACHED || c->pid <= 0)
 		return false;
 	uint64_t st = tn__proc_start_time(c->pid);
-	return st && st == c->start_time;
+	/* Unknown (no /proc, hidepid, out of descriptors...): alive, never reclaimed on doubt. */
+	return st == UINT64_MAX || (st && st == c->start_time);
 }
 
 static int take_slot(tn_arena *a)
@@ -629,7 +637,7 @@ static int take_slot(tn_arena *a)
 		return r;
 	int slot = -1;
 	for (int pass = 0; pass < 2 && slot < 0; pass++) {
-		for (int i = 0; i < (int)h->max_clients; i++) {
+		for (int i = 0; i < (int)a->max_clients; i++) {
 			struct client_rec *c = tn__client_at(a, i);
 			if ((uint32_t)c->state_gen == CLIENT_FREE) {
 				slot = i;
@@ -638,14 +646,14 @@ static int take_slot(tn_arena *a)
 		}
 		/* All taken: reclaim the slots of processes that are gone, then look again. */
 		if (slot < 0 && pass == 0)
-			for (int i = 0; i < (int)h->max_clients; i++)
+			for (int i = 0; i < (int)a->max_clients; i++)
 				if (!tn__client_alive(tn__client_at(a, i)))
 					tn__reclaim_locked(a, i);
 	}
 	if (slot < 0) {
 		tn__arena_unlock(a);
 		return tn__error(TN_EBUSY, "arena %s: all %u client slots are taken", a->path,
-				 h->max_clients);
+				 a->max_clients);
 	}
 	struct client_rec *c = tn__client_at(a, slot);
 	tn__tx_set(a, &h->client_gen, h->client_gen + 1);
@@ -666,9 +674,9 @@ static int take_slot(tn_arena *a)
 static int block_request(tn_arena *a, size_t nbytes, uint64_t *ret_need, uint64_t *ret_align,
 			 const char *fn)
 {
-	if (nbytes > a->hdr->data_size)
+	if (nbytes > a->data_size)
 		return tn__error(TN_ENOMEM, "%s: %zu bytes exceed the arena's heap of %" PRIu64
-				 " bytes", fn, nbytes, a->hdr->data_size);
+				 " bytes", fn, nbytes, a->data_size);
 	*ret_align = nbytes >= ARENA_DATA_ALIGN		? ARENA_DATA_ALIGN
 		     : nbytes >= ((uint64_t)64 << 10) ? 4096
 						       : TN_ARENA_ALIGNMENT;
@@ -738,7 +746,7 @@ uint64_t tn__block_of(const tn_arena *a, const void *ptr)
 		off = (uint64_t)(p - a->ro);
 	else
 		return 0;
-	if (off < a->hdr->data_off + BLOCK_HDR || off % TN_ARENA_ALIGNMENT)
+	if (off < a->data_off + BLOCK_HDR || off % TN_ARENA_ALIGNMENT)
 		return 0;
 	return off - BLOCK_HDR;
 }
@@ -1302,6 +1310,9 @@ int tn__arena_validate(const tn_arena *a, const char *fn)
 		bad = "data region";
 	else if (h->numa_policy > TN_NUMA_LOCAL || h->backing > TN_ARENA_BACKING_FILE)
 		bad = "placement";
+	else if (h->page_size < 4096 || h->page_size > ((uint64_t)1 << 30) ||
+		 (h->page_size & (h->page_size - 1)) || h->data_off % h->page_size)
+		bad = "page size";
 	if (bad)
 		return tn__error(TN_EINVAL, "%s: %s has a damaged header (%s)", fn, a->path, bad);
 	return 0;
@@ -1385,7 +1396,15 @@ static int map_file(tn_arena *a, const char *fn, bool fresh)
 		if (r)
 			return r;
 	}
-	a->data_off = a->hdr->data_off; /* validated: the fast paths read the handle only */
+	const struct arena_header *h = a->hdr; /* validated */
+	a->clients_off = h->clients_off;
+	a->dir_off = h->dir_off;
+	a->data_off = h->data_off;
+	a->data_size = h->data_size;
+	a->page_size = h->page_size;
+	a->max_names = h->max_names;
+	a->max_clients = h->max_clients;
+	a->dir_slots = h->dir_slots;
 	p = map_aligned(a->fd, a->size, PROT_READ);
 	if (p == MAP_FAILED) {
 		errno = saved;
@@ -1656,7 +1675,7 @@ TN_EXPORT int tn_arena_destroy(const char *name, const char *dir, unsigned flags
 		if (r == 0) {
 			int busy = 0, pid = getpid();
 			if (tn__arena_lock(a) == 0) {
-				for (int i = 0; i < (int)a->hdr->max_clients; i++) {
+				for (int i = 0; i < (int)a->max_clients; i++) {
 					struct client_rec *c = tn__client_at(a, i);
 					if (i != a->slot && c->pid != pid && tn__client_alive(c))
 						busy++;
@@ -1712,7 +1731,7 @@ TN_EXPORT int tn_arena_place(tn_arena *a, void *ptr, enum tn_numa_policy policy,
 		return tn__error(TN_ERANGE, "%s: node mask 0x%" PRIx64 " names nodes this machine "
 				 "lacks (it has %d)", fn, nodes, count);
 	uint64_t start = off + BLOCK_HDR, len = tn__block_at(a, off)->size - BLOCK_HDR;
-	uint64_t page = a->hdr->page_size;
+	uint64_t page = a->page_size;
 	if (start % page || len % page)
 		return tn__error(TN_EINVAL, "%s: the block at %p (%" PRIu64 " bytes) shares pages "
 				 "with other blocks; blocks of 64 KiB or more can be placed", fn, ptr,
@@ -1736,15 +1755,15 @@ TN_EXPORT int64_t tn_arena_residency(tn_arena *a, uint64_t *ret_pages, int nnode
 				 (void *)ret_pages);
 	/* move_pages sees only pages mapped into this process: map them all first (the file's
 	 * pages all exist since fallocate, so this allocates nothing). */
-	uint8_t *data = a->base + a->hdr->data_off;
+	uint8_t *data = a->base + a->data_off;
 	int saved = errno;
 #ifdef MADV_POPULATE_READ
-	if (madvise(data, a->hdr->data_size, MADV_POPULATE_READ) != 0)
+	if (madvise(data, a->data_size, MADV_POPULATE_READ) != 0)
 #endif
-		for (uint64_t i = 0; i < a->hdr->data_size; i += a->hdr->page_size)
+		for (uint64_t i = 0; i < a->data_size; i += a->page_size)
 			(void)*(volatile uint8_t *)(data + i);
 	errno = saved;
-	int64_t n = tn__numa_residency(data, a->hdr->data_size, a->hdr->page_size, ret_pages,
+	int64_t n = tn__numa_residency(data, a->data_size, a->page_size, ret_pages,
 				       nnodes);
 	if (n < 0)
 		return tn__error(TN_EIO, "%s: move_pages: %s", fn, strerror((int)-n));

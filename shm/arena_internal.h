@@ -171,7 +171,10 @@ struct tn_arena {
 	uint8_t *base;     /* read-write mapping */
 	uint8_t *ro;       /* read-only mapping of the same file */
 	uint64_t size;
-	uint64_t data_off; /* the header's, copied once validated */
+	/* The header's geometry, copied once validated: never read again from the shared
+	 * file, where another process (or damage) could change it under us. */
+	uint64_t clients_off, dir_off, data_off, data_size, page_size, max_names;
+	uint32_t max_clients, dir_slots;
 	struct arena_header *hdr;
 	tn_allocator allocator;
 	pthread_mutex_t local_lock; /* guards the holds table */

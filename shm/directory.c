@@ -16,7 +16,7 @@
 
 struct dir_entry *tn__entry_at(const tn_arena *a, uint32_t index)
 {
-	return (struct dir_entry *)(a->base + a->hdr->dir_off +
+	return (struct dir_entry *)(a->base + a->dir_off +
 				    (uint64_t)index * sizeof(struct dir_entry));
 }
 
@@ -64,7 +64,7 @@ static uint32_t entry_gen(const struct dir_entry *e)
 static int64_t probe(const tn_arena *a, const char *name, size_t len, uint64_t hash,
 		     int64_t *ret_free)
 {
-	uint32_t mask = a->hdr->dir_slots - 1;
+	uint32_t mask = a->dir_slots - 1;
 	int64_t first_free = -1;
 	for (uint32_t k = 0, i = (uint32_t)hash & mask; k <= mask; k++, i = (i + 1) & mask) {
 		const struct dir_entry *e = tn__entry_at(a, i);
@@ -171,7 +171,7 @@ static int unpin(tn_arena *a, const struct dir_entry *e)
 static void entry_delete(tn_arena *a, uint32_t index)
 {
 	struct arena_header *h = a->hdr;
-	uint32_t mask = h->dir_slots - 1;
+	uint32_t mask = a->dir_slots - 1;
 	struct dir_entry *e = tn__entry_at(a, index);
 	uint64_t gen = e->state_gen >> 32 << 32;
 	if (entry_state(tn__entry_at(a, (index + 1) & mask)) != ENTRY_EMPTY) {
@@ -213,9 +213,9 @@ TN_EXPORT int tn_arena_publish(tn_arena *a, const char *name, const tn_tensor *t
 				 fn, name, ndim, TN_ARENA_MAX_DIMS);
 	uint64_t block = 0;
 	const uint8_t *data = s->data;
-	if (data && data >= a->base + a->hdr->data_off + BLOCK_HDR && data < a->base + a->size)
+	if (data && data >= a->base + a->data_off + BLOCK_HDR && data < a->base + a->size)
 		block = (uint64_t)(data - a->base) - BLOCK_HDR;
-	else if (data && data >= a->ro + a->hdr->data_off + BLOCK_HDR && data < a->ro + a->size)
+	else if (data && data >= a->ro + a->data_off + BLOCK_HDR && data < a->ro + a->size)
 		block = (uint64_t)(data - a->ro) - BLOCK_HDR;
 	if (!block || block % TN_ARENA_ALIGNMENT)
 		return tn__error(TN_EINVAL, "%s: the storage of '%s' is not a block of arena %s "
@@ -282,9 +282,9 @@ TN_EXPORT int tn_arena_publish(tn_arena *a, const char *name, const tn_tensor *t
 				tn__tx_set(a, &dst[i], src[i]);
 		tn__tx_set(a, &e->state_gen, body.state_gen);
 	} else {
-		if (free_slot < 0 || h->names >= h->max_names) {
+		if (free_slot < 0 || h->names >= a->max_names) {
 			r = tn__error(TN_ENOSPC, "%s: the directory of arena %s is full (%" PRIu64
-				      " names)", fn, a->path, h->max_names);
+				      " names)", fn, a->path, a->max_names);
 			goto out;
 		}
 		index = (uint32_t)free_slot;
@@ -358,7 +358,7 @@ static int lookup(tn_arena *a, const char *name, const tn_arena_handle *handle,
 		e = tn__entry_at(a, index);
 	} else {
 		index = handle->index;
-		e = index < a->hdr->dir_slots ? tn__entry_at(a, index) : NULL;
+		e = index < a->dir_slots ? tn__entry_at(a, index) : NULL;
 		if (!e || entry_state(e) != ENTRY_USED || entry_gen(e) != handle->generation) {
 			r = tn__error(TN_ESTALE, "%s: handle {%u, %u} of arena %s is stale: the name "
 				      "was unpublished or replaced since", fn, handle->index,
@@ -516,14 +516,14 @@ TN_EXPORT int tn_arena_list(tn_arena *a, const char *prefix, tn_arena_entry **re
 	int r = tn__arena_lock(a);
 	if (r)
 		return r;
-	size_t cap = a->hdr->names < a->hdr->max_names ? (size_t)a->hdr->names : a->hdr->max_names;
+	size_t cap = a->hdr->names < a->max_names ? (size_t)a->hdr->names : a->max_names;
 	tn_arena_entry *out = cap ? malloc(cap * sizeof(*out)) : NULL;
 	size_t n = 0;
 	if (cap && !out) {
 		tn__arena_unlock(a);
 		return tn__error(TN_ENOMEM, "%s: out of memory for %zu entries", fn, cap);
 	}
-	for (uint32_t i = 0; i < a->hdr->dir_slots && n < cap; i++) {
+	for (uint32_t i = 0; i < a->dir_slots && n < cap; i++) {
 		struct dir_entry *e = tn__entry_at(a, i);
 		if (entry_state(e) != ENTRY_USED || e->name_len < plen ||
 		    (plen && memcmp(e->name, prefix, plen)) || entry_check(a, e, fn))
