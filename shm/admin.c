@@ -70,7 +70,7 @@ int tn__reclaim_locked(tn_arena *a, int slot)
 TN_EXPORT int tn_arena_reclaim(tn_arena *a, int slot)
 {
 	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "tn_arena_reclaim: not an arena handle");
+		return tn__error(TN_EBADF, "tn_arena_reclaim: not an arena handle of this process");
 	if (slot < 0 || slot >= (int)a->max_clients)
 		return tn__error(TN_EINVAL, "tn_arena_reclaim: slot %d outside [0, %u)", slot,
 				 a->max_clients);
@@ -93,7 +93,7 @@ TN_EXPORT int tn_arena_reclaim(tn_arena *a, int slot)
 TN_EXPORT int tn_arena_reclaim_dead(tn_arena *a)
 {
 	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "tn_arena_reclaim_dead: not an arena handle");
+		return tn__error(TN_EBADF, "tn_arena_reclaim_dead: not an arena handle of this process");
 	int r = tn__arena_lock(a), n = 0;
 	if (r)
 		return r;
@@ -135,7 +135,7 @@ uint64_t tn__largest_free(const tn_arena *a)
 TN_EXPORT int tn_arena_stat(tn_arena *a, tn_arena_stats *ret)
 {
 	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "tn_arena_stat: not an arena handle");
+		return tn__error(TN_EBADF, "tn_arena_stat: not an arena handle of this process");
 	if (!ret)
 		return tn__error(TN_EINVAL, "tn_arena_stat: NULL ret_stats");
 	int r = tn__arena_lock(a);
@@ -171,7 +171,7 @@ TN_EXPORT int tn_arena_stat(tn_arena *a, tn_arena_stats *ret)
 TN_EXPORT int tn_arena_clients(tn_arena *a, tn_arena_client *ret, size_t capacity)
 {
 	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "tn_arena_clients: not an arena handle");
+		return tn__error(TN_EBADF, "tn_arena_clients: not an arena handle of this process");
 	if (!ret && capacity)
 		return tn__error(TN_EINVAL, "tn_arena_clients: NULL ret_clients");
 	uint64_t blocks[TN_ARENA_MAX_CLIENTS] = { 0 }, bytes[TN_ARENA_MAX_CLIENTS] = { 0 };
@@ -439,7 +439,7 @@ static int fsck_heap(struct fsck *f)
 TN_EXPORT int tn_arena_fsck(tn_arena *a, unsigned flags, tn_arena_fsck_report *ret_report)
 {
 	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "tn_arena_fsck: not an arena handle");
+		return tn__error(TN_EBADF, "tn_arena_fsck: not an arena handle of this process");
 	if (flags & ~TN_ARENA_FSCK_REPAIR)
 		return tn__error(TN_EINVAL, "tn_arena_fsck: unknown flags 0x%x", flags);
 	struct fsck f = { .a = a, .repair = flags & TN_ARENA_FSCK_REPAIR };

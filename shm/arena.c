@@ -321,6 +321,16 @@ bool tn__hold_has(const struct block *b, int slot)
 	return b->holders[slot / 64] >> (slot % 64) & 1;
 }
 
+bool tn__held_by_others(const tn_arena *a, const struct block *b)
+{
+	for (int i = 0; i < HOLD_WORDS; i++) {
+		uint64_t mine = i == a->slot / 64 ? UINT64_C(1) << (a->slot % 64) : 0;
+		if (b->holders[i] & ~mine)
+			return true;
+	}
+	return false;
+}
+
 bool tn__holds_none(const struct block *b)
 {
 	for (int i = 0; i < HOLD_WORDS; i++)
@@ -539,6 +549,9 @@ int tn__local_release(tn_arena *a, uint64_t block)
 {
 	int r = 0;
 	bool last = false;
+
+	if (!tn__arena_ok(a))
+		return TN_EBADF; /* a storage inherited across fork(): the parent's hold */
 
 	pthread_mutex_lock(&a->local_lock);
 	struct local_hold *rec = tn__local_find(a, block);
@@ -907,7 +920,7 @@ TN_EXPORT int tn_arena_alloc(tn_arena *a, size_t nbytes, void **ret_ptr)
 	int r;
 
 	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
+		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
 	if (!ret_ptr || !nbytes)
 		return tn__error(TN_EINVAL, "%s: %s", fn, ret_ptr ? "0 bytes" : "NULL ret_ptr");
 	struct tcache *tc = tls_tcache;
@@ -966,7 +979,7 @@ TN_EXPORT int tn_arena_free(tn_arena *a, void *ptr)
 {
 	static const char fn[] = "tn_arena_free";
 	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
+		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
 	/* The fast path: a small raw block into the thread's cache. */
 	uint64_t off = (uint64_t)((const uint8_t *)ptr - a->base) - BLOCK_HDR;
 	struct tcache *tc = tls_tcache;
@@ -1003,7 +1016,7 @@ TN_EXPORT int tn_arena_free(tn_arena *a, void *ptr)
 TN_EXPORT int64_t tn_arena_trim(tn_arena *a)
 {
 	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "tn_arena_trim: not an arena handle");
+		return tn__error(TN_EBADF, "tn_arena_trim: not an arena handle of this process");
 	struct tcache *tc = tls_tcache;
 	if (!tc || atomic_load_explicit(&tc->arena, memory_order_relaxed) != a)
 		return 0;
@@ -1045,7 +1058,7 @@ static void current_init(void)
 TN_EXPORT int tn_arena_use(tn_arena *a)
 {
 	if (a && !tn__arena_ok(a))
-		return tn__error(TN_EBADF, "tn_arena_use: not an arena handle");
+		return tn__error(TN_EBADF, "tn_arena_use: not an arena handle of this process");
 	pthread_once(&current_once, current_init);
 	tn_arena *old = pthread_getspecific(current_key);
 	if (old == a)
@@ -1357,11 +1370,33 @@ static void destroy_handle(tn_arena *a)
 	tn__handle_free(a);
 }
 
+_Atomic unsigned tn__arena_fork_gen;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* In the child of a fork(): the parent's handles are refused from now on, and the thread
+ * cache (blocks held by the parent's slot) is forgotten. */
+static void atfork_child(void)
+{
+	atomic_fetch_add_explicit(&tn__arena_fork_gen, 1, memory_order_relaxed);
+	struct tcache *tc = tls_tcache;
+	if (tc) {
+		atomic_store_explicit(&tc->arena, NULL, memory_order_relaxed);
+		memset(tc->n, 0, sizeof(tc->n));
+	}
+}
+
+static void atfork_init(void)
+{
+	pthread_atfork(NULL, NULL, atfork_child);
+}
+
 static tn_arena *new_handle(void)
 {
+	pthread_once(&atfork_once, atfork_init);
 	tn_arena *a = tn__handle_alloc(sizeof(*a), TN_MAGIC_ARENA);
 	if (!a)
 		return NULL;
+	a->fork_gen = atomic_load_explicit(&tn__arena_fork_gen, memory_order_relaxed);
 	a->fd = -1;
 	a->slot = -1;
 	atomic_init(&a->refcount, 1);
@@ -1718,7 +1753,7 @@ TN_EXPORT int tn_arena_place(tn_arena *a, void *ptr, enum tn_numa_policy policy,
 {
 	static const char fn[] = "tn_arena_place";
 	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
+		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
 	uint64_t off = tn__block_of(a, ptr);
 	if (!off || !tn__block_sane(a, off) ||
 	    tn__block_magic(tn__block_at(a, off)) != BLOCK_MAGIC_USED)
@@ -1749,7 +1784,7 @@ TN_EXPORT int64_t tn_arena_residency(tn_arena *a, uint64_t *ret_pages, int nnode
 {
 	static const char fn[] = "tn_arena_residency";
 	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
+		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
 	if (nnodes < 0 || (nnodes && !ret_pages))
 		return tn__error(TN_EINVAL, "%s: %d nodes, ret_pages %p", fn, nnodes,
 				 (void *)ret_pages);

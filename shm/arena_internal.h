@@ -166,6 +166,7 @@ struct local_hold {
 struct tn_arena {
 	uint32_t magic;
 	_Atomic int64_t refcount;
+	unsigned fork_gen; /* tn__arena_fork_gen when made */
 	int fd;
 	int slot;
 	uint8_t *base;     /* read-write mapping */
@@ -195,10 +196,15 @@ int tn__arena_validate(const tn_arena *a, const char *fn);
 /* Rebuild the free lists and bitmaps from the block headers (under the lock). */
 void tn__rebuild_free_lists(tn_arena *a);
 void tn__insert_free(tn_arena *a, uint64_t off);
-/* Whether @a is a live arena handle of this process. */
+/* Bumped in the child of every fork(): handles made before belong to the parent, whose
+ * slot their holds carry, and are refused in the child. */
+extern _Atomic unsigned tn__arena_fork_gen;
+
+/* Whether @a is a live arena handle of this process (not one inherited across fork()). */
 static inline bool tn__arena_ok(const tn_arena *a)
 {
-	return tn__handle_is(a, TN_MAGIC_ARENA);
+	return tn__handle_is(a, TN_MAGIC_ARENA) &&
+	       a->fork_gen == atomic_load_explicit(&tn__arena_fork_gen, memory_order_relaxed);
 }
 
 static inline struct block *tn__block_at(const tn_arena *a, uint64_t off)
@@ -217,6 +223,8 @@ uint64_t tn__block_of(const tn_arena *a, const void *ptr);
 void tn__hold_set(tn_arena *a, struct block *b, int slot, bool on);
 bool tn__hold_has(const struct block *b, int slot);
 bool tn__holds_none(const struct block *b);
+/* Whether a slot other than this process's holds @b. */
+bool tn__held_by_others(const tn_arena *a, const struct block *b);
 /* Register one more local use of @block; takes a hold (and an arena reference) on 0 -> 1.
  * Called with local_lock held. Returns the record or NULL on ENOMEM. */
 struct local_hold *tn__local_find(tn_arena *a, uint64_t block);

@@ -199,7 +199,7 @@ TN_EXPORT int tn_arena_publish(tn_arena *a, const char *name, const tn_tensor *t
 	int r;
 
 	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
+		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
 	if ((r = check_name(name, fn, &len)))
 		return r;
 	if (flags & ~(TN_ARENA_SEAL | TN_ARENA_REPLACE))
@@ -255,7 +255,17 @@ TN_EXPORT int tn_arena_publish(tn_arena *a, const char *name, const tn_tensor *t
 	int64_t free_slot;
 	int64_t found = probe(a, name, len, body.hash, &free_slot);
 	uint32_t index;
-	uint32_t eflags = flags & TN_ARENA_SEAL ? TN_ARENA_ENTRY_SEALED : 0;
+	/* A sealed block stays sealed under every name; so do the bytes of a read-only
+	 * storage (a sealed tensor this process looked up). */
+	uint32_t eflags = (flags & TN_ARENA_SEAL) || (b->magic_flags >> 32 & BLOCK_FLAG_SEALED) ||
+					  s->readonly
+				  ? TN_ARENA_ENTRY_SEALED
+				  : 0;
+	if (eflags && !(b->magic_flags >> 32 & BLOCK_FLAG_SEALED) && tn__held_by_others(a, b)) {
+		r = tn__error(TN_EBUSY, "%s: cannot seal '%s': other processes hold its block and "
+			      "may write to it (seal before sharing)", fn, name);
+		goto out;
+	}
 	body.block_gen_flags = (uint32_t)b->gen_pins | (uint64_t)eflags << 32;
 	if (found >= 0) {
 		struct dir_entry *e = tn__entry_at(a, (uint32_t)found);
@@ -330,7 +340,7 @@ static int lookup(tn_arena *a, const char *name, const tn_arena_handle *handle,
 	int r;
 
 	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
+		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
 	if (!ret_tensor)
 		return tn__error(TN_EINVAL, "%s: NULL ret_tensor", fn);
 	if (name && (r = check_name(name, fn, &len)))
@@ -371,11 +381,14 @@ static int lookup(tn_arena *a, const char *name, const tn_arena_handle *handle,
 	tn_arena_entry info;
 	entry_to_public(a, index, e, &info);
 	uint64_t block = e->block;
-	tn__hold_set(a, tn__block_at(a, block), a->slot, true);
+	struct block *b = tn__block_at(a, block);
+	/* Sealed by this name or by another one over the same block. */
+	bool sealed = (info.flags & TN_ARENA_ENTRY_SEALED) ||
+		      (b->magic_flags >> 32 & BLOCK_FLAG_SEALED);
+	tn__hold_set(a, b, a->slot, true);
 	tn__tx_commit(a);
 	tn__arena_unlock(a);
 
-	bool sealed = info.flags & TN_ARENA_ENTRY_SEALED;
 	struct local_hold *rec = tn__local_find(a, block);
 	if (!rec)
 		rec = tn__local_insert(a, block); /* cannot fail: room was reserved */
@@ -393,10 +406,9 @@ static int lookup(tn_arena *a, const char *name, const tn_arena_handle *handle,
 			return r;
 		}
 		s->readonly = sealed;
-		if (sealed)
-			rec->weak_ro = tn_storage_weak_ref(s);
-		else
-			rec->weak_rw = tn_storage_weak_ref(s);
+		tn_storage **weak = sealed ? &rec->weak_ro : &rec->weak_rw;
+		tn_storage_weak_unref(*weak); /* one that died since the prune */
+		*weak = tn_storage_weak_ref(s);
 	}
 	pthread_mutex_unlock(&a->local_lock);
 	r = tn_tensor_new(s, info.storage_offset, info.ndim, info.sizes, info.strides, info.dtype,
@@ -432,7 +444,7 @@ static int find_locked(tn_arena *a, const char *name, const char *fn, uint32_t *
 	size_t len;
 	int r;
 	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
+		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
 	if ((r = check_name(name, fn, &len)) || (r = tn__arena_lock(a)))
 		return r;
 	int64_t i = probe(a, name, len, fnv1a(name, len), NULL);
@@ -471,6 +483,11 @@ TN_EXPORT int tn_arena_seal(tn_arena *a, const char *name)
 	}
 	uint64_t block = e->block;
 	struct block *b = tn__block_at(a, block);
+	if (!(b->magic_flags >> 32 & BLOCK_FLAG_SEALED) && tn__held_by_others(a, b)) {
+		tn__arena_unlock(a);
+		return tn__error(TN_EBUSY, "tn_arena_seal: cannot seal '%s': other processes hold "
+				 "its block and may write to it (seal before sharing)", name);
+	}
 	tn__tx_set(a, &e->block_gen_flags, e->block_gen_flags | (uint64_t)TN_ARENA_ENTRY_SEALED << 32);
 	tn__tx_set(a, &b->magic_flags, b->magic_flags | (uint64_t)BLOCK_FLAG_SEALED << 32);
 	tn__tx_commit(a);
@@ -509,7 +526,7 @@ TN_EXPORT int tn_arena_list(tn_arena *a, const char *prefix, tn_arena_entry **re
 {
 	static const char fn[] = "tn_arena_list";
 	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "%s: not an arena handle", fn);
+		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
 	if (!ret_entries || !ret_count)
 		return tn__error(TN_EINVAL, "%s: NULL ret_entries or ret_count", fn);
 	size_t plen = prefix ? strlen(prefix) : 0;

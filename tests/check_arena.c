@@ -428,7 +428,56 @@ START_TEST(test_thread_cache)
 	ck_assert_tn_ok(tn_arena_free(a, big));
 	ck_assert_int_eq(tn_arena_trim(a), 128);
 	assert_clean(a);
-	ck_assert_tn_error(tn_arena_trim(NULL), TN_EBADF, "tn_arena_trim: not an arena handle");
+	ck_assert_tn_error(tn_arena_trim(NULL), TN_EBADF, "tn_arena_trim: not an arena handle of this process");
+	tn_arena_unref(a);
+}
+END_TEST
+
+/* A child of fork() does not inherit the parent's attachment: the parent's handles are
+ * refused, letting go of inherited storages leaves the parent's holds alone, and the child
+ * opens the arena for itself (a slot, holds and a thread cache of its own). */
+START_TEST(test_fork)
+{
+	tn_arena *a = make("fork", 8 << 20);
+	void *p, *q;
+	int64_t sz[] = { 64 };
+	tn_tensor *t = arena_tensor(a, 1, sz, TN_INT32);
+	int32_t *d = tn_tensor_data(t);
+	for (int i = 0; i < 64; i++)
+		d[i] = i;
+	ck_assert_tn_ok(tn_arena_alloc(a, 64, &p));
+	ck_assert_tn_ok(tn_arena_free(a, p)); /* now in this thread's cache */
+	uint64_t blocks = stats(a).blocks;
+	pid_t pid = fork();
+	if (pid == 0) {
+		tn_arena *b;
+		void *c;
+		if (tn_arena_alloc(a, 64, &c) != TN_EBADF || !strstr(tn_last_error(), "this process"))
+			_exit(10);
+		tn_tensor_unref(t); /* the parent's hold stays */
+		tn_arena_unref(a);
+		if (tn_arena_open("fork", dir, &b) || tn_arena_slot(b) == tn_arena_slot(a))
+			_exit(11);
+		if (tn_arena_alloc(b, 64, &c) || c == p)
+			_exit(12);
+		memset(c, 0x5a, 64);
+		if (tn_arena_free(b, c))
+			_exit(13);
+		tn_arena_unref(b);
+		_exit(0);
+	}
+	int st = wait_status(pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status 0x%x", st);
+	ck_assert_uint_eq(stats(a).blocks, blocks);
+	for (int i = 0; i < 64; i++)
+		ck_assert_int_eq(d[i], i);
+	ck_assert_tn_ok(tn_arena_alloc(a, 64, &q));
+	ck_assert_ptr_eq(q, p); /* the cache survived the child */
+	ck_assert_tn_ok(tn_arena_free(a, q));
+	tn_tensor_unref(t);
+	tn_arena_trim(a);
+	ck_assert_uint_eq(stats(a).blocks, 0);
+	assert_clean(a);
 	tn_arena_unref(a);
 }
 END_TEST
@@ -774,6 +823,71 @@ START_TEST(test_factories_in_arena)
 	ck_assert_tn_ok(tn_arena_unpublish(a, "z"));
 	ck_assert_tn_ok(tn_arena_unpublish(a, "sum"));
 	ck_assert_uint_eq(stats(a).blocks, 0);
+	assert_clean(a);
+	tn_arena_unref(a);
+}
+END_TEST
+
+/* A seal cannot be side-stepped: another name over the same bytes is sealed too, and a tensor
+ * that other processes may already write through cannot be sealed. */
+START_TEST(test_seal_rules)
+{
+	tn_arena *a = make("sealrules", 16 << 20);
+	int64_t sz[] = { 16 };
+	tn_tensor *t = arena_tensor(a, 1, sz, TN_INT32), *u = arena_tensor(a, 1, sz, TN_INT32);
+	ck_assert_tn_ok(tn_fill_(t, tn_scalar_int(7)));
+	ck_assert_tn_ok(tn_arena_publish(a, "w", t, TN_ARENA_SEAL, NULL));
+	ck_assert_tn_ok(tn_arena_publish(a, "alias", t, 0, NULL));
+	tn_arena_entry e;
+	ck_assert_tn_ok(tn_arena_info(a, "alias", &e));
+	ck_assert_uint_eq(e.flags & TN_ARENA_ENTRY_SEALED, TN_ARENA_ENTRY_SEALED);
+	pid_t pid = fork();
+	if (pid == 0) {
+		tn_arena *b;
+		tn_tensor *x;
+		if (tn_arena_open("sealrules", dir, &b) || tn_arena_lookup(b, "alias", &x, NULL))
+			_exit(10);
+		signal(SIGSEGV, SIG_DFL);
+		((volatile int32_t *)tn_tensor_data(x))[0] = 42;
+		_exit(11);
+	}
+	int st = wait_status(pid);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "status 0x%x", st);
+	ck_assert_int_eq(((int32_t *)tn_tensor_data(t))[0], 7);
+	ck_assert_int_eq(tn_arena_reclaim_dead(a), 1);
+
+	/* "u" is looked up (writable) by a live child: sealing it now is refused. */
+	ck_assert_tn_ok(tn_arena_publish(a, "u", u, 0, NULL));
+	int go[2], done[2];
+	ck_assert_int_eq(pipe(go), 0);
+	ck_assert_int_eq(pipe(done), 0);
+	pid = fork();
+	if (pid == 0) {
+		tn_arena *b;
+		tn_tensor *x;
+		char c;
+		if (tn_arena_open("sealrules", dir, &b) || tn_arena_lookup(b, "u", &x, NULL))
+			_exit(10);
+		if (write(go[1], "x", 1) != 1 || read(done[0], &c, 1) != 1)
+			_exit(11);
+		_exit(0);
+	}
+	char c;
+	ck_assert_int_eq(read(go[0], &c, 1), 1);
+	ck_assert_tn_error_has(tn_arena_seal(a, "u"), TN_EBUSY, "other processes hold");
+	ck_assert_tn_error_has(tn_arena_publish(a, "u2", u, TN_ARENA_SEAL, NULL), TN_EBUSY,
+			       "seal before sharing");
+	ck_assert_int_eq(write(done[1], "x", 1), 1);
+	st = wait_status(pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);
+	ck_assert_int_eq(tn_arena_reclaim_dead(a), 1);
+	ck_assert_tn_ok(tn_arena_seal(a, "u"));
+	for (int i = 0; i < 2; i++) {
+		close(go[i]);
+		close(done[i]);
+	}
+	tn_tensor_unref(t);
+	tn_tensor_unref(u);
 	assert_clean(a);
 	tn_arena_unref(a);
 }
@@ -1496,11 +1610,13 @@ static Suite *arena_suite(void)
 	tcase_add_test(tc, test_alloc_free);
 	tcase_add_test(tc, test_alloc_random);
 	tcase_add_test(tc, test_thread_cache);
+	tcase_add_test(tc, test_fork);
 	tcase_add_test(tc, test_publish_lookup);
 	tcase_add_test(tc, test_list);
 	tcase_add_test(tc, test_directory_churn);
 	tcase_add_test(tc, test_lookup_once);
 	tcase_add_test(tc, test_seal);
+	tcase_add_test(tc, test_seal_rules);
 	tcase_add_test(tc, test_factories_in_arena);
 	tcase_add_test(tc, test_no_syscalls);
 	tcase_add_loop_test(tc, test_crash_every_point, 0, 5);
