@@ -400,16 +400,25 @@ static int fsck_heap(struct fsck *f)
 			bool bit = h->sl_bitmap[fl] >> sl & 1;
 			if (bit != (off != 0) || (off && !(h->fl_bitmap >> fl & 1)))
 				lists_bad = true;
-			for (; off && !lists_bad; off = ((struct free_links *)(a->base + off +
-									      BLOCK_HDR))->next) {
-				struct block *b = tn__block_at(a, off);
-				unsigned bfl = 63u - (unsigned)__builtin_clzll(b->size);
-				if (!tn__block_sane(a, off) || tn__block_magic(b) != BLOCK_MAGIC_FREE ||
-				    bfl != fl || ((b->size >> (bfl - SL_LOG)) & (SL_COUNT - 1)) != sl ||
-				    ((struct free_links *)(a->base + off + BLOCK_HDR))->prev != prev ||
-				    ++listed > free_blocks)
+			while (off && !lists_bad) {
+				/* Nothing of a block is read before it is known to be one, and the
+				 * walk stops at the first bad link or past the free-block count. */
+				if (!tn__block_sane(a, off)) {
 					lists_bad = true;
+					break;
+				}
+				struct block *b = tn__block_at(a, off);
+				const struct free_links *l = (const struct free_links *)(a->base + off +
+											   BLOCK_HDR);
+				unsigned bfl = 63u - (unsigned)__builtin_clzll(b->size);
+				if (tn__block_magic(b) != BLOCK_MAGIC_FREE || bfl != fl ||
+				    ((b->size >> (bfl - SL_LOG)) & (SL_COUNT - 1)) != sl ||
+				    l->prev != prev || ++listed > free_blocks) {
+					lists_bad = true;
+					break;
+				}
 				prev = off;
+				off = l->next;
 			}
 		}
 	}
@@ -448,6 +457,14 @@ TN_EXPORT int tn_arena_fsck(tn_arena *a, unsigned flags, tn_arena_fsck_report *r
 		return r;
 	if ((r = tn__arena_lock(a)))
 		return r;
+	/* Outside a change the undo log is empty (taking the lock rolled back a dead holder's). */
+	uint64_t pending = atomic_load_explicit(&a->hdr->undo_count, memory_order_acquire);
+	if (pending) {
+		problem(&f, f.repair, "the undo log holds %" PRIu64 " records outside a change",
+			pending);
+		if (f.repair)
+			atomic_store_explicit(&a->hdr->undo_count, 0, memory_order_release);
+	}
 	/* Clients whose process is gone. */
 	uint64_t clients = 0;
 	for (int i = 0; i < (int)a->max_clients; i++) {
@@ -458,10 +475,8 @@ TN_EXPORT int tn_arena_fsck(tn_arena *a, unsigned flags, tn_arena_fsck_report *r
 			f.rep.dead_clients++;
 			problem(&f, f.repair, "slot %d belongs to process %lld, which is gone", i,
 				(long long)c->pid);
-			if (f.repair && tn__reclaim_locked(a, i) < 0)
-				break;
-			if (f.repair)
-				continue;
+			if (f.repair && tn__reclaim_locked(a, i) >= 0)
+				continue; /* reclaimed: no longer attached */
 		}
 		clients++;
 	}

@@ -171,7 +171,9 @@ static struct free_links *links_at(tn_arena *a, uint64_t off)
 
 static void mapping(uint64_t size, unsigned *fl, unsigned *sl)
 {
-	unsigned f = 63u - (unsigned)__builtin_clzll(size);
+	unsigned f = 63u - (unsigned)__builtin_clzll(size | 1);
+	if (f >= FL_COUNT)
+		f = FL_COUNT - 1; /* no sane block is this large (arenas stop at 64 TiB) */
 	*fl = f;
 	*sl = (unsigned)(size >> (f - SL_LOG)) & (SL_COUNT - 1);
 }
@@ -1705,18 +1707,22 @@ TN_EXPORT int tn_arena_destroy(const char *name, const char *dir, unsigned flags
 		tn_arena *a;
 		/* Attach to count the live clients; a file that is not an arena may go. */
 		r = tn_arena_open(name, dir, &a);
-		if (r == TN_ENOENT)
+		/* Only an arena known to be idle, or a file that is no arena, goes: a full client
+		 * table (TN_EBUSY) or a broken lock says nothing about who still uses it. */
+		if (r && r != TN_EINVAL)
 			return r;
 		if (r == 0) {
 			int busy = 0, pid = getpid();
-			if (tn__arena_lock(a) == 0) {
-				for (int i = 0; i < (int)a->max_clients; i++) {
-					struct client_rec *c = tn__client_at(a, i);
-					if (i != a->slot && c->pid != pid && tn__client_alive(c))
-						busy++;
-				}
-				tn__arena_unlock(a);
+			if ((r = tn__arena_lock(a))) {
+				tn_arena_unref(a);
+				return r;
 			}
+			for (int i = 0; i < (int)a->max_clients; i++) {
+				struct client_rec *c = tn__client_at(a, i);
+				if (i != a->slot && c->pid != pid && tn__client_alive(c))
+					busy++;
+			}
+			tn__arena_unlock(a);
 			tn_arena_unref(a);
 			if (busy)
 				return tn__error(TN_EBUSY, "%s: %d other processes are attached to "

@@ -92,8 +92,8 @@ static int64_t probe(const tn_arena *a, const char *name, size_t len, uint64_t h
 const char *tn__entry_problem(const tn_arena *a, const struct dir_entry *e)
 {
 	uint32_t dtype = (uint32_t)e->dtype_ndim, ndim = (uint32_t)(e->dtype_ndim >> 32);
-	if (!tn__block_ok(a, e->block))
-		return "block offset";
+	if (!tn__block_sane(a, e->block))
+		return "block offset or header";
 	if ((uint32_t)tn__block_at(a, e->block)->magic_flags != BLOCK_MAGIC_USED)
 		return "block is not allocated";
 	if ((uint32_t)tn__block_at(a, e->block)->gen_pins != (uint32_t)e->block_gen_flags)
@@ -105,18 +105,21 @@ const char *tn__entry_problem(const tn_arena *a, const struct dir_entry *e)
 	if (!e->name_len || e->name_len > TN_ARENA_NAME_MAX || e->storage_offset < 0)
 		return "name or offset";
 	/* The furthest element must lie inside the block. */
-	uint64_t payload = tn__block_at(a, e->block)->size - BLOCK_HDR;
-	__int128 end = e->storage_offset;
+	uint64_t payload = tn__block_at(a, e->block)->size - BLOCK_HDR; /* sane: >= 64 */
+	int64_t end = e->storage_offset, step;
 	bool empty = false;
 	for (uint32_t d = 0; d < ndim; d++) {
 		if (e->sizes[d] < 0 || e->strides[d] < 0)
 			return "sizes or strides";
 		if (e->sizes[d] == 0)
 			empty = true;
-		else
-			end += (__int128)(e->sizes[d] - 1) * e->strides[d];
+		else if (__builtin_mul_overflow(e->sizes[d] - 1, e->strides[d], &step) ||
+			 __builtin_add_overflow(end, step, &end))
+			return "extent overflows";
 	}
-	if (!empty && (end + 1) * (__int128)tn_dtype_size((enum tn_dtype)dtype) > (__int128)payload)
+	uint64_t bytes;
+	if (!empty && (__builtin_mul_overflow((uint64_t)end + 1, tn_dtype_size((enum tn_dtype)dtype),
+					      &bytes) || bytes > payload))
 		return "extent past the block";
 	return NULL;
 }
@@ -155,7 +158,9 @@ static void pins_add(tn_arena *a, struct block *b, int delta)
 /* Drop one pin of the block under @e; free it when nobody holds or names it. */
 static int unpin(tn_arena *a, const struct dir_entry *e)
 {
-	if (!tn__block_ok(a, e->block))
+	/* A damaged entry points at nothing it may change: another name's block, or bytes
+	 * that are no block. Its removal leaves the heap to fsck. */
+	if (tn__entry_problem(a, e))
 		return 0;
 	struct block *b = tn__block_at(a, e->block);
 	if ((uint32_t)b->magic_flags != BLOCK_MAGIC_USED || !(b->gen_pins >> 32))

@@ -1394,6 +1394,111 @@ START_TEST(test_many_processes)
 }
 END_TEST
 
+/* Damage that another process (or a bug) wrote into the shared file: the library refuses it
+ * with an error, never crashes, never writes out of bounds, never spreads it. One case each
+ * for the paths a reviewer found trusting the file. */
+START_TEST(test_hostile_metadata)
+{
+	tn_arena *a = make("hostile", 16 << 20);
+	tn_arena *b;
+	tn_tensor *t1 = arena_tensor(a, 1, (int64_t[]){ 4 }, TN_FLOAT32);
+	tn_tensor *t2 = arena_tensor(a, 1, (int64_t[]){ 4 }, TN_FLOAT32);
+	tn_tensor *x;
+	tn_arena_entry e1, e2;
+	ck_assert_tn_ok(tn_arena_publish(a, "A", t1, 0, NULL));
+	ck_assert_tn_ok(tn_arena_publish(a, "B", t2, 0, NULL));
+	ck_assert_tn_ok(tn_arena_info(a, "A", &e1));
+	ck_assert_tn_ok(tn_arena_info(a, "B", &e2));
+	struct dir_entry *da = tn__entry_at(a, e1.handle.index);
+
+	/* The header's geometry changes after attach: nothing re-reads it. */
+	uint32_t slots = a->hdr->dir_slots;
+	a->hdr->dir_slots = 1u << 31;
+	ck_assert_tn_error_has(tn_arena_lookup(a, "zzzz", &x, NULL), TN_ENOENT, "no tensor 'zzzz'");
+	a->hdr->dir_slots = slots;
+
+	/* An entry whose dims overflow int64 arithmetic is damaged, for info and fsck alike. */
+	struct dir_entry saved = *da;
+	da->dtype_ndim = (uint32_t)TN_FLOAT32 | (uint64_t)3 << 32;
+	for (int d = 0; d < 3; d++)
+		da->sizes[d] = da->strides[d] = INT64_MAX;
+	ck_assert_tn_error_has(tn_arena_info(a, "A", &e1), TN_EIO, "extent overflows");
+	tn_arena_fsck_report rep;
+	ck_assert_int_eq(tn_arena_fsck(a, 0, &rep), TN_EIO);
+	ck_assert_uint_ge(rep.bad_names, 1);
+	*da = saved;
+
+	/* A block whose size is damaged: a lookup refuses it rather than map 1 TiB. */
+	struct block *bb = tn__block_at(a, da->block);
+	uint64_t size = bb->size;
+	bb->size = UINT64_C(1) << 40;
+	ck_assert_tn_error_has(tn_arena_lookup(a, "A", &x, NULL), TN_EIO, "block offset or header");
+	bb->size = size;
+
+	/* A stray word points A's entry at B's block: unpublishing A leaves B alone. */
+	da->block = tn__entry_at(a, e2.handle.index)->block;
+	ck_assert_tn_ok(tn_arena_unpublish(a, "A"));
+	ck_assert_tn_ok(tn_arena_lookup(a, "B", &x, NULL));
+	tn_tensor_unref(x);
+	ck_assert_tn_ok(tn_arena_fsck(a, TN_ARENA_FSCK_REPAIR, &rep)); /* A's block, orphaned */
+	assert_clean(a);
+
+	/* A dead lock holder left an undo record pointing before the mapping: the next lock
+	 * taker skips it. */
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (tn_arena_open("hostile", dir, &b) || tn__arena_lock(b))
+			_exit(10);
+		b->hdr->undo[0] = (struct undo_rec){ UINT64_MAX - 7, 0 };
+		atomic_store(&b->hdr->undo_count, 1);
+		_exit(0);
+	}
+	int st = wait_status(pid);
+	ck_assert_int_eq(WEXITSTATUS(st), 0);
+	ck_assert_tn_ok(tn_arena_stat(a, &(tn_arena_stats){ 0 }));
+	ck_assert_int_eq(tn_arena_reclaim_dead(a), 1);
+	assert_clean(a);
+
+	/* A live process is never taken for dead because /proc cannot be read (EMFILE). */
+	pid = fork();
+	if (pid == 0) {
+		if (tn_arena_open("hostile", dir, &b))
+			_exit(10);
+		while (dup(0) >= 0)
+			;
+		_exit(tn_arena_reclaim_dead(b) == 0 ? 0 : 11);
+	}
+	st = wait_status(pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);
+	ck_assert_int_eq(tn_arena_reclaim_dead(a), 1);
+
+	/* A damaged free-list link: fsck reports it (and repairs it) without following it. */
+	uint64_t free_off = 0;
+	for (uint64_t off = a->data_off; off < a->size; off += tn__block_at(a, off)->size)
+		if (tn__block_magic(tn__block_at(a, off)) == BLOCK_MAGIC_FREE)
+			free_off = off;
+	ck_assert_uint_ne(free_off, 0);
+	struct free_links *l = (struct free_links *)(a->base + free_off + BLOCK_HDR);
+	uint64_t next = l->next;
+	l->next = UINT64_C(1) << 50;
+	ck_assert_int_eq(tn_arena_fsck(a, 0, &rep), TN_EIO);
+	ck_assert_ptr_nonnull(strstr(rep.first_problem, "free lists"));
+	ck_assert_tn_ok(tn_arena_fsck(a, TN_ARENA_FSCK_REPAIR, &rep));
+	(void)next;
+	assert_clean(a);
+
+	/* A page size that is no page size is refused at attach. */
+	uint64_t page = a->hdr->page_size;
+	a->hdr->page_size = 0;
+	ck_assert_tn_error_has(tn_arena_open("hostile", dir, &b), TN_EINVAL, "page size");
+	a->hdr->page_size = page;
+
+	tn_tensor_unref(t1);
+	tn_tensor_unref(t2);
+	tn_arena_unref(a);
+}
+END_TEST
+
 /* fsck finds what a dead process or a bug left, and repairs it. */
 START_TEST(test_fsck_repairs)
 {
@@ -1624,6 +1729,7 @@ static Suite *arena_suite(void)
 	tcase_add_test(tc, test_kill_chaos);
 	tcase_add_test(tc, test_many_processes);
 	tcase_add_test(tc, test_fsck_repairs);
+	tcase_add_test(tc, test_hostile_metadata);
 	tcase_add_test(tc, test_reclaim_rules);
 	tcase_add_test(tc, test_hugepages);
 	tcase_add_test(tc, test_numa_bind);
