@@ -248,7 +248,10 @@ static bool remove_free(tn_arena *a, uint64_t off)
 	mapping(tn__block_at(a, off)->size, &fl, &sl);
 	struct free_links *l = links_at(a, off);
 	uint64_t next = l->next, prev = l->prev;
-	if ((next && !tn__block_ok(a, next)) || (prev && !tn__block_ok(a, prev)) ||
+	/* The neighbours must link back to us: a damaged link is refused, never followed into
+	 * another block's payload. */
+	if ((next && (!tn__block_ok(a, next) || links_at(a, next)->prev != off)) ||
+	    (prev && (!tn__block_ok(a, prev) || links_at(a, prev)->next != off)) ||
 	    (!prev && h->bins[fl][sl] != off))
 		return false;
 	if (prev)
