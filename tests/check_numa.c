@@ -1,0 +1,601 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * NUMA: topology snapshots of hwloc synthetic machines (2 and 4 nodes: counts, CPUs per node,
+ * the node of each CPU, caches and who shares them, the pinning plan), of an XML export with
+ * PCI devices and a distance matrix (tests/data/topology-2node-pci.xml: a GPU near node 1, a
+ * NIC near node 0, a SATA controller near both), malformed input of every kind, and this
+ * machine for real: memory bound to node 0 with mbind and found there by move_pages.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <sched.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "internal.h"
+
+/* Two sockets of one node each: an L3 per socket over 4 cores of 2 hyperthreads, each core
+ * with its own L2 and L1d. Sizes are explicit, not hwloc's defaults. */
+#define TWO_NODES                                                                              \
+	"pack:2 numa:1(memory=17179869184) l3:1(size=33554432) l2:4(size=1048576) "             \
+	"l1d:1(size=49152) core:1 pu:2"
+/* Two sockets of two nodes each, 3 cores of 2 hyperthreads per node, no caches. */
+#define FOUR_NODES "pack:2 numa:2 core:3 pu:2"
+
+static tn_topology *synthetic(const char *description)
+{
+	tn_topology *t = NULL;
+	ck_assert_tn_ok(tn_topology_load_synthetic(description, &t));
+	ck_assert_ptr_nonnull(t);
+	return t;
+}
+
+static const char *xml_path(void)
+{
+	static char path[4096];
+	const char *dir = getenv("top_srcdir");
+	snprintf(path, sizeof(path), "%s/tests/data/topology-2node-pci.xml", dir ? dir : ".");
+	return path;
+}
+
+static char *read_file(const char *path, size_t *ret_len)
+{
+	FILE *f = fopen(path, "rb");
+	ck_assert_msg(f != NULL, "cannot open %s", path);
+	ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+	long n = ftell(f);
+	ck_assert_int_gt(n, 0);
+	rewind(f);
+	char *buf = malloc((size_t)n);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*ret_len = (size_t)n;
+	return buf;
+}
+
+/* ---- synthetic topologies ---- */
+
+START_TEST(test_two_nodes)
+{
+	tn_topology *t = synthetic(TWO_NODES);
+	tn_numa_node_info info;
+	uint64_t mask = 0;
+	int cpus[32];
+
+	ck_assert_int_eq(tn_topology_nodes(t, &mask), 2);
+	ck_assert_uint_eq(mask, 3);
+	ck_assert_int_eq(tn_topology_nodes(t, NULL), 2);
+	for (int n = 0; n < 2; n++) {
+		ck_assert_tn_ok(tn_topology_node_info(t, n, &info));
+		ck_assert_int_eq(info.node, n);
+		ck_assert_int_eq(info.cores, 4);
+		ck_assert_int_eq(info.cpus, 8);
+		ck_assert_uint_eq(info.memory, UINT64_C(16) << 30);
+		ck_assert_int_eq(tn_topology_node_cpus(t, n, cpus, 32), 8);
+		for (int i = 0; i < 8; i++)
+			ck_assert_int_eq(cpus[i], 8 * n + i);
+	}
+	/* The count is returned even when the array is short, as snprintf does. */
+	cpus[2] = -7;
+	ck_assert_int_eq(tn_topology_node_cpus(t, 1, cpus, 2), 8);
+	ck_assert_int_eq(cpus[0], 8);
+	ck_assert_int_eq(cpus[1], 9);
+	ck_assert_int_eq(cpus[2], -7);
+	ck_assert_int_eq(tn_topology_node_cpus(t, 1, NULL, 0), 8);
+	for (int c = 0; c < 16; c++)
+		ck_assert_int_eq(tn_topology_cpu_node(t, c), c / 8);
+	ck_assert_tn_error(tn_topology_cpu_node(t, 16), TN_ERANGE,
+			   "tn_topology_cpu_node: no CPU 16 in the topology (CPUs 0 to 15, 16 of them)");
+	ck_assert_tn_error(tn_topology_node_info(t, 2, &info), TN_ERANGE,
+			   "tn_topology_node_info: no NUMA node 2 in the topology (its nodes: 0-1)");
+
+	/* Caches: one L3 per socket over its 8 CPUs; an L2 and an L1d per core. */
+	tn_cache_info c;
+	ck_assert_int_eq(tn_topology_cache_count(t, 1), 8);
+	ck_assert_int_eq(tn_topology_cache_count(t, 2), 8);
+	ck_assert_int_eq(tn_topology_cache_count(t, 3), 2);
+	ck_assert_int_eq(tn_topology_cache(t, 3, 1, &c, cpus, 32), 8);
+	ck_assert_int_eq(c.level, 3);
+	ck_assert_int_eq(c.index, 1);
+	ck_assert_uint_eq(c.size, 32u << 20);
+	ck_assert_int_eq(c.line_size, 64);
+	ck_assert_int_eq(c.cpus, 8);
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(cpus[i], 8 + i);
+	ck_assert_tn_ok(tn_topology_cpu_cache(t, 5, 2, &c));
+	ck_assert_int_eq(c.index, 2);
+	ck_assert_uint_eq(c.size, 1u << 20);
+	ck_assert_int_eq(c.cpus, 2);
+	ck_assert_int_eq(tn_topology_cache(t, 2, c.index, NULL, cpus, 32), 2);
+	ck_assert_int_eq(cpus[0], 4);
+	ck_assert_int_eq(cpus[1], 5);
+	ck_assert_tn_ok(tn_topology_cpu_cache(t, 13, 1, &c));
+	ck_assert_int_eq(c.level, 1);
+	ck_assert_int_eq(c.index, 6);
+	ck_assert_uint_eq(c.size, 48u << 10);
+	ck_assert_tn_ok(tn_topology_cpu_cache(t, 13, 3, &c));
+	ck_assert_int_eq(c.index, 1);
+	ck_assert_tn_error(tn_topology_cache(t, 3, 2, &c, NULL, 0), TN_ERANGE,
+			   "tn_topology_cache: no L3 cache 2 (the topology has 2)");
+	ck_assert_tn_error(tn_topology_cache_count(t, 4), TN_EINVAL,
+			   "tn_topology_cache_count: cache level 4 (1, 2 or 3)");
+	ck_assert_tn_error(tn_topology_cpu_cache(t, 0, 0, &c), TN_EINVAL,
+			   "tn_topology_cpu_cache: cache level 0 (1, 2 or 3)");
+
+	/* A synthetic machine has no PCI device and no distance matrix. */
+	uint64_t d;
+	ck_assert_tn_error(tn_topology_pci_node(t, "0000:41:00.0", NULL), TN_ENOENT,
+			   "tn_topology_pci_node: no PCI device 0000:41:00.0 in the topology");
+	ck_assert_tn_error(tn_topology_distance(t, 0, 1, &d), TN_ENOENT,
+			   "tn_topology_distance: the topology has no node distance matrix");
+
+	/* References: the topology lives until the last is dropped. */
+	ck_assert_ptr_eq(tn_topology_ref(t), t);
+	ck_assert_ptr_null(tn_topology_unref(t));
+	ck_assert_int_eq(tn_topology_nodes(t, NULL), 2);
+	ck_assert_ptr_null(tn_topology_unref(t));
+}
+END_TEST
+
+START_TEST(test_four_nodes)
+{
+	tn_topology *t = synthetic(FOUR_NODES);
+	tn_numa_node_info info;
+	uint64_t mask;
+	int cpus[8];
+
+	ck_assert_int_eq(tn_topology_nodes(t, &mask), 4);
+	ck_assert_uint_eq(mask, 0xf);
+	for (int n = 0; n < 4; n++) {
+		ck_assert_tn_ok(tn_topology_node_info(t, n, &info));
+		ck_assert_int_eq(info.cores, 3);
+		ck_assert_int_eq(info.cpus, 6);
+		ck_assert_int_eq(tn_topology_node_cpus(t, n, cpus, 8), 6);
+		ck_assert_int_eq(cpus[0], 6 * n);
+		ck_assert_int_eq(cpus[5], 6 * n + 5);
+	}
+	for (int c = 0; c < 24; c++)
+		ck_assert_int_eq(tn_topology_cpu_node(t, c), c / 6);
+	/* No cache in the description: none in the topology. */
+	tn_cache_info c;
+	for (int l = 1; l <= 3; l++)
+		ck_assert_int_eq(tn_topology_cache_count(t, l), 0);
+	ck_assert_tn_error(tn_topology_cpu_cache(t, 3, 3, &c), TN_ENOENT,
+			   "tn_topology_cpu_cache: CPU 3 has no L3 cache in the topology");
+	tn_topology_unref(t);
+}
+END_TEST
+
+static void check_plan(tn_topology *t, uint64_t nodes, int threads, const int *want)
+{
+	int got[64];
+	ck_assert_int_le(threads, 64);
+	ck_assert_tn_ok(tn_topology_pin_plan(t, nodes, threads, got));
+	for (int i = 0; i < threads; i++)
+		ck_assert_msg(got[i] == want[i], "nodes %#llx, %d threads: worker %d on CPU %d, not %d",
+			      (unsigned long long)nodes, threads, i, got[i], want[i]);
+}
+
+START_TEST(test_plan_two_nodes)
+{
+	tn_topology *t = synthetic(TWO_NODES);
+
+	/* One worker per node, then one per core, then every CPU. */
+	check_plan(t, 3, 1, (int[]){ 0 });
+	check_plan(t, 3, 2, (int[]){ 0, 8 });
+	check_plan(t, 3, 4, (int[]){ 0, 4, 8, 12 });
+	check_plan(t, 3, 8, (int[]){ 0, 2, 4, 6, 8, 10, 12, 14 });
+	/* Two more workers than cores: cores 0 and 4 (one per node) take a second, on their
+	 * other hyperthread. */
+	check_plan(t, 3, 10, (int[]){ 0, 1, 2, 4, 6, 8, 9, 10, 12, 14 });
+	int all[16];
+	for (int i = 0; i < 16; i++)
+		all[i] = i;
+	check_plan(t, 3, 16, all);
+	/* Past every CPU, a core's workers go round its CPUs again: 24 workers, 3 per core. */
+	int thrice[24];
+	for (int i = 0; i < 24; i++)
+		thrice[i] = 2 * (i / 3) + (i % 3) % 2;
+	check_plan(t, 3, 24, thrice);
+	tn_topology_unref(t);
+}
+END_TEST
+
+START_TEST(test_plan_wraps)
+{
+	tn_topology *t = synthetic(TWO_NODES);
+	int got[40], uses[16] = { 0 };
+
+	ck_assert_tn_ok(tn_topology_pin_plan(t, 3, 40, got));
+	/* 40 workers on 8 cores: 5 per core, alternating its two CPUs. */
+	for (int i = 0; i < 40; i++) {
+		ck_assert_int_eq(got[i] / 2, i / 5);
+		ck_assert_int_eq(got[i] % 2, (i % 5) % 2);
+		uses[got[i]]++;
+	}
+	for (int c = 0; c < 16; c++)
+		ck_assert_int_eq(uses[c], c % 2 ? 2 : 3);
+	/* Node 1 alone. */
+	check_plan(t, 2, 3, (int[]){ 8, 10, 12 });
+	check_plan(t, 2, 6, (int[]){ 8, 9, 10, 12, 13, 14 });
+	tn_topology_unref(t);
+}
+END_TEST
+
+START_TEST(test_plan_four_nodes)
+{
+	tn_topology *t = synthetic(FOUR_NODES);
+	int got[64];
+
+	check_plan(t, 0xf, 4, (int[]){ 0, 6, 12, 18 });
+	check_plan(t, 0xf, 12, (int[]){ 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22 });
+	/* Nodes 1 and 3: six cores, three workers on cores 0 and 2 of node 1 and 1 of node 3. */
+	check_plan(t, 0xa, 2, (int[]){ 6, 18 });
+	check_plan(t, 0xa, 3, (int[]){ 6, 10, 20 });
+	check_plan(t, 0x4, 1, (int[]){ 12 });
+	/* Every plan keeps node order (worker i's node never below worker i-1's), uses only the
+	 * nodes asked for, and loads no core with two workers before each has one. */
+	for (uint64_t nodes = 1; nodes < 16; nodes++) {
+		int cores = 3 * __builtin_popcountll(nodes);
+		for (int threads = 1; threads <= 60; threads++) {
+			int per_core[12] = { 0 };
+			ck_assert_tn_ok(tn_topology_pin_plan(t, nodes, threads, got));
+			for (int i = 0; i < threads; i++) {
+				int node = tn_topology_cpu_node(t, got[i]);
+				ck_assert(nodes >> node & 1);
+				if (i)
+					ck_assert_int_ge(node, tn_topology_cpu_node(t, got[i - 1]));
+				per_core[got[i] / 2]++;
+			}
+			for (int k = 0; k < 12; k++) {
+				if (!(nodes >> (k / 3) & 1))
+					continue;
+				ck_assert_int_ge(per_core[k], threads / cores);
+				ck_assert_int_le(per_core[k], (threads + cores - 1) / cores);
+			}
+		}
+	}
+	ck_assert_tn_error(tn_topology_pin_plan(t, 0, 2, got), TN_EINVAL,
+			   "tn_topology_pin_plan: an empty node mask");
+	ck_assert_tn_error(tn_topology_pin_plan(t, 0x31, 2, got), TN_ERANGE,
+			   "tn_topology_pin_plan: no NUMA node 4-5 in the topology (its nodes: 0-3)");
+	ck_assert_tn_error(tn_topology_pin_plan(t, 1, 0, got), TN_EINVAL,
+			   "tn_topology_pin_plan: threads must be at least 1");
+	ck_assert_tn_error(tn_topology_pin_plan(t, 1, 2, NULL), TN_EINVAL,
+			   "tn_topology_pin_plan: NULL ret_cpus");
+	tn_topology_unref(t);
+}
+END_TEST
+
+/* ---- XML: PCI devices and distances ---- */
+
+static void check_xml_topology(tn_topology *t)
+{
+	tn_numa_node_info info;
+	tn_cache_info c;
+	uint64_t nodes, d;
+	int cpus[8];
+
+	ck_assert_int_eq(tn_topology_nodes(t, &nodes), 2);
+	ck_assert_uint_eq(nodes, 3);
+	ck_assert_tn_ok(tn_topology_node_info(t, 1, &info));
+	ck_assert_int_eq(info.cores, 2);
+	ck_assert_int_eq(info.cpus, 4);
+	ck_assert_uint_eq(info.memory, UINT64_C(8) << 30);
+	ck_assert_int_eq(tn_topology_cpu_node(t, 6), 1);
+	ck_assert_tn_ok(tn_topology_cpu_cache(t, 6, 3, &c));
+	ck_assert_uint_eq(c.size, 32u << 20);
+	ck_assert_int_eq(tn_topology_cache(t, 3, c.index, NULL, cpus, 8), 4);
+	ck_assert_int_eq(cpus[0], 4);
+	ck_assert_int_eq(cpus[3], 7);
+
+	/* The GPU hangs off socket 1's host bridge, the NIC off socket 0's. */
+	nodes = 0;
+	ck_assert_int_eq(tn_topology_pci_node(t, "0000:41:00.0", &nodes), 1);
+	ck_assert_uint_eq(nodes, 2);
+	ck_assert_int_eq(tn_topology_pci_node(t, "41:00.0", NULL), 1);
+	ck_assert_int_eq(tn_topology_pci_node(t, "00000000:41:00.0", NULL), 1); /* CUDA's form */
+	ck_assert_int_eq(tn_topology_pci_node(t, "0000:01:00.0", &nodes), 0);
+	ck_assert_uint_eq(nodes, 1);
+	/* The SATA controller is attached to the machine as a whole: near both nodes. */
+	ck_assert_int_eq(tn_topology_pci_node(t, "0000:00:1F.2", &nodes), 0);
+	ck_assert_uint_eq(nodes, 3);
+	ck_assert_tn_error(tn_topology_pci_node(t, "0000:42:00.0", &nodes), TN_ENOENT,
+			   "tn_topology_pci_node: no PCI device 0000:42:00.0 in the topology");
+	ck_assert_tn_error(tn_topology_pci_node(t, "0001:41:00.0", &nodes), TN_ENOENT,
+			   "tn_topology_pci_node: no PCI device 0001:41:00.0 in the topology");
+	static const char *const bad[] = {
+		"",		"0000:41:00",	  "0000:41:00.8",   "0000:41:20.0", "zz:00.0",
+		"0000:41:00.0x", "0000:041:00.0", "000:41:00.0",    "0000.41:00.0", "0000:41:00:0",
+		"0000:41:0.0",	"41:00.00",	  "000000000:41:00.0", ":41:00.0",  "0000:41:00.",
+	};
+	for (size_t i = 0; i < TN_ARRAY_SIZE(bad); i++) {
+		char msg[128];
+		snprintf(msg, sizeof(msg),
+			 "tn_topology_pci_node: '%s' is not a PCI bus id (dddd:bb:dd.f)", bad[i]);
+		ck_assert_tn_error(tn_topology_pci_node(t, bad[i], &nodes), TN_EINVAL, msg);
+	}
+	ck_assert_tn_error(tn_topology_pci_node(t, NULL, &nodes), TN_EINVAL,
+			   "tn_topology_pci_node: NULL busid");
+
+	/* The SLIT-style latency matrix. */
+	ck_assert_tn_ok(tn_topology_distance(t, 0, 0, &d));
+	ck_assert_uint_eq(d, 10);
+	ck_assert_tn_ok(tn_topology_distance(t, 0, 1, &d));
+	ck_assert_uint_eq(d, 24);
+	ck_assert_tn_ok(tn_topology_distance(t, 1, 0, &d));
+	ck_assert_uint_eq(d, 24);
+	ck_assert_tn_ok(tn_topology_distance(t, 1, 1, &d));
+	ck_assert_uint_eq(d, 10);
+	ck_assert_tn_error(tn_topology_distance(t, 0, 2, &d), TN_ERANGE,
+			   "tn_topology_distance: no NUMA node 2 in the topology (its nodes: 0-1)");
+	ck_assert_tn_error(tn_topology_distance(t, 0, 1, NULL), TN_EINVAL,
+			   "tn_topology_distance: NULL ret_distance");
+}
+
+START_TEST(test_xml_file)
+{
+	tn_topology *t = NULL;
+	ck_assert_tn_ok(tn_topology_load_xml(xml_path(), &t));
+	check_xml_topology(t);
+	tn_topology_unref(t);
+}
+END_TEST
+
+START_TEST(test_xml_buffer)
+{
+	size_t len;
+	char *xml = read_file(xml_path(), &len);
+	tn_topology *t = NULL;
+
+	ck_assert_tn_ok(tn_topology_load_xml_buffer(xml, len, &t));
+	check_xml_topology(t);
+	tn_topology_unref(t);
+	/* A C string's terminating NUL may be counted or not. */
+	char *z = malloc(len + 1);
+	memcpy(z, xml, len);
+	z[len] = '\0';
+	ck_assert_tn_ok(tn_topology_load_xml_buffer(z, len + 1, &t));
+	ck_assert_int_eq(tn_topology_pci_node(t, "0000:41:00.0", NULL), 1);
+	tn_topology_unref(t);
+	free(z);
+	free(xml);
+}
+END_TEST
+
+/* ---- malformed input ---- */
+
+START_TEST(test_bad_synthetic)
+{
+	tn_topology *t = (tn_topology *)0x1;
+	static const char *const bad[] = { "", "pack:2 garbage", "pack:0 pu:1", "pack:x pu:2",
+					   "pack:2 numa:1 l3:1 core:4 pu:2 pu:2 foo", "numa:-1 pu:2" };
+	for (size_t i = 0; i < TN_ARRAY_SIZE(bad); i++) {
+		char msg[160];
+		snprintf(msg, sizeof(msg),
+			 "tn_topology_load_synthetic: '%s' is not an hwloc synthetic description",
+			 bad[i]);
+		ck_assert_tn_error(tn_topology_load_synthetic(bad[i], &t), TN_EINVAL, msg);
+		ck_assert_ptr_eq(t, (tn_topology *)0x1); /* untouched on failure */
+	}
+	ck_assert_tn_error(tn_topology_load_synthetic(NULL, &t), TN_EINVAL,
+			   "tn_topology_load_synthetic: NULL description");
+	ck_assert_tn_error(tn_topology_load_synthetic("pu:2", NULL), TN_EINVAL,
+			   "tn_topology_load_synthetic: NULL ret");
+	/* Nodes past the 64 that masks can name are refused, not truncated. */
+	ck_assert_tn_error(tn_topology_load_synthetic("numa:65 pu:1", &t), TN_ENOTSUP,
+			   "tn_topology_load_synthetic: 65 NUMA nodes; libtensor handles at most 64");
+	tn_topology *ok = synthetic("numa:64 pu:1");
+	ck_assert_int_eq(tn_topology_nodes(ok, NULL), 64);
+	ck_assert_int_eq(tn_topology_cpu_node(ok, 63), 63);
+	tn_topology_unref(ok);
+}
+END_TEST
+
+START_TEST(test_bad_xml)
+{
+	tn_topology *t = (tn_topology *)0x1;
+	size_t len;
+	char *xml = read_file(xml_path(), &len);
+
+	ck_assert_tn_error(tn_topology_load_xml("/nonexistent/topology.xml", &t), TN_ENOENT,
+			   "tn_topology_load_xml: /nonexistent/topology.xml: No such file or directory");
+	ck_assert_tn_error(tn_topology_load_xml("/", &t), TN_EINVAL,
+			   "tn_topology_load_xml: /: not a regular file of 1 byte to 64 MiB");
+	ck_assert_tn_error(tn_topology_load_xml(NULL, &t), TN_EINVAL,
+			   "tn_topology_load_xml: NULL path");
+	/* Cut anywhere, the XML is refused cleanly. */
+	for (size_t cut = 1; cut < len; cut += len / 97 + 1)
+		ck_assert_tn_error(tn_topology_load_xml_buffer(xml, cut, &t), TN_EINVAL,
+				   "tn_topology_load_xml_buffer: not a valid hwloc XML topology");
+	ck_assert_tn_error(tn_topology_load_xml_buffer("garbage", 7, &t), TN_EINVAL,
+			   "tn_topology_load_xml_buffer: not a valid hwloc XML topology");
+	ck_assert_tn_error(tn_topology_load_xml_buffer("<a>\0</a>", 8, &t), TN_EINVAL,
+			   "tn_topology_load_xml_buffer: a NUL byte inside the XML");
+	ck_assert_tn_error(tn_topology_load_xml_buffer("", 0, &t), TN_EINVAL,
+			   "tn_topology_load_xml_buffer: empty buffer");
+	ck_assert_tn_error(tn_topology_load_xml_buffer(NULL, 4, &t), TN_EINVAL,
+			   "tn_topology_load_xml_buffer: NULL xml");
+	ck_assert_ptr_eq(t, (tn_topology *)0x1);
+
+	/* A file that is not XML names itself in the message. */
+	char path[] = "/tmp/tn-numa-XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, xml, len / 2), (ssize_t)(len / 2));
+	close(fd);
+	char msg[128];
+	snprintf(msg, sizeof(msg), "tn_topology_load_xml: %s is not a valid hwloc XML topology",
+		 path);
+	ck_assert_tn_error(tn_topology_load_xml(path, &t), TN_EINVAL, msg);
+	unlink(path);
+	free(xml);
+}
+END_TEST
+
+START_TEST(test_bad_handles)
+{
+	tn_topology *t = synthetic(TWO_NODES);
+	tn_numa_node_info info;
+	tn_cache_info c;
+	uint64_t d;
+	int cpus[4], fake[16] = { 0 };
+	tn_topology *bogus = (tn_topology *)fake;
+
+	ck_assert_tn_error(tn_topology_nodes(bogus, NULL), TN_EBADF,
+			   "tn_topology_nodes: not a topology handle");
+	ck_assert_tn_error(tn_topology_node_info(NULL, 0, &info), TN_EBADF,
+			   "tn_topology_node_info: not a topology handle");
+	ck_assert_tn_error(tn_topology_cpu_node(bogus, 0), TN_EBADF,
+			   "tn_topology_cpu_node: not a topology handle");
+	ck_assert_tn_error(tn_topology_pin_plan(bogus, 1, 1, cpus), TN_EBADF,
+			   "tn_topology_pin_plan: not a topology handle");
+	ck_assert_tn_error(tn_topology_distance(bogus, 0, 0, &d), TN_EBADF,
+			   "tn_topology_distance: not a topology handle");
+	ck_assert_ptr_null(tn_topology_ref(bogus));
+	ck_assert_ptr_null(tn_topology_unref(NULL));
+	ck_assert_ptr_null(tn_topology_unref(bogus));
+
+	ck_assert_tn_error(tn_topology_node_info(t, -1, &info), TN_ERANGE,
+			   "tn_topology_node_info: no NUMA node -1 in the topology (its nodes: 0-1)");
+	ck_assert_tn_error(tn_topology_node_info(t, 64, &info), TN_ERANGE,
+			   "tn_topology_node_info: no NUMA node 64 in the topology (its nodes: 0-1)");
+	ck_assert_tn_error(tn_topology_node_info(t, 0, NULL), TN_EINVAL,
+			   "tn_topology_node_info: NULL ret");
+	ck_assert_tn_error(tn_topology_node_cpus(t, 0, cpus, -1), TN_EINVAL,
+			   "tn_topology_node_cpus: negative max");
+	ck_assert_tn_error(tn_topology_node_cpus(t, 0, NULL, 4), TN_EINVAL,
+			   "tn_topology_node_cpus: NULL ret_cpus");
+	ck_assert_tn_error(tn_topology_cpu_node(t, -1), TN_ERANGE,
+			   "tn_topology_cpu_node: no CPU -1 in the topology (CPUs 0 to 15, 16 of them)");
+	ck_assert_tn_error(tn_topology_cpu_cache(t, 99, 1, &c), TN_ERANGE,
+			   "tn_topology_cpu_cache: no CPU 99 in the topology (CPUs 0 to 15, 16 of them)");
+	ck_assert_tn_error(tn_topology_cpu_cache(t, 0, 1, NULL), TN_EINVAL,
+			   "tn_topology_cpu_cache: NULL ret");
+
+	/* A freed topology is refused, not read. */
+	tn_topology_unref(t);
+	ck_assert_tn_error(tn_topology_nodes(t, NULL), TN_EBADF,
+			   "tn_topology_nodes: not a topology handle");
+}
+END_TEST
+
+/* Every allocation of a load fails in turn: a clean ENOMEM each time, nothing left behind. */
+START_TEST(test_out_of_memory)
+{
+	size_t len;
+	char *xml = read_file(xml_path(), &len);
+	struct tn_baseline base = tn_test_baseline();
+
+	for (int kind = 0; kind < 2; kind++) {
+		for (uint64_t n = 1;; n++) {
+			tn_topology *t = NULL;
+			tn_alloc_fail_nth(n);
+			int r = kind ? tn_topology_load_xml_buffer(xml, len, &t)
+				     : tn_topology_load_synthetic(TWO_NODES, &t);
+			uint64_t attempts = tn_alloc_fail_nth(0);
+			if (r == 0) {
+				ck_assert_uint_lt(attempts, n);
+				ck_assert_int_eq(tn_topology_nodes(t, NULL), 2);
+				tn_topology_unref(t);
+				break;
+			}
+			ck_assert_int_eq(r, TN_ENOMEM);
+			ck_assert_ptr_null(t);
+			ck_assert_no_leak(base);
+			ck_assert_uint_lt(n, 10);
+		}
+	}
+	ck_assert_no_leak(base);
+	free(xml);
+}
+END_TEST
+
+/* ---- this machine ---- */
+
+START_TEST(test_machine)
+{
+	tn_topology *t = NULL;
+	cpu_set_t mask;
+	uint64_t nodes;
+
+	ck_assert_tn_ok(tn_topology_load(&t));
+	int n = tn_topology_nodes(t, &nodes);
+	ck_assert_int_ge(n, 1);
+	ck_assert_int_eq(__builtin_popcountll(nodes), n);
+	ck_assert_int_eq(n, tn__numa_node_count());
+	/* Every CPU this process may run on is in the topology, on one of its nodes, and the
+	 * nodes' CPUs add up to at least as many. */
+	ck_assert_int_eq(sched_getaffinity(0, sizeof(mask), &mask), 0);
+	int total = 0;
+	for (int node = 0; node < TN_NUMA_MAX_NODES; node++) {
+		tn_numa_node_info info;
+		if (!(nodes >> node & 1))
+			continue;
+		ck_assert_tn_ok(tn_topology_node_info(t, node, &info));
+		ck_assert_int_le(info.cores, info.cpus);
+		total += info.cpus;
+	}
+	for (int c = 0; c < CPU_SETSIZE; c++) {
+		if (!CPU_ISSET(c, &mask))
+			continue;
+		int node = tn_topology_cpu_node(t, c);
+		ck_assert_msg(node >= 0 && (nodes >> node & 1), "CPU %d: node %d (%s)", c, node,
+			      tn_last_error());
+	}
+	ck_assert_int_ge(total, CPU_COUNT(&mask));
+	/* Whatever PCI devices the machine has, a bus id that cannot exist is not among them. */
+	ck_assert_tn_error(tn_topology_pci_node(t, "ffff:ff:1f.7", NULL), TN_ENOENT,
+			   "tn_topology_pci_node: no PCI device ffff:ff:1f.7 in the topology");
+	tn_topology_unref(t);
+}
+END_TEST
+
+/* mbind to node 0 before the first touch, then ask move_pages where the pages are. */
+START_TEST(test_machine_bind_node0)
+{
+	const size_t len = 4 << 20, page = (size_t)sysconf(_SC_PAGESIZE);
+	uint64_t pages[4] = { 0 };
+
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(p, MAP_FAILED);
+	ck_assert_int_eq(tn__numa_bind(p, len, 0), 0);
+	/* Before the first touch no page exists. */
+	ck_assert_int_eq(tn__numa_residency(p, len, page, pages, 4), 0);
+	memset(p, 1, len);
+	ck_assert_int_eq(tn__numa_residency(p, len, page, pages, 4), (int64_t)(len / page));
+	ck_assert_uint_eq(pages[0], len / page);
+	ck_assert_uint_eq(pages[1] + pages[2] + pages[3], 0);
+	ck_assert_int_eq(tn__numa_bind(p, len, -1), -EINVAL);
+	munmap(p, len);
+}
+END_TEST
+
+static Suite *numa_suite(void)
+{
+	Suite *s = suite_create("numa");
+	TCase *tc = tcase_create("topology");
+	tcase_add_test(tc, test_two_nodes);
+	tcase_add_test(tc, test_four_nodes);
+	tcase_add_test(tc, test_plan_two_nodes);
+	tcase_add_test(tc, test_plan_wraps);
+	tcase_add_test(tc, test_plan_four_nodes);
+	tcase_add_test(tc, test_xml_file);
+	tcase_add_test(tc, test_xml_buffer);
+	tcase_add_test(tc, test_bad_synthetic);
+	tcase_add_test(tc, test_bad_xml);
+	tcase_add_test(tc, test_bad_handles);
+	tcase_add_test(tc, test_out_of_memory);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("machine");
+	tcase_add_test(tc, test_machine);
+	tcase_add_test(tc, test_machine_bind_node0);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+TN_TEST_MAIN(numa_suite)
