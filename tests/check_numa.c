@@ -4,18 +4,25 @@
  * the node of each CPU, caches and who shares them, the pinning plan), of an XML export with
  * PCI devices and a distance matrix (tests/data/topology-2node-pci.xml: a GPU near node 1, a
  * NIC near node 0, a SATA controller near both), malformed input of every kind, and this
- * machine for real: memory bound to node 0 with mbind and found there by move_pages.
+ * machine for real: memory bound to node 0 with mbind and found there by move_pages, the
+ * OpenMP workers of libtensor's loops pinned to node 0's CPUs and given their mask back.
+ *
+ * Worker pinning changes the process's threads, so those tests rely on Check's fork mode
+ * (each test is its own process, which opens no parallel region before the test runs).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <omp.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "testutil.h"
 #include "internal.h"
+#include "iter.h"
 
 /* Two sockets of one node each: an L3 per socket over 4 cores of 2 hyperthreads, each core
  * with its own L2 and L1d. Sizes are explicit, not hwloc's defaults. */
@@ -575,6 +582,208 @@ START_TEST(test_machine_bind_node0)
 }
 END_TEST
 
+/* What each worker of a parallel region finds as its mask: the CPU when it is exactly one,
+ * -2 for several, -1 when the region had no such worker. Written by the workers, read after
+ * the region: atomics, so that ThreadSanitizer has nothing to misread. */
+static _Atomic int seen_cpu[TN_WORKERS_MAX];
+static _Atomic int seen_team;
+static _Atomic int seen_full[TN_WORKERS_MAX]; /* mask equal to the saved one */
+static cpu_set_t saved_mask;
+
+static int only_cpu(const cpu_set_t *m)
+{
+	if (CPU_COUNT(m) != 1)
+		return -2;
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, m))
+			return c;
+	return -2;
+}
+
+static void record_self(int t)
+{
+	cpu_set_t m;
+	ck_assert_int_eq(sched_getaffinity(0, sizeof(m), &m), 0);
+	atomic_store(&seen_cpu[t], only_cpu(&m));
+	atomic_store(&seen_full[t], CPU_EQUAL(&m, &saved_mask));
+}
+
+static void clear_seen(void)
+{
+	for (int i = 0; i < TN_WORKERS_MAX; i++) {
+		atomic_store(&seen_cpu[i], -1);
+		atomic_store(&seen_full[i], 0);
+	}
+	atomic_store(&seen_team, 0);
+}
+
+/* The test's own region of @threads threads: OpenMP hands out the same pool threads. */
+static int omp_region(int threads)
+{
+	clear_seen();
+#pragma omp parallel num_threads(threads)
+	{
+		record_self(omp_get_thread_num());
+		if (omp_get_thread_num() == 0)
+			atomic_store(&seen_team, omp_get_num_threads());
+	}
+	return atomic_load(&seen_team);
+}
+
+static void record_range(void *ctx, int64_t begin, int64_t end, int tid)
+{
+	(void)ctx;
+	(void)begin;
+	(void)end;
+	record_self(tid);
+}
+
+/* libtensor's own loop driver, as the reductions use it. */
+static int lib_region(void)
+{
+	clear_seen();
+	return tn__parallel_for(1 << 20, tn__num_threads(), record_range, NULL);
+}
+
+START_TEST(test_machine_pin_node0)
+{
+	tn_topology *t = NULL;
+	tn_numa_node_info info;
+	int plan[8], got[8];
+
+	ck_assert_int_eq(sched_getaffinity(0, sizeof(saved_mask), &saved_mask), 0);
+	ck_assert_tn_ok(tn_topology_load(&t));
+	ck_assert_tn_ok(tn_topology_node_info(t, 0, &info));
+	ck_assert_int_eq(tn_workers_pinned(got, 8), 0);
+	int before = tn__num_threads();
+
+	/* As many workers as node 0 has CPUs (at least two, wrapping if it has one), then one
+	 * more than that: the extra worker shares a core. */
+	for (int extra = 0; extra < 2; extra++) {
+		int threads = (info.cpus < 2 ? 2 : info.cpus) + extra;
+		if (threads > 8)
+			threads = 8;
+		ck_assert_tn_ok(tn_topology_pin_plan(t, 1, threads, plan));
+		ck_assert_int_eq(tn_workers_pin(plan, threads), threads);
+		ck_assert_int_eq(tn_workers_pinned(got, 8), threads);
+		for (int i = 0; i < threads; i++)
+			ck_assert_int_eq(got[i], plan[i]);
+		ck_assert_int_eq(tn__num_threads(), threads);
+
+		/* The calling thread is worker 0. */
+		cpu_set_t m;
+		ck_assert_int_eq(sched_getaffinity(0, sizeof(m), &m), 0);
+		ck_assert_int_eq(only_cpu(&m), plan[0]);
+		/* Every worker of a region of that many threads sits on its planned CPU... */
+		ck_assert_int_eq(omp_region(threads), threads);
+		for (int i = 0; i < threads; i++)
+			ck_assert_msg(atomic_load(&seen_cpu[i]) == plan[i],
+				      "worker %d of an OpenMP region on %d, planned %d", i,
+				      atomic_load(&seen_cpu[i]), plan[i]);
+		/* ... and so does every worker of libtensor's own loops. */
+		ck_assert_int_eq(lib_region(), threads);
+		for (int i = 0; i < threads; i++)
+			ck_assert_msg(atomic_load(&seen_cpu[i]) == plan[i],
+				      "worker %d of tn__parallel_for on %d, planned %d", i,
+				      atomic_load(&seen_cpu[i]), plan[i]);
+	}
+
+	/* Unpinned, every worker and the caller have the process's mask again. */
+	ck_assert_tn_ok(tn_workers_unpin());
+	ck_assert_int_eq(tn_workers_pinned(got, 8), 0);
+	ck_assert_int_eq(tn__num_threads(), before);
+	cpu_set_t m;
+	ck_assert_int_eq(sched_getaffinity(0, sizeof(m), &m), 0);
+	ck_assert(CPU_EQUAL(&m, &saved_mask));
+	int team = omp_region(8);
+	for (int i = 0; i < team; i++)
+		ck_assert_msg(atomic_load(&seen_full[i]), "worker %d kept a pinned mask", i);
+	ck_assert_tn_ok(tn_workers_unpin()); /* nothing pinned: nothing to do */
+	tn_topology_unref(t);
+}
+END_TEST
+
+START_TEST(test_pin_errors)
+{
+	int cpus[2] = { 0, 0 };
+
+	ck_assert_int_eq(sched_getaffinity(0, sizeof(saved_mask), &saved_mask), 0);
+	ck_assert_tn_error(tn_workers_pin(NULL, 1), TN_EINVAL, "tn_workers_pin: NULL cpus");
+	ck_assert_tn_error(tn_workers_pin(cpus, 0), TN_EINVAL,
+			   "tn_workers_pin: threads must be between 1 and 1024");
+	ck_assert_tn_error(tn_workers_pin(cpus, TN_WORKERS_MAX + 1), TN_EINVAL,
+			   "tn_workers_pin: threads must be between 1 and 1024");
+	cpus[1] = 8000; /* in the masks' range, but no machine here has it */
+	ck_assert_tn_error(tn_workers_pin(cpus, 2), TN_EINVAL,
+			   "tn_workers_pin: CPU 8000 (worker 1) is not in this process's CPU mask");
+	cpus[1] = -1;
+	ck_assert_tn_error(tn_workers_pin(cpus, 2), TN_EINVAL,
+			   "tn_workers_pin: CPU -1 (worker 1) is not in this process's CPU mask");
+	/* Nothing was bound by the failures. */
+	ck_assert_int_eq(tn_workers_pinned(NULL, 0), 0);
+	cpu_set_t m;
+	ck_assert_int_eq(sched_getaffinity(0, sizeof(m), &m), 0);
+	ck_assert(CPU_EQUAL(&m, &saved_mask));
+	ck_assert_tn_error(tn_workers_pinned(NULL, 3), TN_EINVAL,
+			   "tn_workers_pinned: NULL ret_cpus");
+
+	/* Not from inside a parallel region (where the workers are busy). */
+	static _Atomic int inner_pin, inner_unpin;
+	atomic_store(&inner_pin, 1);
+	atomic_store(&inner_unpin, 1);
+#pragma omp parallel num_threads(2)
+	{
+		if (omp_get_thread_num() == 0 && omp_get_num_threads() == 2) {
+			static const int zero[1] = { 0 };
+			atomic_store(&inner_pin, tn_workers_pin(zero, 1));
+			atomic_store(&inner_unpin, tn_workers_unpin());
+		}
+	}
+	ck_assert_int_eq(atomic_load(&inner_pin), TN_EBUSY);
+	ck_assert_int_eq(atomic_load(&inner_unpin), TN_EBUSY);
+}
+END_TEST
+
+/* TN_PIN_NODE pins at the first parallel loop, as the plan would, without a trace in the
+ * thread's last error. */
+START_TEST(test_pin_env)
+{
+	tn_topology *t = NULL;
+	tn_numa_node_info info;
+	int plan[TN_WORKERS_MAX], got[TN_WORKERS_MAX];
+
+	ck_assert_tn_ok(tn_topology_load(&t));
+	ck_assert_tn_ok(tn_topology_node_info(t, 0, &info));
+	setenv("TN_PIN_NODE", "0", 1);
+	tn__error(TN_EIO, "left by an earlier call");
+	int threads = tn__num_threads();
+	ck_assert_str_eq(tn_last_error(), "left by an earlier call");
+	int want = info.cpus < tn__default_threads() ? info.cpus : tn__default_threads();
+	ck_assert_int_eq(threads, want);
+	ck_assert_int_eq(tn_workers_pinned(got, TN_WORKERS_MAX), want);
+	ck_assert_tn_ok(tn_topology_pin_plan(t, 1, want, plan));
+	for (int i = 0; i < want; i++)
+		ck_assert_int_eq(got[i], plan[i]);
+	ck_assert_int_eq(lib_region(), want);
+	for (int i = 0; i < want; i++) {
+		int cpu = atomic_load(&seen_cpu[i]);
+		ck_assert_msg(cpu == plan[i], "worker %d on %d, planned %d", i, cpu, plan[i]);
+	}
+	ck_assert_tn_ok(tn_workers_unpin());
+	tn_topology_unref(t);
+}
+END_TEST
+
+START_TEST(test_pin_env_bad)
+{
+	/* A node the machine lacks, or not a node list: nothing is pinned. */
+	setenv("TN_PIN_NODE", _i ? "0-x" : "63", 1);
+	int threads = tn__num_threads();
+	ck_assert_int_eq(threads, tn__default_threads());
+	ck_assert_int_eq(tn_workers_pinned(NULL, 0), 0);
+}
+END_TEST
+
 static Suite *numa_suite(void)
 {
 	Suite *s = suite_create("numa");
@@ -594,6 +803,10 @@ static Suite *numa_suite(void)
 	tc = tcase_create("machine");
 	tcase_add_test(tc, test_machine);
 	tcase_add_test(tc, test_machine_bind_node0);
+	tcase_add_test(tc, test_machine_pin_node0);
+	tcase_add_test(tc, test_pin_errors);
+	tcase_add_test(tc, test_pin_env);
+	tcase_add_loop_test(tc, test_pin_env_bad, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -11,8 +11,11 @@
  * are named everywhere by their operating-system numbers, the ones that placement masks,
  * sched_setaffinity(2), numactl(8) and /sys/devices/system/{node,cpu} use. A topology holds
  * no hwloc object: every query reads the snapshot, allocates nothing and may be made from
- * any number of threads at once. tn_topology_pin_plan spreads worker threads over the
- * cores of some nodes, so that a loop runs next to the memory it reads.
+ * any number of threads at once.
+ *
+ * Worker pinning binds the OpenMP threads that run libtensor's parallel loops to one CPU
+ * each, so that a loop runs next to the memory it reads (tn_topology_pin_plan picks the
+ * CPUs, tn_workers_pin applies them).
  */
 #ifndef TENSOR_NUMA_H
 #define TENSOR_NUMA_H
@@ -35,6 +38,9 @@ enum tn_numa_policy {
 };
 
 #define TN_NUMA_MAX_NODES 64
+
+/* The most OpenMP workers tn_workers_pin() binds (TN_NUM_THREADS has the same limit). */
+#define TN_WORKERS_MAX 1024
 
 typedef struct tn_topology tn_topology;
 
@@ -194,6 +200,34 @@ TN_EXPORT int tn_topology_distance(const tn_topology *topo, int from, int to,
  */
 TN_EXPORT int tn_topology_pin_plan(const tn_topology *topo, uint64_t nodes, int threads,
 				   int *ret_cpus);
+
+/*
+ * tn_workers_pin - bind the OpenMP workers of the calling thread's parallel loops to CPUs.
+ * @cpus: worker i is bound to cpus[i] (sched_setaffinity(2) with that one CPU).
+ * @threads: 1 to TN_WORKERS_MAX; libtensor's parallel loops then use this many threads.
+ *
+ * The calling thread is worker 0. The process's CPU mask as it was before the first pin is
+ * kept for tn_workers_unpin. Returns the number of workers bound (OpenMP may give fewer
+ * than asked), or TN_EINVAL (bad arguments, or a CPU outside the process's mask), TN_EBUSY
+ * (called inside a parallel region, or OMP_PROC_BIND has OpenMP bind its threads itself) or
+ * TN_EIO (the kernel refused); on failure every worker is left as it was before the call.
+ */
+TN_EXPORT int tn_workers_pin(const int *cpus, int threads);
+
+/*
+ * tn_workers_unpin - give the workers and the calling thread back the process's CPU mask from
+ * before the first tn_workers_pin, and libtensor its usual thread count. Returns 0 (also when
+ * nothing is pinned), TN_EBUSY (inside a parallel region) or TN_EIO.
+ */
+TN_EXPORT int tn_workers_unpin(void);
+
+/*
+ * tn_workers_pinned - the current binding.
+ * @ret_cpus: receives up to @max of the pinned workers' CPUs (worker order).
+ *
+ * Returns the number of pinned workers (0 when none), or TN_EINVAL (bad buffer).
+ */
+TN_EXPORT int tn_workers_pinned(int *ret_cpus, int max);
 
 TN_END_DECLS
 
