@@ -52,6 +52,15 @@ static _Atomic int region_threads;
 /* TN_PIN_NODE: 0 until the first parallel loop has looked at it. */
 static _Atomic int autopin_done;
 
+static bool in_original(int cpu)
+{
+	if (cpu < 0 || cpu >= MASK_BITS)
+		return false;
+	unsigned long word = atomic_load_explicit(&original[(unsigned)cpu / LONG_BITS],
+						  memory_order_relaxed);
+	return word >> ((unsigned)cpu % LONG_BITS) & 1;
+}
+
 static void set_mask_cpu(unsigned long *mask, int cpu)
 {
 	memset(mask, 0, MASK_LONGS * sizeof(unsigned long));
@@ -141,13 +150,10 @@ TN_EXPORT int tn_workers_pin(const int *cpus, int threads)
 		have_original = true;
 	}
 	for (int i = 0; i < threads; i++) {
-		int c = cpus[i];
-		if (c < 0 || c >= MASK_BITS ||
-		    !(atomic_load_explicit(&original[(unsigned)c / LONG_BITS], memory_order_relaxed) >>
-			      ((unsigned)c % LONG_BITS) &
-		      1)) {
-			r = tn__error(TN_EINVAL, "%s: CPU %d (worker %d) is not in this process's CPU mask",
-				      fn, c, i);
+		if (!in_original(cpus[i])) {
+			r = tn__error(TN_EINVAL, "%s: CPU %d (worker %d) is not in this process's "
+						 "CPU mask",
+				      fn, cpus[i], i);
 			goto out;
 		}
 	}
@@ -155,15 +161,18 @@ TN_EXPORT int tn_workers_pin(const int *cpus, int threads)
 	 * mask back rather than stay on CPUs that are no longer theirs. */
 	int before = atomic_load_explicit(&pinned, memory_order_relaxed);
 	int team = threads > before ? threads : before;
-	for (int i = 0; i < team; i++)
-		atomic_store_explicit(&want_cpu[i], i < threads ? cpus[i] : -1, memory_order_relaxed);
+	for (int i = 0; i < team; i++) {
+		int cpu = i < threads ? cpus[i] : -1;
+		atomic_store_explicit(&want_cpu[i], cpu, memory_order_relaxed);
+	}
 	int got = run_region(team);
 	int err = atomic_load(&region_error);
 	if (err < 0) {
 		/* Put every worker back as it was. */
 		for (int i = 0; i < team; i++) {
-			int old = i < before ? atomic_load_explicit(&pinned_cpu[i], memory_order_relaxed)
-					     : -1;
+			int old = -1;
+			if (i < before)
+				old = atomic_load_explicit(&pinned_cpu[i], memory_order_relaxed);
 			atomic_store_explicit(&want_cpu[i], old, memory_order_relaxed);
 		}
 		run_region(team);

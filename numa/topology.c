@@ -113,8 +113,9 @@ static const char *format_nodes(char *buf, size_t len, uint64_t mask)
 		int last = n;
 		while (last + 1 < TN_NUMA_MAX_NODES && (mask >> (last + 1) & 1))
 			last++;
-		int w = last == n ? snprintf(buf + pos, len - pos, "%s%d", pos ? "," : "", n)
-				  : snprintf(buf + pos, len - pos, "%s%d-%d", pos ? "," : "", n, last);
+		const char *sep = pos ? "," : "";
+		int w = last == n ? snprintf(buf + pos, len - pos, "%s%d", sep, n)
+				  : snprintf(buf + pos, len - pos, "%s%d-%d", sep, n, last);
 		if (w < 0)
 			break;
 		pos += (size_t)w;
@@ -190,8 +191,8 @@ static int snapshot(hwloc_topology_t h, const char *fn, tn_topology **ret)
 	for (obj = NULL; (obj = hwloc_get_next_obj_by_type(h, HWLOC_OBJ_NUMANODE, obj));) {
 		if (obj->os_index >= TN_NUMA_MAX_NODES)
 			return tn__error(TN_ENOTSUP,
-					 "%s: NUMA node %u; libtensor handles nodes 0 to %d only", fn,
-					 obj->os_index, TN_NUMA_MAX_NODES - 1);
+					 "%s: NUMA node %u; libtensor handles nodes 0 to %d only",
+					 fn, obj->os_index, TN_NUMA_MAX_NODES - 1);
 		if (all >> obj->os_index & 1)
 			return tn__error(TN_EINVAL, "%s: two NUMA nodes numbered %u", fn,
 					 obj->os_index);
@@ -280,9 +281,10 @@ static int snapshot(hwloc_topology_t h, const char *fn, tn_topology **ret)
 		cpu->core = c;
 		cpu->nodes = 0;
 		for (int n = 0; n < nnodes; n++) {
-			hwloc_obj_t node = hwloc_get_numanode_obj_by_os_index(h, (unsigned)t->nodes[n].os);
+			unsigned os = (unsigned)t->nodes[n].os;
+			hwloc_obj_t node = hwloc_get_numanode_obj_by_os_index(h, os);
 			if (node && hwloc_bitmap_isset(node->cpuset, obj->os_index))
-				cpu->nodes |= UINT64_C(1) << t->nodes[n].os;
+				cpu->nodes |= UINT64_C(1) << os;
 		}
 		for (int l = 0; l < CACHE_LEVELS; l++) {
 			hwloc_obj_t cache = ancestor(obj, cache_type[l]);
@@ -308,8 +310,9 @@ static int snapshot(hwloc_topology_t h, const char *fn, tn_topology **ret)
 	for (int n = 0; n < nnodes; n++) {
 		uint64_t bit = UINT64_C(1) << t->nodes[n].os;
 		for (int k = 0; k < ncores; k++) {
+			const struct topo_core *core = &t->cores[k];
 			int in = 0;
-			for (int i = t->cores[k].first; i < t->cores[k].first + t->cores[k].count; i++)
+			for (int i = core->first; i < core->first + core->count; i++)
 				in += (t->cpus[i].nodes & bit) != 0;
 			t->nodes[n].cpus += in;
 			t->nodes[n].cores += in > 0;
@@ -327,13 +330,14 @@ static int snapshot(hwloc_topology_t h, const char *fn, tn_topology **ret)
 					       .nodes = nodes ? nodes : all };
 	}
 	if (dist) {
-		for (unsigned i = 0; i < dist->nbobjs; i++) {
-			for (unsigned j = 0; j < dist->nbobjs; j++) {
-				/* Matrices cover NUMA nodes only, all of ours (nbobjs == nnodes). */
+		/* The matrix covers NUMA nodes only, all of ours (nbobjs == nnodes). */
+		unsigned m = dist->nbobjs;
+		for (unsigned i = 0; i < m; i++) {
+			for (unsigned j = 0; j < m; j++) {
 				int a = t->node_slot[dist->objs[i]->os_index];
 				int b = t->node_slot[dist->objs[j]->os_index];
 				if (a >= 0 && b >= 0)
-					t->distance[a * nnodes + b] = dist->values[i * dist->nbobjs + j];
+					t->distance[a * nnodes + b] = dist->values[i * m + j];
 			}
 		}
 		hwloc_distances_release(h, dist);
@@ -342,14 +346,146 @@ static int snapshot(hwloc_topology_t h, const char *fn, tn_topology **ret)
 	return 0;
 }
 
+/*
+ * hwloc 2.9's XML import trusts its input further than it should: an object with a cpuset but
+ * no complete_cpuset crashes the load (fixed upstream by hwloc pull request 783), and a
+ * document cut inside an element leaks the objects read so far (pull request 781). Both are
+ * caught before hwloc parses: elements must nest and close, and an object with a cpuset or a
+ * nodeset must have the complete one too. Returns NULL when the text passes, else what is
+ * wrong, with its byte offset in @ret_at.
+ */
+#define XML_MAX_DEPTH 256
+
+static bool xml_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static bool xml_name_char(char c)
+{
+	return c && !xml_space(c) && !strchr("<>/=\"'?!", c);
+}
+
+static const char *xml_precheck(const char *x, size_t len, size_t *ret_at)
+{
+	const char *stack[XML_MAX_DEPTH];
+	size_t names[XML_MAX_DEPTH];
+	int depth = 0;
+	size_t i = 0;
+
+#define XML_FAIL(what)                 \
+	do {                           \
+		*ret_at = i;           \
+		return what;           \
+	} while (0)
+	while (i < len) {
+		if (x[i] != '<') {
+			i++;
+			continue;
+		}
+		size_t start = i++;
+		if (i < len && (x[i] == '?' || x[i] == '!')) {
+			/* A declaration, the DOCTYPE or a comment. */
+			bool comment = len - i >= 3 && !memcmp(x + i, "!--", 3);
+			const char *close = comment ? memmem(x + i, len - i, "-->", 3)
+						    : memchr(x + i, '>', len - i);
+			if (!close) {
+				i = start;
+				XML_FAIL("it ends inside a declaration or comment");
+			}
+			i = (size_t)(close - x) + 1;
+			continue;
+		}
+		bool closing = i < len && x[i] == '/';
+		i += closing;
+		size_t name = i;
+		while (i < len && xml_name_char(x[i]))
+			i++;
+		size_t name_len = i - name;
+		if (!name_len)
+			XML_FAIL("a tag without a name");
+		bool object = name_len == 6 && !memcmp(x + name, "object", 6);
+		bool cpuset = false, nodeset = false;
+		bool complete_cpuset = false, complete_nodeset = false;
+		/* Attributes, up to '>' or "/>". */
+		for (;;) {
+			while (i < len && xml_space(x[i]))
+				i++;
+			if (i >= len) {
+				i = start;
+				XML_FAIL("it ends inside a tag");
+			}
+			if (x[i] == '>' || (x[i] == '/' && i + 1 < len && x[i + 1] == '>'))
+				break;
+			if (closing)
+				XML_FAIL("a closing tag with attributes");
+			size_t attr = i;
+			while (i < len && xml_name_char(x[i]))
+				i++;
+			size_t attr_len = i - attr;
+			while (i < len && xml_space(x[i]))
+				i++;
+			if (!attr_len || i >= len || x[i] != '=')
+				XML_FAIL("a malformed attribute");
+			i++;
+			while (i < len && xml_space(x[i]))
+				i++;
+			if (i >= len || (x[i] != '"' && x[i] != '\''))
+				XML_FAIL("an attribute value without quotes");
+			const char *q = memchr(x + i + 1, x[i], len - i - 1);
+			if (!q)
+				XML_FAIL("it ends inside an attribute value");
+			i = (size_t)(q - x) + 1;
+#define XML_IS(lit) (attr_len == sizeof(lit) - 1 && !memcmp(x + attr, lit, attr_len))
+			cpuset |= XML_IS("cpuset");
+			nodeset |= XML_IS("nodeset");
+			complete_cpuset |= XML_IS("complete_cpuset");
+			complete_nodeset |= XML_IS("complete_nodeset");
+#undef XML_IS
+		}
+		bool empty = x[i] == '/';
+		i += empty ? 2 : 1;
+		if (object && ((cpuset && !complete_cpuset) || (nodeset && !complete_nodeset))) {
+			i = start;
+			XML_FAIL("an object with a cpuset or nodeset but not the complete one");
+		}
+		if (closing) {
+			if (!depth || names[depth - 1] != name_len ||
+			    memcmp(stack[depth - 1], x + name, name_len)) {
+				i = start;
+				XML_FAIL("a closing tag that closes no open element");
+			}
+			depth--;
+		} else if (!empty) {
+			if (depth == XML_MAX_DEPTH)
+				XML_FAIL("elements nested too deeply");
+			stack[depth] = x + name;
+			names[depth++] = name_len;
+		}
+	}
+	if (depth)
+		XML_FAIL("it ends inside an element");
+#undef XML_FAIL
+	return NULL;
+}
+
 enum source { MACHINE, SYNTHETIC, XML };
 
+/* @fn starts every message: the function's name, and the file's for an XML file. */
 static int load(enum source src, const char *text, size_t len, const char *fn, tn_topology **ret)
 {
 	hwloc_topology_t h;
 	char *copy = NULL;
+	size_t at;
 	int r = 0;
 
+	if (src == XML) {
+		const char *bad = xml_precheck(text, len, &at);
+		if (bad)
+			return tn__error(TN_EINVAL,
+					 "%s: not a valid hwloc XML topology: %s (byte %zu)", fn,
+					 bad, at);
+	}
 	if (hwloc_topology_init(&h) < 0)
 		return tn__error(TN_ENOMEM, "%s: hwloc could not start (out of memory)", fn);
 	/* Every PCI device (any may be asked for), the bridges that lead to them, no OS device. */
@@ -358,8 +494,9 @@ static int load(enum source src, const char *text, size_t len, const char *fn, t
 	hwloc_topology_set_type_filter(h, HWLOC_OBJ_OS_DEVICE, HWLOC_TYPE_FILTER_KEEP_NONE);
 	if (src == SYNTHETIC) {
 		if (hwloc_topology_set_synthetic(h, text) < 0)
-			r = tn__error(TN_EINVAL, "%s: '%.100s' is not an hwloc synthetic description",
-				      fn, text);
+			r = tn__error(TN_EINVAL,
+				      "%s: '%.100s' is not an hwloc synthetic description", fn,
+				      text);
 	} else if (src == XML) {
 		/* hwloc wants the terminating NUL inside the buffer; the caller's may lack it. */
 		copy = tn__malloc(len + 1);
@@ -374,8 +511,9 @@ static int load(enum source src, const char *text, size_t len, const char *fn, t
 	}
 	if (!r && hwloc_topology_load(h) < 0) {
 		if (src == MACHINE)
-			r = tn__error(TN_EIO, "%s: hwloc could not read this machine's topology (%s)",
-				      fn, strerror(errno));
+			r = tn__error(TN_EIO,
+				      "%s: hwloc could not read this machine's topology (%s)", fn,
+				      strerror(errno));
 		else if (src == XML)
 			r = tn__error(TN_EINVAL, "%s: not a valid hwloc XML topology", fn);
 		else
@@ -446,7 +584,8 @@ TN_EXPORT int tn_topology_load_xml(const char *path, tn_topology **ret)
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
 	    st.st_size > XML_MAX) {
-		r = tn__error(TN_EINVAL, "%s: %s: not a regular file of 1 byte to 64 MiB", fn, path);
+		r = tn__error(TN_EINVAL, "%s: %s: not a regular file of 1 byte to 64 MiB", fn,
+			      path);
 		goto out;
 	}
 	size_t len = (size_t)st.st_size, done = 0;
@@ -466,12 +605,13 @@ TN_EXPORT int tn_topology_load_xml(const char *path, tn_topology **ret)
 		done += (size_t)n;
 	}
 	if (memchr(buf, '\0', len)) {
-		r = tn__error(TN_EINVAL, "%s: %s: not an hwloc XML topology (a NUL byte)", fn, path);
+		r = tn__error(TN_EINVAL, "%s: %s: not an hwloc XML topology (a NUL byte)", fn,
+			      path);
 		goto out;
 	}
-	r = load(XML, buf, len, fn, ret);
-	if (r == TN_EINVAL)
-		r = tn__error(TN_EINVAL, "%s: %s is not a valid hwloc XML topology", fn, path);
+	char who[256];
+	snprintf(who, sizeof(who), "%s: %.200s", fn, path);
+	r = load(XML, buf, len, who, ret);
 out:
 	if (fd >= 0)
 		close(fd);
@@ -548,7 +688,8 @@ static int check_level(int level, const char *fn)
 static int check_buffer(const int *buf, int max, const char *fn)
 {
 	if (max < 0 || (max > 0 && !buf))
-		return tn__error(TN_EINVAL, "%s: %s", fn, max < 0 ? "negative max" : "NULL ret_cpus");
+		return tn__error(TN_EINVAL, "%s: %s", fn,
+				 max < 0 ? "negative max" : "NULL ret_cpus");
 	return 0;
 }
 
