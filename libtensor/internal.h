@@ -66,6 +66,12 @@ int tn__numa_apply(void *addr, size_t len, int policy, uint64_t nodes, bool move
  * move_pages; pages not yet faulted in are skipped. Returns the pages counted or -errno. */
 int64_t tn__numa_residency(const void *addr, size_t len, size_t page_size, uint64_t *ret_pages,
 			   int nnodes);
+/* The number of OpenMP workers tn_workers_pin bound (libtensor's loops then use that many),
+ * 0 when none. The first call outside a parallel region reads TN_PIN_NODE and pins the
+ * calling thread's workers when it is set. */
+int tn__pinned_threads(void);
+/* A pthread worker @tid of a TSan build's loops (iter.c) binds itself to its pinned CPU. */
+void tn__pin_worker(int tid);
 
 /* ---- storages and tensors ---- */
 

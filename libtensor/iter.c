@@ -683,6 +683,12 @@ static int num_threads_env = -1;
 
 int tn__num_threads(void)
 {
+	int pinned = tn__pinned_threads();
+	return pinned > 0 ? pinned : tn__default_threads();
+}
+
+int tn__default_threads(void)
+{
 	int n = __atomic_load_n(&num_threads_env, __ATOMIC_RELAXED);
 	if (n < 0) {
 		const char *env = getenv("TN_NUM_THREADS");
@@ -706,11 +712,14 @@ struct chunk {
 	tn_loop2d_fn loop;
 	void *ctx;
 	int64_t begin, end;
+	int tid;
 };
 
 static void *run_chunk(void *arg)
 {
 	struct chunk *c = arg;
+	/* A new thread has its creator's CPU mask: take worker tid's, as libgomp's would have. */
+	tn__pin_worker(c->tid);
 	tn__iter_serial_for_each(c->it, c->loop, c->ctx, c->begin, c->end);
 	return NULL;
 }
@@ -728,7 +737,7 @@ static void tsan_parallel(const struct tn_iter *it, tn_loop2d_fn loop, void *ctx
 	int64_t per = (it->numel + threads - 1) / threads;
 	for (int t = 0; t < threads; t++) {
 		int64_t b = t * per, e = b + per < it->numel ? b + per : it->numel;
-		c[t] = (struct chunk){ it, loop, ctx, b, e };
+		c[t] = (struct chunk){ it, loop, ctx, b, e, t };
 		if (t > 0)
 			started[t] = pthread_create(&th[t], NULL, run_chunk, &c[t]) == 0;
 	}
@@ -783,6 +792,7 @@ struct range_chunk {
 static void *run_range(void *arg)
 {
 	struct range_chunk *c = arg;
+	tn__pin_worker(c->tid);
 	c->fn(c->ctx, c->begin, c->end, c->tid);
 	return NULL;
 }

@@ -176,8 +176,11 @@ bool tn__can_cast(enum tn_dtype from, enum tn_dtype to);
 /* PyTorch's ScalarType name ("Float", "Long", ...). */
 const char *tn__scalar_type_name(enum tn_dtype dtype);
 
-/* The number of threads for_each uses: TN_NUM_THREADS, else OpenMP's setting. */
+/* The number of threads for_each uses: the pinned workers' (tn_workers_pin), else
+ * tn__default_threads(). */
 int tn__num_threads(void);
+/* TN_NUM_THREADS, else OpenMP's setting. */
+int tn__default_threads(void);
 
 /* ---- reductions ---- */
 
