@@ -914,7 +914,7 @@ static int deny_syscalls(void)
 #endif
 	};
 	enum { N = sizeof(allowed) / sizeof(allowed[0]) };
-	struct sock_filter filter[N + 5];
+	struct sock_filter filter[N + 6];
 	int k = 0;
 	filter[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
 						   offsetof(struct seccomp_data, arch));
