@@ -12,6 +12,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <linux/audit.h>
@@ -32,26 +33,59 @@
 #include "testutil.h"
 #include "../shm/arena_internal.h"
 
-static char dir[64];
+static char base[64]; /* the suite's directory on /dev/shm, made and removed by the runner */
+static char dir[96];  /* the current test's, inside it */
 static const char *self_exe;
+
+/* Remove @path, first unmounting what a test mounted in it (a small tmpfs, hugetlbfs). */
+static void remove_dir(const char *path)
+{
+	char cmd[160];
+	snprintf(cmd, sizeof(cmd), "%s/small", path);
+	umount2(cmd, MNT_DETACH);
+	snprintf(cmd, sizeof(cmd), "%s/huge", path);
+	umount2(cmd, MNT_DETACH);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", path);
+}
+
+/* Unchecked fixtures run in the runner, even when a test's process fails or dies before its
+ * own teardown: nothing a failed test made stays behind in /dev/shm. */
+static void suite_setup(void)
+{
+	strcpy(base, "/dev/shm/tn-check-XXXXXX");
+	if (!mkdtemp(base))
+		base[0] = 0;
+}
+
+static void suite_teardown(void)
+{
+	char sub[320];
+	if (!base[0])
+		return;
+	DIR *d = opendir(base);
+	struct dirent *de;
+	while (d && (de = readdir(d)))
+		if (de->d_name[0] != '.') {
+			snprintf(sub, sizeof(sub), "%s/%s", base, de->d_name);
+			remove_dir(sub);
+		}
+	if (d)
+		closedir(d);
+	remove_dir(base);
+}
 
 static void setup(void)
 {
-	strcpy(dir, "/dev/shm/tn-check-XXXXXX");
+	ck_assert_msg(base[0], "no suite directory on /dev/shm");
+	snprintf(dir, sizeof(dir), "%s/tXXXXXX", base);
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 }
 
 static void teardown(void)
 {
-	char cmd[128];
-	/* Mounts a test made (a small tmpfs, hugetlbfs) go first, even if it failed early. */
-	snprintf(cmd, sizeof(cmd), "%s/small", dir);
-	umount2(cmd, MNT_DETACH);
-	snprintf(cmd, sizeof(cmd), "%s/huge", dir);
-	umount2(cmd, MNT_DETACH);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", dir);
+	remove_dir(dir);
 }
 
 static tn_arena *make(const char *name, uint64_t size)
@@ -1714,6 +1748,7 @@ static Suite *arena_suite(void)
 {
 	Suite *s = suite_create("arena");
 	TCase *tc = tcase_create("arena");
+	tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_create_open_destroy);
