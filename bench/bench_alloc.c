@@ -16,31 +16,7 @@
 
 #include <tensor.h>
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static long minflt(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return ru.ru_minflt;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+#include "bench_util.h"
 
 struct result {
 	double ms;     /* median milliseconds per make-touch-drop */
@@ -57,8 +33,8 @@ static struct result run(enum which w, size_t bytes, int iters)
 	struct result r;
 
 	for (int i = 0; i < iters; i++) {
-		long f0 = minflt();
-		double t0 = now();
+		long f0 = bench_minflt(RUSAGE_SELF);
+		double t0 = bench_now_ns();
 		if (w == GLIBC) {
 			void *p = malloc(bytes);
 			memset(p, 1, bytes);
@@ -81,11 +57,11 @@ static struct result run(enum which w, size_t bytes, int iters)
 			}
 			tn_tensor_unref(x);
 		}
-		t[i] = (now() - t0) * 1e3;
-		f[i] = (double)(minflt() - f0);
+		t[i] = (bench_now_ns() - t0) * 1e-6;
+		f[i] = (double)(bench_minflt(RUSAGE_SELF) - f0);
 	}
-	r.ms = median(t, iters);
-	r.faults = median(f, iters);
+	r.ms = bench_median(t, iters);
+	r.faults = bench_median(f, iters);
 	free(t);
 	free(f);
 	return r;
@@ -98,11 +74,11 @@ static double memset_gbps(size_t bytes, int iters)
 	double *t = calloc((size_t)iters, sizeof(double));
 	memset(p, 0, bytes);
 	for (int i = 0; i < iters; i++) {
-		double t0 = now();
+		double t0 = bench_now_ns();
 		memset(p, i & 0xff, bytes);
-		t[i] = now() - t0;
+		t[i] = (bench_now_ns() - t0) * 1e-9;
 	}
-	double gbps = (double)bytes / median(t, iters) / 1e9;
+	double gbps = (double)bytes / bench_median(t, iters) / 1e9;
 	free(p);
 	free(t);
 	return gbps;

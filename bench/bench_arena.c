@@ -50,6 +50,8 @@
 
 #include <tensor.h>
 
+#include "bench_util.h"
+
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SANITIZED 1
 #elif defined(__has_feature)
@@ -83,33 +85,6 @@ static bool selected(const char *part)
 	snprintf(list, sizeof(list), ",%s,", only);
 	snprintf(want, sizeof(want), ",%s,", part);
 	return strstr(list, want) != NULL;
-}
-
-static double now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static long minflt(int who)
-{
-	struct rusage ru;
-	getrusage(who, &ru);
-	return ru.ru_minflt;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-/* The median of @v[0..n-1], which it sorts. */
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* Keep the compiler from eliding an allocation whose block is never used (GCC removes
@@ -349,8 +324,8 @@ static void *loop_run(void *arg)
 	long f0;
 
 	pthread_barrier_wait(l->start);
-	f0 = minflt(RUSAGE_THREAD);
-	l->t0 = now_ns();
+	f0 = bench_minflt(RUSAGE_THREAD);
+	l->t0 = bench_now_ns();
 	for (long i = 0; i < l->pairs; i += l->batch) {
 		for (int j = 0; j < l->batch; j++) {
 			char *p = l->al->alloc(l->al->ctx, l->size);
@@ -375,8 +350,8 @@ static void *loop_run(void *arg)
 					 tn_last_error());
 	}
 out:
-	l->t1 = now_ns();
-	l->faults = minflt(RUSAGE_THREAD) - f0;
+	l->t1 = bench_now_ns();
+	l->faults = bench_minflt(RUSAGE_THREAD) - f0;
 	return NULL;
 }
 
@@ -385,11 +360,23 @@ struct round_result {
 	double faults; /* minor faults of all threads over all pairs */
 };
 
+/* Run @fn on @threads jobs at once, job i at @jobs + i * @size: the caller runs job 0, new
+ * threads the others. A thread that cannot be made is fatal (the jobs' barrier waits for it). */
+static void run_team(void *(*fn)(void *), void *jobs, size_t size, int threads)
+{
+	pthread_t tid[MAX_THREADS];
+	for (int i = 1; i < threads; i++)
+		if ((errno = pthread_create(&tid[i], NULL, fn, (char *)jobs + size * (size_t)i)) != 0)
+			die("pthread_create: %s", strerror(errno));
+	fn(jobs);
+	for (int i = 1; i < threads; i++)
+		pthread_join(tid[i], NULL);
+}
+
 /* One round: @threads threads (the caller is the first) each make @pairs pairs at once. */
 static int loop_round(const struct allocator *al, size_t size, int batch, int threads, long pairs,
 		      bool touch, struct round_result *ret, char *err, size_t errlen)
 {
-	pthread_t tid[MAX_THREADS];
 	struct loop l[MAX_THREADS];
 	pthread_barrier_t start;
 
@@ -399,13 +386,7 @@ static int loop_round(const struct allocator *al, size_t size, int batch, int th
 				      .touch = touch, .page = (size_t)sysconf(_SC_PAGESIZE),
 				      .start = &start };
 	}
-	/* A thread that cannot be made is fatal: the barrier waits for it. */
-	for (int i = 1; i < threads; i++)
-		if ((errno = pthread_create(&tid[i], NULL, loop_run, &l[i])) != 0)
-			die("pthread_create: %s", strerror(errno));
-	loop_run(&l[0]);
-	for (int i = 1; i < threads; i++)
-		pthread_join(tid[i], NULL);
+	run_team(loop_run, l, sizeof(l[0]), threads);
 	pthread_barrier_destroy(&start);
 
 	double t0 = l[0].t0, t1 = l[0].t1;
@@ -510,10 +491,10 @@ static void *copy_run(void *arg)
 {
 	struct copy_job *j = arg;
 	pthread_barrier_wait(j->start);
-	j->t0 = now_ns();
+	j->t0 = bench_now_ns();
 	memcpy(j->dst, j->src, j->n);
 	escape(j->dst);
-	j->t1 = now_ns();
+	j->t1 = bench_now_ns();
 	return NULL;
 }
 
@@ -523,7 +504,6 @@ static double copy_gbps(char *dst, const char *src, size_t n, int threads, int r
 	double t[64];
 	reps = reps > 64 ? 64 : reps;
 	for (int r = -1; r < reps; r++) {
-		pthread_t tid[MAX_THREADS];
 		struct copy_job j[MAX_THREADS];
 		pthread_barrier_t start;
 		pthread_barrier_init(&start, NULL, (unsigned)threads);
@@ -532,12 +512,7 @@ static double copy_gbps(char *dst, const char *src, size_t n, int threads, int r
 			j[i] = (struct copy_job){ .dst = dst + part * (size_t)i,
 						  .src = src + part * (size_t)i, .n = part,
 						  .start = &start };
-		for (int i = 1; i < threads; i++)
-			if ((errno = pthread_create(&tid[i], NULL, copy_run, &j[i])) != 0)
-				die("pthread_create: %s", strerror(errno));
-		copy_run(&j[0]);
-		for (int i = 1; i < threads; i++)
-			pthread_join(tid[i], NULL);
+		run_team(copy_run, j, sizeof(j[0]), threads);
 		pthread_barrier_destroy(&start);
 		double t0 = j[0].t0, t1 = j[0].t1;
 		for (int i = 1; i < threads; i++) {
@@ -547,7 +522,7 @@ static double copy_gbps(char *dst, const char *src, size_t n, int threads, int r
 		if (r >= 0) /* round -1 warms up */
 			t[r] = t1 - t0;
 	}
-	return 2.0 * (double)(n / (size_t)threads * (size_t)threads) / median(t, reps);
+	return 2.0 * (double)(n / (size_t)threads * (size_t)threads) / bench_median(t, reps);
 }
 
 /* ---- 1. allocation+free pairs ---------------------------------------------------------------- */
@@ -633,8 +608,8 @@ static void alloc_case_row(const struct allocator *arena_al, const struct alloc_
 			printf(" %9s %6s |", "n/a", "");
 			continue;
 		}
-		m[k] = ret_ns[k] = median(ns[k], reps);
-		double f = ret_faults[k] = median(flt[k], reps);
+		m[k] = ret_ns[k] = bench_median(ns[k], reps);
+		double f = ret_faults[k] = bench_median(flt[k], reps);
 		int digits = f >= 10 || f == 0 ? 0 : 2;
 		printf(" %9s %6.*f |", fmt_time(b2, sizeof(b2), m[k]), digits, f);
 	}
@@ -660,10 +635,10 @@ static void bench_alloc_pairs(int reps, double copy1_gbps)
 	tn_arena_stats st;
 
 	/* Room for the largest round: 2 threads x a batch of 4 x 64 MiB, plus alignment. */
-	double t0 = now_ns();
+	double t0 = bench_now_ns();
 	if (make_arena(0, "alloc", 768 * MIB, &a) != 0)
 		die("/dev/shm has no room for a 768 MiB arena");
-	double create_ns = now_ns() - t0;
+	double create_ns = bench_now_ns() - t0;
 	if (tn_arena_stat(a, &st) != 0)
 		die("%s", tn_last_error());
 	const struct allocator arena_al = { arena_alloc, arena_free, a };
@@ -788,20 +763,20 @@ static int lookup_round(tn_arena *a, tn_arena_handle h, int n, double *ns, char 
 		return -1;
 	}
 	for (int pass = 0; pass < 2; pass++) {
-		t0 = now_ns();
+		t0 = bench_now_ns();
 		for (int i = 0; i < n; i++) {
 			if (tn_arena_lookup(a, LOOKUP_NAME, &x, NULL) != 0)
 				goto fail;
 			tn_tensor_unref(x);
 		}
-		ns[pass ? BY_NAME_DROPPED : BY_NAME_HELD] = (now_ns() - t0) / n;
-		t0 = now_ns();
+		ns[pass ? BY_NAME_DROPPED : BY_NAME_HELD] = (bench_now_ns() - t0) / n;
+		t0 = bench_now_ns();
 		for (int i = 0; i < n; i++) {
 			if (tn_arena_lookup_handle(a, h, &x) != 0)
 				goto fail;
 			tn_tensor_unref(x);
 		}
-		ns[pass ? BY_HANDLE_DROPPED : BY_HANDLE_HELD] = (now_ns() - t0) / n;
+		ns[pass ? BY_HANDLE_DROPPED : BY_HANDLE_HELD] = (bench_now_ns() - t0) / n;
 		keep = tn_tensor_unref(keep);
 	}
 	return 0;
@@ -820,12 +795,12 @@ static void lookup_child(const char *arena_name, tn_arena_handle h, FILE *in, FI
 	tn_tensor *x;
 	double ns[NLOOKUP];
 
-	double t0 = now_ns();
+	double t0 = bench_now_ns();
 	int r = tn_arena_open(arena_name, ARENA_DIR, &b);
-	double t1 = now_ns();
+	double t1 = bench_now_ns();
 	if (r == 0)
 		r = tn_arena_lookup(b, LOOKUP_NAME, &x, NULL);
-	double t2 = now_ns();
+	double t2 = bench_now_ns();
 	if (r != 0) {
 		fprintf(out, "err %s\n", tn_last_error());
 		fflush(out);
@@ -889,15 +864,15 @@ static void bench_lookup(tn_arena *a, int reps)
 	/* The publishing process keeps @t until the publish rounds are done, then looks the tensor
 	 * up like the other process does. Rounds alternate between this process and the other. */
 	for (int r = -1; r < reps; r++) {
-		double t0 = now_ns();
+		double t0 = bench_now_ns();
 		for (int i = 0; i < PUBLISHES; i++)
 			if (tn_arena_publish(a, names[i], t, 0, NULL) != 0)
 				die("%s", tn_last_error());
-		double t1 = now_ns();
+		double t1 = bench_now_ns();
 		for (int i = 0; i < PUBLISHES; i++)
 			if (tn_arena_unpublish(a, names[i]) != 0)
 				die("%s", tn_last_error());
-		double t2 = now_ns();
+		double t2 = bench_now_ns();
 		if (r >= 0) {
 			pub[r] = (t1 - t0) / PUBLISHES;
 			unpub[r] = (t2 - t1) / PUBLISHES;
@@ -935,15 +910,15 @@ static void bench_lookup(tn_arena *a, int reps)
 	       "releases the process's hold.\n\n");
 	printf("   %-42s %14s %14s\n", "", "same process", "other process");
 	printf("   %-42s %14s %14s\n", "publish under a new name",
-	       fmt_time(b1, sizeof(b1), median(pub, reps)), "-");
-	printf("   %-42s %14s %14s\n", "unpublish", fmt_time(b1, sizeof(b1), median(unpub, reps)),
+	       fmt_time(b1, sizeof(b1), bench_median(pub, reps)), "-");
+	printf("   %-42s %14s %14s\n", "unpublish", fmt_time(b1, sizeof(b1), bench_median(unpub, reps)),
 	       "-");
 	double best_other = 1e18;
 	for (int k = 0; k < NLOOKUP; k++) {
-		double m = median(other[k], reps);
+		double m = bench_median(other[k], reps);
 		best_other = m < best_other ? m : best_other;
 		printf("   %-42s %14s %14s\n", what[k],
-		       fmt_time(b1, sizeof(b1), median(same[k], reps)),
+		       fmt_time(b1, sizeof(b1), bench_median(same[k], reps)),
 		       fmt_time(b2, sizeof(b2), m));
 	}
 	printf("   %-42s %14s %14s\n", "open the arena (once)", "-",
@@ -952,7 +927,7 @@ static void bench_lookup(tn_arena *a, int reps)
 	       fmt_time(b1, sizeof(b1), first_ns));
 	double worst = 0;
 	for (int k = 0; k < NLOOKUP; k++) {
-		double m = median(other[k], reps);
+		double m = bench_median(other[k], reps);
 		worst = m > worst ? m : worst;
 	}
 	printf("   target: another process's lookup under 1 us after the first mapping: %s to %s, "
@@ -972,21 +947,21 @@ static int get_child(char **argv)
 	int64_t numel = strtoll(argv[2], NULL, 10);
 	float first = strtof(argv[3], NULL), last = strtof(argv[4], NULL);
 
-	long f0 = minflt(RUSAGE_SELF);
-	double t0 = now_ns();
+	long f0 = bench_minflt(RUSAGE_SELF);
+	double t0 = bench_now_ns();
 	int r = tn_arena_open(argv[0], ARENA_DIR, &a);
-	double t1 = now_ns();
+	double t1 = bench_now_ns();
 	if (r == 0 && (r = tn_arena_lookup(a, argv[1], &x, NULL)) != 0)
 		tn_arena_unref(a);
-	double t2 = now_ns();
+	double t2 = bench_now_ns();
 	if (r != 0) {
 		printf("err %s\n", tn_last_error());
 		return 1;
 	}
 	const volatile float *d = tn_tensor_data(x);
 	float v0 = d[0], v1 = d[numel - 1];
-	double t3 = now_ns();
-	long faults = minflt(RUSAGE_SELF) - f0;
+	double t3 = bench_now_ns();
+	long faults = bench_minflt(RUSAGE_SELF) - f0;
 	if (tn_tensor_numel(x) != numel || v0 != first || v1 != last)
 		printf("err %s: %" PRId64 " elements, first %g, last %g; expected %" PRId64
 		       ", %g, %g\n", argv[1], tn_tensor_numel(x), v0, v1, numel, first, last);
@@ -1028,10 +1003,10 @@ static void bench_get(tn_arena *a, bool have_1g, int reps)
 			char *const argv[] = { "bench_arena", "--get", made_names[1],
 					       (char *)names[i], args[0], args[1], args[2], NULL };
 			FILE *from;
-			double t0 = now_ns();
+			double t0 = bench_now_ns();
 			pid_t pid = spawn_self(argv, NULL, NULL, &from);
 			bool got = fgets(reply, sizeof(reply), from) != NULL;
-			double t1 = now_ns();
+			double t1 = bench_now_ns();
 			fclose(from);
 			int st = 0;
 			waitpid(pid, &st, 0);
@@ -1056,17 +1031,17 @@ static void bench_get(tn_arena *a, bool have_1g, int reps)
 	       "open..read", "faults", "fork..answer");
 	double first_total = 0, last_total = 0;
 	for (int i = 0; i < n; i++) {
-		double tot = median(total[i], reps);
+		double tot = bench_median(total[i], reps);
 		if (i == 0)
 			first_total = tot;
 		last_total = tot;
 		printf("   %-8s %10s %10s %10s %12s %8.0f %16s\n",
 		       fmt_size(b[0], sizeof(b[0]), sizes[i]),
-		       fmt_time(b[1], sizeof(b[1]), median(open[i], reps)),
-		       fmt_time(b[2], sizeof(b[2]), median(look[i], reps)),
-		       fmt_time(b[3], sizeof(b[3]), median(read[i], reps)),
-		       fmt_time(b[4], sizeof(b[4]), tot), median(flt[i], reps),
-		       fmt_time(b[5], sizeof(b[5]), median(spawn[i], reps)));
+		       fmt_time(b[1], sizeof(b[1]), bench_median(open[i], reps)),
+		       fmt_time(b[2], sizeof(b[2]), bench_median(look[i], reps)),
+		       fmt_time(b[3], sizeof(b[3]), bench_median(read[i], reps)),
+		       fmt_time(b[4], sizeof(b[4]), tot), bench_median(flt[i], reps),
+		       fmt_time(b[5], sizeof(b[5]), bench_median(spawn[i], reps)));
 	}
 	printf("   open..read of %s over %s: %.2fx (should stay near 1: nothing is copied or "
 	       "touched beyond two pages)\n", fmt_size(b[0], sizeof(b[0]), sizes[n - 1]),

@@ -19,6 +19,8 @@
 
 #include <tensor.h>
 
+#include "bench_util.h"
+
 #define CALLS 200000
 #define SAMPLES 15
 
@@ -32,12 +34,6 @@ static view_fn view_direct;
 static volatile long sink;
 static const int64_t shape[] = { 6, 4 };
 
-static double now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 static void die(const char *what)
 {
@@ -151,22 +147,17 @@ static void run_memset(void)
 	}
 }
 
-static int cmp(const void *x, const void *y)
-{
-	double p = *(const double *)x, q = *(const double *)y;
-	return (p > q) - (p < q);
-}
 
 static double median_ns(void (*fn)(void))
 {
 	double t[SAMPLES];
 	fn(); /* warm up: first-use registration, caches */
 	for (int s = 0; s < SAMPLES; s++) {
-		double t0 = now_ns();
+		double t0 = bench_now_ns();
 		fn();
-		t[s] = (now_ns() - t0) / CALLS;
+		t[s] = (bench_now_ns() - t0) / CALLS;
 	}
-	qsort(t, SAMPLES, sizeof(t[0]), cmp);
+	qsort(t, SAMPLES, sizeof(t[0]), bench_cmp_double);
 	return t[SAMPLES / 2];
 }
 
