@@ -37,7 +37,12 @@ TN_BEGIN_DECLS
 	X(TN_EIO, -EIO, "input/output error")                                               \
 	X(TN_EEXIST, -EEXIST, "entry already exists")                                       \
 	X(TN_ENOSPC, -ENOSPC, "no space left")                                              \
-	X(TN_ESTALE, -ESTALE, "stale handle: the entry changed since")
+	X(TN_ESTALE, -ESTALE, "stale handle: the entry changed since")                     \
+	X(TN_EACCES, -EACCES, "permission denied")                                          \
+	X(TN_EPROTO, -EPROTO, "protocol error")                                             \
+	X(TN_ECONNREFUSED, -ECONNREFUSED, "no tensord is listening on the socket")          \
+	X(TN_ENOTCONN, -ENOTCONN, "the connection to tensord was lost")                     \
+	X(TN_ENAMETOOLONG, -ENAMETOOLONG, "name or path too long")
 
 enum tn_error {
 #define TN_X_(name, value, desc) name = (value),

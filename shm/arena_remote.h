@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Arena internals for tensord and its client library (not exported from libtensor.so; the
+ * daemon links a static copy of the library, the client library is compiled into it).
+ *
+ * With tensord, the daemon assigns client slots: it records the client's pid and start time
+ * (from SO_PEERCRED and /proc) in a free slot of the arena's client table, passes the slot
+ * number with the arena fd, and the client adopts the slot when it maps the file. The daemon
+ * remembers the slot's state word (state and generation) so that it can later reclaim
+ * exactly that attachment and never a slot that has since been given to someone else.
+ *
+ * A read-only client maps the file PROT_READ through a read-only fd: it cannot take the lock
+ * or write a hold bit. Its handle carries remote operations (struct tn__arena_remote) through
+ * which a lookup asks the daemon to resolve the name and hold the block for the client's slot,
+ * and the last local release asks the daemon to drop that hold.
+ */
+#ifndef TN_SHM_ARENA_REMOTE_H
+#define TN_SHM_ARENA_REMOTE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <tensor/arena.h>
+
+/* ---- daemon side ----------------------------------------------------------------------------- */
+
+/*
+ * tn__arena_assign_slot - take a free client slot for process @pid, whose start time (in clock
+ * ticks after boot, as tn__proc_start_time gives) is @start_time; reclaims the slots of dead
+ * processes first when none is free. Writes the slot and its state word (to be passed to
+ * tn__arena_reclaim_if). Returns 0, TN_EBUSY (every slot live), or a lock error.
+ */
+int tn__arena_assign_slot(tn_arena *a, int32_t pid, uint64_t start_time, int *ret_slot,
+			  uint64_t *ret_state);
+
+/*
+ * tn__arena_slot_info - read slot @slot's record: whether attached, pid, start time, state
+ * word. Returns 0 or TN_ERANGE.
+ */
+int tn__arena_slot_info(tn_arena *a, int slot, bool *ret_attached, int32_t *ret_pid,
+			uint64_t *ret_start_time, uint64_t *ret_state);
+
+/*
+ * tn__arena_reclaim_if - reclaim slot @slot (drop its holds, free what nobody else holds,
+ * release the slot) only if its state word is still @state; returns 1 when it did, 0 when
+ * the slot had changed hands or was already free, or a negative error. @ret_freed (may be
+ * NULL) gets the heap bytes that became free.
+ */
+int tn__arena_reclaim_if(tn_arena *a, int slot, uint64_t state, uint64_t *ret_freed);
+
+/* What a read-only client gets for a name: the entry as tn_arena_info gives it, and the block
+ * the daemon now holds for the client's slot. */
+struct tn__arena_remote_entry {
+	tn_arena_entry entry;
+	uint64_t block; /* offset of the block header in the file */
+};
+
+/*
+ * tn__arena_hold_for - resolve @name (NULL: use @handle instead) under the lock and set
+ * @slot's hold bit on the block it names (a block already held by that slot stays held once:
+ * holds are bits). Fills *ret. Returns 0, TN_ENOENT, TN_ESTALE (handle generation), TN_ERANGE
+ * (slot not attached).
+ */
+int tn__arena_hold_for(tn_arena *a, int slot, const char *name, const tn_arena_handle *handle,
+		       struct tn__arena_remote_entry *ret);
+
+/*
+ * tn__arena_release_for - clear @slot's hold bit on the block at offset @block and free the
+ * block if nothing else holds or pins it. Returns 0, TN_EINVAL (not a block, not held by
+ * the slot).
+ */
+int tn__arena_release_for(tn_arena *a, int slot, uint64_t block);
+
+/* ---- client side ---------------------------------------------------------------------------- */
+
+struct tn__arena_remote {
+	/* Resolve a name (or a handle when name is NULL) and hold its block for this client.
+	 * Returns 0 or a negative code (with the message set). */
+	int (*hold)(void *ctx, const char *name, const tn_arena_handle *handle,
+		    struct tn__arena_remote_entry *ret);
+	/* Drop the hold on @block (the process's last storage over it is gone). */
+	void (*release)(void *ctx, uint64_t block);
+	/* The handle's last reference is gone: give the slot back. Then unref ctx. */
+	void (*detach)(void *ctx, int slot);
+	void *ctx;
+};
+
+#define TN__ATTACH_READ_ONLY 0x1u
+
+/*
+ * tn__arena_attach_slot - map the arena file open at @fd (duplicated; the caller keeps its
+ * own) and adopt client slot @slot, which must be attached to this process (pid and start
+ * time), as the daemon assigned it. With TN__ATTACH_READ_ONLY the file is mapped read-only
+ * (the fd may be O_RDONLY) and @remote (copied; required) serves lookups and releases; every
+ * tensor looked up is read-only as a sealed one; alloc, publish, unpublish, seal, trim,
+ * reclaim and fsck repair fail with TN_EPERM; info, list, stat and clients read without the
+ * lock, validating everything they read. Without the flag @remote may be NULL, and a
+ * non-NULL one gets only detach (at the last unref, after the handle released its slot
+ * itself). Returns 0, TN_EINVAL (not an arena, bad slot), TN_EPERM (slot not ours), TN_EIO.
+ */
+int tn__arena_attach_slot(int fd, int slot, unsigned flags, const struct tn__arena_remote *remote,
+			  tn_arena **ret_arena);
+
+/* tn__arena_read_only - whether the handle was attached read-only. */
+bool tn__arena_read_only(const tn_arena *a);
+
+/* tn__arena_uuid - the arena's uuid (16 bytes), copied into the handle at attach. */
+void tn__arena_uuid(const tn_arena *a, uint8_t ret_uuid[16]);
+
+#endif /* TN_SHM_ARENA_REMOTE_H */
