@@ -71,6 +71,8 @@ TN_EXPORT int tn_arena_reclaim(tn_arena *a, int slot)
 {
 	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "tn_arena_reclaim: not an arena handle of this process");
+	if (a->read_only)
+		return tn__read_only_error(a, "tn_arena_reclaim");
 	if (slot < 0 || slot >= (int)a->max_clients)
 		return tn__error(TN_EINVAL, "tn_arena_reclaim: slot %d outside [0, %u)", slot,
 				 a->max_clients);
@@ -94,6 +96,8 @@ TN_EXPORT int tn_arena_reclaim_dead(tn_arena *a)
 {
 	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "tn_arena_reclaim_dead: not an arena handle of this process");
+	if (a->read_only)
+		return tn__read_only_error(a, "tn_arena_reclaim_dead");
 	int r = tn__arena_lock(a), n = 0;
 	if (r)
 		return r;
@@ -120,8 +124,12 @@ uint64_t tn__largest_free(const tn_arena *a)
 		return 0;
 	unsigned sl = 63u - (unsigned)__builtin_clzll(h->sl_bitmap[fl]);
 	uint64_t best = 0;
-	uint64_t n = 0;
-	for (uint64_t off = h->bins[fl][sl % SL_COUNT]; off && n++ < h->free_blocks;) {
+	uint64_t n = 0, most = h->free_blocks;
+	/* No list is longer than the heap has room for blocks, whatever the counter says (a
+	 * reader without the lock may see a torn one). */
+	if (most > a->data_size / BLOCK_MIN)
+		most = a->data_size / BLOCK_MIN;
+	for (uint64_t off = h->bins[fl][sl % SL_COUNT]; off && n++ < most;) {
 		if (!tn__block_sane(a, off))
 			break;
 		uint64_t s = tn__block_at(a, off)->size;
@@ -138,7 +146,8 @@ TN_EXPORT int tn_arena_stat(tn_arena *a, tn_arena_stats *ret)
 		return tn__error(TN_EBADF, "tn_arena_stat: not an arena handle of this process");
 	if (!ret)
 		return tn__error(TN_EINVAL, "tn_arena_stat: NULL ret_stats");
-	int r = tn__arena_lock(a);
+	/* A read-only handle reads without the lock, when no change is under way if it can. */
+	int r = a->read_only ? (tn__quiet_undo(a), 0) : tn__arena_lock(a);
 	if (r)
 		return r;
 	const struct arena_header *h = a->hdr;
@@ -162,8 +171,9 @@ TN_EXPORT int tn_arena_stat(tn_arena *a, tn_arena_stats *ret)
 		.lock_repairs = h->lock_repairs,
 		.reclaimed_slots = h->reclaimed_slots,
 	};
-	memcpy(s.uuid, h->uuid, sizeof(s.uuid));
-	tn__arena_unlock(a);
+	memcpy(s.uuid, a->uuid, sizeof(s.uuid));
+	if (!a->read_only)
+		tn__arena_unlock(a);
 	*ret = s;
 	return 0;
 }
@@ -175,20 +185,24 @@ TN_EXPORT int tn_arena_clients(tn_arena *a, tn_arena_client *ret, size_t capacit
 	if (!ret && capacity)
 		return tn__error(TN_EINVAL, "tn_arena_clients: NULL ret_clients");
 	uint64_t blocks[TN_ARENA_MAX_CLIENTS] = { 0 }, bytes[TN_ARENA_MAX_CLIENTS] = { 0 };
-	int r = tn__arena_lock(a), n = 0;
+	int r = a->read_only ? (tn__quiet_undo(a), 0) : tn__arena_lock(a), n = 0;
 	if (r)
 		return r;
 	for (uint64_t off = a->data_off; off < data_end(a);) {
 		if (!tn__block_sane(a, off))
 			break;
 		const struct block *b = tn__block_at(a, off);
+		/* Read once: without the lock (a read-only handle) it may change under us. */
+		uint64_t size = *(const volatile uint64_t *)&b->size;
+		if (size < BLOCK_MIN)
+			break;
 		if (tn__block_magic(b) == BLOCK_MAGIC_USED)
 			for (int s = 0; s < TN_ARENA_MAX_CLIENTS; s++)
 				if (tn__hold_has(b, s)) {
 					blocks[s]++;
-					bytes[s] += b->size - BLOCK_HDR;
+					bytes[s] += size - BLOCK_HDR;
 				}
-		off += b->size;
+		off += size;
 	}
 	for (int i = 0; i < (int)a->max_clients; i++) {
 		const struct client_rec *c = tn__client_at(a, i);
@@ -203,7 +217,8 @@ TN_EXPORT int tn_arena_clients(tn_arena *a, tn_arena_client *ret, size_t capacit
 						    .held_bytes = bytes[i] };
 		n++;
 	}
-	tn__arena_unlock(a);
+	if (!a->read_only)
+		tn__arena_unlock(a);
 	return n;
 }
 
@@ -246,7 +261,12 @@ static int fsck_directory(struct fsck *f, uint64_t **ret_blocks, size_t *ret_n)
 	if (!blocks)
 		return tn__error(TN_ENOMEM, "tn_arena_fsck: out of memory");
 	for (uint32_t i = 0; i < a->dir_slots; i++) {
-		struct dir_entry *e = tn__entry_at(a, i);
+		struct dir_entry copy, *e = tn__entry_at(a, i);
+		if (a->read_only) {
+			/* Without the lock: checked on a copy (the repairs below need the lock). */
+			tn__entry_snapshot(a, i, &copy);
+			e = &copy;
+		}
 		uint32_t st = (uint32_t)e->state_gen;
 		if (st == ENTRY_TOMBSTONE)
 			tombs++;
@@ -346,7 +366,8 @@ static int fsck_blocks(struct fsck *f, const uint64_t *named, size_t nnamed)
 					return r;
 			}
 		}
-		tn__tx_commit(a);
+		if (f->repair)
+			tn__tx_commit(a);
 		off = next;
 	}
 	return 0;
@@ -368,6 +389,12 @@ static int fsck_heap(struct fsck *f)
 		}
 		struct block *b = tn__block_at(a, off);
 		bool is_free = tn__block_magic(b) == BLOCK_MAGIC_FREE;
+		/* Read once: without the lock (a read-only handle) it may change under us. */
+		uint64_t size = *(const volatile uint64_t *)&b->size;
+		if (size < BLOCK_MIN) {
+			problem(f, false, "block at offset %" PRIu64 " has a bad header", off);
+			return TN_EIO;
+		}
 		if (b->prev_size != prev_size) {
 			problem(f, f->repair, "block at %" PRIu64 " records a previous size of %" PRIu64
 				", not %" PRIu64, off, b->prev_size, prev_size);
@@ -379,15 +406,15 @@ static int fsck_heap(struct fsck *f)
 		if (is_free && prev_free)
 			problem(f, false, "free blocks adjacent at %" PRIu64, off);
 		if (is_free) {
-			freeb += b->size;
+			freeb += size;
 			free_blocks++;
 		} else {
-			used += b->size;
+			used += size;
 			blocks++;
 		}
 		prev_free = is_free;
-		prev_size = b->size;
-		off += b->size;
+		prev_size = size;
+		off += size;
 	}
 	f->rep.blocks = blocks + free_blocks;
 	f->rep.free_blocks = free_blocks;
@@ -410,9 +437,11 @@ static int fsck_heap(struct fsck *f)
 				struct block *b = tn__block_at(a, off);
 				const struct free_links *l = (const struct free_links *)(a->base + off +
 											   BLOCK_HDR);
-				unsigned bfl = 63u - (unsigned)__builtin_clzll(b->size);
+				/* Read once: it may change under a reader without the lock. */
+				uint64_t bsize = *(const volatile uint64_t *)&b->size;
+				unsigned bfl = 63u - (unsigned)__builtin_clzll(bsize | BLOCK_MIN);
 				if (tn__block_magic(b) != BLOCK_MAGIC_FREE || bfl != fl ||
-				    ((b->size >> (bfl - SL_LOG)) & (SL_COUNT - 1)) != sl ||
+				    ((bsize >> (bfl - SL_LOG)) & (SL_COUNT - 1)) != sl ||
 				    l->prev != prev || ++listed > free_blocks) {
 					lists_bad = true;
 					break;
@@ -445,24 +474,19 @@ static int fsck_heap(struct fsck *f)
 	return 0;
 }
 
-TN_EXPORT int tn_arena_fsck(tn_arena *a, unsigned flags, tn_arena_fsck_report *ret_report)
+/* One pass of every check (and repair); under the lock, or without it and repairing nothing
+ * for a read-only handle. */
+static int fsck_pass(struct fsck *f)
 {
-	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "tn_arena_fsck: not an arena handle of this process");
-	if (flags & ~TN_ARENA_FSCK_REPAIR)
-		return tn__error(TN_EINVAL, "tn_arena_fsck: unknown flags 0x%x", flags);
-	struct fsck f = { .a = a, .repair = flags & TN_ARENA_FSCK_REPAIR };
-	int r = tn__arena_validate(a, "tn_arena_fsck");
-	if (r)
-		return r;
-	if ((r = tn__arena_lock(a)))
-		return r;
-	/* Outside a change the undo log is empty (taking the lock rolled back a dead holder's). */
+	tn_arena *a = f->a;
+	int r;
+	/* Outside a change the undo log is empty (taking the lock rolled back a dead holder's).
+	 * Without the lock, a change may well be under way. */
 	uint64_t pending = atomic_load_explicit(&a->hdr->undo_count, memory_order_acquire);
-	if (pending) {
-		problem(&f, f.repair, "the undo log holds %" PRIu64 " records outside a change",
+	if (pending && !a->read_only) {
+		problem(f, f->repair, "the undo log holds %" PRIu64 " records outside a change",
 			pending);
-		if (f.repair)
+		if (f->repair)
 			atomic_store_explicit(&a->hdr->undo_count, 0, memory_order_release);
 	}
 	/* Clients whose process is gone. */
@@ -472,29 +496,59 @@ TN_EXPORT int tn_arena_fsck(tn_arena *a, unsigned flags, tn_arena_fsck_report *r
 		if ((uint32_t)c->state_gen != CLIENT_ATTACHED)
 			continue;
 		if (i != a->slot && !tn__client_alive(c)) {
-			f.rep.dead_clients++;
-			problem(&f, f.repair, "slot %d belongs to process %lld, which is gone", i,
+			f->rep.dead_clients++;
+			problem(f, f->repair, "slot %d belongs to process %lld, which is gone", i,
 				(long long)c->pid);
-			if (f.repair && tn__reclaim_locked(a, i) >= 0)
+			if (f->repair && tn__reclaim_locked(a, i) >= 0)
 				continue; /* reclaimed: no longer attached */
 		}
 		clients++;
 	}
 	if (clients != a->hdr->clients) {
-		problem(&f, f.repair, "%" PRIu64 " clients attached; the header says %" PRIu64,
+		problem(f, f->repair, "%" PRIu64 " clients attached; the header says %" PRIu64,
 			clients, a->hdr->clients);
-		if (f.repair) {
+		if (f->repair) {
 			tn__tx_set(a, &a->hdr->clients, clients);
 			tn__tx_commit(a);
 		}
 	}
 	uint64_t *named = NULL;
 	size_t nnamed = 0;
-	if (!(r = fsck_heap(&f)) && !(r = fsck_directory(&f, &named, &nnamed)) &&
-	    !(r = fsck_blocks(&f, named, nnamed)) && f.repair)
-		r = fsck_heap(&f); /* the counts after the repairs above */
+	if (!(r = fsck_heap(f)) && !(r = fsck_directory(f, &named, &nnamed)) &&
+	    !(r = fsck_blocks(f, named, nnamed)) && f->repair)
+		r = fsck_heap(f); /* the counts after the repairs above */
 	free(named);
-	tn__arena_unlock(a);
+	return r;
+}
+
+TN_EXPORT int tn_arena_fsck(tn_arena *a, unsigned flags, tn_arena_fsck_report *ret_report)
+{
+	if (!tn__arena_ok(a))
+		return tn__error(TN_EBADF, "tn_arena_fsck: not an arena handle of this process");
+	if (flags & ~TN_ARENA_FSCK_REPAIR)
+		return tn__error(TN_EINVAL, "tn_arena_fsck: unknown flags 0x%x", flags);
+	struct fsck f = { .a = a, .repair = flags & TN_ARENA_FSCK_REPAIR };
+	if (f.repair && a->read_only)
+		return tn__read_only_error(a, "tn_arena_fsck");
+	int r = tn__arena_validate(a, "tn_arena_fsck");
+	if (r)
+		return r;
+	if (a->read_only) {
+		/* Without the lock, a change under way looks like damage: check again a few
+		 * times before reporting any. */
+		for (int tries = 0; tries < 4; tries++) {
+			f.rep = (tn_arena_fsck_report){ 0 };
+			tn__quiet_undo(a);
+			r = fsck_pass(&f);
+			if (!r && !f.rep.problems)
+				break;
+		}
+	} else {
+		if ((r = tn__arena_lock(a)))
+			return r;
+		r = fsck_pass(&f);
+		tn__arena_unlock(a);
+	}
 	if (ret_report)
 		*ret_report = f.rep;
 	if (r && r != TN_EIO)

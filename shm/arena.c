@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <mntent.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -573,7 +574,11 @@ int tn__local_release(tn_arena *a, uint64_t block)
 	tn_storage *w[2] = { rec->weak_rw, rec->weak_ro };
 	local_remove(a, rec);
 	last = true;
-	if ((r = tn__arena_lock(a)) == 0) {
+	if (a->read_only) {
+		/* The daemon holds the block for our slot: it drops the hold. Under local_lock,
+		 * so that a lookup of the same block cannot have its new hold dropped here. */
+		a->remote.release(a->remote.ctx, block);
+	} else if ((r = tn__arena_lock(a)) == 0) {
 		struct block *b = tn__block_at(a, block);
 		if (tn__block_sane(a, block) && tn__block_magic(b) == BLOCK_MAGIC_USED) {
 			tn__hold_set(a, b, a->slot, false);
@@ -647,7 +652,25 @@ bool tn__client_alive(const struct client_rec *c)
 	return st == UINT64_MAX || (st && st == c->start_time);
 }
 
-static int take_slot(tn_arena *a)
+int tn__read_only_error(const tn_arena *a, const char *fn)
+{
+	return tn__error(TN_EPERM, "%s: arena %s is attached read-only", fn, a->path);
+}
+
+uint64_t tn__quiet_undo(const tn_arena *a)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < 64; i++) {
+		n = atomic_load_explicit(&a->hdr->undo_count, memory_order_acquire);
+		if (!n)
+			break;
+		sched_yield();
+	}
+	return n;
+}
+
+int tn__claim_slot(tn_arena *a, int64_t pid, uint64_t start_time, int *ret_slot,
+		   uint64_t *ret_state)
 {
 	struct arena_header *h = a->hdr;
 	int r = tn__arena_lock(a);
@@ -675,15 +698,23 @@ static int take_slot(tn_arena *a)
 	}
 	struct client_rec *c = tn__client_at(a, slot);
 	tn__tx_set(a, &h->client_gen, h->client_gen + 1);
-	tn__tx_set(a, (uint64_t *)&c->pid, (uint64_t)getpid());
-	tn__tx_set(a, &c->start_time, tn__proc_start_time(getpid()));
+	tn__tx_set(a, (uint64_t *)&c->pid, (uint64_t)pid);
+	tn__tx_set(a, &c->start_time, start_time);
 	tn__tx_set(a, &c->attach_ns, now_ns());
 	tn__tx_set(a, &c->state_gen, CLIENT_ATTACHED | h->client_gen << 32);
 	counter_add(a, &h->clients, 1);
+	uint64_t state = c->state_gen;
 	tn__tx_commit(a);
 	tn__arena_unlock(a);
-	a->slot = slot;
+	*ret_slot = slot;
+	if (ret_state)
+		*ret_state = state;
 	return 0;
+}
+
+static int take_slot(tn_arena *a)
+{
+	return tn__claim_slot(a, getpid(), tn__proc_start_time(getpid()), &a->slot, NULL);
 }
 
 /* ---- allocation ------------------------------------------------------------------------------ */
@@ -733,6 +764,8 @@ static int storage_alloc(tn_arena *a, size_t nbytes, void **ret_ptr)
 	uint64_t need = 0, align = 0, off = 0;
 	int r;
 
+	if (a->read_only)
+		return tn__read_only_error(a, fn);
 	if (!nbytes)
 		nbytes = 1;
 	if ((r = block_request(a, nbytes, &need, &align, fn)))
@@ -943,6 +976,9 @@ TN_EXPORT int tn_arena_alloc(tn_arena *a, size_t nbytes, void **ret_ptr)
 		*ret_ptr = a->base + off + BLOCK_HDR;
 		return 0;
 	}
+	/* Here, not before the fast path: a read-only handle never has a thread cache. */
+	if (a->read_only)
+		return tn__read_only_error(a, fn);
 	if ((r = block_request(a, nbytes, &need, &align, fn)))
 		return r;
 	if ((r = tn__arena_lock(a)))
@@ -993,6 +1029,8 @@ TN_EXPORT int tn_arena_free(tn_arena *a, void *ptr)
 	    tcache_put(a, tc, off, tn__block_at(a, off)))
 		return 0;
 
+	if (a->read_only)
+		return tn__read_only_error(a, fn);
 	off = tn__block_of(a, ptr);
 	struct block *b = tn__block_at(a, off);
 	if (!off || (const uint8_t *)ptr != a->base + off + BLOCK_HDR || !tn__block_sane(a, off) ||
@@ -1022,6 +1060,8 @@ TN_EXPORT int64_t tn_arena_trim(tn_arena *a)
 {
 	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "tn_arena_trim: not an arena handle of this process");
+	if (a->read_only)
+		return tn__read_only_error(a, "tn_arena_trim");
 	struct tcache *tc = tls_tcache;
 	if (!tc || atomic_load_explicit(&tc->arena, memory_order_relaxed) != a)
 		return 0;
@@ -1064,6 +1104,8 @@ TN_EXPORT int tn_arena_use(tn_arena *a)
 {
 	if (a && !tn__arena_ok(a))
 		return tn__error(TN_EBADF, "tn_arena_use: not an arena handle of this process");
+	if (a && a->read_only)
+		return tn__read_only_error(a, "tn_arena_use");
 	pthread_once(&current_once, current_init);
 	tn_arena *old = pthread_getspecific(current_key);
 	if (old == a)
@@ -1422,7 +1464,8 @@ static int map_file(tn_arena *a, const char *fn, bool fresh)
 		return tn__error(TN_EINVAL, "%s: %s is not a libtensor arena (%lld bytes)", fn,
 				 a->path, (long long)st.st_size);
 	a->size = (uint64_t)st.st_size;
-	void *p = map_aligned(a->fd, a->size, PROT_READ | PROT_WRITE);
+	/* A read-only handle's fd may be O_RDONLY, where PROT_WRITE would fail: never ask. */
+	void *p = map_aligned(a->fd, a->size, a->read_only ? PROT_READ : PROT_READ | PROT_WRITE);
 	if (p == MAP_FAILED) {
 		int e = errno;
 		errno = saved;
@@ -1445,6 +1488,9 @@ static int map_file(tn_arena *a, const char *fn, bool fresh)
 	a->max_names = h->max_names;
 	a->max_clients = h->max_clients;
 	a->dir_slots = h->dir_slots;
+	memcpy(a->uuid, h->uuid, sizeof(a->uuid));
+	if (a->read_only)
+		return 0; /* the one mapping is read-only already */
 	p = map_aligned(a->fd, a->size, PROT_READ);
 	if (p == MAP_FAILED) {
 		errno = saved;
@@ -1645,12 +1691,10 @@ TN_EXPORT int tn_arena_open(const char *name, const char *dir, tn_arena **ret)
 	return r;
 }
 
-TN_EXPORT int tn_arena_attach_fd(int fd, tn_arena **ret)
+/* A new handle over a duplicate of @fd, named by the file's path. */
+static int handle_for_fd(int fd, const char *fn, tn_arena **ret)
 {
-	static const char fn[] = "tn_arena_attach_fd";
 	int saved = errno;
-	if (!ret || fd < 0)
-		return tn__error(TN_EINVAL, "%s: %s", fn, ret ? "negative fd" : "NULL ret_arena");
 	tn_arena *a = new_handle();
 	if (!a)
 		return tn__error(TN_ENOMEM, "%s: out of memory", fn);
@@ -1668,7 +1712,71 @@ TN_EXPORT int tn_arena_attach_fd(int fd, tn_arena **ret)
 		return tn__error(e == EBADF ? TN_EBADF : TN_EIO, "%s: fd %d: %s", fn, fd,
 				 strerror(e));
 	}
-	int r = attach(a, fn, ret);
+	errno = saved;
+	*ret = a;
+	return 0;
+}
+
+TN_EXPORT int tn_arena_attach_fd(int fd, tn_arena **ret)
+{
+	static const char fn[] = "tn_arena_attach_fd";
+	int saved = errno;
+	if (!ret || fd < 0)
+		return tn__error(TN_EINVAL, "%s: %s", fn, ret ? "negative fd" : "NULL ret_arena");
+	tn_arena *a;
+	int r = handle_for_fd(fd, fn, &a);
+	if (r)
+		return r;
+	r = attach(a, fn, ret);
+	errno = saved;
+	return r;
+}
+
+int tn__arena_attach_slot(int fd, int slot, unsigned flags, const struct tn__arena_remote *remote,
+			  tn_arena **ret)
+{
+	static const char fn[] = "tn__arena_attach_slot";
+	bool ro = flags & TN__ATTACH_READ_ONLY;
+	int saved = errno;
+	if (!ret || fd < 0)
+		return tn__error(TN_EINVAL, "%s: %s", fn, ret ? "negative fd" : "NULL ret_arena");
+	if (flags & ~TN__ATTACH_READ_ONLY)
+		return tn__error(TN_EINVAL, "%s: unknown flags 0x%x", fn, flags);
+	if (slot < 0 || slot >= TN_ARENA_MAX_CLIENTS)
+		return tn__error(TN_EINVAL, "%s: slot %d outside [0, %d)", fn, slot,
+				 TN_ARENA_MAX_CLIENTS);
+	if (ro && (!remote || !remote->hold || !remote->release))
+		return tn__error(TN_EINVAL, "%s: a read-only attachment needs remote hold and "
+				 "release", fn);
+	tn_arena *a;
+	int r = handle_for_fd(fd, fn, &a);
+	if (r)
+		return r;
+	a->read_only = ro;
+	if ((r = map_file(a, fn, false)))
+		goto fail;
+	/* The daemon wrote the record before it passed us the fd. Read once: another process
+	 * may write it. */
+	const volatile struct client_rec *c = tn__client_at(a, slot);
+	uint64_t state = c->state_gen, start = c->start_time;
+	int64_t pid = c->pid;
+	if ((uint32_t)state != CLIENT_ATTACHED || pid != getpid() ||
+	    start != tn__proc_start_time(getpid())) {
+		r = tn__error(TN_EPERM, "%s: slot %d of arena %s is not assigned to this process "
+			      "(pid %d)", fn, slot, a->path, (int)getpid());
+		goto fail;
+	}
+	a->slot = slot;
+	/* Only now: a failed attachment never calls the caller's detach. */
+	if (remote) {
+		a->remote = *remote;
+		a->has_remote = true;
+	}
+	errno = saved;
+	*ret = a;
+	return 0;
+fail:
+	destroy_handle(a);
 	errno = saved;
 	return r;
 }
@@ -1687,13 +1795,24 @@ TN_EXPORT tn_arena *tn_arena_unref(tn_arena *a)
 		return NULL;
 	if (atomic_fetch_sub_explicit(&a->refcount, 1, memory_order_acq_rel) != 1)
 		return NULL;
-	/* No storage of ours is left, so no hold: release the slot (dropping any hold bit a
-	 * raw allocation that was never freed still has). */
-	if (a->slot >= 0 && tn__arena_lock(a) == 0) {
+	if (a->read_only) {
+		/* Every local hold keeps a reference, so none is left unless a storage was
+		 * leaked past its arena; give back whatever the daemon still holds for us. */
+		for (size_t i = 0; i < a->holds_cap; i++)
+			if (a->holds[i].block)
+				a->remote.release(a->remote.ctx, a->holds[i].block);
+	} else if (a->slot >= 0 && tn__arena_lock(a) == 0) {
+		/* No storage of ours is left, so no hold: release the slot (dropping any hold
+		 * bit a raw allocation that was never freed still has). */
 		tn__reclaim_locked(a, a->slot);
 		tn__arena_unlock(a);
 	}
+	struct tn__arena_remote remote = a->remote;
+	bool has_remote = a->has_remote;
+	int slot = a->slot;
 	destroy_handle(a);
+	if (has_remote && remote.detach)
+		remote.detach(remote.ctx, slot);
 	return NULL;
 }
 
@@ -1763,6 +1882,8 @@ TN_EXPORT int tn_arena_place(tn_arena *a, void *ptr, enum tn_numa_policy policy,
 	static const char fn[] = "tn_arena_place";
 	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
+	if (a->read_only)
+		return tn__read_only_error(a, fn);
 	uint64_t off = tn__block_of(a, ptr);
 	if (!off || !tn__block_sane(a, off) ||
 	    tn__block_magic(tn__block_at(a, off)) != BLOCK_MAGIC_USED)

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "../libtensor/internal.h"
+#include "arena_remote.h"
 #include <tensor/arena.h>
 
 #define ARENA_MAGIC UINT64_C(0x31414e4552414e54) /* "TNARENA1", little endian */
@@ -169,8 +170,15 @@ struct tn_arena {
 	unsigned fork_gen; /* tn__arena_fork_gen when made */
 	int fd;
 	int slot;
-	uint8_t *base;     /* read-write mapping */
-	uint8_t *ro;       /* read-only mapping of the same file */
+	/* Attached with TN__ATTACH_READ_ONLY: base is a PROT_READ mapping (ro is NULL), the
+	 * handle never takes the lock nor writes a word of the file, and holds go through
+	 * remote. */
+	bool read_only;
+	bool has_remote;
+	struct tn__arena_remote remote;
+	uint8_t uuid[16];
+	uint8_t *base;     /* read-write mapping (read-only for a read-only handle) */
+	uint8_t *ro;       /* read-only mapping of the same file (NULL for a read-only handle) */
 	uint64_t size;
 	/* The header's geometry, copied once validated: never read again from the shared
 	 * file, where another process (or damage) could change it under us. */
@@ -237,10 +245,25 @@ int tn__local_release(tn_arena *a, uint64_t block);
 struct client_rec *tn__client_at(const tn_arena *a, int slot);
 bool tn__client_alive(const struct client_rec *c);
 uint64_t tn__proc_start_time(int64_t pid);
+/* Take a free client slot for process @pid (started at @start_time), reclaiming the slots of
+ * dead processes first when none is free; takes the lock. */
+int tn__claim_slot(tn_arena *a, int64_t pid, uint64_t start_time, int *ret_slot,
+		   uint64_t *ret_state);
+/* TN_EPERM for an operation that writes the arena, called on a read-only handle. */
+int tn__read_only_error(const tn_arena *a, const char *fn);
+/* Spin briefly until no change is under way (the undo log is empty), for readers without the
+ * lock; returns the log's count seen last (0: quiet). */
+uint64_t tn__quiet_undo(const tn_arena *a);
 
 /* ---- directory.c ---- */
 struct dir_entry *tn__entry_at(const tn_arena *a, uint32_t index);
 const char *tn__entry_problem(const tn_arena *a, const struct dir_entry *e);
+/* Copy entry @index without the lock (a read-only handle), while no change is under way if
+ * it can: the copy is to be validated like a damaged entry. */
+void tn__entry_snapshot(const tn_arena *a, uint32_t index, struct dir_entry *out);
+/* What is wrong with a tensor's geometry against @payload bytes, or NULL. */
+const char *tn__extent_problem(uint32_t dtype, uint32_t ndim, const int64_t *sizes,
+			       const int64_t *strides, int64_t storage_offset, uint64_t payload);
 
 /* ---- admin.c ---- */
 uint64_t tn__largest_free(const tn_arena *a);

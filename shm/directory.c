@@ -9,6 +9,7 @@
  * and then flips its state word through the undo log; only an entry that is replaced in place
  * has its body logged word by word.
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,31 +90,24 @@ static int64_t probe(const tn_arena *a, const char *name, size_t len, uint64_t h
 
 /* What is wrong with an entry's metadata, checked against its block (another process wrote
  * it), or NULL. */
-const char *tn__entry_problem(const tn_arena *a, const struct dir_entry *e)
+const char *tn__extent_problem(uint32_t dtype, uint32_t ndim, const int64_t *sizes,
+			       const int64_t *strides, int64_t storage_offset, uint64_t payload)
 {
-	uint32_t dtype = (uint32_t)e->dtype_ndim, ndim = (uint32_t)(e->dtype_ndim >> 32);
-	if (!tn__block_sane(a, e->block))
-		return "block offset or header";
-	if ((uint32_t)tn__block_at(a, e->block)->magic_flags != BLOCK_MAGIC_USED)
-		return "block is not allocated";
-	if ((uint32_t)tn__block_at(a, e->block)->gen_pins != (uint32_t)e->block_gen_flags)
-		return "block generation";
 	if (!tn_dtype_is_valid((enum tn_dtype)dtype))
 		return "dtype";
 	if (ndim > TN_ARENA_MAX_DIMS)
 		return "ndim";
-	if (!e->name_len || e->name_len > TN_ARENA_NAME_MAX || e->storage_offset < 0)
-		return "name or offset";
+	if (storage_offset < 0)
+		return "offset";
 	/* The furthest element must lie inside the block. */
-	uint64_t payload = tn__block_at(a, e->block)->size - BLOCK_HDR; /* sane: >= 64 */
-	int64_t end = e->storage_offset, step;
+	int64_t end = storage_offset, step;
 	bool empty = false;
 	for (uint32_t d = 0; d < ndim; d++) {
-		if (e->sizes[d] < 0 || e->strides[d] < 0)
+		if (sizes[d] < 0 || strides[d] < 0)
 			return "sizes or strides";
-		if (e->sizes[d] == 0)
+		if (sizes[d] == 0)
 			empty = true;
-		else if (__builtin_mul_overflow(e->sizes[d] - 1, e->strides[d], &step) ||
+		else if (__builtin_mul_overflow(sizes[d] - 1, strides[d], &step) ||
 			 __builtin_add_overflow(end, step, &end))
 			return "extent overflows";
 	}
@@ -122,6 +116,26 @@ const char *tn__entry_problem(const tn_arena *a, const struct dir_entry *e)
 					      &bytes) || bytes > payload))
 		return "extent past the block";
 	return NULL;
+}
+
+const char *tn__entry_problem(const tn_arena *a, const struct dir_entry *e)
+{
+	/* The block offset is read once: a reader without the lock (a read-only handle) may
+	 * pass the live entry, whose words can change between two reads. */
+	uint64_t block = *(const volatile uint64_t *)&e->block;
+	if (!tn__block_sane(a, block))
+		return "block offset or header";
+	const struct block *b = tn__block_at(a, block);
+	if ((uint32_t)b->magic_flags != BLOCK_MAGIC_USED)
+		return "block is not allocated";
+	if ((uint32_t)b->gen_pins != (uint32_t)e->block_gen_flags)
+		return "block generation";
+	if (!e->name_len || e->name_len > TN_ARENA_NAME_MAX)
+		return "name";
+	uint64_t size = b->size; /* sane, >= BLOCK_MIN; re-read: may have changed since */
+	return tn__extent_problem((uint32_t)e->dtype_ndim, (uint32_t)(e->dtype_ndim >> 32),
+				  e->sizes, e->strides, e->storage_offset,
+				  size >= BLOCK_HDR ? size - BLOCK_HDR : 0);
 }
 
 static int entry_check(const tn_arena *a, const struct dir_entry *e, const char *fn)
@@ -205,6 +219,8 @@ TN_EXPORT int tn_arena_publish(tn_arena *a, const char *name, const tn_tensor *t
 
 	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
+	if (a->read_only)
+		return tn__read_only_error(a, fn);
 	if ((r = check_name(name, fn, &len)))
 		return r;
 	if (flags & ~(TN_ARENA_SEAL | TN_ARENA_REPLACE))
@@ -337,6 +353,121 @@ static void lookup_deleter(void *data, void *ctx)
 	tn__local_release(ctx, tn__block_of(ctx, data));
 }
 
+/* The entry of @name (NULL: of @handle), checked, under the lock: its index, or TN_ENOENT,
+ * TN_ESTALE, TN_EIO. */
+static int find_entry_locked(tn_arena *a, const char *name, size_t len,
+			     const tn_arena_handle *handle, const char *fn, uint32_t *ret_index)
+{
+	uint32_t index;
+	struct dir_entry *e;
+	if (name) {
+		int64_t i = probe(a, name, len, fnv1a(name, len), NULL);
+		if (i < 0)
+			return tn__error(TN_ENOENT, "%s: no tensor '%s' in arena %s", fn, name,
+					 a->path);
+		index = (uint32_t)i;
+		e = tn__entry_at(a, index);
+	} else {
+		index = handle->index;
+		e = index < a->dir_slots ? tn__entry_at(a, index) : NULL;
+		if (!e || entry_state(e) != ENTRY_USED || entry_gen(e) != handle->generation)
+			return tn__error(TN_ESTALE, "%s: handle {%u, %u} of arena %s is stale: the "
+					 "name was unpublished or replaced since", fn,
+					 handle->index, handle->generation, a->path);
+	}
+	int r = entry_check(a, e, fn);
+	if (r)
+		return r;
+	*ret_index = index;
+	return 0;
+}
+
+/* A storage over @block, for a lookup: the one this process has already when it lives (one
+ * mapping, one hold per block), else a new one. Called with local_lock held and room for a
+ * record reserved, after the block was held for this process's slot; unlocks local_lock. */
+static int lookup_storage(tn_arena *a, uint64_t block, uint64_t nbytes, bool sealed,
+			  tn_storage **ret)
+{
+	struct local_hold *rec = tn__local_find(a, block);
+	if (!rec)
+		rec = tn__local_insert(a, block); /* cannot fail: room was reserved */
+	tn__local_prune(rec);
+	tn_storage *s = tn_storage_weak_lock(sealed ? rec->weak_ro : rec->weak_rw);
+	if (!s) {
+		if (rec->holds++ == 0)
+			tn_arena_ref(a);
+		uint8_t *map = sealed && a->ro ? a->ro : a->base;
+		int r = tn_storage_from_blob((tn_device){ TN_DEVICE_CPU, 0 }, map + block + BLOCK_HDR,
+					     nbytes, lookup_deleter, a, &s);
+		if (r) {
+			pthread_mutex_unlock(&a->local_lock);
+			tn__local_release(a, block);
+			return r;
+		}
+		s->readonly = sealed;
+		tn_storage **weak = sealed ? &rec->weak_ro : &rec->weak_rw;
+		tn_storage_weak_unref(*weak); /* one that died since the prune */
+		*weak = tn_storage_weak_ref(s);
+	}
+	pthread_mutex_unlock(&a->local_lock);
+	*ret = s;
+	return 0;
+}
+
+/* What is wrong with the daemon's answer for a read-only handle, or NULL: the daemon is
+ * trusted, but a mistake of its must not make us read outside the mapping. */
+static const char *remote_entry_problem(const tn_arena *a, const struct tn__arena_remote_entry *re)
+{
+	const tn_arena_entry *e = &re->entry;
+	if (!tn__block_sane(a, re->block))
+		return "block offset or header";
+	const struct block *b = tn__block_at(a, re->block);
+	uint64_t size = b->size; /* read once */
+	if ((uint32_t)b->magic_flags != BLOCK_MAGIC_USED)
+		return "block is not allocated";
+	if (size < BLOCK_MIN || e->block_bytes > size - BLOCK_HDR || e->ndim < 0)
+		return "block size";
+	return tn__extent_problem((uint32_t)e->dtype, (uint32_t)e->ndim, e->sizes, e->strides,
+				  e->storage_offset, e->block_bytes);
+}
+
+/* A read-only handle's lookup: the daemon resolves the name and holds the block for our
+ * slot; every tensor is read-only. */
+static int lookup_remote(tn_arena *a, const char *name, const tn_arena_handle *handle,
+			 struct tn__arena_remote_entry *re, tn_storage **ret_storage,
+			 const char *fn)
+{
+	int r;
+	pthread_mutex_lock(&a->local_lock);
+	if ((r = tn__local_reserve(a))) {
+		pthread_mutex_unlock(&a->local_lock);
+		return r;
+	}
+	/* Under local_lock: a hold taken for a block whose last local use is being released
+	 * in another thread must not be dropped by that release. A second hold of a block this
+	 * process holds already is one bit set again, nothing to undo. */
+	memset(re, 0, sizeof(*re));
+	tn_clear_error();
+	r = a->remote.hold(a->remote.ctx, name, handle, re);
+	if (r) {
+		pthread_mutex_unlock(&a->local_lock);
+		if (r > 0 || !tn_last_error()[0])
+			return tn__error(r < 0 ? r : TN_EIO, "%s: tensord refused '%s' of arena %s "
+					 "(%d)", fn, name ? name : "(handle)", a->path, r);
+		return r;
+	}
+	re->entry.name[TN_ARENA_NAME_MAX] = 0;
+	const char *bad = remote_entry_problem(a, re);
+	if (bad) {
+		if (!tn__local_find(a, re->block))
+			a->remote.release(a->remote.ctx, re->block);
+		pthread_mutex_unlock(&a->local_lock);
+		return tn__error(TN_EIO, "%s: tensord's entry for '%s' of arena %s does not fit the "
+				 "arena (%s)", fn, name ? name : re->entry.name, a->path, bad);
+	}
+	return lookup_storage(a, re->block, re->entry.block_bytes, true, ret_storage);
+}
+
 /* Look up by name (@name non-NULL) or by handle. */
 static int lookup(tn_arena *a, const char *name, const tn_arena_handle *handle,
 		  tn_tensor **ret_tensor, tn_arena_handle *ret_handle, const char *fn)
@@ -351,84 +482,85 @@ static int lookup(tn_arena *a, const char *name, const tn_arena_handle *handle,
 	if (name && (r = check_name(name, fn, &len)))
 		return r;
 
-	pthread_mutex_lock(&a->local_lock);
-	/* Room for a new local record before the shared hold is taken. */
-	if ((r = tn__local_reserve(a))) {
-		pthread_mutex_unlock(&a->local_lock);
-		return r;
-	}
-	if ((r = tn__arena_lock(a))) {
-		pthread_mutex_unlock(&a->local_lock);
-		return r;
-	}
-	struct dir_entry *e = NULL;
-	uint32_t index = 0;
-	if (name) {
-		int64_t i = probe(a, name, len, fnv1a(name, len), NULL);
-		if (i < 0) {
-			r = tn__error(TN_ENOENT, "%s: no tensor '%s' in arena %s", fn, name, a->path);
-			goto unlock;
-		}
-		index = (uint32_t)i;
-		e = tn__entry_at(a, index);
+	tn_storage *s;
+	struct tn__arena_remote_entry re;
+	tn_arena_entry *info = &re.entry;
+	if (a->read_only) {
+		if ((r = lookup_remote(a, name, handle, &re, &s, fn)))
+			return r;
 	} else {
-		index = handle->index;
-		e = index < a->dir_slots ? tn__entry_at(a, index) : NULL;
-		if (!e || entry_state(e) != ENTRY_USED || entry_gen(e) != handle->generation) {
-			r = tn__error(TN_ESTALE, "%s: handle {%u, %u} of arena %s is stale: the name "
-				      "was unpublished or replaced since", fn, handle->index,
-				      handle->generation, a->path);
-			goto unlock;
-		}
-	}
-	if ((r = entry_check(a, e, fn)))
-		goto unlock;
-	tn_arena_entry info;
-	entry_to_public(a, index, e, &info);
-	uint64_t block = e->block;
-	struct block *b = tn__block_at(a, block);
-	/* Sealed by this name or by another one over the same block. */
-	bool sealed = (info.flags & TN_ARENA_ENTRY_SEALED) ||
-		      (b->magic_flags >> 32 & BLOCK_FLAG_SEALED);
-	tn__hold_set(a, b, a->slot, true);
-	tn__tx_commit(a);
-	tn__arena_unlock(a);
-
-	struct local_hold *rec = tn__local_find(a, block);
-	if (!rec)
-		rec = tn__local_insert(a, block); /* cannot fail: room was reserved */
-	tn__local_prune(rec);
-	tn_storage *s = tn_storage_weak_lock(sealed ? rec->weak_ro : rec->weak_rw);
-	if (!s) {
-		if (rec->holds++ == 0)
-			tn_arena_ref(a);
-		uint8_t *map = sealed ? a->ro : a->base;
-		r = tn_storage_from_blob((tn_device){ TN_DEVICE_CPU, 0 }, map + block + BLOCK_HDR,
-					 info.block_bytes, lookup_deleter, a, &s);
-		if (r) {
+		pthread_mutex_lock(&a->local_lock);
+		/* Room for a new local record before the shared hold is taken. */
+		if ((r = tn__local_reserve(a))) {
 			pthread_mutex_unlock(&a->local_lock);
-			tn__local_release(a, block);
 			return r;
 		}
-		s->readonly = sealed;
-		tn_storage **weak = sealed ? &rec->weak_ro : &rec->weak_rw;
-		tn_storage_weak_unref(*weak); /* one that died since the prune */
-		*weak = tn_storage_weak_ref(s);
+		if ((r = tn__arena_lock(a))) {
+			pthread_mutex_unlock(&a->local_lock);
+			return r;
+		}
+		uint32_t index;
+		if ((r = find_entry_locked(a, name, len, handle, fn, &index))) {
+			tn__arena_unlock(a);
+			pthread_mutex_unlock(&a->local_lock);
+			return r;
+		}
+		struct dir_entry *e = tn__entry_at(a, index);
+		entry_to_public(a, index, e, info);
+		uint64_t block = e->block;
+		struct block *b = tn__block_at(a, block);
+		/* Sealed by this name or by another one over the same block. */
+		bool sealed = (info->flags & TN_ARENA_ENTRY_SEALED) ||
+			      (b->magic_flags >> 32 & BLOCK_FLAG_SEALED);
+		tn__hold_set(a, b, a->slot, true);
+		tn__tx_commit(a);
+		tn__arena_unlock(a);
+		if ((r = lookup_storage(a, block, info->block_bytes, sealed, &s)))
+			return r;
 	}
-	pthread_mutex_unlock(&a->local_lock);
-	r = tn_tensor_new(s, info.storage_offset, info.ndim, info.sizes, info.strides, info.dtype,
-			  ret_tensor);
+	r = tn_tensor_new(s, info->storage_offset, info->ndim, info->sizes, info->strides,
+			  info->dtype, ret_tensor);
 	tn_storage_unref(s);
 	if (r)
 		return tn__error(TN_EIO, "%s: entry '%s' of arena %s does not fit its block: %s", fn,
-				 info.name, a->path, tn_last_error());
+				 info->name, a->path, tn_last_error());
 	if (ret_handle)
-		*ret_handle = info.handle;
+		*ret_handle = info->handle;
 	return 0;
-unlock:
-	tn__tx_commit(a);
+}
+
+int tn__arena_hold_for(tn_arena *a, int slot, const char *name, const tn_arena_handle *handle,
+		       struct tn__arena_remote_entry *ret)
+{
+	static const char fn[] = "tn__arena_hold_for";
+	size_t len = 0;
+	int r;
+	if (!tn__arena_ok(a))
+		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
+	if (a->read_only)
+		return tn__read_only_error(a, fn);
+	if (!ret || (!name && !handle))
+		return tn__error(TN_EINVAL, "%s: NULL %s", fn, ret ? "name and handle" : "ret");
+	if (slot < 0 || slot >= (int)a->max_clients)
+		return tn__error(TN_ERANGE, "%s: slot %d outside [0, %u)", fn, slot, a->max_clients);
+	if (name && (r = check_name(name, fn, &len)))
+		return r;
+	if ((r = tn__arena_lock(a)))
+		return r;
+	uint32_t index;
+	if ((uint32_t)tn__client_at(a, slot)->state_gen != CLIENT_ATTACHED) {
+		r = tn__error(TN_ERANGE, "%s: slot %d of arena %s is not attached", fn, slot,
+			      a->path);
+	} else if ((r = find_entry_locked(a, name, len, handle, fn, &index)) == 0) {
+		struct dir_entry *e = tn__entry_at(a, index);
+		struct tn__arena_remote_entry out;
+		entry_to_public(a, index, e, &out.entry);
+		out.block = e->block;
+		tn__hold_set(a, tn__block_at(a, e->block), slot, true);
+		tn__tx_commit(a);
+		*ret = out;
+	}
 	tn__arena_unlock(a);
-	pthread_mutex_unlock(&a->local_lock);
 	return r;
 }
 
@@ -464,6 +596,8 @@ static int find_locked(tn_arena *a, const char *name, const char *fn, uint32_t *
 TN_EXPORT int tn_arena_unpublish(tn_arena *a, const char *name)
 {
 	uint32_t index;
+	if (tn__arena_ok(a) && a->read_only)
+		return tn__read_only_error(a, "tn_arena_unpublish");
 	int r = find_locked(a, name, "tn_arena_unpublish", &index);
 	if (r)
 		return r;
@@ -478,6 +612,8 @@ TN_EXPORT int tn_arena_unpublish(tn_arena *a, const char *name)
 TN_EXPORT int tn_arena_seal(tn_arena *a, const char *name)
 {
 	uint32_t index;
+	if (tn__arena_ok(a) && a->read_only)
+		return tn__read_only_error(a, "tn_arena_seal");
 	int r = find_locked(a, name, "tn_arena_seal", &index);
 	if (r)
 		return r;
@@ -506,11 +642,72 @@ TN_EXPORT int tn_arena_seal(tn_arena *a, const char *name)
 	return 0;
 }
 
+/* ---- readers without the lock (read-only handles) ----------------------------------------------
+ *
+ * A read-only handle cannot take the lock, so it reads the directory while others change it.
+ * It copies an entry and works on the copy, taken while the undo log was empty before and
+ * after and the entry's state word did not move: no change was under way (a change that began
+ * and ended in between can still give a stale answer). Every field of the copy is validated as
+ * for a damaged entry, so a torn copy gives a wrong answer at worst, never a read outside the
+ * mapping.
+ */
+void tn__entry_snapshot(const tn_arena *a, uint32_t index, struct dir_entry *out)
+{
+	const struct dir_entry *e = tn__entry_at(a, index);
+	const _Atomic uint64_t *undo = &a->hdr->undo_count;
+	for (int tries = 0; tries < 8; tries++) {
+		uint64_t u0 = atomic_load_explicit(undo, memory_order_acquire);
+		uint64_t s0 = *(const volatile uint64_t *)&e->state_gen;
+		memcpy(out, e, sizeof(*out));
+		atomic_thread_fence(memory_order_acquire);
+		uint64_t s1 = *(const volatile uint64_t *)&e->state_gen;
+		uint64_t u1 = atomic_load_explicit(undo, memory_order_relaxed);
+		out->state_gen = s0;
+		if (!u0 && !u1 && s0 == s1)
+			return;
+		sched_yield();
+	}
+}
+
+/* Find @name without the lock: a checked copy of its entry, or TN_ENOENT/TN_EIO. */
+static int find_unlocked(tn_arena *a, const char *name, const char *fn, uint32_t *ret_index,
+			 struct dir_entry *ret_copy)
+{
+	size_t len;
+	int r;
+	if ((r = check_name(name, fn, &len)))
+		return r;
+	uint64_t hash = fnv1a(name, len);
+	for (int tries = 0; tries < 4; tries++) {
+		tn__quiet_undo(a);
+		int64_t i = probe(a, name, len, hash, NULL);
+		if (i < 0)
+			continue;
+		tn__entry_snapshot(a, (uint32_t)i, ret_copy);
+		/* The slot may have changed hands between the probe and the copy. */
+		if (entry_state(ret_copy) != ENTRY_USED || ret_copy->name_len != len ||
+		    memcmp(ret_copy->name, name, len))
+			continue;
+		if ((r = entry_check(a, ret_copy, fn)))
+			return r;
+		*ret_index = (uint32_t)i;
+		return 0;
+	}
+	return tn__error(TN_ENOENT, "%s: no tensor '%s' in arena %s", fn, name, a->path);
+}
+
 TN_EXPORT int tn_arena_info(tn_arena *a, const char *name, tn_arena_entry *ret_entry)
 {
-	uint32_t index;
+	uint32_t index = 0;
 	if (!ret_entry)
 		return tn__error(TN_EINVAL, "tn_arena_info: NULL ret_entry");
+	if (tn__arena_ok(a) && a->read_only) {
+		struct dir_entry copy;
+		int r = find_unlocked(a, name, "tn_arena_info", &index, &copy);
+		if (!r)
+			entry_to_public(a, index, &copy, ret_entry);
+		return r;
+	}
 	int r = find_locked(a, name, "tn_arena_info", &index);
 	if (r)
 		return r;
@@ -535,24 +732,46 @@ TN_EXPORT int tn_arena_list(tn_arena *a, const char *prefix, tn_arena_entry **re
 	if (!ret_entries || !ret_count)
 		return tn__error(TN_EINVAL, "%s: NULL ret_entries or ret_count", fn);
 	size_t plen = prefix ? strlen(prefix) : 0;
-	int r = tn__arena_lock(a);
+	bool ro = a->read_only;
+	int r = ro ? 0 : tn__arena_lock(a);
 	if (r)
 		return r;
-	size_t cap = a->hdr->names < a->max_names ? (size_t)a->hdr->names : a->max_names;
+	/* Under the lock the count is exact; without it, a guess that grows as needed. */
+	uint64_t names = a->hdr->names;
+	size_t cap = names < a->max_names ? (size_t)names : a->max_names;
+	if (ro)
+		cap = cap + 16 < a->max_names ? cap + 16 : a->max_names;
 	tn_arena_entry *out = cap ? malloc(cap * sizeof(*out)) : NULL;
 	size_t n = 0;
-	if (cap && !out) {
-		tn__arena_unlock(a);
-		return tn__error(TN_ENOMEM, "%s: out of memory for %zu entries", fn, cap);
-	}
-	for (uint32_t i = 0; i < a->dir_slots && n < cap; i++) {
-		struct dir_entry *e = tn__entry_at(a, i);
-		if (entry_state(e) != ENTRY_USED || e->name_len < plen ||
-		    (plen && memcmp(e->name, prefix, plen)) || entry_check(a, e, fn))
+	if (cap && !out)
+		goto nomem;
+	for (uint32_t i = 0; i < a->dir_slots && (ro || n < cap); i++) {
+		struct dir_entry copy, *e = tn__entry_at(a, i);
+		if (entry_state(e) != ENTRY_USED)
 			continue;
+		if (ro) {
+			tn__entry_snapshot(a, i, &copy);
+			e = &copy;
+			if (entry_state(e) != ENTRY_USED)
+				continue;
+		}
+		if (e->name_len < plen || (plen && memcmp(e->name, prefix, plen)) ||
+		    entry_check(a, e, fn))
+			continue;
+		if (n == cap) {
+			if (cap >= a->max_names)
+				break;
+			size_t ncap = 2 * cap < a->max_names ? 2 * cap : a->max_names;
+			tn_arena_entry *t = realloc(out, ncap * sizeof(*out));
+			if (!t)
+				goto nomem;
+			out = t;
+			cap = ncap;
+		}
 		entry_to_public(a, i, e, &out[n++]);
 	}
-	tn__arena_unlock(a);
+	if (!ro)
+		tn__arena_unlock(a);
 	tn_clear_error();
 	if (!n) {
 		free(out);
@@ -563,4 +782,9 @@ TN_EXPORT int tn_arena_list(tn_arena *a, const char *prefix, tn_arena_entry **re
 	*ret_entries = out;
 	*ret_count = n;
 	return 0;
+nomem:
+	if (!ro)
+		tn__arena_unlock(a);
+	free(out);
+	return tn__error(TN_ENOMEM, "%s: out of memory for %zu entries", fn, cap);
 }
