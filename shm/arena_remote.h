@@ -22,6 +22,10 @@
 
 #include <tensor/arena.h>
 
+/* The start time of process @pid (clock ticks after boot, field 22 of /proc/PID/stat): 0 when
+ * it is gone or a zombie, UINT64_MAX when it cannot be told. */
+uint64_t tn__proc_start_time(int64_t pid);
+
 /* ---- daemon side ----------------------------------------------------------------------------- */
 
 /*

@@ -18,5 +18,6 @@
 #include <tensor/dispatch.h>
 #include <tensor/ops.h>
 #include <tensor/arena.h>
+#include <tensor/tensord.h>
 
 #endif /* TENSOR_H */

@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The tensord client API (tensord(8), libtensor-tensord(7)): connect to the daemon that owns
+ * the arenas, create and open arenas under its access control, administer them, and move
+ * tensors between files and arenas.
+ *
+ * A connection (tn_tensord) is a UNIX SOCK_SEQPACKET socket to the daemon; the daemon knows
+ * the peer by its credentials (uid, gid, groups, pid), never by anything the client says.
+ * tn_tensord_arena_open() returns an ordinary arena handle (tensor/arena.h): once it is open,
+ * allocation, publish, lookup and every operator work on the mapping without talking to the
+ * daemon, except that a read-only client's lookups ask the daemon to hold the tensor for it
+ * (it cannot write the arena's metadata itself). When the process dies the socket closes and
+ * the daemon reclaims what it held. An arena handle keeps its connection alive; the
+ * connection is closed when the caller's reference and every arena opened through it are
+ * gone. When the daemon restarts, the next call on the connection reconnects and re-registers
+ * the arenas it had open; their mappings were never interrupted.
+ *
+ * Calls on one connection are serialised by a mutex; connections are cheap, so threads that
+ * need parallel control-plane traffic open one each.
+ */
+#ifndef TENSOR_TENSORD_H
+#define TENSOR_TENSORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tensor/arena.h>
+#include <tensor/macros.h>
+#include <tensor/numa.h>
+
+TN_BEGIN_DECLS
+
+typedef struct tn_tensord tn_tensord;
+
+#define TN_TENSORD_NAME_MAX 63   /* bytes in an arena name: [A-Za-z0-9._-], not first '.' '-' */
+#define TN_TENSORD_MAX_GRANTS 16 /* grants per arena */
+#define TN_TENSORD_MAX_NODES 8   /* NUMA nodes in residency figures */
+
+/*
+ * tn_tensord_socket_path - the socket a client connects to when it names none: $TENSORD_SOCKET
+ * if set, else /run/tensord/tensord.sock for root, else $XDG_RUNTIME_DIR/tensord.sock. Writes
+ * it NUL-terminated to @buf of @cap bytes. Returns its length, TN_ENOENT (not root and no
+ * XDG_RUNTIME_DIR) or TN_ENAMETOOLONG (longer than a socket address can hold, or than @cap).
+ */
+TN_EXPORT int tn_tensord_socket_path(char *buf, size_t cap);
+
+/*
+ * tn_tensord_connect - connect to the daemon at @path (NULL: tn_tensord_socket_path) and
+ * negotiate the protocol version. On success *ret_conn is a new connection (release with
+ * tn_tensord_close). Errors: TN_ECONNREFUSED (nothing listens there), TN_ENOENT (no socket
+ * file), TN_EACCES, TN_ENAMETOOLONG, TN_EPROTO (not a tensord, or no common version),
+ * TN_ENOMEM.
+ */
+TN_EXPORT int tn_tensord_connect(const char *path, tn_tensord **ret_conn);
+
+/* tn_tensord_close - drop the caller's reference; NULL is accepted. Arenas opened through the
+ * connection keep it open until they are gone. */
+TN_EXPORT void tn_tensord_close(tn_tensord *conn);
+
+typedef struct tn_tensord_status {
+	int32_t pid;          /* the daemon's */
+	uint32_t uid;         /* the daemon's */
+	uint64_t instance;    /* random per start */
+	uint64_t started;     /* seconds since the epoch */
+	uint64_t uptime_ns;
+	uint32_t arenas;
+	uint32_t clients;     /* connected */
+	uint64_t requests;
+	uint64_t reclaimed_slots; /* client slots reclaimed after their process died */
+	uint64_t protocol_errors; /* connections dropped for malformed messages */
+	char arena_dir[256];
+	uint32_t client_id;   /* this connection's id */
+	uint32_t peer_uid;    /* this connection's credentials as the daemon sees them */
+	uint32_t peer_gid;
+	uint32_t version;     /* protocol version in use */
+} tn_tensord_status;
+
+/* tn_tensord_status_get - the daemon's figures and this connection's identity. */
+TN_EXPORT int tn_tensord_status_get(tn_tensord *conn, tn_tensord_status *ret_status);
+
+/* ---- arenas -------------------------------------------------------------------------------- */
+
+#define TN_TENSORD_HUGEPAGES (1u << 0) /* back the arena with 2 MiB pages */
+
+typedef struct tn_tensord_arena_options {
+	uint64_t size;           /* bytes; 0: the daemon's default (tensord.conf(5)) */
+	uint32_t flags;          /* TN_TENSORD_HUGEPAGES */
+	uint32_t max_names;      /* 0: chosen from the size */
+	enum tn_numa_policy numa_policy; /* TN_NUMA_DEFAULT: the daemon's configured policy */
+	uint64_t numa_nodes;
+	unsigned mode;           /* access of the owner's group (0060) and others (0006): r reads,
+				  * w writes; the owner always has both. 0: none */
+} tn_tensord_arena_options;
+
+TN_EXPORT void tn_tensord_arena_options_init(tn_tensord_arena_options *opts);
+
+/*
+ * tn_tensord_arena_create - have the daemon create arena @name, owned by the caller's uid and
+ * gid. Errors: TN_EINVAL (bad name or options), TN_EEXIST, TN_ENOSPC, TN_EACCES (the daemon's
+ * limits forbid it), TN_ENOTCONN, ...
+ */
+TN_EXPORT int tn_tensord_arena_create(tn_tensord *conn, const char *name,
+				      const tn_tensord_arena_options *opts);
+
+#define TN_TENSORD_READ_ONLY (1u << 0)
+
+/*
+ * tn_tensord_arena_open - open arena @name through the daemon: it checks the caller's access,
+ * assigns a client slot and passes the arena's file descriptor; the arena is then mapped and
+ * attached in that slot. With TN_TENSORD_READ_ONLY, or when the caller has a read-only grant
+ * only, the mapping is read-only: lookups work (every tensor is read-only, as a sealed one),
+ * allocation and publish fail with TN_EPERM. *ret_arena is a new handle (tn_arena_unref).
+ * Errors: TN_ENOENT, TN_EACCES, TN_EBUSY (the arena's client table is full), TN_ENOTCONN.
+ */
+TN_EXPORT int tn_tensord_arena_open(tn_tensord *conn, const char *name, unsigned flags,
+				    tn_arena **ret_arena);
+
+/* Grants. */
+enum tn_tensord_grant_kind { TN_TENSORD_GRANT_USER = 1, TN_TENSORD_GRANT_GROUP = 2 };
+enum tn_tensord_access {
+	TN_TENSORD_ACCESS_NONE = 0,       /* revoke */
+	TN_TENSORD_ACCESS_READ = 1,
+	TN_TENSORD_ACCESS_READ_WRITE = 2,
+};
+
+typedef struct tn_tensord_grant {
+	enum tn_tensord_grant_kind kind;
+	uint32_t id; /* uid or gid */
+	enum tn_tensord_access access;
+} tn_tensord_grant;
+
+typedef struct tn_tensord_arena_info {
+	char name[TN_TENSORD_NAME_MAX + 1];
+	uint32_t owner_uid;
+	uint32_t owner_gid;
+	unsigned mode;
+	uint32_t ngrants;
+	tn_tensord_grant grants[TN_TENSORD_MAX_GRANTS];
+	uint64_t created; /* seconds since the epoch */
+	tn_arena_stats stats;
+	uint32_t nnodes;  /* entries of resident_pages */
+	uint64_t resident_pages[TN_TENSORD_MAX_NODES];
+} tn_tensord_arena_info;
+
+/*
+ * tn_tensord_arena_list - every arena the caller may open (all of them for root and for the
+ * daemon's user). *ret_infos is a new array of *ret_count entries (free() it; NULL when 0).
+ */
+TN_EXPORT int tn_tensord_arena_list(tn_tensord *conn, tn_tensord_arena_info **ret_infos,
+				    size_t *ret_count);
+
+/* tn_tensord_arena_stat - one arena's owner, access and figures. TN_ENOENT, TN_EACCES. */
+TN_EXPORT int tn_tensord_arena_stat(tn_tensord *conn, const char *name,
+				    tn_tensord_arena_info *ret_info);
+
+#define TN_TENSORD_FORCE (1u << 0)
+
+/*
+ * tn_tensord_arena_destroy - remove arena @name (its owner, root or the daemon's user only).
+ * Refused with TN_EBUSY while a live process other than the daemon is attached, unless
+ * TN_TENSORD_FORCE: then the file goes at once and attached processes keep their mapping
+ * until they let go. Nothing is left in the file system either way.
+ */
+TN_EXPORT int tn_tensord_arena_destroy(tn_tensord *conn, const char *name, unsigned flags);
+
+/*
+ * tn_tensord_arena_grant - give a user or a group read or read-write access to @name, or
+ * revoke it (TN_TENSORD_ACCESS_NONE). Owner, root or the daemon's user only. TN_ENOSPC when
+ * the arena has TN_TENSORD_MAX_GRANTS already.
+ */
+TN_EXPORT int tn_tensord_arena_grant(tn_tensord *conn, const char *name,
+				     const tn_tensord_grant *grant);
+
+/* ---- administration ------------------------------------------------------------------------ */
+
+typedef struct tn_tensord_client {
+	uint32_t client_id;
+	int32_t pid;
+	uint32_t uid;
+	uint32_t gid;
+	uint64_t connected; /* seconds since the epoch */
+	char program[32];
+	uint32_t narenas;
+	uint64_t requests;
+} tn_tensord_client;
+
+/* tn_tensord_clients - the connected clients (root and the daemon's user see all, others
+ * their own). *ret_clients is a new array (free()). */
+TN_EXPORT int tn_tensord_clients(tn_tensord *conn, tn_tensord_client **ret_clients,
+				 size_t *ret_count);
+
+/* tn_tensord_fsck - check arena @name (TN_ARENA_FSCK_REPAIR: and repair) in the daemon. */
+TN_EXPORT int tn_tensord_fsck(tn_tensord *conn, const char *name, unsigned flags,
+			      tn_arena_fsck_report *ret_report);
+
+/* tn_tensord_gc - reclaim the slots of dead processes in @name (NULL or "": every arena the
+ * caller administers). *ret_slots (may be NULL): slots reclaimed; *ret_bytes: bytes freed. */
+TN_EXPORT int tn_tensord_gc(tn_tensord *conn, const char *name, uint64_t *ret_slots,
+			    uint64_t *ret_bytes);
+
+/* tn_tensord_shutdown - ask the daemon to stop (root or the daemon's user). It detaches, keeps
+ * the arenas' files (a later start finds them) and exits. */
+TN_EXPORT int tn_tensord_shutdown(tn_tensord *conn);
+
+/* ---- load and save ------------------------------------------------------------------------- */
+
+enum tn_tensord_format {
+	TN_TENSORD_FORMAT_AUTO = 0, /* load: by the file's first bytes */
+	TN_TENSORD_FORMAT_SAFETENSORS = 1,
+	TN_TENSORD_FORMAT_NPY = 2,
+};
+
+#define TN_TENSORD_SEAL (1u << 0)    /* load: seal every tensor loaded */
+#define TN_TENSORD_REPLACE (1u << 1) /* load: replace tensors that have the name already */
+
+/* Called with the data bytes moved so far and the total, as the daemon reports them (at most
+ * every 64 MiB and at the end). */
+typedef void (*tn_tensord_progress_fn)(uint64_t done, uint64_t total, void *ctx);
+
+typedef struct tn_tensord_transfer {
+	uint64_t tensors;
+	uint64_t bytes;      /* data bytes moved */
+	uint64_t file_bytes; /* save: the size of the file written */
+	uint64_t elapsed_ns; /* in the daemon */
+} tn_tensord_transfer;
+
+/*
+ * tn_tensord_load - have the daemon read the tensors of the file open at @fd (the caller's
+ * descriptor, opened for reading: the caller's own access to the file is what counts) into
+ * arena @name, publishing each under @prefix followed by its name in the file (.npy: @prefix
+ * is the whole name). @progress (may be NULL) is called as the daemon reports. The daemon
+ * reads with io_uring. Loading is all or nothing: on failure no tensor of the file stays
+ * published. Errors: TN_EINVAL (malformed file, the message names the byte), TN_ENOTSUP,
+ * TN_EEXIST (a name is taken and no TN_TENSORD_REPLACE), TN_ENOMEM (the arena is full),
+ * TN_EACCES, TN_EIO.
+ */
+TN_EXPORT int tn_tensord_load(tn_tensord *conn, const char *name, int fd,
+			      enum tn_tensord_format format, const char *prefix, unsigned flags,
+			      tn_tensord_progress_fn progress, void *ctx,
+			      tn_tensord_transfer *ret_transfer);
+
+/*
+ * tn_tensord_save - have the daemon write the tensors of arena @name whose names start with
+ * @prefix (NULL or "": all) to the file open at @fd (the caller's, opened for writing, empty):
+ * safetensors with names relative to @prefix, or .npy with @prefix naming exactly one tensor.
+ * Non-contiguous tensors are written in C order.
+ */
+TN_EXPORT int tn_tensord_save(tn_tensord *conn, const char *name, int fd,
+			      enum tn_tensord_format format, const char *prefix, unsigned flags,
+			      tn_tensord_progress_fn progress, void *ctx,
+			      tn_tensord_transfer *ret_transfer);
+
+TN_END_DECLS
+
+#endif /* TENSOR_TENSORD_H */

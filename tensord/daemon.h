@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tensord's internal interfaces: configuration (config.c), logging (log.c), and the daemon
+ * itself (tensord.c: the io_uring loop, clients, arenas, access control, reclamation).
+ */
+#ifndef TENSORD_DAEMON_H
+#define TENSORD_DAEMON_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <tensor.h>
+
+enum tnd_log_level { TND_LOG_ERROR = 0, TND_LOG_WARN = 1, TND_LOG_INFO = 2, TND_LOG_DEBUG = 3 };
+enum tnd_log_target { TND_LOG_STDERR = 0, TND_LOG_SYSLOG = 1 };
+enum tnd_hugepages { TND_HUGE_NO = 0, TND_HUGE_YES = 1, TND_HUGE_REQUIRE = 2 };
+
+#define TND_MAX_CREATORS 64
+
+struct tnd_config {
+	char socket[108];          /* "" until resolved */
+	char arena_dir[PATH_MAX];  /* "" : the default for the daemon's uid */
+	char hugepage_dir[PATH_MAX]; /* "" : the first hugetlbfs mount */
+	uint64_t default_arena_size;
+	uint64_t max_arena_size;   /* 0: no limit */
+	unsigned max_arenas;
+	unsigned max_clients;
+	/* create_users: everyone when create_all, else these uids and gids. */
+	bool create_all;
+	unsigned ncreate_uids, ncreate_gids;
+	uint32_t create_uids[TND_MAX_CREATORS];
+	uint32_t create_gids[TND_MAX_CREATORS];
+	enum tn_numa_policy numa_policy;
+	uint64_t numa_nodes;
+	enum tnd_hugepages hugepages;
+	unsigned reclaim_interval_ms;
+	enum tnd_log_level log_level;
+	enum tnd_log_target log_target;
+	/* Which keys the file set (so command-line options and defaults combine right). */
+	bool set_socket, set_log_level, set_log_target;
+};
+
+/* config.c */
+void tnd_config_defaults(struct tnd_config *cfg);
+/* Parse @len bytes of tensord.conf text named @file into @cfg (defaults already in it).
+ * Returns 0, or -1 with "FILE:LINE: message" in @err. Never reads past @len. */
+int tnd_config_parse(struct tnd_config *cfg, const char *text, size_t len, const char *file,
+		     char *err, size_t errlen);
+/* Read and parse @path; a missing file is an error only when @must_exist. */
+int tnd_config_load(struct tnd_config *cfg, const char *path, bool must_exist, char *err,
+		    size_t errlen);
+/* "4G", "256MiB", "1048576" -> bytes; -1 when malformed or overflowing. */
+int tnd_parse_size(const char *s, uint64_t *ret);
+/* "default", "local", "bind:0,2-3", "interleave:0-1", "preferred:1". */
+int tnd_parse_numa(const char *s, enum tn_numa_policy *ret_policy, uint64_t *ret_nodes);
+
+/* log.c */
+void tnd_log_setup(enum tnd_log_target target, enum tnd_log_level level);
+void tnd_log(enum tnd_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define tnd_error(...) tnd_log(TND_LOG_ERROR, __VA_ARGS__)
+#define tnd_warn(...) tnd_log(TND_LOG_WARN, __VA_ARGS__)
+#define tnd_info(...) tnd_log(TND_LOG_INFO, __VA_ARGS__)
+#define tnd_debug(...) tnd_log(TND_LOG_DEBUG, __VA_ARGS__)
+
+#endif /* TENSORD_DAEMON_H */

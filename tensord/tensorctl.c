@@ -1,0 +1,1029 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tensorctl(1): administer tensord and look inside its arenas. Uses the public API only
+ * (tensor/tensord.h, tensor/arena.h): what it does, any program can do.
+ *
+ * Exit codes: 0 success, 1 the operation failed, 2 usage, 3 cannot reach tensord, 4 no such
+ * arena or tensor, 5 permission denied, 6 fsck found problems it did not repair.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tensor.h>
+
+enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_CONNECT = 3, EX_NOENT = 4, EX_ACCESS = 5,
+       EX_FSCK = 6 };
+
+static const char *socket_path;
+static bool json, quiet;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tensorctl [--socket PATH] [--json] [--quiet] COMMAND [ARGS]\n"
+		"commands:\n"
+		"  status                          the daemon and this client\n"
+		"  arena create NAME [--size SIZE] [--hugepages] [--numa POLICY] [--mode MODE]\n"
+		"                    [--max-names N]\n"
+		"  arena list                      arenas you may open\n"
+		"  arena stat NAME                 figures, access, NUMA residency\n"
+		"  arena destroy NAME [--force]\n"
+		"  arena grant NAME USER|GROUP [--ro|--rw|--revoke]\n"
+		"  ls NAME [PREFIX]                named tensors\n"
+		"  show NAME TENSOR                metadata and a preview\n"
+		"  load NAME FILE [--prefix P] [--format safetensors|npy] [--seal] [--replace]\n"
+		"  save NAME FILE [PREFIX] [--format safetensors|npy]\n"
+		"  rm NAME TENSOR...               unpublish\n"
+		"  seal NAME TENSOR...\n"
+		"  clients                         connected processes\n"
+		"  fsck NAME [--repair]\n"
+		"  gc [NAME]                       reclaim dead processes' slots\n"
+		"  shutdown                        stop tensord\n"
+		"  ops                             operator schemas and kernels (no daemon needed)\n"
+		"See tensorctl(1).\n");
+}
+
+static int exit_for(int code)
+{
+	switch (code) {
+	case TN_OK: return EX_OK;
+	case TN_ECONNREFUSED: case TN_ENOTCONN: return EX_CONNECT;
+	case TN_ENOENT: return EX_NOENT;
+	case TN_EACCES: case TN_EPERM: return EX_ACCESS;
+	default: return EX_FAIL;
+	}
+}
+
+static int fail(int code, const char *what)
+{
+	fprintf(stderr, "tensorctl: %s: %s\n", what, tn_last_error()[0] ? tn_last_error()
+									   : tn_strerror(code));
+	return exit_for(code);
+}
+
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "tensorctl: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n(tensorctl --help lists the commands)\n");
+	va_end(ap);
+	return EX_USAGE;
+}
+
+static tn_tensord *conn;
+
+static int connect_daemon(void)
+{
+	int r = tn_tensord_connect(socket_path, &conn);
+	if (r) {
+		fprintf(stderr, "tensorctl: cannot reach tensord: %s\n", tn_last_error());
+		return EX_CONNECT;
+	}
+	return 0;
+}
+
+/* ---- output helpers ------------------------------------------------------------------------ */
+
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			printf("\\%c", *p);
+		else if (*p < 0x20)
+			printf("\\u%04x", *p);
+		else
+			putchar(*p);
+	}
+	putchar('"');
+}
+
+static const char *human(uint64_t b, char *buf, size_t len)
+{
+	static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)b;
+	int i = 0;
+	while (v >= 1024 && i < 4) {
+		v /= 1024;
+		i++;
+	}
+	if (i == 0)
+		snprintf(buf, len, "%" PRIu64 " B", b);
+	else
+		snprintf(buf, len, "%.1f %s", v, u[i]);
+	return buf;
+}
+
+static const char *user_name(uint32_t uid, char *buf, size_t len)
+{
+	struct passwd *p = getpwuid(uid);
+	if (p)
+		snprintf(buf, len, "%s", p->pw_name);
+	else
+		snprintf(buf, len, "%u", uid);
+	return buf;
+}
+
+static const char *group_name(uint32_t gid, char *buf, size_t len)
+{
+	struct group *g = getgrgid(gid);
+	if (g)
+		snprintf(buf, len, "%s", g->gr_name);
+	else
+		snprintf(buf, len, "%u", gid);
+	return buf;
+}
+
+static const char *dims(int n, const int64_t *v, char *buf, size_t len)
+{
+	size_t k = (size_t)snprintf(buf, len, "[");
+	for (int i = 0; i < n && k < len; i++)
+		k += (size_t)snprintf(buf + k, len - k, "%s%" PRId64, i ? ", " : "", v[i]);
+	if (k < len)
+		snprintf(buf + k, len - k, "]");
+	return buf;
+}
+
+static void json_dims(int n, const int64_t *v)
+{
+	putchar('[');
+	for (int i = 0; i < n; i++)
+		printf("%s%" PRId64, i ? ", " : "", v[i]);
+	putchar(']');
+}
+
+static const char *backing_name(enum tn_arena_backing b)
+{
+	switch (b) {
+	case TN_ARENA_BACKING_TMPFS: return "tmpfs";
+	case TN_ARENA_BACKING_TMPFS_HUGE: return "tmpfs-huge";
+	case TN_ARENA_BACKING_HUGETLBFS: return "hugetlbfs";
+	default: return "file";
+	}
+}
+
+static const char *policy_name(enum tn_numa_policy p)
+{
+	static const char *const n[] = { "default", "bind", "interleave", "preferred", "local" };
+	return (unsigned)p < 5 ? n[p] : "?";
+}
+
+/* Size: "4G", "512M", bytes. */
+static int parse_size(const char *s, uint64_t *ret)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -1;
+	unsigned shift = 0;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	}
+	if (!strcmp(end, "iB") || !strcmp(end, "B"))
+		end += strlen(end);
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return -1;
+	*ret = (uint64_t)v << shift;
+	return 0;
+}
+
+static int parse_numa(const char *s, enum tn_numa_policy *pol, uint64_t *nodes)
+{
+	static const char *const n[] = { "default", "bind", "interleave", "preferred", "local" };
+	for (int i = 0; i < 5; i++) {
+		size_t k = strlen(n[i]);
+		if (strncmp(s, n[i], k))
+			continue;
+		*pol = (enum tn_numa_policy)i;
+		*nodes = 0;
+		if (!s[k])
+			return i == TN_NUMA_DEFAULT || i == TN_NUMA_LOCAL ? 0 : -1;
+		if (s[k] != ':' || i == TN_NUMA_DEFAULT || i == TN_NUMA_LOCAL)
+			return -1;
+		const char *p = s + k + 1;
+		while (*p) {
+			char *e;
+			unsigned long a = strtoul(p, &e, 10), b = a;
+			if (e == p)
+				return -1;
+			if (*e == '-')
+				b = strtoul(e + 1, &e, 10);
+			if (b >= 64 || a > b)
+				return -1;
+			for (unsigned long x = a; x <= b; x++)
+				*nodes |= (uint64_t)1 << x;
+			if (*e == ',')
+				e++;
+			else if (*e)
+				return -1;
+			p = e;
+		}
+		return *nodes ? 0 : -1;
+	}
+	return -1;
+}
+
+/* ---- commands ---------------------------------------------------------------------------------- */
+
+static int cmd_status(void)
+{
+	tn_tensord_status s;
+	int r = tn_tensord_status_get(conn, &s);
+	if (r)
+		return fail(r, "status");
+	char u[64];
+	if (json) {
+		printf("{\"pid\": %d, \"uid\": %u, \"started\": %" PRIu64 ", \"uptime_s\": %.3f, "
+		       "\"arenas\": %u, \"clients\": %u, \"requests\": %" PRIu64
+		       ", \"reclaimed_slots\": %" PRIu64 ", \"protocol_errors\": %" PRIu64
+		       ", \"arena_dir\": ",
+		       s.pid, s.uid, s.started, (double)s.uptime_ns / 1e9, s.arenas, s.clients,
+		       s.requests, s.reclaimed_slots, s.protocol_errors);
+		json_str(s.arena_dir);
+		printf(", \"client_id\": %u, \"peer_uid\": %u, \"peer_gid\": %u, \"version\": %u}\n",
+		       s.client_id, s.peer_uid, s.peer_gid, s.version);
+		return 0;
+	}
+	printf("tensord pid %d (user %s), up %.1f s, protocol %u\n", s.pid,
+	       user_name(s.uid, u, sizeof(u)), (double)s.uptime_ns / 1e9, s.version);
+	printf("arenas %u in %s, clients %u, requests %" PRIu64 ", reclaimed slots %" PRIu64
+	       ", protocol errors %" PRIu64 "\n",
+	       s.arenas, s.arena_dir, s.clients, s.requests, s.reclaimed_slots, s.protocol_errors);
+	printf("you: client %u, uid %u, gid %u\n", s.client_id, s.peer_uid, s.peer_gid);
+	return 0;
+}
+
+static int cmd_arena_create(int argc, char **argv)
+{
+	static const struct option o[] = { { "size", 1, NULL, 's' }, { "hugepages", 0, NULL, 'H' },
+					   { "numa", 1, NULL, 'n' },  { "mode", 1, NULL, 'm' },
+					   { "max-names", 1, NULL, 'N' }, { NULL, 0, NULL, 0 } };
+	tn_tensord_arena_options opts;
+	tn_tensord_arena_options_init(&opts);
+	int c;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "s:Hn:m:N:", o, NULL)) != -1) {
+		char *end;
+		switch (c) {
+		case 's':
+			if (parse_size(optarg, &opts.size))
+				return usage_error("bad size \"%s\" (like 4G, 512M)", optarg);
+			break;
+		case 'H': opts.flags |= TN_TENSORD_HUGEPAGES; break;
+		case 'n':
+			if (parse_numa(optarg, &opts.numa_policy, &opts.numa_nodes))
+				return usage_error("bad NUMA policy \"%s\" (default, local, bind:0, "
+						   "interleave:0-1, preferred:1)", optarg);
+			break;
+		case 'm':
+			opts.mode = (unsigned)strtoul(optarg, &end, 8);
+			if (*end || opts.mode > 0777)
+				return usage_error("bad mode \"%s\" (octal, like 0660)", optarg);
+			opts.mode &= 0077;
+			break;
+		case 'N':
+			opts.max_names = (uint32_t)strtoul(optarg, &end, 10);
+			if (*end)
+				return usage_error("bad --max-names \"%s\"", optarg);
+			break;
+		default: return EX_USAGE;
+		}
+	}
+	if (argc - optind != 1)
+		return usage_error("arena create NAME [options]");
+	int r = tn_tensord_arena_create(conn, argv[optind], &opts);
+	if (r)
+		return fail(r, "arena create");
+	if (json)
+		printf("{\"created\": \"%s\"}\n", argv[optind]);
+	else if (!quiet)
+		printf("arena %s created\n", argv[optind]);
+	return 0;
+}
+
+static void print_info_json(const tn_tensord_arena_info *i)
+{
+	const tn_arena_stats *s = &i->stats;
+	printf("{\"name\": ");
+	json_str(i->name);
+	printf(", \"owner_uid\": %u, \"owner_gid\": %u, \"mode\": \"0%03o\", \"created\": %" PRIu64
+	       ", \"size\": %" PRIu64 ", \"page_size\": %" PRIu64 ", \"backing\": \"%s\""
+	       ", \"heap_bytes\": %" PRIu64 ", \"used_bytes\": %" PRIu64 ", \"free_bytes\": %" PRIu64
+	       ", \"largest_free\": %" PRIu64 ", \"fragmentation\": %.4f, \"blocks\": %" PRIu64
+	       ", \"free_blocks\": %" PRIu64 ", \"names\": %" PRIu64 ", \"max_names\": %" PRIu64
+	       ", \"clients\": %" PRIu64 ", \"reclaimed_slots\": %" PRIu64
+	       ", \"numa_policy\": \"%s\", \"numa_nodes\": %" PRIu64 ", \"resident_pages\": [",
+	       i->owner_uid, i->owner_gid, 0600 | i->mode, i->created, s->size, s->page_size,
+	       backing_name(s->backing), s->heap_bytes, s->used_bytes, s->free_bytes,
+	       s->largest_free,
+	       s->free_bytes ? 1.0 - (double)s->largest_free / (double)s->free_bytes : 0.0,
+	       s->blocks, s->free_blocks, s->names, s->max_names, s->clients, s->reclaimed_slots,
+	       policy_name(s->numa_policy), s->numa_nodes);
+	for (uint32_t k = 0; k < i->nnodes; k++)
+		printf("%s%" PRIu64, k ? ", " : "", i->resident_pages[k]);
+	printf("], \"grants\": [");
+	for (uint32_t k = 0; k < i->ngrants; k++)
+		printf("%s{\"kind\": \"%s\", \"id\": %u, \"access\": \"%s\"}", k ? ", " : "",
+		       i->grants[k].kind == TN_TENSORD_GRANT_USER ? "user" : "group", i->grants[k].id,
+		       i->grants[k].access == TN_TENSORD_ACCESS_READ ? "ro" : "rw");
+	printf("]}");
+}
+
+static int cmd_arena_list(void)
+{
+	tn_tensord_arena_info *v;
+	size_t n;
+	int r = tn_tensord_arena_list(conn, &v, &n);
+	if (r)
+		return fail(r, "arena list");
+	if (json) {
+		printf("[");
+		for (size_t i = 0; i < n; i++) {
+			printf(i ? ",\n " : "");
+			print_info_json(&v[i]);
+		}
+		printf("]\n");
+	} else {
+		printf("%-20s %10s %10s %10s %6s %7s %-10s %s\n", "NAME", "SIZE", "USED", "FREE",
+		       "NAMES", "CLIENTS", "OWNER", "MODE");
+		for (size_t i = 0; i < n; i++) {
+			char a[32], b[32], c[32], u[64];
+			const tn_arena_stats *s = &v[i].stats;
+			printf("%-20s %10s %10s %10s %6" PRIu64 " %7" PRIu64 " %-10s 0%03o\n",
+			       v[i].name, human(s->size, a, sizeof(a)),
+			       human(s->used_bytes, b, sizeof(b)), human(s->free_bytes, c, sizeof(c)),
+			       s->names, s->clients, user_name(v[i].owner_uid, u, sizeof(u)),
+			       0600 | v[i].mode);
+		}
+	}
+	free(v);
+	return 0;
+}
+
+static int cmd_arena_stat(const char *name)
+{
+	tn_tensord_arena_info i;
+	int r = tn_tensord_arena_stat(conn, name, &i);
+	if (r)
+		return fail(r, "arena stat");
+	if (json) {
+		print_info_json(&i);
+		printf("\n");
+		return 0;
+	}
+	const tn_arena_stats *s = &i.stats;
+	char a[32], b[32], u[64], g[64];
+	printf("arena         %s\n", i.name);
+	printf("owner         %s:%s, mode 0%03o\n", user_name(i.owner_uid, u, sizeof(u)),
+	       group_name(i.owner_gid, g, sizeof(g)), 0600 | i.mode);
+	for (uint32_t k = 0; k < i.ngrants; k++) {
+		const tn_tensord_grant *gr = &i.grants[k];
+		char nm[64];
+		printf("grant         %s %s: %s\n", gr->kind == TN_TENSORD_GRANT_USER ? "user" : "group",
+		       gr->kind == TN_TENSORD_GRANT_USER ? user_name(gr->id, nm, sizeof(nm))
+							: group_name(gr->id, nm, sizeof(nm)),
+		       gr->access == TN_TENSORD_ACCESS_READ ? "read-only" : "read-write");
+	}
+	time_t t = (time_t)i.created;
+	char when[64];
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime(&t));
+	printf("created       %s\n", when);
+	printf("size          %s (%" PRIu64 " bytes, %s pages of %s)\n", human(s->size, a, sizeof(a)),
+	       s->size, backing_name(s->backing), human(s->page_size, b, sizeof(b)));
+	printf("heap          %s\n", human(s->heap_bytes, a, sizeof(a)));
+	printf("used          %s in %" PRIu64 " blocks\n", human(s->used_bytes, a, sizeof(a)),
+	       s->blocks);
+	printf("free          %s in %" PRIu64 " blocks, largest %s\n",
+	       human(s->free_bytes, a, sizeof(a)), s->free_blocks,
+	       human(s->largest_free, b, sizeof(b)));
+	printf("fragmentation %.1f%%\n",
+	       s->free_bytes ? 100.0 * (1.0 - (double)s->largest_free / (double)s->free_bytes) : 0.0);
+	printf("names         %" PRIu64 " of %" PRIu64 "\n", s->names, s->max_names);
+	printf("clients       %" PRIu64 " attached, %" PRIu64 " slots reclaimed so far\n",
+	       s->clients, s->reclaimed_slots);
+	printf("allocations   %" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64 " lock repairs\n",
+	       s->num_allocs, s->num_frees, s->lock_repairs);
+	printf("numa          %s", policy_name(s->numa_policy));
+	if (s->numa_nodes)
+		printf(" (nodes 0x%" PRIx64 ")", s->numa_nodes);
+	printf("; resident pages by node:");
+	for (uint32_t k = 0; k < i.nnodes; k++)
+		printf(" %u:%" PRIu64, k, i.resident_pages[k]);
+	printf("\n");
+	return 0;
+}
+
+static int cmd_arena_destroy(int argc, char **argv)
+{
+	bool force = false;
+	const char *name = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--force") || !strcmp(argv[i], "-f"))
+			force = true;
+		else if (!name && argv[i][0] != '-')
+			name = argv[i];
+		else
+			return usage_error("arena destroy NAME [--force]");
+	}
+	if (!name)
+		return usage_error("arena destroy NAME [--force]");
+	int r = tn_tensord_arena_destroy(conn, name, force ? TN_TENSORD_FORCE : 0);
+	if (r)
+		return fail(r, "arena destroy");
+	if (json)
+		printf("{\"destroyed\": \"%s\"}\n", name);
+	else if (!quiet)
+		printf("arena %s destroyed\n", name);
+	return 0;
+}
+
+/* USER|GROUP: uid:N, gid:N, user:NAME, group:NAME, a user name, else a group name, else a
+ * number as a uid. */
+static int parse_principal(const char *s, tn_tensord_grant *g)
+{
+	char *end;
+	if (!strncmp(s, "uid:", 4) || !strncmp(s, "gid:", 4)) {
+		unsigned long v = strtoul(s + 4, &end, 10);
+		if (!s[4] || *end || v >= UINT32_MAX)
+			return -1;
+		g->kind = s[0] == 'u' ? TN_TENSORD_GRANT_USER : TN_TENSORD_GRANT_GROUP;
+		g->id = (uint32_t)v;
+		return 0;
+	}
+	if (!strncmp(s, "user:", 5)) {
+		struct passwd *p = getpwnam(s + 5);
+		if (!p)
+			return -1;
+		g->kind = TN_TENSORD_GRANT_USER;
+		g->id = p->pw_uid;
+		return 0;
+	}
+	if (!strncmp(s, "group:", 6)) {
+		struct group *gr = getgrnam(s + 6);
+		if (!gr)
+			return -1;
+		g->kind = TN_TENSORD_GRANT_GROUP;
+		g->id = gr->gr_gid;
+		return 0;
+	}
+	struct passwd *p = getpwnam(s);
+	if (p) {
+		g->kind = TN_TENSORD_GRANT_USER;
+		g->id = p->pw_uid;
+		return 0;
+	}
+	struct group *gr = getgrnam(s);
+	if (gr) {
+		g->kind = TN_TENSORD_GRANT_GROUP;
+		g->id = gr->gr_gid;
+		return 0;
+	}
+	unsigned long v = strtoul(s, &end, 10);
+	if (!*s || *end || v >= UINT32_MAX)
+		return -1;
+	g->kind = TN_TENSORD_GRANT_USER;
+	g->id = (uint32_t)v;
+	return 0;
+}
+
+static int cmd_arena_grant(int argc, char **argv)
+{
+	tn_tensord_grant g = { .access = TN_TENSORD_ACCESS_READ_WRITE };
+	const char *pos[2] = { NULL, NULL };
+	int np = 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--ro"))
+			g.access = TN_TENSORD_ACCESS_READ;
+		else if (!strcmp(argv[i], "--rw"))
+			g.access = TN_TENSORD_ACCESS_READ_WRITE;
+		else if (!strcmp(argv[i], "--revoke"))
+			g.access = TN_TENSORD_ACCESS_NONE;
+		else if (np < 2 && argv[i][0] != '-')
+			pos[np++] = argv[i];
+		else
+			return usage_error("arena grant NAME USER|GROUP [--ro|--rw|--revoke]");
+	}
+	if (np != 2)
+		return usage_error("arena grant NAME USER|GROUP [--ro|--rw|--revoke]");
+	if (parse_principal(pos[1], &g))
+		return usage_error("no user or group \"%s\" (uid:N, gid:N, user:NAME, group:NAME)",
+				   pos[1]);
+	int r = tn_tensord_arena_grant(conn, pos[0], &g);
+	if (r)
+		return fail(r, "arena grant");
+	if (json)
+		printf("{\"arena\": \"%s\", \"kind\": \"%s\", \"id\": %u, \"access\": \"%s\"}\n",
+		       pos[0], g.kind == TN_TENSORD_GRANT_USER ? "user" : "group", g.id,
+		       g.access == TN_TENSORD_ACCESS_NONE   ? "none"
+		       : g.access == TN_TENSORD_ACCESS_READ ? "ro"
+							    : "rw");
+	else if (!quiet)
+		printf("arena %s: %s %u %s\n", pos[0],
+		       g.kind == TN_TENSORD_GRANT_USER ? "uid" : "gid", g.id,
+		       g.access == TN_TENSORD_ACCESS_NONE   ? "revoked"
+		       : g.access == TN_TENSORD_ACCESS_READ ? "may read"
+							    : "may read and write");
+	return 0;
+}
+
+/* Open an arena through the daemon; read-only unless @write. */
+static int open_arena(const char *name, bool write, tn_arena **ret)
+{
+	int r = tn_tensord_arena_open(conn, name, write ? 0 : TN_TENSORD_READ_ONLY, ret);
+	if (r)
+		return fail(r, "open arena");
+	return 0;
+}
+
+static int cmd_ls(int argc, char **argv)
+{
+	if (argc < 2 || argc > 3)
+		return usage_error("ls NAME [PREFIX]");
+	tn_arena *a;
+	int r = open_arena(argv[1], false, &a);
+	if (r)
+		return r;
+	tn_arena_entry *v;
+	size_t n;
+	if ((r = tn_arena_list(a, argc == 3 ? argv[2] : NULL, &v, &n))) {
+		r = fail(r, "ls");
+		tn_arena_unref(a);
+		return r;
+	}
+	if (json)
+		printf("[");
+	else
+		printf("%-32s %-9s %-20s %-20s %12s %s\n", "NAME", "DTYPE", "SHAPE", "STRIDES",
+		       "BYTES", "SEALED");
+	for (size_t i = 0; i < n; i++) {
+		const tn_arena_entry *e = &v[i];
+		int64_t numel = 1;
+		for (int d = 0; d < e->ndim; d++)
+			numel *= e->sizes[d];
+		uint64_t bytes = (uint64_t)numel * tn_dtype_size(e->dtype);
+		bool sealed = e->flags & TN_ARENA_ENTRY_SEALED;
+		if (json) {
+			printf(i ? ",\n {\"name\": " : "{\"name\": ");
+			json_str(e->name);
+			printf(", \"dtype\": \"%s\", \"shape\": ", tn_dtype_name(e->dtype));
+			json_dims(e->ndim, e->sizes);
+			printf(", \"strides\": ");
+			json_dims(e->ndim, e->strides);
+			printf(", \"storage_offset\": %" PRId64 ", \"bytes\": %" PRIu64
+			       ", \"sealed\": %s}",
+			       e->storage_offset, bytes, sealed ? "true" : "false");
+		} else {
+			char s1[160], s2[160];
+			printf("%-32s %-9s %-20s %-20s %12" PRIu64 " %s\n", e->name,
+			       tn_dtype_name(e->dtype), dims(e->ndim, e->sizes, s1, sizeof(s1)),
+			       dims(e->ndim, e->strides, s2, sizeof(s2)), bytes, sealed ? "yes" : "no");
+		}
+	}
+	if (json)
+		printf("]\n");
+	free(v);
+	tn_arena_unref(a);
+	return 0;
+}
+
+static int cmd_show(int argc, char **argv)
+{
+	if (argc != 3)
+		return usage_error("show NAME TENSOR");
+	tn_arena *a;
+	int r = open_arena(argv[1], false, &a);
+	if (r)
+		return r;
+	tn_arena_entry e;
+	tn_tensor *t = NULL;
+	if ((r = tn_arena_info(a, argv[2], &e)) || (r = tn_arena_lookup(a, argv[2], &t, NULL))) {
+		r = fail(r, "show");
+		tn_arena_unref(a);
+		return r;
+	}
+	char *repr = NULL;
+	r = tn_tensor_repr(t, &repr);
+	if (json) {
+		printf("{\"name\": ");
+		json_str(e.name);
+		printf(", \"dtype\": \"%s\", \"shape\": ", tn_dtype_name(e.dtype));
+		json_dims(e.ndim, e.sizes);
+		printf(", \"strides\": ");
+		json_dims(e.ndim, e.strides);
+		printf(", \"storage_offset\": %" PRId64 ", \"block_bytes\": %" PRIu64
+		       ", \"sealed\": %s, \"preview\": ",
+		       e.storage_offset, e.block_bytes,
+		       e.flags & TN_ARENA_ENTRY_SEALED ? "true" : "false");
+		json_str(repr ? repr : "");
+		printf("}\n");
+	} else {
+		char s1[160], s2[160];
+		printf("%s: %s, shape %s, strides %s, offset %" PRId64 ", %s%s\n", e.name,
+		       tn_dtype_name(e.dtype), dims(e.ndim, e.sizes, s1, sizeof(s1)),
+		       dims(e.ndim, e.strides, s2, sizeof(s2)), e.storage_offset,
+		       e.flags & TN_ARENA_ENTRY_SEALED ? "sealed" : "writable",
+		       tn_tensor_is_contiguous(t) ? ", contiguous" : "");
+		printf("%s\n", repr ? repr : "(no preview)");
+	}
+	free(repr);
+	tn_tensor_unref(t);
+	tn_arena_unref(a);
+	return r ? exit_for(r) : 0;
+}
+
+static int cmd_rm_seal(int argc, char **argv, bool seal)
+{
+	if (argc < 3)
+		return usage_error(seal ? "seal NAME TENSOR..." : "rm NAME TENSOR...");
+	tn_arena *a;
+	int r = open_arena(argv[1], true, &a), ret = 0;
+	if (r)
+		return r;
+	for (int i = 2; i < argc; i++) {
+		r = seal ? tn_arena_seal(a, argv[i]) : tn_arena_unpublish(a, argv[i]);
+		if (r) {
+			ret = fail(r, argv[i]);
+			continue;
+		}
+		if (!quiet && !json)
+			printf("%s %s\n", seal ? "sealed" : "removed", argv[i]);
+	}
+	if (json)
+		printf("{\"ok\": %s}\n", ret ? "false" : "true");
+	tn_arena_unref(a);
+	return ret;
+}
+
+static int cmd_clients(void)
+{
+	tn_tensord_client *v;
+	size_t n;
+	int r = tn_tensord_clients(conn, &v, &n);
+	if (r)
+		return fail(r, "clients");
+	if (json)
+		printf("[");
+	else
+		printf("%6s %8s %-10s %-16s %6s %9s %s\n", "ID", "PID", "USER", "PROGRAM", "ARENAS",
+		       "REQUESTS", "CONNECTED");
+	for (size_t i = 0; i < n; i++) {
+		char u[64], when[64];
+		time_t t = (time_t)v[i].connected;
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime(&t));
+		if (json) {
+			printf("%s{\"id\": %u, \"pid\": %d, \"uid\": %u, \"gid\": %u, \"program\": ",
+			       i ? ",\n " : "", v[i].client_id, v[i].pid, v[i].uid, v[i].gid);
+			json_str(v[i].program);
+			printf(", \"arenas\": %u, \"requests\": %" PRIu64 ", \"connected\": %" PRIu64
+			       "}",
+			       v[i].narenas, v[i].requests, v[i].connected);
+		} else {
+			printf("%6u %8d %-10s %-16s %6u %9" PRIu64 " %s\n", v[i].client_id, v[i].pid,
+			       user_name(v[i].uid, u, sizeof(u)), v[i].program, v[i].narenas,
+			       v[i].requests, when);
+		}
+	}
+	if (json)
+		printf("]\n");
+	free(v);
+	return 0;
+}
+
+static int cmd_fsck(int argc, char **argv)
+{
+	bool repair = false;
+	const char *name = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--repair"))
+			repair = true;
+		else if (!name && argv[i][0] != '-')
+			name = argv[i];
+		else
+			return usage_error("fsck NAME [--repair]");
+	}
+	if (!name)
+		return usage_error("fsck NAME [--repair]");
+	tn_arena_fsck_report rep;
+	int r = tn_tensord_fsck(conn, name, repair ? TN_ARENA_FSCK_REPAIR : 0, &rep);
+	if (r)
+		return fail(r, "fsck");
+	if (json) {
+		printf("{\"problems\": %" PRIu64 ", \"repaired\": %" PRIu64 ", \"blocks\": %" PRIu64
+		       ", \"free_blocks\": %" PRIu64 ", \"orphan_blocks\": %" PRIu64
+		       ", \"dead_holds\": %" PRIu64 ", \"dead_clients\": %" PRIu64
+		       ", \"bad_names\": %" PRIu64 ", \"first_problem\": ",
+		       rep.problems, rep.repaired, rep.blocks, rep.free_blocks, rep.orphan_blocks,
+		       rep.dead_holds, rep.dead_clients, rep.bad_names);
+		json_str(rep.first_problem);
+		printf("}\n");
+	} else {
+		printf("%s: %" PRIu64 " blocks, %" PRIu64 " free; %" PRIu64 " problems, %" PRIu64
+		       " repaired%s%s\n",
+		       name, rep.blocks, rep.free_blocks, rep.problems, rep.repaired,
+		       rep.problems ? ": " : "", rep.first_problem);
+	}
+	return rep.problems > rep.repaired ? EX_FSCK : 0;
+}
+
+static int cmd_gc(int argc, char **argv)
+{
+	if (argc > 2)
+		return usage_error("gc [NAME]");
+	uint64_t slots = 0, bytes = 0;
+	int r = tn_tensord_gc(conn, argc == 2 ? argv[1] : NULL, &slots, &bytes);
+	if (r)
+		return fail(r, "gc");
+	char b[32];
+	if (json)
+		printf("{\"reclaimed_slots\": %" PRIu64 ", \"freed_bytes\": %" PRIu64 "}\n", slots,
+		       bytes);
+	else if (!quiet)
+		printf("reclaimed %" PRIu64 " slots of dead processes, freed %s\n", slots,
+		       human(bytes, b, sizeof(b)));
+	return 0;
+}
+
+/* A progress bar on stderr when it is a terminal. */
+static void progress_bar(uint64_t done, uint64_t total, void *ctx)
+{
+	const char *what = ctx;
+	if (quiet || !isatty(2) || !total)
+		return;
+	int width = 40, fill = (int)((double)done / (double)total * width);
+	char a[32], b[32];
+	fprintf(stderr, "\r%s [", what);
+	for (int i = 0; i < width; i++)
+		fputc(i < fill ? '#' : '.', stderr);
+	fprintf(stderr, "] %s / %s", human(done, a, sizeof(a)), human(total, b, sizeof(b)));
+	if (done >= total)
+		fputc('\n', stderr);
+	fflush(stderr);
+}
+
+static int parse_format(const char *s, enum tn_tensord_format *f)
+{
+	if (!strcmp(s, "safetensors"))
+		*f = TN_TENSORD_FORMAT_SAFETENSORS;
+	else if (!strcmp(s, "npy"))
+		*f = TN_TENSORD_FORMAT_NPY;
+	else
+		return -1;
+	return 0;
+}
+
+static void print_transfer(const char *verb, const char *file, const tn_tensord_transfer *t)
+{
+	double s = (double)t->elapsed_ns / 1e9;
+	char b[32];
+	if (json)
+		printf("{\"file\": \"%s\", \"tensors\": %" PRIu64 ", \"bytes\": %" PRIu64
+		       ", \"file_bytes\": %" PRIu64 ", \"seconds\": %.6f}\n",
+		       file, t->tensors, t->bytes, t->file_bytes, s);
+	else if (!quiet)
+		printf("%s %" PRIu64 " tensors (%s) %s %s in %.3f s (%.2f GB/s)\n", verb, t->tensors,
+		       human(t->bytes, b, sizeof(b)), verb[0] == 'l' ? "from" : "to", file, s,
+		       s > 0 ? (double)t->bytes / s / 1e9 : 0.0);
+}
+
+static int cmd_load(int argc, char **argv)
+{
+	static const struct option o[] = { { "prefix", 1, NULL, 'p' }, { "format", 1, NULL, 'F' },
+					   { "seal", 0, NULL, 'S' },   { "replace", 0, NULL, 'R' },
+					   { NULL, 0, NULL, 0 } };
+	const char *prefix = "";
+	enum tn_tensord_format fmt = TN_TENSORD_FORMAT_AUTO;
+	unsigned flags = 0;
+	int c;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "p:F:SR", o, NULL)) != -1) {
+		switch (c) {
+		case 'p': prefix = optarg; break;
+		case 'F':
+			if (parse_format(optarg, &fmt))
+				return usage_error("bad format \"%s\" (safetensors, npy)", optarg);
+			break;
+		case 'S': flags |= TN_TENSORD_SEAL; break;
+		case 'R': flags |= TN_TENSORD_REPLACE; break;
+		default: return EX_USAGE;
+		}
+	}
+	if (argc - optind != 2)
+		return usage_error("load NAME FILE [--prefix P] [--format F] [--seal] [--replace]");
+	const char *name = argv[optind], *file = argv[optind + 1];
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "tensorctl: %s: %s\n", file, strerror(errno));
+		return errno == ENOENT ? EX_NOENT : errno == EACCES ? EX_ACCESS : EX_FAIL;
+	}
+	/* A .npy file has no names: the prefix is the tensor's name, or the file's stem. */
+	char stem[256];
+	size_t n = strlen(file);
+	if (fmt == TN_TENSORD_FORMAT_NPY || (fmt == TN_TENSORD_FORMAT_AUTO && n > 4 &&
+					      !strcmp(file + n - 4, ".npy"))) {
+		if (!prefix[0]) {
+			const char *base = strrchr(file, '/');
+			base = base ? base + 1 : file;
+			snprintf(stem, sizeof(stem), "%.*s", (int)(strlen(base) - 4), base);
+			prefix = stem;
+		}
+	}
+	tn_tensord_transfer t;
+	int r = tn_tensord_load(conn, name, fd, fmt, prefix, flags, progress_bar, "load", &t);
+	close(fd);
+	if (r)
+		return fail(r, "load");
+	print_transfer("loaded", file, &t);
+	return 0;
+}
+
+static int cmd_save(int argc, char **argv)
+{
+	static const struct option o[] = { { "format", 1, NULL, 'F' }, { NULL, 0, NULL, 0 } };
+	enum tn_tensord_format fmt = TN_TENSORD_FORMAT_AUTO;
+	int c;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "F:", o, NULL)) != -1) {
+		if (c != 'F' || parse_format(optarg, &fmt))
+			return usage_error("save NAME FILE [PREFIX] [--format safetensors|npy]");
+	}
+	if (argc - optind < 2 || argc - optind > 3)
+		return usage_error("save NAME FILE [PREFIX] [--format safetensors|npy]");
+	const char *name = argv[optind], *file = argv[optind + 1];
+	const char *prefix = argc - optind == 3 ? argv[optind + 2] : "";
+	size_t n = strlen(file);
+	if (fmt == TN_TENSORD_FORMAT_AUTO)
+		fmt = n > 4 && !strcmp(file + n - 4, ".npy") ? TN_TENSORD_FORMAT_NPY
+							     : TN_TENSORD_FORMAT_SAFETENSORS;
+	int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		fprintf(stderr, "tensorctl: %s: %s\n", file, strerror(errno));
+		return errno == EACCES ? EX_ACCESS : EX_FAIL;
+	}
+	tn_tensord_transfer t;
+	int r = tn_tensord_save(conn, name, fd, fmt, prefix, 0, progress_bar, "save", &t);
+	close(fd);
+	if (r) {
+		unlink(file); /* no half-written file is left */
+		return fail(r, "save");
+	}
+	print_transfer("saved", file, &t);
+	return 0;
+}
+
+static int cmd_shutdown(void)
+{
+	int r = tn_tensord_shutdown(conn);
+	if (r)
+		return fail(r, "shutdown");
+	if (json)
+		printf("{\"stopped\": true}\n");
+	else if (!quiet)
+		printf("tensord is stopping\n");
+	return 0;
+}
+
+struct ops_ctx {
+	size_t n;
+};
+
+static int print_op(const tn_op *op, void *ctx)
+{
+	struct ops_ctx *k = ctx;
+	const char *schema = tn_schema_str(tn_op_schema(op));
+	if (json) {
+		printf("%s{\"name\": ", k->n ? ",\n " : "");
+		json_str(tn_op_name(op));
+		printf(", \"schema\": ");
+		json_str(schema);
+		printf(", \"kernels\": [");
+		bool first = true;
+		for (int key = 0; key < TN_NUM_DISPATCH_KEYS; key++)
+			if (tn_op_has_kernel(op, (enum tn_dispatch_key)key)) {
+				printf("%s\"%s\"", first ? "" : ", ",
+				       tn_dispatch_key_name((enum tn_dispatch_key)key));
+				first = false;
+			}
+		printf("]}");
+	} else {
+		char keys[64] = "";
+		for (int key = 0; key < TN_NUM_DISPATCH_KEYS; key++)
+			if (tn_op_has_kernel(op, (enum tn_dispatch_key)key)) {
+				if (keys[0])
+					strcat(keys, ",");
+				strcat(keys, tn_dispatch_key_name((enum tn_dispatch_key)key));
+			}
+		printf("%-14s %s\n", keys[0] ? keys : "-", schema);
+	}
+	k->n++;
+	return 0;
+}
+
+static int cmd_ops(void)
+{
+	struct ops_ctx k = { 0 };
+	if (json)
+		printf("[");
+	else
+		printf("%-14s %s\n", "KERNELS", "SCHEMA");
+	int r = tn_op_foreach(print_op, &k);
+	if (json)
+		printf("]\n");
+	else if (!quiet)
+		printf("%zu operators; CPU kernels built for %s\n", k.n,
+		       tn_cpu_capability_name(tn_cpu_capability()));
+	return r < 0 ? fail(r, "ops") : 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option o[] = { { "socket", 1, NULL, 's' }, { "json", 0, NULL, 'j' },
+					   { "quiet", 0, NULL, 'q' },  { "help", 0, NULL, 'h' },
+					   { "version", 0, NULL, 'V' }, { NULL, 0, NULL, 0 } };
+	int c;
+	while ((c = getopt_long(argc, argv, "+s:jqhV", o, NULL)) != -1) {
+		switch (c) {
+		case 's': socket_path = optarg; break;
+		case 'j': json = true; break;
+		case 'q': quiet = true; break;
+		case 'h': usage(stdout); return 0;
+		case 'V': printf("tensorctl %s\n", tn_version()); return 0;
+		default: usage(stderr); return EX_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return EX_USAGE;
+	}
+	argc -= optind;
+	argv += optind;
+	const char *cmd = argv[0];
+	if (!strcmp(cmd, "ops"))
+		return argc == 1 ? cmd_ops() : usage_error("ops takes no arguments");
+	static const char *const known[] = { "status", "arena", "ls", "show", "load", "save",
+					     "rm", "seal", "clients", "fsck", "gc", "shutdown" };
+	bool ok = false;
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		ok |= !strcmp(cmd, known[i]);
+	if (!ok)
+		return usage_error("unknown command \"%s\"", cmd);
+	if (!strcmp(cmd, "arena") && argc < 2)
+		return usage_error("arena create|list|stat|destroy|grant ...");
+	int r = connect_daemon();
+	if (r)
+		return r;
+	if (!strcmp(cmd, "status"))
+		r = argc == 1 ? cmd_status() : usage_error("status takes no arguments");
+	else if (!strcmp(cmd, "arena")) {
+		const char *sub = argv[1];
+		if (!strcmp(sub, "create"))
+			r = cmd_arena_create(argc - 1, argv + 1);
+		else if (!strcmp(sub, "list"))
+			r = argc == 2 ? cmd_arena_list() : usage_error("arena list");
+		else if (!strcmp(sub, "stat"))
+			r = argc == 3 ? cmd_arena_stat(argv[2]) : usage_error("arena stat NAME");
+		else if (!strcmp(sub, "destroy"))
+			r = cmd_arena_destroy(argc - 1, argv + 1);
+		else if (!strcmp(sub, "grant"))
+			r = cmd_arena_grant(argc - 1, argv + 1);
+		else
+			r = usage_error("unknown arena command \"%s\"", sub);
+	} else if (!strcmp(cmd, "ls"))
+		r = cmd_ls(argc, argv);
+	else if (!strcmp(cmd, "show"))
+		r = cmd_show(argc, argv);
+	else if (!strcmp(cmd, "load"))
+		r = cmd_load(argc, argv);
+	else if (!strcmp(cmd, "save"))
+		r = cmd_save(argc, argv);
+	else if (!strcmp(cmd, "rm"))
+		r = cmd_rm_seal(argc, argv, false);
+	else if (!strcmp(cmd, "seal"))
+		r = cmd_rm_seal(argc, argv, true);
+	else if (!strcmp(cmd, "clients"))
+		r = argc == 1 ? cmd_clients() : usage_error("clients takes no arguments");
+	else if (!strcmp(cmd, "fsck"))
+		r = cmd_fsck(argc, argv);
+	else if (!strcmp(cmd, "gc"))
+		r = cmd_gc(argc, argv);
+	else if (!strcmp(cmd, "shutdown"))
+		r = argc == 1 ? cmd_shutdown() : usage_error("shutdown takes no arguments");
+	tn_tensord_close(conn);
+	return r;
+}

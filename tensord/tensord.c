@@ -1,0 +1,1997 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tensord(8): the daemon that owns the arenas.
+ *
+ * One thread runs an io_uring loop: a multishot accept on the listening socket, one recvmsg
+ * per client, one sendmsg at a time per client from its queue of replies (replies to one
+ * client must not be reordered), a read of a signalfd, a read of an eventfd through which
+ * worker threads report, and a timeout that drives reclamation. Requests are validated
+ * (proto.c) and answered in the loop, except LOAD and SAVE, which run on a worker thread
+ * (loadsave.c) and report progress through the eventfd queue.
+ *
+ * Access: the peer's uid, gid and groups come from SO_PEERCRED and SO_PEERGROUPS. Arenas have
+ * an owner, a mode and grants, kept in NAME.meta beside the arena file NAME.arena in the
+ * daemon's directory (0700, files 0600): clients never need file system access to them.
+ *
+ * Lifetimes: the daemon assigns client slots (shm/arena_remote.h) and remembers, per
+ * connection, each slot and its state word. When the connection closes, the slots are
+ * reclaimed as soon as the process is gone (checked every 10 ms); every
+ * reclaim_interval_ms, dead processes' slots in every arena are reclaimed whoever attached
+ * them. After a restart the daemon reopens the arenas from their records, repairs them, and
+ * clients that are still alive re-register their slots (REATTACH) when they reconnect.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../libtensor/internal.h"
+#include "../shm/arena_remote.h"
+#include "daemon.h"
+#include "loadsave.h"
+#include "proto.h"
+
+/* ---- state ----------------------------------------------------------------------------------- */
+
+struct arena {
+	struct arena *next;
+	char name[TND_NAME_SIZE];
+	tn_arena *a; /* the daemon's own attachment */
+	char path[PATH_MAX];
+	uint32_t owner_uid, owner_gid, mode;
+	uint32_t ngrants;
+	struct tnd_grant grants[TND_MAX_GRANTS];
+	uint64_t created;
+	int transfers; /* LOAD/SAVE running on it */
+};
+
+/* A slot the daemon assigned to a client (or the client re-registered). */
+struct slot_rec {
+	struct arena *arena;
+	int slot;
+	uint64_t state;
+	bool read_only;
+};
+
+struct outmsg {
+	struct outmsg *next;
+	size_t len;
+	int fd; /* to pass with it, closed after sending; -1 none */
+	union {
+		struct tnd_hdr hdr;
+		unsigned char bytes[TND_MSG_MAX];
+	} u;
+};
+
+enum op_kind { OP_ACCEPT = 1, OP_RECV, OP_SEND, OP_SIGNAL, OP_EVENT, OP_TIMER };
+
+struct op {
+	enum op_kind kind;
+	struct client *client;
+};
+
+struct client {
+	struct client *next, *prev;
+	int fd;
+	uint32_t id;
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	int ngroups;
+	gid_t groups[64];
+	uint64_t start_time;
+	uint64_t connected;
+	uint64_t requests;
+	char program[32];
+	bool hello_done;
+	bool closing;   /* no more receives; freed when nothing is in flight */
+	int inflight;   /* submitted operations that have not completed */
+	bool transfer;  /* a LOAD or SAVE is running for it */
+	_Atomic bool cancel;
+	size_t nslots, capslots;
+	struct slot_rec *slots;
+	struct outmsg *out_head, *out_tail;
+	bool sending;
+	struct op recv_op, send_op;
+	struct msghdr rmh;
+	struct iovec riov;
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int) * 4)];
+	} rctl;
+	union {
+		struct tnd_hdr hdr;
+		uint64_t align;
+		unsigned char bytes[TND_MSG_MAX + 64];
+	} rbuf;
+	struct msghdr smh;
+	struct iovec siov;
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} sctl;
+};
+
+/* A connection closed while its process may still be exiting: its slots wait here. */
+struct pending {
+	struct pending *next;
+	struct arena *arena;
+	int slot;
+	uint64_t state;
+	pid_t pid;
+	uint64_t start_time;
+	uint64_t deadline_ns;
+};
+
+/* Events from worker threads. */
+struct event {
+	struct event *next;
+	struct client *client; /* may be closing, never freed while a transfer runs */
+	uint32_t seq;
+	unsigned op;
+	bool done;
+	int status;
+	char message[TND_MESSAGE_SIZE];
+	struct tnd_progress progress;
+	struct tnd_transfer_reply reply;
+};
+
+static struct {
+	struct tnd_config cfg;
+	struct io_uring ring;
+	int listen_fd, signal_fd, event_fd, lock_fd;
+	uint64_t instance, started, started_ns;
+	struct arena *arenas;
+	unsigned narenas;
+	struct client *clients;
+	unsigned nclients;
+	uint32_t next_client_id;
+	struct pending *pending;
+	uint64_t requests, reclaimed_slots, protocol_errors;
+	bool stop;
+	uid_t uid;
+	char hugedir[PATH_MAX];
+	struct op accept_op, signal_op, event_op, timer_op;
+	struct signalfd_siginfo siginfo;
+	uint64_t event_count;
+	struct __kernel_timespec timer_ts;
+	pthread_mutex_t event_lock;
+	struct event *events;
+	_Atomic int workers;
+	bool accept_armed;
+} D;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t wall_s(void)
+{
+	return (uint64_t)time(NULL);
+}
+
+/* ---- arena records --------------------------------------------------------------------------- */
+
+static void meta_path(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, "%s/%s.meta", D.cfg.arena_dir, name);
+}
+
+/* Write NAME.meta atomically (temporary file, fsync, rename). */
+static int meta_write(const struct arena *ar)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 8];
+	meta_path(path, sizeof(path), ar->name);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	FILE *f = fopen(tmp, "we");
+	if (!f)
+		return -errno;
+	fchmod(fileno(f), 0600);
+	fprintf(f, "# tensord arena record; written by tensord, do not edit\nversion = 1\n"
+		   "name = %s\npath = %s\nowner_uid = %u\nowner_gid = %u\nmode = %o\n"
+		   "created = %" PRIu64 "\n",
+		ar->name, ar->path, ar->owner_uid, ar->owner_gid, ar->mode, ar->created);
+	for (uint32_t i = 0; i < ar->ngrants; i++)
+		fprintf(f, "grant = %s:%u:%s\n",
+			ar->grants[i].kind == TND_GRANT_USER ? "user" : "group", ar->grants[i].id,
+			ar->grants[i].access == TND_ACCESS_READ ? "ro" : "rw");
+	int e = fflush(f) || fsync(fileno(f)) ? errno : 0;
+	if (fclose(f) && !e)
+		e = errno;
+	if (!e && rename(tmp, path))
+		e = errno;
+	if (e)
+		unlink(tmp);
+	return -e;
+}
+
+/* Read a record; returns 0 or -1 with a reason. */
+static int meta_read(const char *file, struct arena *ar, char *why, size_t whylen)
+{
+	FILE *f = fopen(file, "re");
+	if (!f) {
+		snprintf(why, whylen, "%s", strerror(errno));
+		return -1;
+	}
+	char line[PATH_MAX + 64];
+	unsigned version = 0;
+	bool have_owner = false;
+	memset(ar, 0, sizeof(*ar));
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		if (!line[0] || line[0] == '#')
+			continue;
+		char *eq = strstr(line, " = ");
+		if (!eq) {
+			snprintf(why, whylen, "malformed line \"%.60s\"", line);
+			goto bad;
+		}
+		*eq = 0;
+		const char *k = line, *v = eq + 3;
+		char kind[8], acc[4];
+		unsigned id;
+		if (!strcmp(k, "version")) {
+			version = (unsigned)strtoul(v, NULL, 10);
+		} else if (!strcmp(k, "name")) {
+			snprintf(ar->name, sizeof(ar->name), "%s", v);
+		} else if (!strcmp(k, "path")) {
+			snprintf(ar->path, sizeof(ar->path), "%s", v);
+		} else if (!strcmp(k, "owner_uid")) {
+			ar->owner_uid = (uint32_t)strtoul(v, NULL, 10);
+			have_owner = true;
+		} else if (!strcmp(k, "owner_gid")) {
+			ar->owner_gid = (uint32_t)strtoul(v, NULL, 10);
+		} else if (!strcmp(k, "mode")) {
+			ar->mode = (uint32_t)strtoul(v, NULL, 8) & 0077;
+		} else if (!strcmp(k, "created")) {
+			ar->created = strtoull(v, NULL, 10);
+		} else if (!strcmp(k, "grant") && ar->ngrants < TND_MAX_GRANTS &&
+			   sscanf(v, "%7[a-z]:%u:%3[a-z]", kind, &id, acc) == 3) {
+			struct tnd_grant *g = &ar->grants[ar->ngrants++];
+			g->kind = !strcmp(kind, "user") ? TND_GRANT_USER : TND_GRANT_GROUP;
+			g->id = id;
+			g->access = !strcmp(acc, "ro") ? TND_ACCESS_READ : TND_ACCESS_READ_WRITE;
+		} else {
+			snprintf(why, whylen, "unknown key \"%.40s\"", k);
+			goto bad;
+		}
+	}
+	fclose(f);
+	if (version != 1 || !tnd_name_ok(ar->name) || !ar->path[0] || !have_owner) {
+		snprintf(why, whylen, "incomplete record (version %u)", version);
+		return -1;
+	}
+	return 0;
+bad:
+	fclose(f);
+	return -1;
+}
+
+static struct arena *arena_find(const char *name)
+{
+	for (struct arena *ar = D.arenas; ar; ar = ar->next)
+		if (!strcmp(ar->name, name))
+			return ar;
+	return NULL;
+}
+
+/* The directory and file name of an arena file path. */
+static void split_path(const char *path, char *dir, size_t dlen, const char **file)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n = (size_t)(slash - path);
+	snprintf(dir, dlen, "%.*s", (int)n, path);
+	*file = slash + 1;
+}
+
+/* ---- access control -------------------------------------------------------------------------- */
+
+#define ACC_READ 1u
+#define ACC_WRITE 2u
+#define ACC_ADMIN 4u
+
+static bool privileged(const struct client *c)
+{
+	return c->uid == 0 || c->uid == D.uid;
+}
+
+static bool in_group(const struct client *c, uint32_t gid)
+{
+	if (c->gid == gid)
+		return true;
+	for (int i = 0; i < c->ngroups; i++)
+		if (c->groups[i] == gid)
+			return true;
+	return false;
+}
+
+static unsigned access_of(const struct arena *ar, const struct client *c)
+{
+	if (privileged(c) || c->uid == ar->owner_uid)
+		return ACC_READ | ACC_WRITE | ACC_ADMIN;
+	unsigned bits = in_group(c, ar->owner_gid) ? (ar->mode >> 3) & 7 : ar->mode & 7;
+	unsigned acc = (bits & 4 ? ACC_READ : 0) | (bits & 2 ? ACC_READ | ACC_WRITE : 0);
+	for (uint32_t i = 0; i < ar->ngrants; i++) {
+		const struct tnd_grant *g = &ar->grants[i];
+		bool match = g->kind == TND_GRANT_USER ? g->id == c->uid : in_group(c, g->id);
+		if (match)
+			acc |= g->access == TND_ACCESS_READ_WRITE ? ACC_READ | ACC_WRITE : ACC_READ;
+	}
+	return acc;
+}
+
+static bool may_create(const struct client *c)
+{
+	if (privileged(c) || D.cfg.create_all)
+		return true;
+	for (unsigned i = 0; i < D.cfg.ncreate_uids; i++)
+		if (D.cfg.create_uids[i] == c->uid)
+			return true;
+	for (unsigned i = 0; i < D.cfg.ncreate_gids; i++)
+		if (in_group(c, D.cfg.create_gids[i]))
+			return true;
+	return false;
+}
+
+/* ---- replies --------------------------------------------------------------------------------- */
+
+static void submit_send(struct client *c);
+
+static void queue_msg(struct client *c, unsigned op, uint32_t seq, int32_t status,
+		      uint32_t flags, const void *body, size_t len, int fd)
+{
+	if (c->closing) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct outmsg *m = malloc(sizeof(*m));
+	if (!m) {
+		/* Out of memory: the client cannot be answered, so it is dropped. */
+		if (fd >= 0)
+			close(fd);
+		tnd_error("client %u: out of memory for a reply: dropping it", c->id);
+		shutdown(c->fd, SHUT_RDWR);
+		return;
+	}
+	m->next = NULL;
+	m->fd = fd;
+	tnd_init_hdr(&m->u.hdr, op, len, seq, status, flags | (fd >= 0 ? TND_F_FD : 0));
+	if (len)
+		memcpy(m->u.bytes + sizeof(m->u.hdr), body, len);
+	m->len = sizeof(m->u.hdr) + len;
+	if (c->out_tail)
+		c->out_tail->next = m;
+	else
+		c->out_head = m;
+	c->out_tail = m;
+	submit_send(c);
+}
+
+static void reply(struct client *c, const struct tnd_hdr *req, const void *body, size_t len)
+{
+	queue_msg(c, req->op, req->seq, 0, 0, body, len, -1);
+}
+
+static int reply_error(struct client *c, const struct tnd_hdr *req, int code, const char *fmt,
+		       ...) __attribute__((format(printf, 4, 5)));
+static int reply_error(struct client *c, const struct tnd_hdr *req, int code, const char *fmt,
+		       ...)
+{
+	struct tnd_error e = { { 0 } };
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e.message, sizeof(e.message), fmt, ap);
+	va_end(ap);
+	tnd_debug("client %u (pid %d): %s: %s", c->id, (int)c->pid, tnd_op_name(req->op),
+		  e.message);
+	queue_msg(c, req->op, req->seq, code < 0 ? code : TN_EIO, 0, &e, sizeof(e), -1);
+	return 0;
+}
+
+/* A libtensor failure: its code and last message. */
+static int reply_tn(struct client *c, const struct tnd_hdr *req, int code)
+{
+	return reply_error(c, req, code, "%s", tn_last_error());
+}
+
+/* ---- io_uring plumbing ---------------------------------------------------------------------- */
+
+static struct io_uring_sqe *get_sqe(void)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&D.ring);
+	if (!sqe) {
+		io_uring_submit(&D.ring);
+		sqe = io_uring_get_sqe(&D.ring);
+	}
+	return sqe; /* the ring has room after a submit: entries >= what one pass submits */
+}
+
+static void arm_accept(void)
+{
+	struct io_uring_sqe *sqe = get_sqe();
+	io_uring_prep_multishot_accept(sqe, D.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	io_uring_sqe_set_data(sqe, &D.accept_op);
+	D.accept_armed = true;
+}
+
+static void submit_recv(struct client *c)
+{
+	c->riov.iov_base = c->rbuf.bytes;
+	c->riov.iov_len = sizeof(c->rbuf.bytes);
+	memset(&c->rmh, 0, sizeof(c->rmh));
+	c->rmh.msg_iov = &c->riov;
+	c->rmh.msg_iovlen = 1;
+	c->rmh.msg_control = c->rctl.buf;
+	c->rmh.msg_controllen = sizeof(c->rctl.buf);
+	struct io_uring_sqe *sqe = get_sqe();
+	io_uring_prep_recvmsg(sqe, c->fd, &c->rmh, MSG_CMSG_CLOEXEC);
+	io_uring_sqe_set_data(sqe, &c->recv_op);
+	c->inflight++;
+}
+
+static void submit_send(struct client *c)
+{
+	if (c->sending || !c->out_head)
+		return;
+	struct outmsg *m = c->out_head;
+	c->siov.iov_base = m->u.bytes;
+	c->siov.iov_len = m->len;
+	memset(&c->smh, 0, sizeof(c->smh));
+	c->smh.msg_iov = &c->siov;
+	c->smh.msg_iovlen = 1;
+	if (m->fd >= 0) {
+		memset(&c->sctl, 0, sizeof(c->sctl));
+		c->smh.msg_control = c->sctl.buf;
+		c->smh.msg_controllen = sizeof(c->sctl.buf);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&c->smh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &m->fd, sizeof(int));
+	}
+	struct io_uring_sqe *sqe = get_sqe();
+	io_uring_prep_sendmsg(sqe, c->fd, &c->smh, MSG_NOSIGNAL);
+	io_uring_sqe_set_data(sqe, &c->send_op);
+	c->sending = true;
+	c->inflight++;
+}
+
+static void free_outq(struct client *c)
+{
+	while (c->out_head) {
+		struct outmsg *m = c->out_head;
+		c->out_head = m->next;
+		if (m->fd >= 0)
+			close(m->fd);
+		free(m);
+	}
+	c->out_tail = NULL;
+}
+
+/* ---- slots and reclamation -------------------------------------------------------------------- */
+
+static int add_slot(struct client *c, struct arena *ar, int slot, uint64_t state, bool ro)
+{
+	if (c->nslots == c->capslots) {
+		size_t cap = c->capslots ? 2 * c->capslots : 4;
+		struct slot_rec *p = realloc(c->slots, cap * sizeof(*p));
+		if (!p)
+			return TN_ENOMEM;
+		c->slots = p;
+		c->capslots = cap;
+	}
+	c->slots[c->nslots++] = (struct slot_rec){ ar, slot, state, ro };
+	return 0;
+}
+
+static struct slot_rec *find_slot(struct client *c, const struct arena *ar, int slot)
+{
+	for (size_t i = 0; i < c->nslots; i++)
+		if (c->slots[i].arena == ar && (slot < 0 || c->slots[i].slot == slot))
+			return &c->slots[i];
+	return NULL;
+}
+
+static void drop_slot(struct client *c, struct slot_rec *s)
+{
+	*s = c->slots[--c->nslots];
+}
+
+static void reclaim_one(struct arena *ar, int slot, uint64_t state, pid_t pid)
+{
+	uint64_t freed = 0;
+	int r = tn__arena_reclaim_if(ar->a, slot, state, &freed);
+	if (r == 1) {
+		D.reclaimed_slots++;
+		tnd_info("arena %s: reclaimed slot %d of pid %d (%" PRIu64 " bytes freed)",
+			 ar->name, slot, (int)pid, freed);
+	} else if (r < 0) {
+		tnd_warn("arena %s: reclaiming slot %d: %s", ar->name, slot, tn_last_error());
+	}
+}
+
+/* Check the pending slots of closed connections: reclaim those whose process is gone. A
+ * process still alive after the deadline closed its connection but lives on; its slot is
+ * left to the periodic sweep, which reclaims it when it dies. */
+static void check_pending(void)
+{
+	uint64_t now = now_ns();
+	for (struct pending **pp = &D.pending; *pp;) {
+		struct pending *p = *pp;
+		uint64_t st = tn__proc_start_time(p->pid);
+		bool dead = st == 0 || (st != UINT64_MAX && st != p->start_time);
+		if (dead)
+			reclaim_one(p->arena, p->slot, p->state, p->pid);
+		if (dead || now > p->deadline_ns) {
+			*pp = p->next;
+			free(p);
+		} else {
+			pp = &p->next;
+		}
+	}
+}
+
+static void sweep_all(void)
+{
+	for (struct arena *ar = D.arenas; ar; ar = ar->next) {
+		tn_arena_stats before, after;
+		if (tn_arena_stat(ar->a, &before))
+			continue;
+		int n = tn_arena_reclaim_dead(ar->a);
+		if (n > 0 && !tn_arena_stat(ar->a, &after)) {
+			D.reclaimed_slots += (uint64_t)n;
+			tnd_info("arena %s: reclaimed %d slots of dead processes (%" PRIu64
+				 " bytes freed)", ar->name, n, after.free_bytes - before.free_bytes);
+		}
+	}
+}
+
+/* Forget every connection's record of an arena (it is being destroyed). */
+static void forget_arena(struct arena *ar)
+{
+	for (struct client *c = D.clients; c; c = c->next)
+		for (size_t i = 0; i < c->nslots;)
+			if (c->slots[i].arena == ar)
+				drop_slot(c, &c->slots[i]);
+			else
+				i++;
+	for (struct pending **pp = &D.pending; *pp;) {
+		if ((*pp)->arena == ar) {
+			struct pending *p = *pp;
+			*pp = p->next;
+			free(p);
+		} else {
+			pp = &(*pp)->next;
+		}
+	}
+}
+
+/* ---- requests --------------------------------------------------------------------------------- */
+
+static struct arena *arena_for(struct client *c, const struct tnd_hdr *h, const char *name,
+			       unsigned need)
+{
+	struct arena *ar = arena_find(name);
+	/* Someone who may not even see the arena learns nothing about it: both errors read
+	 * "no arena". */
+	if (!ar || !(access_of(ar, c) & (ACC_READ | ACC_ADMIN))) {
+		reply_error(c, h, TN_ENOENT, "no arena \"%s\"", name);
+		return NULL;
+	}
+	if ((access_of(ar, c) & need) != need) {
+		reply_error(c, h, TN_EACCES, "arena \"%s\": permission denied (uid %u needs %s "
+			    "access)", name, (unsigned)c->uid,
+			    need & ACC_ADMIN ? "owner" : need & ACC_WRITE ? "read-write" : "read");
+		return NULL;
+	}
+	return ar;
+}
+
+static void fill_info(const struct arena *ar, struct tnd_arena_info *w)
+{
+	memset(w, 0, sizeof(*w));
+	memcpy(w->name, ar->name, sizeof(w->name));
+	w->owner_uid = ar->owner_uid;
+	w->owner_gid = ar->owner_gid;
+	w->mode = ar->mode;
+	w->ngrants = ar->ngrants;
+	memcpy(w->grants, ar->grants, sizeof(w->grants));
+	w->created = ar->created;
+	tn_arena_stats s;
+	if (tn_arena_stat(ar->a, &s) == 0) {
+		memcpy(w->uuid, s.uuid, 16);
+		w->backing = s.backing;
+		w->numa_policy = s.numa_policy;
+		w->numa_nodes = s.numa_nodes;
+		w->size = s.size;
+		w->page_size = s.page_size;
+		w->heap_bytes = s.heap_bytes;
+		w->used_bytes = s.used_bytes;
+		w->free_bytes = s.free_bytes;
+		w->largest_free = s.largest_free;
+		w->blocks = s.blocks;
+		w->free_blocks = s.free_blocks;
+		w->names = s.names;
+		w->max_names = s.max_names;
+		w->clients = s.clients;
+		w->num_allocs = s.num_allocs;
+		w->num_frees = s.num_frees;
+		w->lock_repairs = s.lock_repairs;
+		w->reclaimed_slots = s.reclaimed_slots;
+	}
+	uint64_t pages[TND_MAX_NODES];
+	int64_t n = tn_arena_residency(ar->a, pages, TND_MAX_NODES);
+	if (n >= 0) {
+		w->nnodes = TND_MAX_NODES;
+		memcpy(w->resident_pages, pages, sizeof(pages));
+		while (w->nnodes > 1 && !w->resident_pages[w->nnodes - 1])
+			w->nnodes--;
+	}
+}
+
+static int do_create(struct client *c, const struct tnd_hdr *h, const struct tnd_arena_create *m)
+{
+	if (!may_create(c))
+		return reply_error(c, h, TN_EACCES, "uid %u may not create arenas (create_users "
+				   "in tensord.conf)", (unsigned)c->uid);
+	if (arena_find(m->name))
+		return reply_error(c, h, TN_EEXIST, "arena \"%s\" exists", m->name);
+	if (D.narenas >= D.cfg.max_arenas)
+		return reply_error(c, h, TN_ENOSPC, "the daemon holds its limit of %u arenas "
+				   "(max_arenas)", D.cfg.max_arenas);
+	uint64_t size = m->size ? m->size : D.cfg.default_arena_size;
+	if (D.cfg.max_arena_size && size > D.cfg.max_arena_size)
+		return reply_error(c, h, TN_EINVAL, "arena size %" PRIu64 " exceeds max_arena_size "
+				   "%" PRIu64, size, D.cfg.max_arena_size);
+	struct arena *ar = calloc(1, sizeof(*ar));
+	if (!ar)
+		return reply_error(c, h, TN_ENOMEM, "out of memory");
+	memcpy(ar->name, m->name, sizeof(ar->name));
+	ar->owner_uid = c->uid;
+	ar->owner_gid = c->gid;
+	ar->mode = m->mode;
+	ar->created = wall_s();
+	tn_arena_options o;
+	tn_arena_options_init(&o);
+	o.size = size;
+	o.max_names = m->max_names;
+	o.mode = 0600;
+	o.numa_policy = m->numa_policy ? (enum tn_numa_policy)m->numa_policy : D.cfg.numa_policy;
+	o.numa_nodes = m->numa_policy ? m->numa_nodes : D.cfg.numa_nodes;
+	bool huge = (m->flags & TND_CREATE_HUGEPAGES) || D.cfg.hugepages != TND_HUGE_NO;
+	const char *dir = D.cfg.arena_dir;
+	if (huge) {
+		if (!D.hugedir[0])
+			goto no_huge;
+		o.flags |= TN_ARENA_HUGEPAGES | TN_ARENA_REQUIRE_HUGEPAGES |
+			   (D.uid == 0 ? TN_ARENA_RESERVE_HUGEPAGES : 0);
+		dir = D.hugedir;
+	}
+	o.dir = dir;
+	char file[TND_NAME_SIZE + 8];
+	snprintf(file, sizeof(file), "%s.arena", m->name);
+	int r = tn_arena_create(file, &o, &ar->a);
+	if (r && huge && !(m->flags & TND_CREATE_HUGEPAGES) && D.cfg.hugepages == TND_HUGE_YES) {
+		/* hugepages = yes in the config is a preference: fall back to small pages. */
+	no_huge:
+		if ((m->flags & TND_CREATE_HUGEPAGES) || D.cfg.hugepages == TND_HUGE_REQUIRE) {
+			free(ar);
+			return reply_error(c, h, TN_ENOTSUP, "no hugetlbfs mount for huge pages "
+					   "(hugepage_dir in tensord.conf)");
+		}
+		o.flags &= ~(TN_ARENA_HUGEPAGES | TN_ARENA_REQUIRE_HUGEPAGES |
+			     TN_ARENA_RESERVE_HUGEPAGES);
+		dir = D.cfg.arena_dir;
+		o.dir = dir;
+		r = tn_arena_create(file, &o, &ar->a);
+	}
+	if (r) {
+		free(ar);
+		return reply_tn(c, h, r);
+	}
+	snprintf(ar->path, sizeof(ar->path), "%s/%s", dir, file);
+	if ((r = meta_write(ar))) {
+		tnd_error("arena %s: cannot write its record: %s", ar->name, strerror(-r));
+		tn_arena_unref(ar->a);
+		tn_arena_destroy(file, dir, TN_ARENA_FORCE);
+		free(ar);
+		return reply_error(c, h, TN_EIO, "cannot write the arena's record: %s",
+				   strerror(-r));
+	}
+	ar->next = D.arenas;
+	D.arenas = ar;
+	D.narenas++;
+	tnd_info("arena %s created by uid %u (pid %d): %" PRIu64 " bytes in %s", ar->name,
+		 (unsigned)c->uid, (int)c->pid, size, ar->path);
+	reply(c, h, NULL, 0);
+	return 0;
+}
+
+static int do_open(struct client *c, const struct tnd_hdr *h, const char *name, uint32_t flags)
+{
+	struct arena *ar = arena_for(c, h, name, ACC_READ);
+	if (!ar)
+		return 0;
+	bool ro = (flags & TND_OPEN_READ_ONLY) || !(access_of(ar, c) & ACC_WRITE);
+	int fd = ro ? open(ar->path, O_RDONLY | O_CLOEXEC)
+		    : fcntl(tn_arena_fd(ar->a), F_DUPFD_CLOEXEC, 3);
+	if (fd < 0)
+		return reply_error(c, h, TN_EIO, "arena \"%s\": %s", name, strerror(errno));
+	int slot;
+	uint64_t state;
+	int r = tn__arena_assign_slot(ar->a, c->pid, c->start_time, &slot, &state);
+	if (r) {
+		close(fd);
+		return reply_tn(c, h, r);
+	}
+	if (add_slot(c, ar, slot, state, ro)) {
+		tn__arena_reclaim_if(ar->a, slot, state, NULL);
+		close(fd);
+		return reply_error(c, h, TN_ENOMEM, "out of memory");
+	}
+	struct tnd_arena_open_reply rep = { .slot = (uint32_t)slot,
+					    .flags = ro ? TND_OPEN_READ_ONLY : 0 };
+	tn_arena_stats s;
+	if (tn_arena_stat(ar->a, &s) == 0) {
+		rep.size = s.size;
+		memcpy(rep.uuid, s.uuid, 16);
+	}
+	tnd_debug("arena %s: slot %d to pid %d (%s)", name, slot, (int)c->pid, ro ? "ro" : "rw");
+	queue_msg(c, h->op, h->seq, 0, 0, &rep, sizeof(rep), fd);
+	return 0;
+}
+
+static int do_reattach(struct client *c, const struct tnd_hdr *h, const struct tnd_reattach *m)
+{
+	struct arena *ar = arena_for(c, h, m->name, ACC_READ);
+	if (!ar)
+		return 0;
+	tn_arena_stats s;
+	bool attached;
+	int32_t pid;
+	uint64_t st, state;
+	if (tn_arena_stat(ar->a, &s) || memcmp(s.uuid, m->uuid, 16))
+		return reply_error(c, h, TN_ESTALE, "arena \"%s\" is another arena now", m->name);
+	if (tn__arena_slot_info(ar->a, (int)m->slot, &attached, &pid, &st, &state) || !attached ||
+	    pid != c->pid || st != c->start_time)
+		return reply_error(c, h, TN_ESTALE, "arena \"%s\": slot %u is not this process's",
+				   m->name, m->slot);
+	bool ro = (m->flags & TND_OPEN_READ_ONLY) || !(access_of(ar, c) & ACC_WRITE);
+	if (!find_slot(c, ar, (int)m->slot) && add_slot(c, ar, (int)m->slot, state, ro))
+		return reply_error(c, h, TN_ENOMEM, "out of memory");
+	struct tnd_arena_open_reply rep = { .slot = m->slot, .flags = ro ? TND_OPEN_READ_ONLY : 0,
+					    .size = s.size };
+	memcpy(rep.uuid, s.uuid, 16);
+	tnd_info("arena %s: pid %d re-registered slot %u", m->name, (int)c->pid, m->slot);
+	reply(c, h, &rep, sizeof(rep));
+	return 0;
+}
+
+static int do_destroy(struct client *c, const struct tnd_hdr *h, const struct tnd_arena_ref *m)
+{
+	struct arena *ar = arena_for(c, h, m->name, ACC_ADMIN);
+	if (!ar)
+		return 0;
+	if (ar->transfers)
+		return reply_error(c, h, TN_EBUSY, "arena \"%s\": a load or save is running",
+				   m->name);
+	if (!(m->flags & TND_DESTROY_FORCE)) {
+		tn_arena_client cl[TN_ARENA_MAX_CLIENTS];
+		int n = tn_arena_clients(ar->a, cl, TN_ARENA_MAX_CLIENTS);
+		int live = 0;
+		pid_t first = 0;
+		for (int i = 0; i < n; i++)
+			if (cl[i].alive && cl[i].pid != getpid() && live++ == 0)
+				first = cl[i].pid;
+		if (live)
+			return reply_error(c, h, TN_EBUSY, "arena \"%s\": %d processes are attached "
+					   "(pid %d first); --force destroys it anyway", m->name,
+					   live, (int)first);
+	}
+	char dir[PATH_MAX], mp[PATH_MAX];
+	const char *file;
+	split_path(ar->path, dir, sizeof(dir), &file);
+	forget_arena(ar);
+	tn_arena_unref(ar->a);
+	ar->a = NULL;
+	int r = tn_arena_destroy(file, dir, TN_ARENA_FORCE);
+	if (r && r != TN_ENOENT)
+		tnd_warn("arena %s: removing %s: %s", ar->name, ar->path, tn_last_error());
+	meta_path(mp, sizeof(mp), ar->name);
+	unlink(mp);
+	for (struct arena **pp = &D.arenas; *pp; pp = &(*pp)->next)
+		if (*pp == ar) {
+			*pp = ar->next;
+			break;
+		}
+	D.narenas--;
+	tnd_info("arena %s destroyed by uid %u%s", ar->name, (unsigned)c->uid,
+		 m->flags & TND_DESTROY_FORCE ? " (forced)" : "");
+	free(ar);
+	reply(c, h, NULL, 0);
+	return 0;
+}
+
+static int do_grant(struct client *c, const struct tnd_hdr *h, const struct tnd_arena_grant *m)
+{
+	struct arena *ar = arena_for(c, h, m->name, ACC_ADMIN);
+	if (!ar)
+		return 0;
+	struct arena saved = *ar;
+	uint32_t i;
+	for (i = 0; i < ar->ngrants; i++)
+		if (ar->grants[i].kind == m->grant.kind && ar->grants[i].id == m->grant.id)
+			break;
+	if (m->grant.access == TND_ACCESS_NONE) {
+		if (i == ar->ngrants)
+			return reply_error(c, h, TN_ENOENT, "arena \"%s\" has no grant for %s %u",
+					   m->name, m->grant.kind == TND_GRANT_USER ? "uid" : "gid",
+					   m->grant.id);
+		ar->grants[i] = ar->grants[--ar->ngrants];
+	} else if (i < ar->ngrants) {
+		ar->grants[i].access = m->grant.access;
+	} else {
+		if (ar->ngrants == TND_MAX_GRANTS)
+			return reply_error(c, h, TN_ENOSPC, "arena \"%s\" has %d grants already",
+					   m->name, TND_MAX_GRANTS);
+		ar->grants[ar->ngrants++] = m->grant;
+	}
+	int r = meta_write(ar);
+	if (r) {
+		*ar = saved;
+		return reply_error(c, h, TN_EIO, "cannot write the arena's record: %s",
+				   strerror(-r));
+	}
+	tnd_info("arena %s: %s %u now has %s access (by uid %u)", ar->name,
+		 m->grant.kind == TND_GRANT_USER ? "uid" : "gid", m->grant.id,
+		 m->grant.access == TND_ACCESS_NONE   ? "no granted"
+		 : m->grant.access == TND_ACCESS_READ ? "read-only"
+						      : "read-write",
+		 (unsigned)c->uid);
+	reply(c, h, NULL, 0);
+	return 0;
+}
+
+static int do_list(struct client *c, const struct tnd_hdr *h)
+{
+	struct tnd_arena_info w;
+	uint64_t count = 0;
+	for (struct arena *ar = D.arenas; ar; ar = ar->next) {
+		if (!(access_of(ar, c) & (ACC_READ | ACC_ADMIN)))
+			continue;
+		fill_info(ar, &w);
+		queue_msg(c, h->op, h->seq, 0, TND_F_MORE, &w, sizeof(w), -1);
+		count++;
+	}
+	memset(&w, 0, sizeof(w));
+	w.count = count;
+	reply(c, h, &w, sizeof(w));
+	return 0;
+}
+
+static int do_clients(struct client *c, const struct tnd_hdr *h)
+{
+	struct tnd_client_info w;
+	uint64_t count = 0;
+	for (struct client *o = D.clients; o; o = o->next) {
+		if (o->closing || (!privileged(c) && o->uid != c->uid))
+			continue;
+		memset(&w, 0, sizeof(w));
+		w.client_id = o->id;
+		w.pid = o->pid;
+		w.uid = o->uid;
+		w.gid = o->gid;
+		w.connected = o->connected;
+		memcpy(w.program, o->program, sizeof(w.program));
+		w.narenas = (uint32_t)o->nslots;
+		w.requests = o->requests;
+		queue_msg(c, h->op, h->seq, 0, TND_F_MORE, &w, sizeof(w), -1);
+		count++;
+	}
+	memset(&w, 0, sizeof(w));
+	w.count = count;
+	reply(c, h, &w, sizeof(w));
+	return 0;
+}
+
+static int do_fsck(struct client *c, const struct tnd_hdr *h, const struct tnd_arena_ref *m)
+{
+	struct arena *ar = arena_for(c, h, m->name, ACC_ADMIN);
+	if (!ar)
+		return 0;
+	tn_arena_fsck_report rep;
+	int r = tn_arena_fsck(ar->a, m->flags, &rep);
+	if (r < 0)
+		return reply_tn(c, h, r);
+	struct tnd_fsck_reply w = { .problems = rep.problems, .repaired = rep.repaired,
+				    .blocks = rep.blocks, .free_blocks = rep.free_blocks,
+				    .orphan_blocks = rep.orphan_blocks, .dead_holds = rep.dead_holds,
+				    .dead_clients = rep.dead_clients, .bad_names = rep.bad_names };
+	snprintf(w.first_problem, sizeof(w.first_problem), "%s", rep.first_problem);
+	if (rep.problems)
+		tnd_warn("arena %s: fsck found %" PRIu64 " problems (%" PRIu64 " repaired): %s",
+			 ar->name, rep.problems, rep.repaired, rep.first_problem);
+	reply(c, h, &w, sizeof(w));
+	return 0;
+}
+
+static int do_gc(struct client *c, const struct tnd_hdr *h, const struct tnd_arena_ref *m)
+{
+	struct tnd_gc_reply w = { 0 };
+	for (struct arena *ar = D.arenas; ar; ar = ar->next) {
+		if (m->name[0] ? strcmp(ar->name, m->name) : !(access_of(ar, c) & ACC_ADMIN))
+			continue;
+		if (m->name[0] && !arena_for(c, h, m->name, ACC_ADMIN))
+			return 0;
+		tn_arena_stats before, after;
+		tn_arena_stat(ar->a, &before);
+		int n = tn_arena_reclaim_dead(ar->a);
+		if (n < 0)
+			return reply_tn(c, h, n);
+		int64_t t = tn_arena_trim(ar->a);
+		tn_arena_stat(ar->a, &after);
+		w.reclaimed_slots += (uint64_t)n;
+		if (after.free_bytes > before.free_bytes)
+			w.freed_bytes += after.free_bytes - before.free_bytes;
+		if (t > 0)
+			w.trimmed_bytes += (uint64_t)t;
+		D.reclaimed_slots += (uint64_t)n;
+	}
+	if (m->name[0] && !arena_find(m->name))
+		return reply_error(c, h, TN_ENOENT, "no arena \"%s\"", m->name);
+	reply(c, h, &w, sizeof(w));
+	return 0;
+}
+
+static int do_hold(struct client *c, const struct tnd_hdr *h, const struct tnd_hold *m)
+{
+	struct arena *ar = arena_find(m->name);
+	struct slot_rec *s = ar ? find_slot(c, ar, -1) : NULL;
+	if (!s)
+		return reply_error(c, h, TN_EBADF, "arena \"%s\" is not open on this connection",
+				   m->name);
+	tn_arena_handle hd = { .index = m->index, .generation = m->generation };
+	struct tn__arena_remote_entry e;
+	int r = tn__arena_hold_for(ar->a, s->slot, m->tensor[0] ? m->tensor : NULL,
+				   m->tensor[0] ? NULL : &hd, &e);
+	if (r)
+		return reply_tn(c, h, r);
+	struct tnd_hold_reply w = { .block = e.block, .block_bytes = e.entry.block_bytes,
+				    .index = e.entry.handle.index,
+				    .generation = e.entry.handle.generation,
+				    .dtype = (uint32_t)e.entry.dtype, .ndim = (uint32_t)e.entry.ndim,
+				    .flags = e.entry.flags,
+				    .storage_offset = e.entry.storage_offset };
+	memcpy(w.sizes, e.entry.sizes, sizeof(w.sizes));
+	memcpy(w.strides, e.entry.strides, sizeof(w.strides));
+	reply(c, h, &w, sizeof(w));
+	return 0;
+}
+
+static int do_release(struct client *c, const struct tnd_hdr *h, const struct tnd_release *m)
+{
+	struct arena *ar = arena_find(m->name);
+	struct slot_rec *s = ar ? find_slot(c, ar, -1) : NULL;
+	if (!s)
+		return reply_error(c, h, TN_EBADF, "arena \"%s\" is not open on this connection",
+				   m->name);
+	int r = tn__arena_release_for(ar->a, s->slot, m->block);
+	if (r)
+		return reply_tn(c, h, r);
+	reply(c, h, NULL, 0);
+	return 0;
+}
+
+static int do_detach(struct client *c, const struct tnd_hdr *h, const struct tnd_detach *m)
+{
+	struct arena *ar = arena_find(m->name);
+	struct slot_rec *s = ar ? find_slot(c, ar, (int)m->slot) : NULL;
+	if (!s)
+		return reply_error(c, h, TN_EBADF, "arena \"%s\": slot %u is not open on this "
+				   "connection", m->name, m->slot);
+	/* The process lets go of its slot: a read-only one cannot write the release itself; a
+	 * read-write one has already (then the state changed and this does nothing). */
+	reclaim_one(ar, s->slot, s->state, c->pid);
+	drop_slot(c, s);
+	reply(c, h, NULL, 0);
+	return 0;
+}
+
+/* ---- load and save on worker threads ------------------------------------------------------------- */
+
+struct job {
+	struct client *client;
+	struct arena *arena;
+	unsigned op;
+	uint32_t seq;
+	int fd;
+	struct tnd_transfer req;
+	uint64_t last_progress;
+};
+
+static void post_event(struct event *ev)
+{
+	pthread_mutex_lock(&D.event_lock);
+	ev->next = D.events;
+	D.events = ev;
+	pthread_mutex_unlock(&D.event_lock);
+	uint64_t one = 1;
+	ssize_t n = write(D.event_fd, &one, sizeof(one));
+	(void)n;
+}
+
+static void job_progress(void *ctx, uint64_t done, uint64_t total)
+{
+	struct job *j = ctx;
+	struct event *ev = calloc(1, sizeof(*ev));
+	if (!ev)
+		return; /* a progress report is not worth failing for */
+	ev->client = j->client;
+	ev->seq = j->seq;
+	ev->op = j->op;
+	ev->progress.done = done;
+	ev->progress.total = total;
+	post_event(ev);
+}
+
+static void *job_run(void *arg)
+{
+	struct job *j = arg;
+	struct tnd_xfer_result res = { 0 };
+	int r = j->op == TND_OP_LOAD
+			? tnd_load(j->arena->a, j->fd, j->req.format, j->req.prefix, j->req.flags,
+				   job_progress, j, &j->client->cancel, &res)
+			: tnd_save(j->arena->a, j->fd, j->req.format, j->req.prefix, j->req.flags,
+				   job_progress, j, &j->client->cancel, &res);
+	close(j->fd);
+	/* The final event is preallocated by the loop (struct event follows the job). */
+	struct event *ev = (struct event *)(j + 1);
+	ev->client = j->client;
+	ev->seq = j->seq;
+	ev->op = j->op;
+	ev->done = true;
+	ev->status = r;
+	if (r)
+		snprintf(ev->message, sizeof(ev->message), "%s", tn_last_error());
+	ev->reply.tensors = res.tensors;
+	ev->reply.bytes = res.bytes;
+	ev->reply.file_bytes = res.file_bytes;
+	ev->reply.elapsed_ns = res.elapsed_ns;
+	tn_arena_trim(j->arena->a); /* this thread's cache goes back before it exits */
+	post_event(ev);
+	return NULL;
+}
+
+static int do_transfer(struct client *c, const struct tnd_hdr *h, const struct tnd_transfer *m,
+		       int fd)
+{
+	struct arena *ar = arena_for(c, h, m->name, h->op == TND_OP_LOAD ? ACC_WRITE : ACC_READ);
+	if (!ar) {
+		close(fd);
+		return 0;
+	}
+	if (c->transfer) {
+		close(fd);
+		return reply_error(c, h, TN_EBUSY, "a load or save is running on this connection");
+	}
+	struct job *j = calloc(1, sizeof(*j) + sizeof(struct event));
+	if (!j) {
+		close(fd);
+		return reply_error(c, h, TN_ENOMEM, "out of memory");
+	}
+	j->client = c;
+	j->arena = ar;
+	j->op = h->op;
+	j->seq = h->seq;
+	j->fd = fd;
+	j->req = *m;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_t t;
+	c->transfer = true;
+	ar->transfers++;
+	atomic_fetch_add(&D.workers, 1);
+	int e = pthread_create(&t, &attr, job_run, j);
+	pthread_attr_destroy(&attr);
+	if (e) {
+		c->transfer = false;
+		ar->transfers--;
+		atomic_fetch_sub(&D.workers, 1);
+		close(fd);
+		free(j);
+		return reply_error(c, h, TN_ENOMEM, "cannot start a worker: %s", strerror(e));
+	}
+	tnd_info("%s of arena %s for pid %d started", tnd_op_name(h->op), ar->name, (int)c->pid);
+	return 0;
+}
+
+static void client_maybe_free(struct client *c);
+
+static void handle_events(void)
+{
+	pthread_mutex_lock(&D.event_lock);
+	struct event *list = D.events;
+	D.events = NULL;
+	pthread_mutex_unlock(&D.event_lock);
+	/* The list is newest first: reverse it so progress goes out in order. */
+	struct event *rev = NULL;
+	while (list) {
+		struct event *n = list->next;
+		list->next = rev;
+		rev = list;
+		list = n;
+	}
+	for (struct event *ev = rev, *next; ev; ev = next) {
+		next = ev->next;
+		struct client *c = ev->client;
+		if (!ev->done) {
+			queue_msg(c, ev->op, ev->seq, 0, TND_F_PROGRESS, &ev->progress,
+				  sizeof(ev->progress), -1);
+			free(ev);
+			continue;
+		}
+		struct job *j = (struct job *)ev - 1;
+		j->arena->transfers--;
+		atomic_fetch_sub(&D.workers, 1);
+		c->transfer = false;
+		if (ev->status) {
+			struct tnd_error e;
+			memcpy(e.message, ev->message, sizeof(e.message));
+			tnd_info("%s of arena %s for pid %d failed: %s", tnd_op_name(ev->op),
+				 j->arena->name, (int)c->pid, ev->message);
+			queue_msg(c, ev->op, ev->seq, ev->status, 0, &e, sizeof(e), -1);
+		} else {
+			tnd_info("%s of arena %s for pid %d: %" PRIu64 " tensors, %" PRIu64
+				 " bytes in %.3f s", tnd_op_name(ev->op), j->arena->name,
+				 (int)c->pid, ev->reply.tensors, ev->reply.bytes,
+				 (double)ev->reply.elapsed_ns / 1e9);
+			queue_msg(c, ev->op, ev->seq, 0, 0, &ev->reply, sizeof(ev->reply), -1);
+		}
+		free(j);
+		client_maybe_free(c);
+	}
+}
+
+/* ---- dispatch ---------------------------------------------------------------------------------- */
+
+static void protocol_error(struct client *c, const char *why)
+{
+	D.protocol_errors++;
+	tnd_warn("client %u (pid %d, uid %u): %s: dropping the connection", c->id, (int)c->pid,
+		 (unsigned)c->uid, why);
+	c->closing = true;
+	shutdown(c->fd, SHUT_RDWR);
+}
+
+static void handle_request(struct client *c, size_t len, int fd)
+{
+	const struct tnd_hdr *h = &c->rbuf.hdr;
+	if (tnd_check_request(c->rbuf.bytes, len, fd >= 0)) {
+		/* Answer what can be told apart (a known operation with the right magic), then
+		 * drop the connection: it is out of step or hostile. */
+		char why[300];
+		snprintf(why, sizeof(why), "%s", tn_last_error());
+		if (fd >= 0)
+			close(fd);
+		if (len >= sizeof(*h) && h->magic == TND_MAGIC) {
+			struct tnd_error e = { { 0 } };
+			snprintf(e.message, sizeof(e.message), "%s", why);
+			uint16_t op = h->op > 0 && h->op < TND_OP_MAX_ ? h->op : TND_OP_HELLO;
+			queue_msg(c, op, h->seq, TN_EPROTO, 0, &e, sizeof(e), -1);
+		}
+		protocol_error(c, why);
+		return;
+	}
+	D.requests++;
+	c->requests++;
+	const void *b = h + 1;
+	if (!c->hello_done && h->op != TND_OP_HELLO) {
+		if (fd >= 0)
+			close(fd);
+		reply_error(c, h, TN_EPROTO, "%s before HELLO", tnd_op_name(h->op));
+		protocol_error(c, "request before HELLO");
+		return;
+	}
+	switch (h->op) {
+	case TND_OP_HELLO: {
+		const struct tnd_hello *m = b;
+		if (m->min_version > TND_VERSION || m->max_version < TND_VERSION) {
+			reply_error(c, h, TN_EPROTO, "tensord speaks protocol version %d, the "
+				    "client %u to %u", TND_VERSION, m->min_version, m->max_version);
+			protocol_error(c, "no common protocol version");
+			return;
+		}
+		memcpy(c->program, m->program, sizeof(c->program));
+		c->hello_done = true;
+		struct tnd_hello_reply r = { .version = TND_VERSION, .daemon_pid = getpid(),
+					     .client_id = c->id, .uid = c->uid, .gid = c->gid,
+					     .max_msg = TND_MSG_MAX, .instance = D.instance };
+		reply(c, h, &r, sizeof(r));
+		return;
+	}
+	case TND_OP_STATUS: {
+		struct tnd_status s = { .daemon_pid = getpid(), .uid = D.uid,
+					.instance = D.instance, .started = D.started,
+					.uptime_ns = now_ns() - D.started_ns, .arenas = D.narenas,
+					.clients = D.nclients, .requests = D.requests,
+					.reclaimed_slots = D.reclaimed_slots,
+					.protocol_errors = D.protocol_errors };
+		snprintf(s.arena_dir, sizeof(s.arena_dir), "%s", D.cfg.arena_dir);
+		reply(c, h, &s, sizeof(s));
+		return;
+	}
+	case TND_OP_ARENA_CREATE:
+		do_create(c, h, b);
+		return;
+	case TND_OP_ARENA_OPEN: {
+		const struct tnd_arena_open *m = b;
+		do_open(c, h, m->name, m->flags);
+		return;
+	}
+	case TND_OP_REATTACH:
+		do_reattach(c, h, b);
+		return;
+	case TND_OP_ARENA_LIST:
+		do_list(c, h);
+		return;
+	case TND_OP_ARENA_STAT: {
+		const struct tnd_arena_ref *m = b;
+		struct arena *ar = arena_for(c, h, m->name, ACC_READ);
+		if (ar) {
+			struct tnd_arena_info w;
+			fill_info(ar, &w);
+			reply(c, h, &w, sizeof(w));
+		}
+		return;
+	}
+	case TND_OP_ARENA_DESTROY:
+		do_destroy(c, h, b);
+		return;
+	case TND_OP_ARENA_GRANT:
+		do_grant(c, h, b);
+		return;
+	case TND_OP_CLIENTS:
+		do_clients(c, h);
+		return;
+	case TND_OP_FSCK:
+		do_fsck(c, h, b);
+		return;
+	case TND_OP_GC:
+		do_gc(c, h, b);
+		return;
+	case TND_OP_LOAD:
+	case TND_OP_SAVE:
+		do_transfer(c, h, b, fd);
+		return;
+	case TND_OP_SHUTDOWN:
+		if (!privileged(c)) {
+			reply_error(c, h, TN_EACCES, "only root or uid %u may stop tensord",
+				    (unsigned)D.uid);
+			return;
+		}
+		tnd_info("shutdown requested by pid %d (uid %u)", (int)c->pid, (unsigned)c->uid);
+		reply(c, h, NULL, 0);
+		D.stop = true;
+		return;
+	case TND_OP_HOLD:
+		do_hold(c, h, b);
+		return;
+	case TND_OP_RELEASE:
+		do_release(c, h, b);
+		return;
+	case TND_OP_DETACH:
+		do_detach(c, h, b);
+		return;
+	}
+}
+
+/* ---- clients ------------------------------------------------------------------------------------- */
+
+static void new_client(int fd)
+{
+	if (D.nclients >= D.cfg.max_clients) {
+		tnd_warn("refusing a connection: %u clients is the limit (max_clients)",
+			 D.cfg.max_clients);
+		close(fd);
+		return;
+	}
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl)) {
+		tnd_warn("SO_PEERCRED: %s", strerror(errno));
+		close(fd);
+		return;
+	}
+	struct client *c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->fd = fd;
+	c->id = ++D.next_client_id;
+	c->pid = cred.pid;
+	c->uid = cred.uid;
+	c->gid = cred.gid;
+	socklen_t gl = sizeof(c->groups);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, c->groups, &gl) == 0)
+		c->ngroups = (int)(gl / sizeof(gid_t));
+	c->start_time = tn__proc_start_time(cred.pid);
+	c->connected = wall_s();
+	c->recv_op = (struct op){ OP_RECV, c };
+	c->send_op = (struct op){ OP_SEND, c };
+	c->next = D.clients;
+	if (D.clients)
+		D.clients->prev = c;
+	D.clients = c;
+	D.nclients++;
+	tnd_debug("client %u connected: pid %d uid %u gid %u", c->id, (int)c->pid,
+		  (unsigned)c->uid, (unsigned)c->gid);
+	submit_recv(c);
+}
+
+static void client_maybe_free(struct client *c)
+{
+	if (!c->closing || c->inflight || c->transfer)
+		return;
+	/* Slots go to the pending list: reclaimed once the process is gone. */
+	uint64_t deadline = now_ns() + 5000000000u;
+	for (size_t i = 0; i < c->nslots; i++) {
+		struct pending *p = malloc(sizeof(*p));
+		if (!p)
+			continue; /* the periodic sweep still reclaims it */
+		*p = (struct pending){ D.pending, c->slots[i].arena, c->slots[i].slot,
+				       c->slots[i].state, c->pid, c->start_time, deadline };
+		D.pending = p;
+	}
+	free(c->slots);
+	free_outq(c);
+	close(c->fd);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		D.clients = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	D.nclients--;
+	tnd_debug("client %u (pid %d) gone", c->id, (int)c->pid);
+	free(c);
+	check_pending();
+}
+
+static void client_close(struct client *c)
+{
+	c->closing = true;
+	atomic_store(&c->cancel, true);
+	client_maybe_free(c);
+}
+
+static void on_recv(struct client *c, int res)
+{
+	c->inflight--;
+	if (res <= 0 || c->closing) {
+		/* Descriptors that arrived with a message we will not read. */
+		if (res > 0)
+			for (struct cmsghdr *cm = CMSG_FIRSTHDR(&c->rmh); cm;
+			     cm = CMSG_NXTHDR(&c->rmh, cm))
+				if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+					for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+					     i++) {
+						int f;
+						memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(f));
+						close(f);
+					}
+		client_close(c);
+		return;
+	}
+	int fd = -1, nfds = 0;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&c->rmh); cm; cm = CMSG_NXTHDR(&c->rmh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+			int f;
+			memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(f));
+			if (nfds++ == 0)
+				fd = f;
+			else
+				close(f);
+		}
+	}
+	if (nfds > 1 || (c->rmh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || (size_t)res > TND_MSG_MAX) {
+		if (fd >= 0)
+			close(fd);
+		protocol_error(c, nfds > 1 ? "more than one descriptor" : "message too long");
+		client_close(c);
+		return;
+	}
+	handle_request(c, (size_t)res, fd);
+	if (c->closing)
+		client_maybe_free(c);
+	else
+		submit_recv(c);
+}
+
+static void on_send(struct client *c, int res)
+{
+	c->inflight--;
+	c->sending = false;
+	struct outmsg *m = c->out_head;
+	if (m) {
+		c->out_head = m->next;
+		if (!c->out_head)
+			c->out_tail = NULL;
+		if (m->fd >= 0)
+			close(m->fd);
+		free(m);
+	}
+	if (res < 0) {
+		tnd_debug("client %u: send: %s", c->id, strerror(-res));
+		free_outq(c);
+		c->closing = true;
+		shutdown(c->fd, SHUT_RDWR);
+	}
+	if (!c->closing || res >= 0)
+		submit_send(c);
+	client_maybe_free(c);
+}
+
+/* ---- startup ------------------------------------------------------------------------------------- */
+
+static int mkdir_private(const char *dir)
+{
+	if (mkdir(dir, 0700) && errno != EEXIST) {
+		tnd_error("cannot create %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	struct stat st;
+	if (lstat(dir, &st) || !S_ISDIR(st.st_mode)) {
+		tnd_error("%s is not a directory", dir);
+		return -1;
+	}
+	if (st.st_uid != D.uid) {
+		tnd_error("%s belongs to uid %u, not to tensord's uid %u", dir, (unsigned)st.st_uid,
+			  (unsigned)D.uid);
+		return -1;
+	}
+	if ((st.st_mode & 07777) != 0700 && chmod(dir, 0700)) {
+		tnd_error("chmod 0700 %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Reopen the arenas recorded in arena_dir (after a restart, or a clean stop). */
+static void recover(void)
+{
+	DIR *d = opendir(D.cfg.arena_dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		if (n < 6 || strcmp(e->d_name + n - 5, ".meta"))
+			continue;
+		char file[PATH_MAX], why[200];
+		snprintf(file, sizeof(file), "%s/%s", D.cfg.arena_dir, e->d_name);
+		struct arena *ar = malloc(sizeof(*ar));
+		if (!ar)
+			break;
+		if (meta_read(file, ar, why, sizeof(why))) {
+			tnd_warn("%s: %s: ignored", file, why);
+			free(ar);
+			continue;
+		}
+		char dir[PATH_MAX];
+		const char *fname;
+		split_path(ar->path, dir, sizeof(dir), &fname);
+		int r = tn_arena_open(fname, dir, &ar->a);
+		if (r == TN_ENOENT) {
+			tnd_warn("arena %s: its file %s is gone: removing its record", ar->name,
+				 ar->path);
+			unlink(file);
+			free(ar);
+			continue;
+		}
+		if (r) {
+			tnd_error("arena %s: cannot open %s: %s", ar->name, ar->path,
+				  tn_last_error());
+			free(ar);
+			continue;
+		}
+		tn_arena_fsck_report rep;
+		if (tn_arena_fsck(ar->a, TN_ARENA_FSCK_REPAIR, &rep) >= 0 && rep.problems)
+			tnd_warn("arena %s: fsck repaired %" PRIu64 " of %" PRIu64 " problems (%s)",
+				 ar->name, rep.repaired, rep.problems, rep.first_problem);
+		int k = tn_arena_reclaim_dead(ar->a);
+		if (k > 0)
+			D.reclaimed_slots += (uint64_t)k;
+		ar->transfers = 0;
+		ar->next = D.arenas;
+		D.arenas = ar;
+		D.narenas++;
+		tnd_info("arena %s recovered from %s (%d dead slots reclaimed)", ar->name, ar->path,
+			 k > 0 ? k : 0);
+	}
+	closedir(d);
+}
+
+static int sd_notify_msg(const char *msg)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	if (!path || !path[0] || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		return 0;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	memcpy(sa.sun_path, path, strlen(path));
+	if (sa.sun_path[0] == '@')
+		sa.sun_path[0] = 0;
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path));
+	ssize_t n = sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&sa, len);
+	close(fd);
+	return n < 0 ? -1 : 0;
+}
+
+/* Bind the socket, refusing when another tensord serves it. */
+static int open_socket(void)
+{
+	const char *path = D.cfg.socket;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		tnd_error("socket path %s is %zu bytes; a UNIX socket address holds %zu", path,
+			  strlen(path), sizeof(sa.sun_path) - 1);
+		return -1;
+	}
+	strcpy(sa.sun_path, path);
+	/* The directory (for /run/tensord and similar). */
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = 0;
+		if (mkdir(dir, 0755) && errno != EEXIST) {
+			tnd_error("cannot create %s: %s", dir, strerror(errno));
+			return -1;
+		}
+	}
+	/* A lock beside the socket serialises daemons starting at the same time. */
+	char lock[PATH_MAX];
+	snprintf(lock, sizeof(lock), "%s.lock", path);
+	D.lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (D.lock_fd < 0) {
+		tnd_error("cannot open %s: %s", lock, strerror(errno));
+		return -1;
+	}
+	if (flock(D.lock_fd, LOCK_EX | LOCK_NB)) {
+		tnd_error("another tensord holds %s: it is serving or starting on %s", lock, path);
+		return -1;
+	}
+	int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		struct ucred cr = { 0 };
+		socklen_t cl = sizeof(cr);
+		getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &cr, &cl);
+		close(probe);
+		tnd_error("another tensord (pid %d) is serving %s", (int)cr.pid, path);
+		return -1;
+	}
+	int pe = errno;
+	if (probe >= 0)
+		close(probe);
+	struct stat st;
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			tnd_error("%s exists and is not a socket: not touching it", path);
+			return -1;
+		}
+		/* Nothing listens (ECONNREFUSED): a stale socket of a daemon that died. */
+		if (pe != ECONNREFUSED) {
+			tnd_error("cannot probe %s: %s", path, strerror(pe));
+			return -1;
+		}
+		tnd_info("removing the stale socket %s", path);
+		unlink(path);
+	}
+	D.listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (D.listen_fd < 0 || bind(D.listen_fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		tnd_error("cannot bind %s: %s", path, strerror(errno));
+		return -1;
+	}
+	/* Access control is by credentials, not by the socket's mode. */
+	chmod(path, 0666);
+	if (listen(D.listen_fd, 4096)) {
+		tnd_error("listen: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void find_hugedir(void)
+{
+	const char *base = D.cfg.hugepage_dir;
+	char mnt[PATH_MAX] = "";
+	if (!base[0]) {
+		FILE *f = fopen("/proc/mounts", "re");
+		char dev[256], mp[PATH_MAX], type[64];
+		while (f && fscanf(f, "%255s %4095s %63s %*[^\n]", dev, mp, type) == 3)
+			if (!strcmp(type, "hugetlbfs")) {
+				snprintf(mnt, sizeof(mnt), "%s", mp);
+				break;
+			}
+		if (f)
+			fclose(f);
+		base = mnt;
+	}
+	if (!base[0])
+		return;
+	snprintf(D.hugedir, sizeof(D.hugedir), "%s/tensord%s", base, D.uid ? "-user" : "");
+	if (D.uid) {
+		char tmp[PATH_MAX];
+		snprintf(tmp, sizeof(tmp), "%s/tensord-%u", base, (unsigned)D.uid);
+		snprintf(D.hugedir, sizeof(D.hugedir), "%s", tmp);
+	}
+	if (mkdir_private(D.hugedir))
+		D.hugedir[0] = 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: tensord [--socket PATH] [--config FILE] [--foreground]\n"
+		   "               [--log-level error|warn|info|debug] [--log-target stderr|syslog]\n"
+		   "               [--arena-dir DIR] [--version] [--help]\n"
+		   "The daemon that owns libtensor's shared-memory arenas; see tensord(8).\n");
+}
+
+static int parse_args(int argc, char **argv, bool *foreground, char *cfg_err, size_t errlen)
+{
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "log-target", required_argument, NULL, 't' },
+		{ "arena-dir", required_argument, NULL, 'd' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *config = NULL, *sock = NULL, *level = NULL, *target = NULL, *dir = NULL;
+	int o;
+	while ((o = getopt_long(argc, argv, "s:c:fl:t:d:Vh", opts, NULL)) != -1) {
+		switch (o) {
+		case 's': sock = optarg; break;
+		case 'c': config = optarg; break;
+		case 'f': *foreground = true; break;
+		case 'l': level = optarg; break;
+		case 't': target = optarg; break;
+		case 'd': dir = optarg; break;
+		case 'V': printf("tensord %s\n", tn_version()); exit(0);
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); exit(2);
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "tensord: unexpected argument \"%s\"\n", argv[optind]);
+		usage(stderr);
+		exit(2);
+	}
+	tnd_config_defaults(&D.cfg);
+	char path[PATH_MAX];
+	if (config) {
+		if (tnd_config_load(&D.cfg, config, true, cfg_err, errlen))
+			return -1;
+	} else {
+		const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+		if (D.uid == 0)
+			snprintf(path, sizeof(path), "/etc/tensord.conf");
+		else if (xdg && xdg[0])
+			snprintf(path, sizeof(path), "%s/tensord.conf", xdg);
+		else
+			snprintf(path, sizeof(path), "%s/.config/tensord.conf", home ? home : "/");
+		if (tnd_config_load(&D.cfg, path, false, cfg_err, errlen))
+			return -1;
+	}
+	char line[PATH_MAX + 32];
+	if (level) {
+		snprintf(line, sizeof(line), "log_level = %s", level);
+		if (tnd_config_parse(&D.cfg, line, strlen(line), "--log-level", cfg_err, errlen))
+			return -1;
+	}
+	if (target) {
+		snprintf(line, sizeof(line), "log_target = %s", target);
+		if (tnd_config_parse(&D.cfg, line, strlen(line), "--log-target", cfg_err, errlen))
+			return -1;
+	} else if (!D.cfg.set_log_target) {
+		D.cfg.log_target = *foreground ? TND_LOG_STDERR : TND_LOG_SYSLOG;
+	}
+	if (dir) {
+		snprintf(line, sizeof(line), "arena_dir = %s", dir);
+		if (tnd_config_parse(&D.cfg, line, strlen(line), "--arena-dir", cfg_err, errlen))
+			return -1;
+	}
+	if (sock) {
+		if (strlen(sock) >= sizeof(D.cfg.socket)) {
+			snprintf(cfg_err, errlen, "socket path %s is %zu bytes; a UNIX socket "
+				 "address holds %zu", sock, strlen(sock), sizeof(D.cfg.socket) - 1);
+			return -1;
+		}
+		strcpy(D.cfg.socket, sock);
+	} else if (getenv("TENSORD_SOCKET") && getenv("TENSORD_SOCKET")[0]) {
+		const char *env = getenv("TENSORD_SOCKET");
+		if (strlen(env) >= sizeof(D.cfg.socket)) {
+			snprintf(cfg_err, errlen, "TENSORD_SOCKET is %zu bytes; a UNIX socket "
+				 "address holds %zu", strlen(env), sizeof(D.cfg.socket) - 1);
+			return -1;
+		}
+		strcpy(D.cfg.socket, env);
+	} else if (!D.cfg.set_socket) {
+		char p[sizeof(D.cfg.socket)];
+		int r = tn_tensord_socket_path(p, sizeof(p));
+		if (r < 0) {
+			snprintf(cfg_err, errlen, "%s", tn_last_error());
+			return -1;
+		}
+		strcpy(D.cfg.socket, p);
+	}
+	if (!D.cfg.arena_dir[0]) {
+		if (D.uid == 0)
+			snprintf(D.cfg.arena_dir, sizeof(D.cfg.arena_dir), "/dev/shm/tensord");
+		else
+			snprintf(D.cfg.arena_dir, sizeof(D.cfg.arena_dir), "/dev/shm/tensord-%u",
+				 (unsigned)D.uid);
+	}
+	return 0;
+}
+
+/* ---- the loop ------------------------------------------------------------------------------------ */
+
+static void arm_signal(void)
+{
+	struct io_uring_sqe *sqe = get_sqe();
+	io_uring_prep_read(sqe, D.signal_fd, &D.siginfo, sizeof(D.siginfo), 0);
+	io_uring_sqe_set_data(sqe, &D.signal_op);
+}
+
+static void arm_event(void)
+{
+	struct io_uring_sqe *sqe = get_sqe();
+	io_uring_prep_read(sqe, D.event_fd, &D.event_count, sizeof(D.event_count), 0);
+	io_uring_sqe_set_data(sqe, &D.event_op);
+}
+
+static void arm_timer(void)
+{
+	/* 10 ms while closed connections wait for their process to go, else the sweep. */
+	uint64_t ms = D.pending ? 10 : D.cfg.reclaim_interval_ms;
+	D.timer_ts.tv_sec = (long long)(ms / 1000);
+	D.timer_ts.tv_nsec = (long long)(ms % 1000) * 1000000;
+	struct io_uring_sqe *sqe = get_sqe();
+	io_uring_prep_timeout(sqe, &D.timer_ts, 0, 0);
+	io_uring_sqe_set_data(sqe, &D.timer_op);
+}
+
+static void on_signal(void)
+{
+	switch (D.siginfo.ssi_signo) {
+	case SIGTERM:
+	case SIGINT:
+		tnd_info("signal %u: shutting down", D.siginfo.ssi_signo);
+		D.stop = true;
+		break;
+	case SIGHUP: {
+		/* Re-read the config's log level and limits; the socket and the directories
+		 * stay as they are. */
+		tnd_info("SIGHUP: the configuration is read at start only; nothing to do");
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+static int run(void)
+{
+	uint64_t last_sweep = now_ns();
+	arm_accept();
+	arm_signal();
+	arm_event();
+	arm_timer();
+	while (!D.stop) {
+		io_uring_submit_and_wait(&D.ring, 1);
+		struct io_uring_cqe *cqe;
+		unsigned head, seen = 0;
+		io_uring_for_each_cqe(&D.ring, head, cqe)
+		{
+			seen++;
+			struct op *op = io_uring_cqe_get_data(cqe);
+			int res = cqe->res;
+			bool more = cqe->flags & IORING_CQE_F_MORE;
+			if (!op)
+				continue;
+			switch (op->kind) {
+			case OP_ACCEPT:
+				if (res >= 0)
+					new_client(res);
+				else if (res != -EINTR && res != -ECONNABORTED)
+					tnd_warn("accept: %s", strerror(-res));
+				if (!more)
+					D.accept_armed = false;
+				break;
+			case OP_RECV:
+				on_recv(op->client, res);
+				break;
+			case OP_SEND:
+				on_send(op->client, res);
+				break;
+			case OP_SIGNAL:
+				if (res == (int)sizeof(D.siginfo))
+					on_signal();
+				arm_signal();
+				break;
+			case OP_EVENT:
+				handle_events();
+				arm_event();
+				break;
+			case OP_TIMER:
+				check_pending();
+				if (now_ns() - last_sweep >=
+				    (uint64_t)D.cfg.reclaim_interval_ms * 1000000u) {
+					sweep_all();
+					last_sweep = now_ns();
+				}
+				arm_timer();
+				break;
+			}
+		}
+		io_uring_cq_advance(&D.ring, seen);
+		/* A multishot accept ends when the kernel runs out of something (descriptors):
+		 * re-arm it, after a pause if descriptors ran out. */
+		if (!D.accept_armed && !D.stop)
+			arm_accept();
+	}
+	return 0;
+}
+
+static void shutdown_daemon(void)
+{
+	sd_notify_msg("STOPPING=1");
+	/* Transfers see the cancel flag and end; wait for them (they use the arenas). */
+	for (struct client *c = D.clients; c; c = c->next)
+		atomic_store(&c->cancel, true);
+	for (int i = 0; i < 3000 && atomic_load(&D.workers) > 0; i++)
+		usleep(1000);
+	close(D.listen_fd);
+	unlink(D.cfg.socket);
+	/* Connections close without reclaiming: live clients keep their slots, and their
+	 * library re-registers them with the next tensord. */
+	for (struct client *c = D.clients; c; c = c->next)
+		close(c->fd);
+	for (struct arena *ar = D.arenas; ar; ar = ar->next)
+		tn_arena_unref(ar->a);
+	io_uring_queue_exit(&D.ring);
+	tnd_info("stopped");
+}
+
+int main(int argc, char **argv)
+{
+	bool foreground = false;
+	char err[600];
+	D.uid = geteuid();
+	if (parse_args(argc, argv, &foreground, err, sizeof(err))) {
+		fprintf(stderr, "tensord: %s\n", err);
+		return 1;
+	}
+	tnd_log_setup(D.cfg.log_target, D.cfg.log_level);
+	signal(SIGPIPE, SIG_IGN);
+	/* A descriptor per client: take all the kernel allows. */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	int ready[2] = { -1, -1 };
+	if (!foreground) {
+		if (pipe2(ready, O_CLOEXEC)) {
+			perror("tensord: pipe");
+			return 1;
+		}
+		pid_t p = fork();
+		if (p < 0) {
+			perror("tensord: fork");
+			return 1;
+		}
+		if (p > 0) {
+			/* The parent exits when the child listens (0) or fails (1). */
+			close(ready[1]);
+			char ok = 1;
+			ssize_t n = read(ready[0], &ok, 1);
+			return n == 1 && ok == 0 ? 0 : 1;
+		}
+		close(ready[0]);
+		setsid();
+		int nul = open("/dev/null", O_RDWR);
+		if (nul >= 0) {
+			dup2(nul, 0);
+			dup2(nul, 1);
+			if (D.cfg.log_target == TND_LOG_SYSLOG)
+				dup2(nul, 2);
+			if (nul > 2)
+				close(nul);
+		}
+	}
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	D.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC);
+	D.event_fd = eventfd(0, EFD_CLOEXEC);
+	pthread_mutex_init(&D.event_lock, NULL);
+	D.accept_op.kind = OP_ACCEPT;
+	D.signal_op.kind = OP_SIGNAL;
+	D.event_op.kind = OP_EVENT;
+	D.timer_op.kind = OP_TIMER;
+	int r;
+	if (D.signal_fd < 0 || D.event_fd < 0 || mkdir_private(D.cfg.arena_dir) || open_socket())
+		goto fail;
+	if ((r = io_uring_queue_init(256, &D.ring, 0))) {
+		tnd_error("io_uring_queue_init: %s (io_uring disabled?)", strerror(-r));
+		goto fail;
+	}
+	find_hugedir();
+	int rnd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (rnd < 0 || read(rnd, &D.instance, sizeof(D.instance)) != sizeof(D.instance))
+		D.instance = now_ns() ^ (uint64_t)getpid() << 32;
+	if (rnd >= 0)
+		close(rnd);
+	D.started = wall_s();
+	D.started_ns = now_ns();
+	recover();
+	tnd_info("listening on %s (arenas in %s, %u recovered, pid %d)", D.cfg.socket,
+		 D.cfg.arena_dir, D.narenas, (int)getpid());
+	sd_notify_msg("READY=1");
+	if (ready[1] >= 0) {
+		char ok = 0;
+		ssize_t n = write(ready[1], &ok, 1);
+		(void)n;
+		close(ready[1]);
+	}
+	run();
+	shutdown_daemon();
+	return 0;
+fail:
+	if (ready[1] >= 0) {
+		char ok = 1;
+		ssize_t n = write(ready[1], &ok, 1);
+		(void)n;
+	}
+	if (!foreground || D.cfg.log_target == TND_LOG_SYSLOG)
+		fprintf(stderr, "tensord: failed to start (see the log)\n");
+	return 1;
+}
