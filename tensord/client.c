@@ -495,7 +495,7 @@ TN_EXPORT int tn_tensord_arena_create(tn_tensord *c, const char *name,
 	return exchange(c, &x, fn);
 }
 
-/* ---- remote operations of arena handles -------------------------------------------------------- */
+/* ---- remote operations of arena handles ------------------------------------------------------ */
 
 static int remote_hold(void *ctx, const char *name, const tn_arena_handle *handle,
 		       struct tn__arena_remote_entry *ret)

@@ -240,7 +240,7 @@ static int parse_numa(const char *s, enum tn_numa_policy *pol, uint64_t *nodes)
 	return -1;
 }
 
-/* ---- commands ---------------------------------------------------------------------------------- */
+/* ---- commands -------------------------------------------------------------------------------- */
 
 static int cmd_status(void)
 {

@@ -197,7 +197,7 @@ static uint64_t wall_s(void)
 
 static void meta_path(char *buf, size_t len, const char *name)
 {
-	snprintf(buf, len, "%s/%s.meta", D.cfg.arena_dir, name);
+	snprintf(buf, len, "%.3700s/%.63s.meta", D.cfg.arena_dir, name);
 }
 
 /* Write NAME.meta atomically (temporary file, fsync, rename). */
@@ -492,7 +492,7 @@ static void free_outq(struct client *c)
 	c->out_tail = NULL;
 }
 
-/* ---- slots and reclamation -------------------------------------------------------------------- */
+/* ---- slots and reclamation ------------------------------------------------------------------- */
 
 static int add_slot(struct client *c, struct arena *ar, int slot, uint64_t state, bool ro)
 {
@@ -590,7 +590,7 @@ static void forget_arena(struct arena *ar)
 	}
 }
 
-/* ---- requests --------------------------------------------------------------------------------- */
+/* ---- requests -------------------------------------------------------------------------------- */
 
 static struct arena *arena_for(struct client *c, const struct tnd_hdr *h, const char *name,
 			       unsigned need)
@@ -713,7 +713,7 @@ static int do_create(struct client *c, const struct tnd_hdr *h, const struct tnd
 		free(ar);
 		return reply_tn(c, h, r);
 	}
-	snprintf(ar->path, sizeof(ar->path), "%s/%s", dir, file);
+	snprintf(ar->path, sizeof(ar->path), "%.3900s/%.71s", dir, file);
 	if ((r = meta_write(ar))) {
 		tnd_error("arena %s: cannot write its record: %s", ar->name, strerror(-r));
 		tn_arena_unref(ar->a);
@@ -1021,7 +1021,7 @@ static int do_detach(struct client *c, const struct tnd_hdr *h, const struct tnd
 	return 0;
 }
 
-/* ---- load and save on worker threads ------------------------------------------------------------- */
+/* ---- load and save on worker threads --------------------------------------------------------- */
 
 struct job {
 	struct client *client;
@@ -1177,7 +1177,7 @@ static void handle_events(void)
 	}
 }
 
-/* ---- dispatch ---------------------------------------------------------------------------------- */
+/* ---- dispatch -------------------------------------------------------------------------------- */
 
 static void protocol_error(struct client *c, const char *why)
 {
@@ -1200,7 +1200,7 @@ static void handle_request(struct client *c, size_t len, int fd)
 			close(fd);
 		if (len >= sizeof(*h) && h->magic == TND_MAGIC) {
 			struct tnd_error e = { { 0 } };
-			snprintf(e.message, sizeof(e.message), "%s", why);
+			snprintf(e.message, sizeof(e.message), "%.255s", why);
 			uint16_t op = h->op > 0 && h->op < TND_OP_MAX_ ? h->op : TND_OP_HELLO;
 			queue_msg(c, op, h->seq, TN_EPROTO, 0, &e, sizeof(e), -1);
 		}
@@ -1241,7 +1241,7 @@ static void handle_request(struct client *c, size_t len, int fd)
 					.clients = D.nclients, .requests = D.requests,
 					.reclaimed_slots = D.reclaimed_slots,
 					.protocol_errors = D.protocol_errors };
-		snprintf(s.arena_dir, sizeof(s.arena_dir), "%s", D.cfg.arena_dir);
+		snprintf(s.arena_dir, sizeof(s.arena_dir), "%.255s", D.cfg.arena_dir);
 		reply(c, h, &s, sizeof(s));
 		return;
 	}
@@ -1310,7 +1310,7 @@ static void handle_request(struct client *c, size_t len, int fd)
 	}
 }
 
-/* ---- clients ------------------------------------------------------------------------------------- */
+/* ---- clients --------------------------------------------------------------------------------- */
 
 static void new_client(int fd)
 {
@@ -1459,7 +1459,7 @@ static void on_send(struct client *c, int res)
 	client_maybe_free(c);
 }
 
-/* ---- startup ------------------------------------------------------------------------------------- */
+/* ---- startup --------------------------------------------------------------------------------- */
 
 static int mkdir_private(const char *dir)
 {
@@ -1496,7 +1496,7 @@ static void recover(void)
 		if (n < 6 || strcmp(e->d_name + n - 5, ".meta"))
 			continue;
 		char file[PATH_MAX], why[200];
-		snprintf(file, sizeof(file), "%s/%s", D.cfg.arena_dir, e->d_name);
+		snprintf(file, sizeof(file), "%.3800s/%.255s", D.cfg.arena_dir, e->d_name);
 		struct arena *ar = malloc(sizeof(*ar));
 		if (!ar)
 			break;
@@ -1649,12 +1649,10 @@ static void find_hugedir(void)
 	}
 	if (!base[0])
 		return;
-	snprintf(D.hugedir, sizeof(D.hugedir), "%s/tensord%s", base, D.uid ? "-user" : "");
-	if (D.uid) {
-		char tmp[PATH_MAX];
-		snprintf(tmp, sizeof(tmp), "%s/tensord-%u", base, (unsigned)D.uid);
-		snprintf(D.hugedir, sizeof(D.hugedir), "%s", tmp);
-	}
+	if (D.uid)
+		snprintf(D.hugedir, sizeof(D.hugedir), "%.3900s/tensord-%u", base, (unsigned)D.uid);
+	else
+		snprintf(D.hugedir, sizeof(D.hugedir), "%.3900s/tensord", base);
 	if (mkdir_private(D.hugedir))
 		D.hugedir[0] = 0;
 }
@@ -1768,7 +1766,7 @@ static int parse_args(int argc, char **argv, bool *foreground, char *cfg_err, si
 	return 0;
 }
 
-/* ---- the loop ------------------------------------------------------------------------------------ */
+/* ---- the loop -------------------------------------------------------------------------------- */
 
 static void arm_signal(void)
 {
@@ -1821,7 +1819,19 @@ static int run(void)
 	arm_signal();
 	arm_event();
 	arm_timer();
-	while (!D.stop) {
+	uint64_t stop_deadline = 0;
+	for (;;) {
+		if (D.stop) {
+			/* Let replies already queued (the SHUTDOWN request's own) go out, for at
+			 * most a second. */
+			bool sending = false;
+			for (struct client *c = D.clients; c && !sending; c = c->next)
+				sending = c->out_head && !c->closing;
+			if (!stop_deadline)
+				stop_deadline = now_ns() + 1000000000u;
+			if (!sending || now_ns() > stop_deadline)
+				break;
+		}
 		io_uring_submit_and_wait(&D.ring, 1);
 		struct io_uring_cqe *cqe;
 		unsigned head, seen = 0;
