@@ -521,9 +521,15 @@ static int lookup(tn_arena *a, const char *name, const tn_arena_handle *handle,
 	r = tn_tensor_new(s, info->storage_offset, info->ndim, info->sizes, info->strides,
 			  info->dtype, ret_tensor);
 	tn_storage_unref(s);
-	if (r)
+	if (r == TN_ENOMEM)
+		return r;
+	if (r) {
+		/* Copied first: the message is formatted into the buffer it is read from. */
+		char why[256];
+		snprintf(why, sizeof(why), "%s", tn_last_error());
 		return tn__error(TN_EIO, "%s: entry '%s' of arena %s does not fit its block: %s", fn,
-				 info->name, a->path, tn_last_error());
+				 info->name, a->path, why);
+	}
 	if (ret_handle)
 		*ret_handle = info->handle;
 	return 0;
