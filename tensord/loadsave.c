@@ -658,8 +658,10 @@ int tnd_load(tn_arena *a, int fd, unsigned format, const char *prefix, unsigned 
 		if (!(flags & TND_XFER_REPLACE) || (e.flags & TN_ARENA_ENTRY_SEALED)) {
 			r = tn__error(TN_EEXIST, "%s: '%s' is already published in arena %s%s", fn,
 				      names[i].name, tn_arena_path(a),
-				      e.flags & TN_ARENA_ENTRY_SEALED ? " and sealed"
-								      : " (TND_XFER_REPLACE replaces it)");
+				      e.flags & TN_ARENA_ENTRY_SEALED
+					      ? " and sealed"
+					      : " (TN_TENSORD_REPLACE, tensorctl load --replace, "
+						"replaces it)");
 			goto out;
 		}
 		if ((r = tn_arena_lookup(a, names[i].name, &names[i].old, NULL)))

@@ -1897,6 +1897,10 @@ static void shutdown_daemon(void)
 		usleep(1000);
 	close(D.listen_fd);
 	unlink(D.cfg.socket);
+	char lock[PATH_MAX];
+	snprintf(lock, sizeof(lock), "%.4000s.lock", D.cfg.socket);
+	unlink(lock);
+	close(D.lock_fd);
 	/* Connections close without reclaiming: live clients keep their slots, and their
 	 * library re-registers them with the next tensord. */
 	for (struct client *c = D.clients; c; c = c->next)
