@@ -259,8 +259,8 @@ uint64_t tn__quiet_undo(const tn_arena *a);
 struct dir_entry *tn__entry_at(const tn_arena *a, uint32_t index);
 const char *tn__entry_problem(const tn_arena *a, const struct dir_entry *e);
 /* Copy entry @index without the lock (a read-only handle), while no change is under way if
- * it can: the copy is to be validated like a damaged entry. */
-void tn__entry_snapshot(const tn_arena *a, uint32_t index, struct dir_entry *out);
+ * it can (returns whether it could): the copy is to be validated like a damaged entry. */
+bool tn__entry_snapshot(const tn_arena *a, uint32_t index, struct dir_entry *out);
 /* What is wrong with a tensor's geometry against @payload bytes, or NULL. */
 const char *tn__extent_problem(uint32_t dtype, uint32_t ndim, const int64_t *sizes,
 			       const int64_t *strides, int64_t storage_offset, uint64_t payload);

@@ -32,14 +32,16 @@ uint64_t tn__proc_start_time(int64_t pid);
  * tn__arena_assign_slot - take a free client slot for process @pid, whose start time (in clock
  * ticks after boot, as tn__proc_start_time gives) is @start_time; reclaims the slots of dead
  * processes first when none is free. Writes the slot and its state word (to be passed to
- * tn__arena_reclaim_if). Returns 0, TN_EBUSY (every slot live), or a lock error.
+ * tn__arena_reclaim_if). Returns 0, TN_EBUSY (every slot live), TN_EINVAL (pid <= 0, NULL
+ * ret), TN_EPERM (a read-only handle), or a lock error.
  */
 int tn__arena_assign_slot(tn_arena *a, int32_t pid, uint64_t start_time, int *ret_slot,
 			  uint64_t *ret_state);
 
 /*
  * tn__arena_slot_info - read slot @slot's record: whether attached, pid, start time, state
- * word. Returns 0 or TN_ERANGE.
+ * word (each output may be NULL). Also on a read-only handle, which reads the record without
+ * the lock. Returns 0 or TN_ERANGE.
  */
 int tn__arena_slot_info(tn_arena *a, int slot, bool *ret_attached, int32_t *ret_pid,
 			uint64_t *ret_start_time, uint64_t *ret_state);
@@ -48,7 +50,9 @@ int tn__arena_slot_info(tn_arena *a, int slot, bool *ret_attached, int32_t *ret_
  * tn__arena_reclaim_if - reclaim slot @slot (drop its holds, free what nobody else holds,
  * release the slot) only if its state word is still @state; returns 1 when it did, 0 when
  * the slot had changed hands or was already free, or a negative error. @ret_freed (may be
- * NULL) gets the heap bytes that became free.
+ * NULL) gets the heap bytes that became free. The daemon decides that the client is gone (its
+ * socket closed); the process need not be dead. Errors: TN_ERANGE (slot outside the table),
+ * TN_EINVAL (the caller's own slot), TN_EPERM (a read-only handle), TN_EIO (damage).
  */
 int tn__arena_reclaim_if(tn_arena *a, int slot, uint64_t state, uint64_t *ret_freed);
 
@@ -63,19 +67,29 @@ struct tn__arena_remote_entry {
  * tn__arena_hold_for - resolve @name (NULL: use @handle instead) under the lock and set
  * @slot's hold bit on the block it names (a block already held by that slot stays held once:
  * holds are bits). Fills *ret. Returns 0, TN_ENOENT, TN_ESTALE (handle generation), TN_ERANGE
- * (slot not attached).
+ * (slot outside the table or not attached), TN_EINVAL (bad name, or neither name nor handle),
+ * TN_EIO (a damaged entry, never trusted).
  */
 int tn__arena_hold_for(tn_arena *a, int slot, const char *name, const tn_arena_handle *handle,
 		       struct tn__arena_remote_entry *ret);
 
 /*
  * tn__arena_release_for - clear @slot's hold bit on the block at offset @block and free the
- * block if nothing else holds or pins it. Returns 0, TN_EINVAL (not a block, not held by
- * the slot).
+ * block if nothing else holds or pins it. Returns 0, TN_EINVAL (not a block, a raw block, not
+ * held by the slot), TN_ERANGE (slot outside the table).
  */
 int tn__arena_release_for(tn_arena *a, int slot, uint64_t block);
 
 /* ---- client side ---------------------------------------------------------------------------- */
+
+/*
+ * The callbacks run with the handle's lock of its local holds held (so that a hold and the
+ * release of the same block by two threads are ordered): they must not call back into the
+ * handle, nor drop a tensor of it. hold is called for every lookup, also of a block the process
+ * holds already (the daemon's hold is a bit: setting it again is harmless); release once per
+ * block, when the process's last storage over it goes (and at the last unref for any block
+ * still recorded, which only a leaked storage leaves).
+ */
 
 struct tn__arena_remote {
 	/* Resolve a name (or a handle when name is NULL) and hold its block for this client.
@@ -98,9 +112,13 @@ struct tn__arena_remote {
  * (the fd may be O_RDONLY) and @remote (copied; required) serves lookups and releases; every
  * tensor looked up is read-only as a sealed one; alloc, publish, unpublish, seal, trim,
  * reclaim and fsck repair fail with TN_EPERM; info, list, stat and clients read without the
- * lock, validating everything they read. Without the flag @remote may be NULL, and a
- * non-NULL one gets only detach (at the last unref, after the handle released its slot
- * itself). Returns 0, TN_EINVAL (not an arena, bad slot), TN_EPERM (slot not ours), TN_EIO.
+ * lock, validating everything they read (an answer may be momentarily stale); trim, use and
+ * place fail with TN_EPERM too; there are no thread caches. Without the flag @remote may be
+ * NULL, and a non-NULL one gets only detach (at the last unref, after the handle released its
+ * slot itself). detach is called after the file is unmapped. On failure @remote is not used
+ * (its ctx stays the caller's). Returns 0, TN_EINVAL (not an arena, bad slot or flags, a
+ * read-only attachment without hold and release), TN_EPERM (slot not ours; or a read-write
+ * attachment through a read-only fd, which cannot be mapped writable), TN_EIO.
  */
 int tn__arena_attach_slot(int fd, int slot, unsigned flags, const struct tn__arena_remote *remote,
 			  tn_arena **ret_arena);

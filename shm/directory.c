@@ -657,7 +657,7 @@ TN_EXPORT int tn_arena_seal(tn_arena *a, const char *name)
  * for a damaged entry, so a torn copy gives a wrong answer at worst, never a read outside the
  * mapping.
  */
-void tn__entry_snapshot(const tn_arena *a, uint32_t index, struct dir_entry *out)
+bool tn__entry_snapshot(const tn_arena *a, uint32_t index, struct dir_entry *out)
 {
 	const struct dir_entry *e = tn__entry_at(a, index);
 	const _Atomic uint64_t *undo = &a->hdr->undo_count;
@@ -670,35 +670,56 @@ void tn__entry_snapshot(const tn_arena *a, uint32_t index, struct dir_entry *out
 		uint64_t u1 = atomic_load_explicit(undo, memory_order_relaxed);
 		out->state_gen = s0;
 		if (!u0 && !u1 && s0 == s1)
-			return;
+			return true;
 		sched_yield();
 	}
+	return false;
 }
 
-/* Find @name without the lock: a checked copy of its entry, or TN_ENOENT/TN_EIO. */
+/* Find @name without the lock: a checked copy of its entry, or TN_ENOENT/TN_EIO. An answer
+ * is believed when nothing changed while it was found: no change under way before and after a
+ * miss, or a clean copy of the entry whose state word is the same after the check. Otherwise
+ * look again; after a few tries, a copy that passed the check is the (perhaps stale) answer. */
 static int find_unlocked(tn_arena *a, const char *name, const char *fn, uint32_t *ret_index,
 			 struct dir_entry *ret_copy)
 {
+	const _Atomic uint64_t *undo = &a->hdr->undo_count;
+	struct dir_entry copy;
+	bool have = false;
 	size_t len;
 	int r;
 	if ((r = check_name(name, fn, &len)))
 		return r;
 	uint64_t hash = fnv1a(name, len);
-	for (int tries = 0; tries < 4; tries++) {
-		tn__quiet_undo(a);
+	for (int tries = 0; tries < 64; tries++) {
+		if (tries)
+			sched_yield();
+		uint64_t u0 = tn__quiet_undo(a);
 		int64_t i = probe(a, name, len, hash, NULL);
-		if (i < 0)
+		if (i < 0) {
+			if (!u0 && !atomic_load_explicit(undo, memory_order_acquire))
+				break;
 			continue;
-		tn__entry_snapshot(a, (uint32_t)i, ret_copy);
+		}
+		const struct dir_entry *live = tn__entry_at(a, (uint32_t)i);
+		bool clean = tn__entry_snapshot(a, (uint32_t)i, &copy);
 		/* The slot may have changed hands between the probe and the copy. */
-		if (entry_state(ret_copy) != ENTRY_USED || ret_copy->name_len != len ||
-		    memcmp(ret_copy->name, name, len))
+		if (entry_state(&copy) != ENTRY_USED || copy.name_len != len ||
+		    memcmp(copy.name, name, len))
 			continue;
-		if ((r = entry_check(a, ret_copy, fn)))
+		r = entry_check(a, &copy, fn);
+		atomic_thread_fence(memory_order_acquire);
+		bool stable = clean && *(const volatile uint64_t *)&live->state_gen == copy.state_gen;
+		if (!r) {
+			memcpy(ret_copy, &copy, sizeof(copy));
+			*ret_index = (uint32_t)i;
+			have = true;
+		}
+		if (stable || !r)
 			return r;
-		*ret_index = (uint32_t)i;
-		return 0;
 	}
+	if (have)
+		return 0;
 	return tn__error(TN_ENOENT, "%s: no tensor '%s' in arena %s", fn, name, a->path);
 }
 
