@@ -528,23 +528,6 @@ out:
 	tn__free(vec);
 }
 
-/* Map the blocks' pages ahead of the reads: one system call per block rather than a fault
- * per page in the middle of the copy. Only an optimization, so failure is ignored. */
-static void prefault(unsigned char *p, uint64_t n)
-{
-#ifdef MADV_POPULATE_WRITE
-	uintptr_t s = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, e = ((uintptr_t)p + n) & ~(uintptr_t)4095;
-	if (n >= ((uint64_t)64 << 10) && e > s) {
-		int saved = errno;
-		(void)madvise((void *)s, e - s, MADV_POPULATE_WRITE);
-		errno = saved;
-	}
-#else
-	(void)p;
-	(void)n;
-#endif
-}
-
 struct load_name {
 	char *name;          /* the full name */
 	tn_tensor *tensor;   /* the new tensor */
@@ -690,7 +673,6 @@ int tnd_load(tn_arena *a, int fd, unsigned format, const char *prefix, unsigned 
 		tn_storage_unref(s);
 		if (r)
 			goto out_x;
-		prefault(x.items[i].dest, d->nbytes);
 	}
 	x.nitems = n;
 	if (format == TND_FORMAT_NPY) {
