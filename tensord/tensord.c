@@ -63,6 +63,10 @@ struct arena {
 	struct tnd_grant grants[TND_MAX_GRANTS];
 	uint64_t created;
 	int transfers; /* LOAD/SAVE running on it */
+	/* NUMA residency costs a move_pages over every page: sampled at most once a second. */
+	uint64_t resident[TND_MAX_NODES];
+	uint32_t nnodes;
+	uint64_t resident_ns;
 };
 
 /* A slot the daemon assigned to a client (or the client re-registered). */
@@ -611,7 +615,7 @@ static struct arena *arena_for(struct client *c, const struct tnd_hdr *h, const 
 	return ar;
 }
 
-static void fill_info(const struct arena *ar, struct tnd_arena_info *w)
+static void fill_info(struct arena *ar, struct tnd_arena_info *w)
 {
 	memset(w, 0, sizeof(*w));
 	memcpy(w->name, ar->name, sizeof(w->name));
@@ -643,14 +647,18 @@ static void fill_info(const struct arena *ar, struct tnd_arena_info *w)
 		w->lock_repairs = s.lock_repairs;
 		w->reclaimed_slots = s.reclaimed_slots;
 	}
-	uint64_t pages[TND_MAX_NODES];
-	int64_t n = tn_arena_residency(ar->a, pages, TND_MAX_NODES);
-	if (n >= 0) {
-		w->nnodes = TND_MAX_NODES;
-		memcpy(w->resident_pages, pages, sizeof(pages));
-		while (w->nnodes > 1 && !w->resident_pages[w->nnodes - 1])
-			w->nnodes--;
+	if (!ar->resident_ns || now_ns() - ar->resident_ns > 1000000000u) {
+		uint64_t pages[TND_MAX_NODES];
+		if (tn_arena_residency(ar->a, pages, TND_MAX_NODES) >= 0) {
+			ar->nnodes = TND_MAX_NODES;
+			memcpy(ar->resident, pages, sizeof(pages));
+			while (ar->nnodes > 1 && !ar->resident[ar->nnodes - 1])
+				ar->nnodes--;
+		}
+		ar->resident_ns = now_ns();
 	}
+	w->nnodes = ar->nnodes;
+	memcpy(w->resident_pages, ar->resident, sizeof(w->resident_pages));
 }
 
 static int do_create(struct client *c, const struct tnd_hdr *h, const struct tnd_arena_create *m)
