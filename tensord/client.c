@@ -305,9 +305,15 @@ static int connect_locked(tn_tensord *c, const char *fn)
 	memcpy(out.bytes + sizeof(out.hdr), &h, sizeof(h));
 	union msg_buf in;
 	int rfd = -1;
-	ssize_t n;
+	ssize_t n = 0;
 	if ((r = send_msg(fd, &out, sizeof(out), -1)) || (n = recv_msg(fd, &in, &rfd)) <= 0) {
 		disconnect(c);
+		/* A daemon that stops (or is killed) between accept and reply closes the
+		 * connection: that is a lost connection, not a peer that speaks another protocol. */
+		int e = r ? -r : n ? (int)-n : 0;
+		if (e == 0 || e == EPIPE || e == ECONNRESET || e == ENOTCONN)
+			return tn__error(TN_ENOTCONN, "%s: tensord at %s closed the connection "
+					 "during the hello", fn, c->path);
 		return tn__error(TN_EPROTO, "%s: %s did not answer the hello: is it a tensord?",
 				 fn, c->path);
 	}

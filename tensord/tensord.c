@@ -183,6 +183,8 @@ static struct {
 	struct event *events;
 	_Atomic int workers;
 	bool accept_armed;
+	bool timer_short;     /* the armed timeout is the 10 ms one of pending slots */
+	bool timer_cancelling; /* a TIMEOUT_REMOVE of the long one is in flight */
 } D;
 
 static uint64_t now_ns(void)
@@ -1389,6 +1391,15 @@ static void client_maybe_free(struct client *c)
 	tnd_debug("client %u (pid %d) gone", c->id, (int)c->pid);
 	free(c);
 	check_pending();
+	/* Slots wait for their process now: poll every 10 ms from here, not at the end of a
+	 * reclaim interval armed when nothing was pending. The cancelled timeout completes
+	 * (-ECANCELED) and its handler arms the short one. */
+	if (D.pending && !D.timer_short && !D.timer_cancelling) {
+		struct io_uring_sqe *sqe = get_sqe();
+		io_uring_prep_timeout_remove(sqe, (__u64)(uintptr_t)&D.timer_op, 0);
+		io_uring_sqe_set_data(sqe, NULL);
+		D.timer_cancelling = true;
+	}
 }
 
 static void client_close(struct client *c)
@@ -1794,6 +1805,8 @@ static void arm_timer(void)
 {
 	/* 10 ms while closed connections wait for their process to go, else the sweep. */
 	uint64_t ms = D.pending ? 10 : D.cfg.reclaim_interval_ms;
+	D.timer_short = D.pending != NULL;
+	D.timer_cancelling = false;
 	D.timer_ts.tv_sec = (long long)(ms / 1000);
 	D.timer_ts.tv_nsec = (long long)(ms % 1000) * 1000000;
 	struct io_uring_sqe *sqe = get_sqe();

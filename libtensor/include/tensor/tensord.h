@@ -50,6 +50,7 @@ TN_EXPORT int tn_tensord_socket_path(char *buf, size_t cap);
  * negotiate the protocol version. On success *ret_conn is a new connection (release with
  * tn_tensord_close). Errors: TN_ECONNREFUSED (nothing listens there), TN_ENOENT (no socket
  * file), TN_EACCES, TN_ENAMETOOLONG, TN_EPROTO (not a tensord, or no common version),
+ * TN_ENOTCONN (the daemon closed the connection before answering: stopping or killed),
  * TN_ENOMEM.
  */
 TN_EXPORT int tn_tensord_connect(const char *path, tn_tensord **ret_conn);

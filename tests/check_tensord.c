@@ -1,0 +1,1784 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tensord(8) end to end, with real processes: every test starts the built daemon
+ * (tensord/tensord) on a private socket in a mkdtemp() folder with its arenas in a folder of
+ * its own under /dev/shm, talks to it through the client library, tensorctl (exec'd) and raw
+ * SOCK_SEQPACKET sockets, and stops it with SIGTERM at the end, checking that nothing is left
+ * in /dev/shm. Clients are forked children, or this program re-executed as
+ * "check_tensord --client SOCKET ARENA ID" for the kill chaos.
+ *
+ * Covered: arenas across processes (read-write and read-only mappings, grants, figures,
+ * destroy), reclamation of killed clients' slots, kill chaos with a daemon restart in the
+ * middle, recovery after SIGKILL, access control across users (root only), startup refusals,
+ * protocol robustness (malformed and random messages, 1,000 clients at once, memory after
+ * 1,000 connections) and descriptor use under a low RLIMIT_NOFILE. LOAD and SAVE are left to
+ * the loader's own tests.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tensor.h>
+#include <tensor/tensord.h>
+
+#include "proto.h"
+#include "testutil.h"
+
+#ifndef TN_TENSORD_BIN
+#error "TN_TENSORD_BIN (the built tensord) must be defined"
+#endif
+#ifndef TN_TENSORCTL_BIN
+#error "TN_TENSORCTL_BIN (the built tensorctl) must be defined"
+#endif
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TN_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TN_SANITIZED 1
+#endif
+#endif
+
+static const char *self_exe;
+
+/* ---- the daemon under test -------------------------------------------------------------------- */
+
+static struct {
+	char dir[64];        /* /tmp/check-tensord-RUNNER-XXXXXX: socket, lock, config, log */
+	char sock[128];
+	char arena_dir[128]; /* /dev/shm/check-tensord-RUNNER-PID-N */
+	char config[128];
+	char log[128];
+	pid_t pid;
+} D;
+
+static pid_t runner_pid; /* the Check runner: names the files, cleans up after failures */
+
+/* fork(), with the child killed when its parent dies (a failed assertion ends the test's
+ * process at once: nothing of it may linger). */
+static pid_t fork_child(void)
+{
+	pid_t parent = getpid(), pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(126);
+	}
+	return pid;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+	nanosleep(&ts, NULL);
+}
+
+static void rm_dir_files(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char p[512];
+	while (d && (e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+			snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+			unlink(p);
+		}
+	if (d)
+		closedir(d);
+	rmdir(dir);
+}
+
+/* After the tests, in the runner: remove what a failed test left (its daemon and clients died
+ * with it; see fork_child). */
+static void remove_leftovers(void)
+{
+	char tag[64];
+	int n = snprintf(tag, sizeof(tag), "check-tensord-%d-", (int)runner_pid);
+	const char *roots[] = { "/dev/shm", "/tmp" };
+	for (int i = 0; i < 2; i++) {
+		DIR *d = opendir(roots[i]);
+		struct dirent *e;
+		char p[512];
+		while (d && (e = readdir(d)))
+			if (!strncmp(e->d_name, tag, (size_t)n)) {
+				snprintf(p, sizeof(p), "%s/%s", roots[i], e->d_name);
+				rm_dir_files(p);
+			}
+		if (d)
+			closedir(d);
+	}
+}
+
+/* Start tensord with @extra arguments (NULL-terminated, may be NULL); returns its pid without
+ * waiting, for the startup refusals. Its stderr goes to @log. */
+static pid_t spawn_tensord(const char *sock, const char *log, const char *const *extra)
+{
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		const char *argv[24] = { "tensord", "--foreground", "--socket", sock, "--config",
+					 D.config, "--arena-dir", D.arena_dir, "--log-level",
+					 "info" };
+		int n = 10;
+		for (int i = 0; extra && extra[i] && n < 23; i++)
+			argv[n++] = extra[i];
+		argv[n] = NULL;
+		execv(TN_TENSORD_BIN, (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static void daemon_wait_ready(void)
+{
+	uint64_t deadline = now_ms() + 20000;
+	for (;;) {
+		tn_tensord *c;
+		if (tn_tensord_connect(D.sock, &c) == 0) {
+			tn_tensord_status st;
+			ck_assert_tn_ok(tn_tensord_status_get(c, &st));
+			tn_tensord_close(c);
+			if (st.pid == D.pid)
+				return;
+		}
+		int status;
+		ck_assert_msg(waitpid(D.pid, &status, WNOHANG) == 0,
+			      "tensord exited (status 0x%x) before it listened; see %s", status,
+			      D.log);
+		ck_assert_msg(now_ms() < deadline, "tensord did not listen within 20 s");
+		sleep_ms(2);
+	}
+}
+
+static void daemon_start(void)
+{
+	D.pid = spawn_tensord(D.sock, D.log, NULL);
+	daemon_wait_ready();
+}
+
+/* A fresh folder, a fresh arena folder name, and a running daemon. */
+static void daemon_setup(void)
+{
+	static int counter;
+	memset(&D, 0, sizeof(D));
+	snprintf(D.dir, sizeof(D.dir), "/tmp/check-tensord-%d-XXXXXX", (int)runner_pid);
+	ck_assert_ptr_nonnull(mkdtemp(D.dir));
+	ck_assert_int_eq(chmod(D.dir, 0755), 0); /* other users' clients reach the socket */
+	snprintf(D.sock, sizeof(D.sock), "%s/s", D.dir);
+	snprintf(D.config, sizeof(D.config), "%s/tensord.conf", D.dir);
+	snprintf(D.log, sizeof(D.log), "%s/log", D.dir);
+	snprintf(D.arena_dir, sizeof(D.arena_dir), "/dev/shm/check-tensord-%d-%d-%d",
+		 (int)runner_pid, (int)getpid(), counter++);
+	FILE *f = fopen(D.config, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("# empty: built-in defaults\n", f);
+	fclose(f);
+	daemon_start();
+}
+
+static void daemon_kill9(void)
+{
+	int st;
+	ck_assert_int_eq(kill(D.pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(D.pid, &st, 0), D.pid);
+	ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	D.pid = 0;
+}
+
+static int count_files(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return -1;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* Stop with SIGTERM (exit 0), check the arena folder is empty (every test destroys its
+ * arenas), remove it and the private folder, and check nothing of ours is left in /dev/shm. */
+static void daemon_finish(void)
+{
+	int st;
+	ck_assert_int_eq(kill(D.pid, SIGTERM), 0);
+	ck_assert_int_eq(waitpid(D.pid, &st, 0), D.pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "tensord stopped with 0x%x", st);
+	D.pid = 0;
+	ck_assert_msg(access(D.sock, F_OK) != 0, "the socket is left after a clean stop");
+	ck_assert_int_eq(count_files(D.arena_dir), 0);
+	ck_assert_int_eq(rmdir(D.arena_dir), 0);
+	char tag[64];
+	snprintf(tag, sizeof(tag), "check-tensord-%d-%d-", (int)runner_pid, (int)getpid());
+	DIR *d = opendir("/dev/shm");
+	ck_assert_ptr_nonnull(d);
+	struct dirent *e;
+	while ((e = readdir(d)))
+		ck_assert_msg(strncmp(e->d_name, tag, strlen(tag)) != 0, "/dev/shm/%s is left",
+			      e->d_name);
+	closedir(d);
+	rm_dir_files(D.dir);
+	ck_assert_int_ne(access(D.dir, F_OK), 0);
+	D.dir[0] = D.arena_dir[0] = 0;
+}
+
+/* ---- helpers ------------------------------------------------------------------------------------ */
+
+static tn_tensord *conn(void)
+{
+	tn_tensord *c;
+	ck_assert_tn_ok(tn_tensord_connect(D.sock, &c));
+	return c;
+}
+
+static void make_arena(tn_tensord *c, const char *name, uint64_t size, uint32_t max_names,
+		       unsigned mode)
+{
+	tn_tensord_arena_options o;
+	tn_tensord_arena_options_init(&o);
+	o.size = size;
+	o.max_names = max_names;
+	o.mode = mode;
+	ck_assert_tn_ok(tn_tensord_arena_create(c, name, &o));
+}
+
+static tn_tensord_arena_info arena_stat(tn_tensord *c, const char *name)
+{
+	tn_tensord_arena_info info;
+	ck_assert_tn_ok(tn_tensord_arena_stat(c, name, &info));
+	return info;
+}
+
+/* Publish @n int32 values base, base+1, ... as @name; returns a TN_E* code. */
+static int publish_i32(tn_arena *a, const char *name, int64_t n, int32_t base)
+{
+	tn_storage *s;
+	tn_tensor *t;
+	int r = tn_storage_new_with_allocator(TN_CPU, (size_t)n * 4, tn_arena_allocator(a), &s);
+	if (r)
+		return r;
+	r = tn_tensor_new(s, 0, 1, &n, NULL, TN_INT32, &t);
+	tn_storage_unref(s);
+	if (r)
+		return r;
+	int32_t *d = tn_tensor_data(t);
+	for (int64_t i = 0; i < n; i++)
+		d[i] = base + (int32_t)i;
+	r = tn_arena_publish(a, name, t, TN_ARENA_REPLACE, NULL);
+	tn_tensor_unref(t);
+	return r;
+}
+
+/* 0 when @name holds @n values from @base; else a nonzero code naming what differs. */
+static int check_i32(tn_arena *a, const char *name, int64_t n, int32_t base)
+{
+	tn_tensor *t;
+	if (tn_arena_lookup(a, name, &t, NULL))
+		return 1;
+	int bad = tn_tensor_numel(t) != n ? 2 : 0;
+	const int32_t *d = tn_tensor_data(t);
+	for (int64_t i = 0; !bad && i < n; i++)
+		if (d[i] != base + (int32_t)i)
+			bad = 3;
+	tn_tensor_unref(t);
+	return bad;
+}
+
+static int child_status(pid_t pid)
+{
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	return st;
+}
+
+#define ck_assert_child_ok(pid)                                                               \
+	do {                                                                                  \
+		int st_ = child_status(pid);                                                  \
+		ck_assert_msg(WIFEXITED(st_) && WEXITSTATUS(st_) == 0,                        \
+			      "child %d: status 0x%x (exit %d)", (int)(pid), st_,             \
+			      WIFEXITED(st_) ? WEXITSTATUS(st_) : -1);                        \
+	} while (0)
+
+/* In children: fail with a code that names the line. */
+#define EXPECT(cond)                                                                          \
+	do {                                                                                  \
+		if (!(cond)) {                                                                \
+			fprintf(stderr, "child %d: %s:%d: %s (last error: %s)\n", (int)getpid(), \
+				__FILE__, __LINE__, #cond, tn_last_error());                  \
+			_exit(1);                                                             \
+		}                                                                             \
+	} while (0)
+
+/* Pipes to step children: the parent writes a byte, the child reads it. */
+static void wait_byte(int fd)
+{
+	char b;
+	ssize_t n;
+	do
+		n = read(fd, &b, 1);
+	while (n < 0 && errno == EINTR);
+	if (n != 1)
+		_exit(2);
+}
+
+static void put_byte(int fd)
+{
+	char b = 1;
+	ck_assert_int_eq(write(fd, &b, 1), 1);
+}
+
+static void get_byte(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	ck_assert_msg(poll(&p, 1, 30000) == 1, "a child did not answer within 30 s");
+	char b;
+	ck_assert_int_eq(read(fd, &b, 1), 1);
+}
+
+/* Whether writing a byte at @p in a forked child kills it with SIGSEGV. */
+static bool write_faults(void *p)
+{
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		*(volatile char *)p = 42;
+		_exit(0);
+	}
+	int st = child_status(pid);
+	return WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV;
+}
+
+/* Poll the arena's attached-process count until it is @want (within @ms); returns the ms. */
+static uint64_t wait_clients(tn_tensord *c, const char *name, uint64_t want, unsigned ms)
+{
+	uint64_t t0 = now_ms();
+	for (;;) {
+		tn_tensord_arena_info i = arena_stat(c, name);
+		if (i.stats.clients == want)
+			return now_ms() - t0;
+		ck_assert_msg(now_ms() - t0 < ms, "arena %s: %llu clients after %u ms, expected %llu",
+			      name, (unsigned long long)i.stats.clients, ms,
+			      (unsigned long long)want);
+		sleep_ms(2);
+	}
+}
+
+/* Run tensorctl with @args (NULL-terminated) against the daemon; its stdout into @out. Returns
+ * its exit status. */
+static int tensorctl(char *out, size_t cap, const char *const *args)
+{
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(p[1], 1);
+		int nul = open("/dev/null", O_WRONLY);
+		dup2(nul, 2);
+		close(p[0]);
+		const char *argv[32] = { "tensorctl" };
+		int n = 1;
+		for (int i = 0; args[i] && n < 31; i++)
+			argv[n++] = args[i];
+		argv[n] = NULL;
+		execv(TN_TENSORCTL_BIN, (char *const *)argv);
+		_exit(127);
+	}
+	close(p[1]);
+	size_t len = 0;
+	ssize_t n;
+	while ((n = read(p[0], out + len, cap - 1 - len)) > 0)
+		len += (size_t)n;
+	out[len] = 0;
+	close(p[0]);
+	int st = child_status(pid);
+	ck_assert_msg(WIFEXITED(st), "tensorctl died: 0x%x", st);
+	return WEXITSTATUS(st);
+}
+
+static int count_fds(void)
+{
+	return count_files("/proc/self/fd") - 1; /* the opendir's own descriptor */
+}
+
+/* ---- end to end --------------------------------------------------------------------------------- */
+
+/* A writer process: publishes p<id> (1000 values from id * 10000), checks the earlier
+ * writers' tensors, reports, then waits to be told to check once more and exit. */
+static int e2e_writer(int id, int ready, int go)
+{
+	tn_tensord *c;
+	tn_arena *a;
+	char name[16];
+	EXPECT(tn_tensord_connect(D.sock, &c) == 0);
+	EXPECT(tn_tensord_arena_open(c, "e2e", 0, &a) == 0);
+	tn_tensord_close(c); /* the arena keeps the connection */
+	snprintf(name, sizeof(name), "p%d", id);
+	EXPECT(publish_i32(a, name, 1000, id * 10000) == 0);
+	for (int j = 0; j < id; j++) {
+		snprintf(name, sizeof(name), "p%d", j);
+		EXPECT(check_i32(a, name, 1000, j * 10000) == 0);
+	}
+	char b = 1;
+	EXPECT(write(ready, &b, 1) == 1);
+	wait_byte(go);
+	for (int j = 0; j < 3; j++) {
+		snprintf(name, sizeof(name), "p%d", j);
+		EXPECT(check_i32(a, name, 1000, j * 10000) == 0);
+	}
+	tn_arena_unref(a);
+	return 0;
+}
+
+START_TEST(test_end_to_end)
+{
+	daemon_setup();
+	tn_tensord *c = conn();
+	tn_tensord_status st;
+	ck_assert_tn_ok(tn_tensord_status_get(c, &st));
+	ck_assert_int_eq(st.pid, D.pid);
+	ck_assert_uint_eq(st.arenas, 0);
+	ck_assert_uint_eq(st.peer_uid, geteuid());
+	ck_assert_uint_eq(st.version, TND_VERSION);
+	ck_assert_str_eq(st.arena_dir, D.arena_dir);
+
+	make_arena(c, "e2e", 16 << 20, 0, 0);
+	ck_assert_tn_error_has(tn_tensord_arena_create(c, "e2e", NULL), TN_EEXIST, "exists");
+	ck_assert_tn_error_has(tn_tensord_arena_create(c, "-bad", NULL), TN_EINVAL, "bad arena");
+	ck_assert_tn_error_has(tn_tensord_arena_stat(c, "nosuch", &(tn_tensord_arena_info){ 0 }),
+			       TN_ENOENT, "no arena");
+	tn_tensord_arena_info info = arena_stat(c, "e2e");
+	ck_assert_str_eq(info.name, "e2e");
+	ck_assert_uint_eq(info.owner_uid, geteuid());
+	ck_assert_uint_eq(info.owner_gid, getegid());
+	ck_assert_uint_eq(info.mode, 0);
+	ck_assert_uint_eq(info.stats.size, 16 << 20);
+	ck_assert_uint_eq(info.stats.clients, 1); /* the daemon */
+	ck_assert_uint_eq(info.stats.names, 0);
+	ck_assert_uint_eq(info.stats.used_bytes + info.stats.free_bytes, info.stats.heap_bytes);
+	uint64_t free0 = info.stats.free_bytes;
+
+	/* Three writers, in turn: each sees what the earlier ones published. */
+	int ready[2], go[2];
+	ck_assert_int_eq(pipe(ready), 0);
+	ck_assert_int_eq(pipe(go), 0);
+	pid_t w[3];
+	for (int i = 0; i < 3; i++) {
+		w[i] = fork_child();
+		ck_assert_int_ge(w[i], 0);
+		if (w[i] == 0)
+			_exit(e2e_writer(i, ready[1], go[0]));
+		get_byte(ready[0]);
+	}
+
+	/* A read-only opener sees the values and can write nothing. */
+	tn_arena *ro;
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "e2e", TN_TENSORD_READ_ONLY, &ro));
+	for (int i = 0; i < 3; i++) {
+		char name[8];
+		snprintf(name, sizeof(name), "p%d", i);
+		ck_assert_int_eq(check_i32(ro, name, 1000, i * 10000), 0);
+	}
+	tn_tensor *t;
+	ck_assert_tn_ok(tn_arena_lookup(ro, "p1", &t, NULL));
+	ck_assert(write_faults(tn_tensor_data(t)));
+	void *p;
+	ck_assert_tn_error_has(tn_arena_alloc(ro, 64, &p), TN_EPERM, "read-only");
+	ck_assert_tn_error_has(tn_arena_publish(ro, "x", t, 0, NULL), TN_EPERM, "read-only");
+	ck_assert_tn_error_has(tn_arena_unpublish(ro, "p0"), TN_EPERM, "read-only");
+	tn_tensor_unref(t);
+
+	info = arena_stat(c, "e2e");
+	ck_assert_uint_eq(info.stats.clients, 5);
+	ck_assert_uint_eq(info.stats.names, 3);
+	ck_assert_uint_lt(info.stats.free_bytes, free0 - 3 * 4000);
+	tn_tensord_arena_info *list;
+	size_t n;
+	ck_assert_tn_ok(tn_tensord_arena_list(c, &list, &n));
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(list[0].name, "e2e");
+	ck_assert_uint_eq(list[0].stats.names, 3);
+	free(list);
+	tn_tensord_client *cl;
+	ck_assert_tn_ok(tn_tensord_clients(c, &cl, &n));
+	int writers_seen = 0;
+	for (size_t i = 0; i < n; i++)
+		for (int k = 0; k < 3; k++)
+			if (cl[i].pid == w[k] && cl[i].narenas == 1 &&
+			    !strcmp(cl[i].program, "check_tensord"))
+				writers_seen++;
+	ck_assert_int_eq(writers_seen, 3);
+	free(cl);
+
+	/* Destroy is refused while others are attached. */
+	ck_assert_tn_error_has(tn_tensord_arena_destroy(c, "e2e", 0), TN_EBUSY, "attached");
+
+	/* Grants: add, change, revoke. */
+	tn_tensord_grant g = { TN_TENSORD_GRANT_USER, 12345, TN_TENSORD_ACCESS_READ };
+	ck_assert_tn_ok(tn_tensord_arena_grant(c, "e2e", &g));
+	info = arena_stat(c, "e2e");
+	ck_assert_uint_eq(info.ngrants, 1);
+	ck_assert_uint_eq(info.grants[0].id, 12345);
+	ck_assert_int_eq(info.grants[0].access, TN_TENSORD_ACCESS_READ);
+	g.access = TN_TENSORD_ACCESS_READ_WRITE;
+	ck_assert_tn_ok(tn_tensord_arena_grant(c, "e2e", &g));
+	g = (tn_tensord_grant){ TN_TENSORD_GRANT_GROUP, 777, TN_TENSORD_ACCESS_READ };
+	ck_assert_tn_ok(tn_tensord_arena_grant(c, "e2e", &g));
+	info = arena_stat(c, "e2e");
+	ck_assert_uint_eq(info.ngrants, 2);
+	ck_assert_int_eq(info.grants[0].access, TN_TENSORD_ACCESS_READ_WRITE);
+	ck_assert_int_eq(info.grants[1].kind, TN_TENSORD_GRANT_GROUP);
+	g.access = TN_TENSORD_ACCESS_NONE;
+	ck_assert_tn_ok(tn_tensord_arena_grant(c, "e2e", &g));
+	ck_assert_tn_error_has(tn_tensord_arena_grant(c, "e2e", &g), TN_ENOENT, "no grant");
+	g = (tn_tensord_grant){ TN_TENSORD_GRANT_USER, 12345, TN_TENSORD_ACCESS_NONE };
+	ck_assert_tn_ok(tn_tensord_arena_grant(c, "e2e", &g));
+	ck_assert_uint_eq(arena_stat(c, "e2e").ngrants, 0);
+
+	/* tensorctl: exit codes and JSON. */
+	char out[65536];
+	ck_assert_int_eq(tensorctl(out, sizeof(out),
+				   (const char *[]){ "--socket", D.sock, "--json", "status", NULL }),
+			 0);
+	ck_assert_ptr_nonnull(strstr(out, "\"pid\": "));
+	ck_assert_ptr_nonnull(strstr(out, "\"protocol_errors\": "));
+	ck_assert_ptr_nonnull(strstr(out, "\"arenas\": 1"));
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock,
+								       "--json", "arena", "list",
+								       NULL }),
+			 0);
+	ck_assert_ptr_nonnull(strstr(out, "\"e2e\""));
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock,
+								       "--json", "arena", "stat",
+								       "e2e", NULL }),
+			 0);
+	ck_assert_ptr_nonnull(strstr(out, "\"names\": 3"));
+	ck_assert_ptr_nonnull(strstr(out, "\"clients\": 5"));
+	ck_assert_ptr_nonnull(strstr(out, "\"grants\": []"));
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock,
+								       "--json", "ls", "e2e", NULL }),
+			 0);
+	ck_assert_ptr_nonnull(strstr(out, "\"p0\""));
+	ck_assert_ptr_nonnull(strstr(out, "\"p2\""));
+	ck_assert_ptr_nonnull(strstr(out, "\"dtype\": \"int32\""));
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock,
+								       "--json", "fsck", "e2e",
+								       NULL }),
+			 0);
+	ck_assert_ptr_nonnull(strstr(out, "\"problems\": 0"));
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock,
+								       "--json", "clients", NULL }),
+			 0);
+	ck_assert_ptr_nonnull(strstr(out, "\"program\": "));
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock, "arena",
+								       "stat", "nosuch", NULL }),
+			 4);
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock, "arena",
+								       "destroy", "e2e", NULL }),
+			 1);
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock,
+								       "frobnicate", NULL }),
+			 2);
+	char nowhere[160];
+	snprintf(nowhere, sizeof(nowhere), "%s/nothing-here", D.dir);
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", nowhere,
+								       "status", NULL }),
+			 3);
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock,
+								       "--json", "arena", "create",
+								       "ctl", "--size", "4M", NULL }),
+			 0);
+	ck_assert_ptr_nonnull(strstr(out, "\"created\": \"ctl\""));
+	ck_assert_uint_eq(arena_stat(c, "ctl").stats.size, 4 << 20);
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock,
+								       "--json", "arena", "destroy",
+								       "ctl", NULL }),
+			 0);
+	ck_assert_ptr_nonnull(strstr(out, "\"destroyed\": \"ctl\""));
+
+	/* The writers check once more and leave; their slots go, the names stay. */
+	for (int i = 0; i < 3; i++)
+		put_byte(go[1]);
+	for (int i = 0; i < 3; i++)
+		ck_assert_child_ok(w[i]);
+	wait_clients(c, "e2e", 2, 2000);
+	tn_arena_unref(ro);
+	wait_clients(c, "e2e", 1, 2000);
+	info = arena_stat(c, "e2e");
+	ck_assert_uint_eq(info.stats.names, 3);
+
+	/* A holder keeps the arena busy; FORCE destroys it anyway, and its mapping lives on. */
+	int held[2];
+	ck_assert_int_eq(pipe(held), 0);
+	pid_t h = fork_child();
+	ck_assert_int_ge(h, 0);
+	if (h == 0) {
+		tn_tensord *hc;
+		tn_arena *a;
+		EXPECT(tn_tensord_connect(D.sock, &hc) == 0);
+		EXPECT(tn_tensord_arena_open(hc, "e2e", 0, &a) == 0);
+		char b = 1;
+		EXPECT(write(ready[1], &b, 1) == 1);
+		wait_byte(held[0]);
+		EXPECT(check_i32(a, "p2", 1000, 20000) == 0);
+		EXPECT(publish_i32(a, "after", 10, 5) == 0);
+		EXPECT(check_i32(a, "after", 10, 5) == 0);
+		tn_arena_unref(a);
+		tn_tensord_close(hc);
+		_exit(0);
+	}
+	get_byte(ready[0]);
+	ck_assert_tn_error_has(tn_tensord_arena_destroy(c, "e2e", 0), TN_EBUSY, "--force");
+	ck_assert_int_eq(count_files(D.arena_dir), 2); /* e2e.arena and e2e.meta */
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "e2e", TN_TENSORD_FORCE));
+	ck_assert_int_eq(count_files(D.arena_dir), 0);
+	put_byte(held[1]);
+	ck_assert_child_ok(h);
+	ck_assert_tn_error(tn_tensord_arena_stat(c, "e2e", &info), TN_ENOENT, "no arena \"e2e\"");
+	ck_assert_tn_ok(tn_tensord_arena_list(c, &list, &n));
+	ck_assert_uint_eq(n, 0);
+	ck_assert_ptr_null(list);
+	ck_assert_tn_ok(tn_tensord_status_get(c, &st));
+	ck_assert_uint_eq(st.arenas, 0);
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
+/* ---- reclamation --------------------------------------------------------------------------------- */
+
+START_TEST(test_reclaim_killed_client)
+{
+	daemon_setup();
+	tn_tensord *c = conn();
+	make_arena(c, "rec", 8 << 20, 0, 0);
+	tn_tensord_arena_info before = arena_stat(c, "rec");
+	tn_tensord_status st0;
+	ck_assert_tn_ok(tn_tensord_status_get(c, &st0));
+
+	int ready[2];
+	ck_assert_int_eq(pipe(ready), 0);
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		tn_tensord *cc;
+		tn_arena *a;
+		void *raw[16];
+		EXPECT(tn_tensord_connect(D.sock, &cc) == 0);
+		EXPECT(tn_tensord_arena_open(cc, "rec", 0, &a) == 0);
+		for (int i = 0; i < 16; i++)
+			EXPECT(tn_arena_alloc(a, 1000 + 4096 * (size_t)i, &raw[i]) == 0);
+		EXPECT(tn_arena_free(a, raw[3]) == 0);
+		EXPECT(publish_i32(a, "kept", 5000, 7) == 0);
+		EXPECT(publish_i32(a, "gone", 300, 1) == 0);
+		EXPECT(tn_arena_unpublish(a, "gone") == 0);
+		tn_tensor *t, *t2;
+		EXPECT(tn_arena_lookup(a, "kept", &t, NULL) == 0);
+		EXPECT(tn_arena_lookup(a, "kept", &t2, NULL) == 0);
+		EXPECT(tn_arena_use(a) == 0);
+		tn_tensor *z;
+		EXPECT(tn_zeros(1, (int64_t[]){ 100000 }, TN_FLOAT32, TN_CPU, &z) == 0);
+		char b = 1;
+		EXPECT(write(ready[1], &b, 1) == 1);
+		pause();
+		_exit(0);
+	}
+	get_byte(ready[0]);
+	tn_tensord_arena_info mid = arena_stat(c, "rec");
+	ck_assert_uint_eq(mid.stats.clients, 2);
+	ck_assert_uint_gt(before.stats.free_bytes - mid.stats.free_bytes, 16 * 1000 + 400000);
+
+	uint64_t t0 = now_ms();
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	/* Not reaped on purpose at first: a zombie counts as gone. */
+	uint64_t ms = wait_clients(c, "rec", 1, 3000);
+	uint64_t took = now_ms() - t0;
+	ck_assert_msg(took < 1000, "the killed client's slot was reclaimed after %llu ms",
+		      (unsigned long long)took);
+	(void)ms;
+	int stw = child_status(pid);
+	ck_assert(WIFSIGNALED(stw) && WTERMSIG(stw) == SIGKILL);
+
+	tn_tensord_arena_info after = arena_stat(c, "rec");
+	ck_assert_uint_eq(after.stats.names, 1);
+	ck_assert_uint_eq(after.stats.blocks, 1); /* "kept" only */
+	ck_assert_uint_eq(after.stats.reclaimed_slots, before.stats.reclaimed_slots + 1);
+	tn_tensord_status st;
+	ck_assert_tn_ok(tn_tensord_status_get(c, &st));
+	ck_assert_uint_eq(st.reclaimed_slots, st0.reclaimed_slots + 1);
+
+	/* What stays is exactly the published tensor's block. */
+	tn_arena *a;
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "rec", 0, &a));
+	ck_assert_int_eq(check_i32(a, "kept", 5000, 7), 0);
+	tn_arena_entry e;
+	ck_assert_tn_ok(tn_arena_info(a, "kept", &e));
+	ck_assert_uint_ge(before.stats.free_bytes - after.stats.free_bytes, e.block_bytes);
+	ck_assert_uint_le(before.stats.free_bytes - after.stats.free_bytes, e.block_bytes + 4096);
+	ck_assert_tn_ok(tn_arena_unpublish(a, "kept"));
+	tn_arena_unref(a);
+	wait_clients(c, "rec", 1, 2000);
+	after = arena_stat(c, "rec");
+	ck_assert_uint_eq(after.stats.free_bytes, before.stats.free_bytes);
+	ck_assert_uint_eq(after.stats.blocks, 0);
+	tn_arena_fsck_report rep;
+	ck_assert_tn_ok(tn_tensord_fsck(c, "rec", 0, &rep));
+	ck_assert_msg(rep.problems == 0, "fsck: %s", rep.first_problem);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "rec", 0));
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
+/* A process that closed its connection (exec closes it) and dies later: its slot goes within
+ * a few polls of its death, not at the next periodic sweep. */
+START_TEST(test_reclaim_after_late_death)
+{
+	daemon_setup();
+	tn_tensord *c = conn();
+	make_arena(c, "late", 4 << 20, 0, 0);
+	for (int round = 0; round < 3; round++) {
+		pid_t pid = fork_child();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			tn_tensord *cc;
+			tn_arena *a;
+			EXPECT(tn_tensord_connect(D.sock, &cc) == 0);
+			EXPECT(tn_tensord_arena_open(cc, "late", 0, &a) == 0);
+			EXPECT(publish_i32(a, "x", 10, 0) == 0);
+			/* The socket closes at exec; the process lives on, then exits. */
+			execl("/bin/sleep", "sleep", round == 1 ? "0.6" : "0.3", (char *)NULL);
+			_exit(127);
+		}
+		wait_clients(c, "late", 2, 2000);
+		ck_assert_child_ok(pid);
+		uint64_t ms = wait_clients(c, "late", 1, 3000);
+		ck_assert_msg(ms < 200, "round %d: the slot of a process that died after closing "
+			      "its connection was reclaimed %llu ms after its death", round,
+			      (unsigned long long)ms);
+	}
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "late", 0));
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
+/* ---- kill chaos ------------------------------------------------------------------------------------ */
+
+#define CHAOS_CLIENTS 4
+
+/* "check_tensord --client SOCKET ARENA ID": publishes, reads the others' tensors and checks
+ * them, unpublishes, and talks to the daemon every few steps (failing while it is down),
+ * until killed. Exits nonzero only on wrong data or when it cannot start. */
+static int chaos_client(const char *sock, const char *name, int id)
+{
+	tn_tensord *c = NULL;
+	tn_arena *a = NULL;
+	char key[32];
+	unsigned seed = (unsigned)id * 7919u + (unsigned)getpid();
+	for (int tries = 0; !a; tries++) {
+		if (tries > 20000)
+			return 10;
+		if (!c && tn_tensord_connect(sock, &c))
+			c = NULL;
+		if (c && tn_tensord_arena_open(c, name, 0, &a))
+			a = NULL;
+		if (!a)
+			usleep(500);
+	}
+	for (long step = 0;; step++) {
+		int64_t n = 1 + rand_r(&seed) % 3000;
+		snprintf(key, sizeof(key), "c%d/%ld", id, step % 8);
+		if (publish_i32(a, key, n, id * 1000003) == 0) {
+			/* published: n values from id * 1000003 */
+		}
+		snprintf(key, sizeof(key), "c%d/%d", rand_r(&seed) % CHAOS_CLIENTS,
+			 rand_r(&seed) % 8);
+		tn_tensor *x;
+		if (tn_arena_lookup(a, key, &x, NULL) == 0) {
+			const int32_t *d = tn_tensor_data(x);
+			int owner = key[1] - '0';
+			for (int64_t i = 0; i < tn_tensor_numel(x); i += 37)
+				if (d[i] != owner * 1000003 + (int32_t)i)
+					return 20;
+			tn_tensor_unref(x);
+		}
+		if (rand_r(&seed) % 4 == 0) {
+			snprintf(key, sizeof(key), "c%d/%d", id, rand_r(&seed) % 8);
+			tn_arena_unpublish(a, key);
+		}
+		if (step % 16 == 0) {
+			tn_tensord_status st;
+			int r = tn_tensord_status_get(c, &st);
+			if (r && r != TN_ENOTCONN && r != TN_ECONNREFUSED && r != TN_ENOENT) {
+				fprintf(stderr, "chaos client %d: status: %d %s\n", id, r,
+					tn_last_error());
+				return 30;
+			}
+		}
+	}
+}
+
+static pid_t spawn_chaos_client(int id)
+{
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		char ids[8];
+		snprintf(ids, sizeof(ids), "%d", id);
+		execl(self_exe, self_exe, "--client", D.sock, "chaos", ids, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Wait until every process of @pids is attached to @a (it opened the arena). */
+static void wait_attached(tn_arena *a, const pid_t *pids, int n)
+{
+	tn_arena_client cl[TN_ARENA_MAX_CLIENTS];
+	uint64_t t0 = now_ms();
+	for (;;) {
+		int found = 0, count = tn_arena_clients(a, cl, TN_ARENA_MAX_CLIENTS);
+		ck_assert_int_ge(count, 0);
+		for (int i = 0; i < n; i++)
+			for (int j = 0; j < count && j < TN_ARENA_MAX_CLIENTS; j++)
+				if (cl[j].pid == pids[i] && cl[j].alive) {
+					found++;
+					break;
+				}
+		if (found == n)
+			return;
+		for (int i = 0; i < n; i++) {
+			int st;
+			ck_assert_msg(waitpid(pids[i], &st, WNOHANG) == 0,
+				      "client %d exited with 0x%x before attaching", i, st);
+		}
+		ck_assert_msg(now_ms() - t0 < 20000, "clients did not attach within 20 s");
+		usleep(200);
+	}
+}
+
+/* The live clients (pids) all appear in the daemon's client list with the arena open. */
+static void wait_registered(tn_tensord *c, const pid_t *pids, int n)
+{
+	uint64_t t0 = now_ms();
+	for (;;) {
+		tn_tensord_client *cl;
+		size_t count;
+		ck_assert_tn_ok(tn_tensord_clients(c, &cl, &count));
+		int found = 0;
+		for (int i = 0; i < n; i++)
+			for (size_t j = 0; j < count; j++)
+				if (cl[j].pid == pids[i] && cl[j].narenas >= 1) {
+					found++;
+					break;
+				}
+		free(cl);
+		if (found == n)
+			return;
+		ck_assert_msg(now_ms() - t0 < 10000, "%d of %d clients re-registered in 10 s", found,
+			      n);
+		usleep(1000);
+	}
+}
+
+START_TEST(test_kill_chaos)
+{
+	daemon_setup();
+	tn_tensord *c = conn();
+	make_arena(c, "chaos", 64 << 20, 0, 0);
+	tn_arena *a;
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "chaos", 0, &a));
+	uint64_t start = arena_stat(c, "chaos").stats.free_bytes;
+	unsigned seed = 4242;
+	int kills = 0, rounds = 120;
+	pid_t w[CHAOS_CLIENTS] = { 0 };
+	uint64_t instance0;
+	{
+		tn_tensord_status st;
+		ck_assert_tn_ok(tn_tensord_status_get(c, &st));
+		instance0 = st.instance;
+	}
+	for (int round = 0; round < rounds; round++) {
+		for (int i = 0; i < CHAOS_CLIENTS; i++)
+			if (!w[i])
+				w[i] = spawn_chaos_client(i);
+		wait_attached(a, w, CHAOS_CLIENTS);
+		sleep_ms(rand_r(&seed) % 8);
+		if (round == rounds / 2) {
+			/* The daemon dies with clients mid-way; they work on, and re-register
+			 * with the next one on their next call. */
+			daemon_kill9();
+			sleep_ms(20);
+			for (int i = 0; i < CHAOS_CLIENTS; i++) {
+				int st;
+				ck_assert_msg(waitpid(w[i], &st, WNOHANG) == 0,
+					      "client %d died with the daemon: 0x%x", i, st);
+			}
+			daemon_start();
+			tn_tensord_status st;
+			ck_assert_tn_ok(tn_tensord_status_get(c, &st));
+			ck_assert_uint_ne(st.instance, instance0);
+			ck_assert_uint_eq(st.arenas, 1);
+			wait_registered(c, w, CHAOS_CLIENTS);
+		}
+		int victim = (int)(rand_r(&seed) % CHAOS_CLIENTS);
+		ck_assert_int_eq(kill(w[victim], SIGKILL), 0);
+		int st = child_status(w[victim]);
+		ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+			      "client exited with %d before being killed", WEXITSTATUS(st));
+		w[victim] = 0;
+		kills++;
+	}
+	for (int i = 0; i < CHAOS_CLIENTS; i++)
+		if (w[i]) {
+			kill(w[i], SIGKILL);
+			int st = child_status(w[i]);
+			ck_assert_msg(WIFSIGNALED(st), "client exited with %d", WEXITSTATUS(st));
+			kills++;
+		}
+	/* The daemon and this process remain attached. */
+	wait_clients(c, "chaos", 2, 3000);
+	tn_arena_fsck_report rep;
+	ck_assert_tn_ok(tn_tensord_fsck(c, "chaos", 0, &rep));
+	ck_assert_msg(rep.problems == 0, "fsck after the chaos: %llu problems: %s",
+		      (unsigned long long)rep.problems, rep.first_problem);
+	tn_arena_entry *e;
+	size_t n;
+	ck_assert_tn_ok(tn_arena_list(a, NULL, &e, &n));
+	ck_assert_uint_eq(n, arena_stat(c, "chaos").stats.names);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_tn_ok(tn_arena_unpublish(a, e[i].name));
+	free(e);
+	tn_tensord_arena_info info = arena_stat(c, "chaos");
+	ck_assert_uint_eq(info.stats.free_bytes, start);
+	ck_assert_uint_eq(info.stats.blocks, 0);
+	ck_assert_uint_eq(info.stats.names, 0);
+	ck_assert_uint_ge(info.stats.reclaimed_slots, (uint64_t)kills);
+	ck_assert_tn_ok(tn_tensord_fsck(c, "chaos", 0, &rep));
+	ck_assert_msg(rep.problems == 0, "fsck: %s", rep.first_problem);
+	tn_arena_unref(a);
+	wait_clients(c, "chaos", 1, 2000);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "chaos", 0));
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
+/* ---- restart --------------------------------------------------------------------------------------- */
+
+START_TEST(test_restart_recovers)
+{
+	daemon_setup();
+	tn_tensord *c = conn();
+	make_arena(c, "rst", 4 << 20, 0, 0040);
+	make_arena(c, "rst2", 4 << 20, 0, 0);
+	tn_tensord_grant g = { TN_TENSORD_GRANT_USER, 4321, TN_TENSORD_ACCESS_READ };
+	ck_assert_tn_ok(tn_tensord_arena_grant(c, "rst", &g));
+	tn_arena *a;
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "rst", 0, &a));
+	ck_assert_tn_ok(publish_i32(a, "r/a", 2000, 11));
+	tn_tensord_status st0;
+	ck_assert_tn_ok(tn_tensord_status_get(c, &st0));
+
+	int ready[2], go[2];
+	ck_assert_int_eq(pipe(ready), 0);
+	ck_assert_int_eq(pipe(go), 0);
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		tn_tensord *cc;
+		tn_arena *ca, *cr;
+		tn_tensord_status s0, s1;
+		char b = 1;
+		EXPECT(tn_tensord_connect(D.sock, &cc) == 0);
+		EXPECT(tn_tensord_status_get(cc, &s0) == 0);
+		EXPECT(tn_tensord_arena_open(cc, "rst", 0, &ca) == 0);
+		EXPECT(tn_tensord_arena_open(cc, "rst", TN_TENSORD_READ_ONLY, &cr) == 0);
+		EXPECT(publish_i32(ca, "child/x", 100, 3) == 0);
+		EXPECT(write(ready[1], &b, 1) == 1);
+		wait_byte(go[0]); /* the daemon was killed and restarted meanwhile */
+		EXPECT(check_i32(ca, "r/a", 2000, 11) == 0);
+		EXPECT(publish_i32(ca, "child/y", 100, 4) == 0);
+		EXPECT(tn_tensord_status_get(cc, &s1) == 0); /* reconnects, re-registers */
+		EXPECT(s1.instance != s0.instance && s1.pid != s0.pid);
+		/* The read-only handle's lookups go through the new daemon. */
+		EXPECT(check_i32(cr, "child/y", 100, 4) == 0);
+		EXPECT(check_i32(cr, "r/a", 2000, 11) == 0);
+		EXPECT(write(ready[1], &b, 1) == 1);
+		wait_byte(go[0]);
+		tn_arena_unref(cr);
+		tn_arena_unref(ca);
+		tn_tensord_close(cc);
+		_exit(0);
+	}
+	get_byte(ready[0]);
+	ck_assert_uint_eq(arena_stat(c, "rst").stats.clients, 4); /* daemon, us, child twice */
+
+	daemon_kill9();
+	/* While it is down: the arena works, the daemon does not answer. */
+	ck_assert_int_eq(check_i32(a, "r/a", 2000, 11), 0);
+	tn_tensord_status st;
+	int r = tn_tensord_status_get(c, &st);
+	ck_assert_msg(r == TN_ENOTCONN || r == TN_ECONNREFUSED, "status with no daemon: %d %s", r,
+		      tn_last_error());
+	daemon_start();
+
+	tn_tensord_arena_info *list;
+	size_t n;
+	ck_assert_tn_ok(tn_tensord_arena_list(c, &list, &n));
+	ck_assert_uint_eq(n, 2);
+	int found = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(list[i].name, "rst")) {
+			found++;
+			ck_assert_uint_eq(list[i].mode, 0040);
+			ck_assert_uint_eq(list[i].ngrants, 1);
+			ck_assert_uint_eq(list[i].grants[0].id, 4321);
+			ck_assert_uint_eq(list[i].stats.names, 2);
+			ck_assert_uint_eq(list[i].stats.clients, 4);
+		}
+	ck_assert_int_eq(found, 1);
+	free(list);
+	ck_assert_tn_ok(tn_tensord_status_get(c, &st));
+	ck_assert_uint_ne(st.instance, st0.instance);
+	ck_assert_uint_eq(st.arenas, 2);
+
+	put_byte(go[1]);
+	get_byte(ready[0]);
+	pid_t pids[1] = { pid };
+	wait_registered(c, pids, 1);
+	tn_tensord_client *cl;
+	ck_assert_tn_ok(tn_tensord_clients(c, &cl, &n));
+	for (size_t i = 0; i < n; i++)
+		if (cl[i].pid == pid)
+			ck_assert_uint_eq(cl[i].narenas, 2);
+	free(cl);
+	put_byte(go[1]);
+	ck_assert_child_ok(pid);
+	ck_assert_int_eq(check_i32(a, "child/y", 100, 4), 0);
+	wait_clients(c, "rst", 2, 2000);
+
+	/* A killed client of the new daemon is reclaimed by it, slot and holds. */
+	tn_arena_unref(a);
+	wait_clients(c, "rst", 1, 2000);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "rst", 0));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "rst2", 0));
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
+/* ---- access control ------------------------------------------------------------------------------ */
+
+#define NOBODY 65534
+
+/* Fork a child that becomes uid/gid NOBODY and runs @fn(arg); returns its pid. */
+static pid_t as_nobody(int (*fn)(int), int arg)
+{
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		EXPECT(setgroups(0, NULL) == 0);
+		EXPECT(setgid(NOBODY) == 0);
+		EXPECT(setuid(NOBODY) == 0);
+		_exit(fn(arg));
+	}
+	return pid;
+}
+
+static int nobody_denied(int unused)
+{
+	(void)unused;
+	tn_tensord *c;
+	tn_arena *a;
+	tn_tensord_arena_info info;
+	tn_tensord_status st;
+	EXPECT(tn_tensord_connect(D.sock, &c) == 0);
+	EXPECT(tn_tensord_status_get(c, &st) == 0 && st.peer_uid == NOBODY);
+	EXPECT(tn_tensord_arena_stat(c, "sec", &info) == TN_ENOENT);
+	EXPECT(tn_tensord_arena_open(c, "sec", 0, &a) == TN_ENOENT);
+	EXPECT(tn_tensord_arena_open(c, "sec", TN_TENSORD_READ_ONLY, &a) == TN_ENOENT);
+	EXPECT(tn_tensord_arena_destroy(c, "sec", TN_TENSORD_FORCE) == TN_ENOENT);
+	EXPECT(tn_tensord_fsck(c, "sec", 0, NULL) == TN_ENOENT);
+	tn_tensord_grant g = { TN_TENSORD_GRANT_USER, NOBODY, TN_TENSORD_ACCESS_READ_WRITE };
+	EXPECT(tn_tensord_arena_grant(c, "sec", &g) == TN_ENOENT);
+	EXPECT(tn_tensord_shutdown(c) == TN_EACCES);
+	tn_tensord_arena_info *list;
+	size_t n;
+	EXPECT(tn_tensord_arena_list(c, &list, &n) == 0 && n == 0);
+	/* The files are the daemon's alone. */
+	char path[256];
+	snprintf(path, sizeof(path), "%s/sec.arena", D.arena_dir);
+	EXPECT(open(path, O_RDONLY) < 0 && errno == EACCES);
+	tn_tensord_close(c);
+	return 0;
+}
+
+static int nobody_read_only(int unused)
+{
+	(void)unused;
+	tn_tensord *c;
+	tn_arena *a;
+	tn_tensord_arena_info info;
+	EXPECT(tn_tensord_connect(D.sock, &c) == 0);
+	EXPECT(tn_tensord_arena_stat(c, "sec", &info) == 0);
+	EXPECT(info.stats.names >= 1 && info.owner_uid == 0);
+	EXPECT(tn_tensord_arena_open(c, "sec", 0, &a) == 0); /* read-only all the same */
+	EXPECT(check_i32(a, "t", 1000, 100) == 0);
+	tn_tensor *t;
+	EXPECT(tn_arena_lookup(a, "t", &t, NULL) == 0);
+	void *p;
+	EXPECT(tn_arena_alloc(a, 64, &p) == TN_EPERM);
+	EXPECT(tn_arena_publish(a, "mine", t, 0, NULL) == TN_EPERM);
+	pid_t w = fork_child();
+	EXPECT(w >= 0);
+	if (w == 0) {
+		*(volatile int32_t *)tn_tensor_data(t) = 1;
+		_exit(0);
+	}
+	int st;
+	EXPECT(waitpid(w, &st, 0) == w && WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
+	tn_tensor_unref(t);
+	EXPECT(tn_tensord_arena_destroy(c, "sec", 0) == TN_EACCES);
+	tn_tensord_grant g = { TN_TENSORD_GRANT_USER, NOBODY, TN_TENSORD_ACCESS_READ_WRITE };
+	EXPECT(tn_tensord_arena_grant(c, "sec", &g) == TN_EACCES);
+	EXPECT(tn_tensord_fsck(c, "sec", 0, NULL) == TN_EACCES);
+	tn_arena_unref(a);
+	tn_tensord_close(c);
+	return 0;
+}
+
+static int nobody_read_write(int unused)
+{
+	(void)unused;
+	tn_tensord *c;
+	tn_arena *a;
+	EXPECT(tn_tensord_connect(D.sock, &c) == 0);
+	EXPECT(tn_tensord_arena_open(c, "sec", 0, &a) == 0);
+	EXPECT(publish_i32(a, "by-nobody", 50, 9) == 0);
+	tn_arena_unref(a);
+	tn_tensord_close(c);
+	return 0;
+}
+
+/* Arena "modes" has mode 0004 (others read), "modew" 0006, "modeg" 0040 (group read). */
+static int nobody_modes(int unused)
+{
+	(void)unused;
+	tn_tensord *c;
+	tn_arena *a;
+	void *p;
+	EXPECT(tn_tensord_connect(D.sock, &c) == 0);
+	EXPECT(tn_tensord_arena_open(c, "modes", 0, &a) == 0);
+	EXPECT(tn_arena_alloc(a, 64, &p) == TN_EPERM);
+	EXPECT(check_i32(a, "m", 10, 1) == 0);
+	tn_arena_unref(a);
+	EXPECT(tn_tensord_arena_open(c, "modew", 0, &a) == 0);
+	EXPECT(publish_i32(a, "w", 10, 2) == 0);
+	tn_arena_unref(a);
+	/* Not in the owner's group (root's): group bits do not apply. */
+	EXPECT(tn_tensord_arena_open(c, "modeg", 0, &a) == TN_ENOENT);
+	tn_tensord_close(c);
+	return 0;
+}
+
+START_TEST(test_access_control)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "test_access_control: skipped (needs root)\n");
+		return;
+	}
+	daemon_setup();
+	tn_tensord *c = conn();
+	make_arena(c, "sec", 4 << 20, 0, 0);
+	tn_arena *a;
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "sec", 0, &a));
+	ck_assert_tn_ok(publish_i32(a, "t", 1000, 100));
+
+	ck_assert_child_ok(as_nobody(nobody_denied, 0));
+	tn_tensord_grant g = { TN_TENSORD_GRANT_USER, NOBODY, TN_TENSORD_ACCESS_READ };
+	ck_assert_tn_ok(tn_tensord_arena_grant(c, "sec", &g));
+	ck_assert_child_ok(as_nobody(nobody_read_only, 0));
+	g.access = TN_TENSORD_ACCESS_READ_WRITE;
+	ck_assert_tn_ok(tn_tensord_arena_grant(c, "sec", &g));
+	ck_assert_child_ok(as_nobody(nobody_read_write, 0));
+	ck_assert_int_eq(check_i32(a, "by-nobody", 50, 9), 0);
+	/* Revoked: back to nothing. */
+	g.access = TN_TENSORD_ACCESS_NONE;
+	ck_assert_tn_ok(tn_tensord_arena_grant(c, "sec", &g));
+	ck_assert_child_ok(as_nobody(nobody_denied, 0));
+	/* A group grant works as well. */
+	g = (tn_tensord_grant){ TN_TENSORD_GRANT_GROUP, NOBODY, TN_TENSORD_ACCESS_READ };
+	ck_assert_tn_ok(tn_tensord_arena_grant(c, "sec", &g));
+	ck_assert_child_ok(as_nobody(nobody_read_only, 0));
+	g.access = TN_TENSORD_ACCESS_NONE;
+	ck_assert_tn_ok(tn_tensord_arena_grant(c, "sec", &g));
+
+	make_arena(c, "modes", 4 << 20, 0, 0004);
+	make_arena(c, "modew", 4 << 20, 0, 0006);
+	make_arena(c, "modeg", 4 << 20, 0, 0040);
+	tn_arena *m;
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "modes", 0, &m));
+	ck_assert_tn_ok(publish_i32(m, "m", 10, 1));
+	tn_arena_unref(m);
+	ck_assert_child_ok(as_nobody(nobody_modes, 0));
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "modew", 0, &m));
+	ck_assert_int_eq(check_i32(m, "w", 10, 2), 0);
+	tn_arena_unref(m);
+
+	tn_arena_unref(a);
+	wait_clients(c, "sec", 1, 2000);
+	wait_clients(c, "modew", 1, 2000);
+	const char *names[] = { "sec", "modes", "modew", "modeg" };
+	for (int i = 0; i < 4; i++)
+		ck_assert_tn_ok(tn_tensord_arena_destroy(c, names[i], 0));
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
+/* A second daemon on the same socket, and a socket path too long: refused at start. */
+START_TEST(test_startup_refusals)
+{
+	daemon_setup();
+	char log2[160], out[4096];
+	snprintf(log2, sizeof(log2), "%s/log2", D.dir);
+	pid_t p2 = spawn_tensord(D.sock, log2, NULL);
+	int st = child_status(p2);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "second tensord: 0x%x", st);
+	int fd = open(log2, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ssize_t n = read(fd, out, sizeof(out) - 1);
+	close(fd);
+	ck_assert_int_gt(n, 0);
+	out[n] = 0;
+	ck_assert_msg(strstr(out, "another tensord"), "second tensord said: %s", out);
+	/* The first still serves the socket. */
+	tn_tensord *c = conn();
+	tn_tensord_status s;
+	ck_assert_tn_ok(tn_tensord_status_get(c, &s));
+	ck_assert_int_eq(s.pid, D.pid);
+	tn_tensord_close(c);
+
+	char longsock[300];
+	memset(longsock, 0, sizeof(longsock));
+	snprintf(longsock, sizeof(longsock), "%s/", D.dir);
+	memset(longsock + strlen(longsock), 'x', 150);
+	char log3[160];
+	snprintf(log3, sizeof(log3), "%s/log3", D.dir);
+	p2 = spawn_tensord(longsock, log3, NULL);
+	st = child_status(p2);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "long socket path: 0x%x", st);
+	fd = open(log3, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	n = read(fd, out, sizeof(out) - 1);
+	close(fd);
+	ck_assert_int_gt(n, 0);
+	out[n] = 0;
+	ck_assert_msg(strstr(out, "socket"), "long socket path said: %s", out);
+	ck_assert_int_ne(access(longsock, F_OK), 0);
+	ck_assert_tn_error_has(tn_tensord_connect(longsock, &c), TN_ENAMETOOLONG, "socket");
+	daemon_finish();
+}
+END_TEST
+
+/* ---- protocol robustness ----------------------------------------------------------------------- */
+
+static int raw_connect(void)
+{
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	ck_assert_uint_lt(strlen(D.sock), sizeof(sa.sun_path));
+	memcpy(sa.sun_path, D.sock, strlen(D.sock) + 1);
+	ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect: %s",
+		      strerror(errno));
+	return fd;
+}
+
+static void raw_send(int fd, const void *msg, size_t len, int pass_fd, int pass_fd2)
+{
+	struct iovec iov = { .iov_base = (void *)msg, .iov_len = len };
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+	} ctl;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (pass_fd >= 0) {
+		int fds[2] = { pass_fd, pass_fd2 };
+		int k = pass_fd2 >= 0 ? 2 : 1;
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = CMSG_SPACE(k * sizeof(int));
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(k * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, k * sizeof(int));
+	}
+	ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+	ck_assert_msg(n == (ssize_t)len, "sendmsg of %zu bytes: %zd (%s)", len, n,
+		      strerror(errno));
+}
+
+/* One message into @buf (TND_MSG_MAX); its length, 0 at the end of the stream, -1 when
+ * nothing came within @ms or the connection was reset. */
+static ssize_t raw_recv(int fd, void *buf, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	if (poll(&p, 1, ms) != 1)
+		return -1;
+	ssize_t n = recv(fd, buf, TND_MSG_MAX, 0);
+	if (n < 0 && errno == ECONNRESET)
+		return 0;
+	return n;
+}
+
+static void build(void *buf, unsigned op, const void *body, size_t len, uint32_t seq)
+{
+	tnd_init_hdr(buf, op, len, seq, 0, 0);
+	if (len)
+		memcpy((char *)buf + sizeof(struct tnd_hdr), body, len);
+}
+
+static void raw_hello(int fd)
+{
+	union {
+		struct tnd_hdr h;
+		unsigned char b[TND_MSG_MAX];
+	} m;
+	struct tnd_hello h = { .min_version = 1, .max_version = 1, .program = "raw" };
+	build(&m, TND_OP_HELLO, &h, sizeof(h), 1);
+	raw_send(fd, &m, sizeof(m.h) + sizeof(h), -1, -1);
+	ssize_t n = raw_recv(fd, &m, 10000);
+	ck_assert_int_eq(n, sizeof(struct tnd_hdr) + sizeof(struct tnd_hello_reply));
+	ck_assert_int_eq(tnd_check_reply(&m, (size_t)n, TND_OP_HELLO, 1, false), 0);
+	ck_assert_int_eq(m.h.status, 0);
+}
+
+/* The daemon drops the connection: at most an error reply (TN_EPROTO), then the end. */
+static void expect_dropped(int fd, const char *what)
+{
+	union {
+		struct tnd_hdr h;
+		unsigned char b[TND_MSG_MAX];
+	} m;
+	for (int replies = 0;; replies++) {
+		ssize_t n = raw_recv(fd, &m, 10000);
+		ck_assert_msg(n >= 0, "%s: the daemon neither answered nor dropped the client", what);
+		if (n == 0)
+			break;
+		ck_assert_msg(replies == 0, "%s: more than one reply", what);
+		ck_assert_msg(n >= (ssize_t)sizeof(m.h) && m.h.status == TN_EPROTO,
+			      "%s: a reply that is not TN_EPROTO (status %d)", what,
+			      n >= (ssize_t)sizeof(m.h) ? m.h.status : 0);
+	}
+	close(fd);
+}
+
+/* A well-behaved client still gets served. */
+static tn_tensord_status check_served(void)
+{
+	tn_tensord *c = conn();
+	tn_tensord_status st;
+	ck_assert_tn_ok(tn_tensord_status_get(c, &st));
+	ck_assert_int_eq(st.pid, D.pid);
+	tn_tensord_close(c);
+	return st;
+}
+
+static uint64_t xorshift(uint64_t *s)
+{
+	uint64_t x = *s;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *s = x;
+}
+
+START_TEST(test_protocol_robustness)
+{
+	daemon_setup();
+	tn_tensord *c = conn();
+	make_arena(c, "proto", 4 << 20, 0, 0);
+	uint64_t errors0 = check_served().protocol_errors;
+	ck_assert_uint_eq(errors0, 0);
+	union {
+		struct tnd_hdr h;
+		unsigned char b[TND_MSG_MAX + 2048];
+	} m;
+	int cases = 0, fd, nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(nul, 0);
+
+	/* Truncated: the header says 32 bytes, 20 come. */
+	fd = raw_connect();
+	raw_hello(fd);
+	build(&m, TND_OP_STATUS, NULL, 0, 2);
+	raw_send(fd, &m, 20, -1, -1);
+	expect_dropped(fd, "truncated");
+	cases++;
+	/* A body one byte short. */
+	fd = raw_connect();
+	raw_hello(fd);
+	struct tnd_arena_ref ref = { .name = "proto" };
+	build(&m, TND_OP_ARENA_STAT, &ref, sizeof(ref) - 1, 2);
+	raw_send(fd, &m, m.h.len, -1, -1);
+	expect_dropped(fd, "short body");
+	cases++;
+	/* Oversized: beyond the limit, and beyond the daemon's buffer. */
+	for (int k = 0; k < 2; k++) {
+		size_t len = k ? TND_MSG_MAX + 2048 : TND_MSG_MAX + 8;
+		fd = raw_connect();
+		raw_hello(fd);
+		memset(&m, 0, sizeof(m));
+		build(&m, TND_OP_STATUS, NULL, 0, 2);
+		m.h.len = (uint32_t)len;
+		raw_send(fd, &m, len, -1, -1);
+		expect_dropped(fd, "oversized");
+		cases++;
+	}
+	/* Wrong magic, wrong version, unknown operations, nonzero reserved, reply flags. */
+	for (int k = 0; k < 7; k++) {
+		fd = raw_connect();
+		raw_hello(fd);
+		build(&m, TND_OP_STATUS, NULL, 0, 2);
+		switch (k) {
+		case 0: m.h.magic = 0x31444e55; break;
+		case 1: m.h.version = 2; break;
+		case 2: m.h.op = 99; break;
+		case 3: m.h.op = 0; break;
+		case 4: m.h.reserved = 1; break;
+		case 5: m.h.flags = TND_F_MORE; break;
+		case 6: m.h.status = -5; break;
+		}
+		raw_send(fd, &m, sizeof(m.h), -1, -1);
+		expect_dropped(fd, "bad header");
+		cases++;
+	}
+	/* Bad names: empty, leading dot, a slash, unterminated. */
+	const char *bad_names[] = { "", ".hidden", "a/b", "../proto", "-x" };
+	for (int k = 0; k < 6; k++) {
+		fd = raw_connect();
+		raw_hello(fd);
+		struct tnd_arena_open o = { 0 };
+		if (k < 5)
+			snprintf(o.name, sizeof(o.name), "%s", bad_names[k]);
+		else
+			memset(o.name, 'a', sizeof(o.name));
+		build(&m, TND_OP_ARENA_OPEN, &o, sizeof(o), 2);
+		raw_send(fd, &m, m.h.len, -1, -1);
+		expect_dropped(fd, "bad name");
+		cases++;
+	}
+	/* Descriptors where none is expected: with and without the flag, and two of them. */
+	for (int k = 0; k < 3; k++) {
+		fd = raw_connect();
+		raw_hello(fd);
+		build(&m, TND_OP_STATUS, NULL, 0, 2);
+		if (k == 0)
+			m.h.flags = TND_F_FD;
+		raw_send(fd, &m, sizeof(m.h), nul, k == 2 ? nul : -1);
+		expect_dropped(fd, "descriptor");
+		cases++;
+	}
+	/* LOAD without its descriptor. */
+	fd = raw_connect();
+	raw_hello(fd);
+	struct tnd_transfer tr = { .name = "proto", .format = TND_FORMAT_SAFETENSORS };
+	build(&m, TND_OP_LOAD, &tr, sizeof(tr), 2);
+	raw_send(fd, &m, m.h.len, -1, -1);
+	expect_dropped(fd, "LOAD without a descriptor");
+	cases++;
+	/* A request before HELLO; a HELLO with no common version. */
+	fd = raw_connect();
+	build(&m, TND_OP_STATUS, NULL, 0, 1);
+	raw_send(fd, &m, sizeof(m.h), -1, -1);
+	expect_dropped(fd, "before HELLO");
+	cases++;
+	fd = raw_connect();
+	struct tnd_hello hv = { .min_version = 2, .max_version = 5 };
+	build(&m, TND_OP_HELLO, &hv, sizeof(hv), 1);
+	raw_send(fd, &m, m.h.len, -1, -1);
+	expect_dropped(fd, "HELLO version");
+	cases++;
+	ck_assert_uint_eq(check_served().protocol_errors, errors0 + (uint64_t)cases);
+
+	/* Random and mutated messages from a seeded generator: each invalid one drops its
+	 * connection (valid ones are not sent: a valid SHUTDOWN would stop the daemon). */
+	uint64_t seed = 0x9e3779b97f4a7c15ull;
+	struct tnd_hello hello = { .min_version = 1, .max_version = 1 };
+	struct tnd_arena_create cr = { .name = "fuzzed", .size = 4 << 20 };
+	struct tnd_arena_grant gr = { .name = "proto", .grant = { 1, 5, 1, 0 } };
+	struct tnd_hold hold = { .name = "proto", .tensor = "x" };
+	struct tnd_release rel = { .name = "proto", .block = 64 };
+	struct tnd_detach det = { .name = "proto", .slot = 3 };
+	struct tnd_reattach rea = { .name = "proto", .slot = 3 };
+	struct {
+		unsigned op;
+		const void *body;
+		size_t len;
+	} tpl[] = {
+		{ TND_OP_HELLO, &hello, sizeof(hello) },   { TND_OP_STATUS, NULL, 0 },
+		{ TND_OP_ARENA_CREATE, &cr, sizeof(cr) },  { TND_OP_ARENA_STAT, &ref, sizeof(ref) },
+		{ TND_OP_ARENA_GRANT, &gr, sizeof(gr) },   { TND_OP_HOLD, &hold, sizeof(hold) },
+		{ TND_OP_RELEASE, &rel, sizeof(rel) },     { TND_OP_DETACH, &det, sizeof(det) },
+		{ TND_OP_REATTACH, &rea, sizeof(rea) },    { TND_OP_LOAD, &tr, sizeof(tr) },
+		{ TND_OP_ARENA_DESTROY, &ref, sizeof(ref) }, { TND_OP_SHUTDOWN, NULL, 0 },
+	};
+	int sent = 0;
+	for (int i = 0; sent < 3000; i++) {
+		size_t len;
+		memset(&m, 0, sizeof(m));
+		if (xorshift(&seed) % 4 == 0) {
+			len = 1 + xorshift(&seed) % 600;
+			for (size_t k = 0; k < len; k++)
+				m.b[k] = (unsigned char)xorshift(&seed);
+		} else {
+			int t = (int)(xorshift(&seed) % (sizeof(tpl) / sizeof(tpl[0])));
+			build(&m, tpl[t].op, tpl[t].body, tpl[t].len, 2);
+			len = m.h.len;
+			for (int k = 1 + (int)(xorshift(&seed) % 4); k > 0; k--)
+				m.b[xorshift(&seed) % len] ^= (unsigned char)(1u << xorshift(&seed) % 8);
+			if (xorshift(&seed) % 8 == 0)
+				len = xorshift(&seed) % (len + 64) + 1;
+		}
+		if (tnd_check_request(&m, len, false) == 0)
+			continue;
+		fd = raw_connect();
+		if (i % 2)
+			raw_hello(fd);
+		raw_send(fd, &m, len, -1, -1);
+		expect_dropped(fd, "random message");
+		sent++;
+		cases++;
+		if (sent % 250 == 0)
+			check_served();
+	}
+	tn_tensord_status st = check_served();
+	ck_assert_uint_eq(st.protocol_errors, errors0 + (uint64_t)cases);
+	ck_assert_uint_eq(st.arenas, 1);
+	close(nul);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "proto", 0));
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
+static long daemon_rss_kb(void)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)D.pid);
+	FILE *f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	long kb = -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	ck_assert_int_gt(kb, 0);
+	return kb;
+}
+
+START_TEST(test_many_clients)
+{
+	enum { N = 1000 };
+	struct rlimit rl;
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_cur < N + 100) {
+		rl.rlim_cur = rl.rlim_max < N + 200 ? rl.rlim_max : N + 200;
+		ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	}
+	ck_assert_uint_ge(rl.rlim_cur, N + 100);
+	daemon_setup();
+	static int fds[N];
+	union {
+		struct tnd_hdr h;
+		unsigned char b[TND_MSG_MAX];
+	} m;
+	/* 1,000 connections at once: all connect, then all say hello, then all ask STATUS. */
+	for (int i = 0; i < N; i++)
+		fds[i] = raw_connect();
+	struct tnd_hello h = { .min_version = 1, .max_version = 1, .program = "many" };
+	build(&m, TND_OP_HELLO, &h, sizeof(h), 1);
+	for (int i = 0; i < N; i++)
+		raw_send(fds[i], &m, m.h.len, -1, -1);
+	for (int i = 0; i < N; i++) {
+		ssize_t n = raw_recv(fds[i], &m, 20000);
+		ck_assert_msg(n > 0, "client %d: no HELLO reply", i);
+		ck_assert_int_eq(tnd_check_reply(&m, (size_t)n, TND_OP_HELLO, 1, false), 0);
+		ck_assert_int_eq(m.h.status, 0);
+	}
+	build(&m, TND_OP_STATUS, NULL, 0, 2);
+	for (int i = 0; i < N; i++)
+		raw_send(fds[i], &m, m.h.len, -1, -1);
+	uint32_t max_clients = 0;
+	for (int i = 0; i < N; i++) {
+		union {
+			struct tnd_hdr h;
+			unsigned char b[TND_MSG_MAX];
+		} r;
+		ssize_t n = raw_recv(fds[i], &r, 20000);
+		ck_assert_msg(n > 0, "client %d: no STATUS reply", i);
+		ck_assert_int_eq(tnd_check_reply(&r, (size_t)n, TND_OP_STATUS, 2, false), 0);
+		const struct tnd_status *s = (const void *)(r.b + sizeof(r.h));
+		if (s->clients > max_clients)
+			max_clients = s->clients;
+	}
+	ck_assert_uint_ge(max_clients, N);
+	for (int i = 0; i < N; i++)
+		close(fds[i]);
+
+	/* The daemon's memory after 1,000 connect/disconnect cycles is what it was after 100. */
+	long rss100 = 0;
+	for (int i = 0; i < 1000; i++) {
+		tn_tensord *c = conn();
+		tn_tensord_status st;
+		ck_assert_tn_ok(tn_tensord_status_get(c, &st));
+		tn_tensord_close(c);
+		if (i == 99)
+			rss100 = daemon_rss_kb();
+	}
+	tn_tensord_status st = check_served();
+	ck_assert_uint_le(st.clients, 2);
+	long rss1000 = daemon_rss_kb();
+#ifdef TN_SANITIZED
+	/* The sanitizers' quarantine and shadow memory grow with every allocation. */
+	(void)rss1000;
+	(void)rss100;
+#else
+	ck_assert_msg(rss1000 - rss100 < 256, "tensord's VmRSS grew from %ld kB to %ld kB", rss100,
+		      rss1000);
+#endif
+	daemon_finish();
+}
+END_TEST
+
+/* ---- limits --------------------------------------------------------------------------------------- */
+
+enum { LIMIT_TENSORS = 10000 };
+
+/* In a child with RLIMIT_NOFILE 256: the producer publishes LIMIT_TENSORS tensors of 4 values
+ * (i*4 .. i*4+3); the consumer holds all of them at once and sums them. The descriptor count
+ * must not move. */
+static int limits_child(int producer)
+{
+	struct rlimit rl = { 256, 256 };
+	EXPECT(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+	tn_tensord *c;
+	tn_arena *a;
+	char name[32];
+	EXPECT(tn_tensord_connect(D.sock, &c) == 0);
+	EXPECT(tn_tensord_arena_open(c, "lim", 0, &a) == 0);
+	int fds0 = count_fds();
+	EXPECT(fds0 > 0 && fds0 < 64);
+	if (producer) {
+		for (int i = 0; i < LIMIT_TENSORS; i++) {
+			snprintf(name, sizeof(name), "t/%05d", i);
+			EXPECT(publish_i32(a, name, 4, i * 4) == 0);
+		}
+		EXPECT(count_fds() == fds0);
+	} else {
+		static tn_tensor *held[LIMIT_TENSORS];
+		int64_t sum = 0;
+		for (int i = 0; i < LIMIT_TENSORS; i++) {
+			snprintf(name, sizeof(name), "t/%05d", i);
+			EXPECT(tn_arena_lookup(a, name, &held[i], NULL) == 0);
+			const int32_t *d = tn_tensor_data(held[i]);
+			for (int k = 0; k < 4; k++)
+				sum += d[k];
+		}
+		EXPECT(count_fds() == fds0);
+		int64_t n = 4 * (int64_t)LIMIT_TENSORS;
+		EXPECT(sum == n * (n - 1) / 2);
+		for (int i = 0; i < LIMIT_TENSORS; i++)
+			tn_tensor_unref(held[i]);
+		EXPECT(count_fds() == fds0);
+	}
+	tn_arena_unref(a);
+	tn_tensord_close(c);
+	return 0;
+}
+
+START_TEST(test_limits_fds)
+{
+	daemon_setup();
+	tn_tensord *c = conn();
+	make_arena(c, "lim", 32 << 20, 16384, 0);
+	for (int producer = 1; producer >= 0; producer--) {
+		pid_t pid = fork_child();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0)
+			_exit(limits_child(producer));
+		ck_assert_child_ok(pid);
+	}
+	tn_tensord_arena_info info = arena_stat(c, "lim");
+	ck_assert_uint_eq(info.stats.names, LIMIT_TENSORS);
+	wait_clients(c, "lim", 1, 2000);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "lim", 0));
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
+static Suite *tensord_suite(void)
+{
+	Suite *s = suite_create("tensord");
+	TCase *tc = tcase_create("daemon");
+	tcase_set_timeout(tc, 120);
+	tcase_add_unchecked_fixture(tc, NULL, remove_leftovers);
+	tcase_add_test(tc, test_end_to_end);
+	tcase_add_test(tc, test_reclaim_killed_client);
+	tcase_add_test(tc, test_reclaim_after_late_death);
+	tcase_add_test(tc, test_kill_chaos);
+	tcase_add_test(tc, test_restart_recovers);
+	tcase_add_test(tc, test_access_control);
+	tcase_add_test(tc, test_startup_refusals);
+	tcase_add_test(tc, test_protocol_robustness);
+	tcase_add_test(tc, test_many_clients);
+	tcase_add_test(tc, test_limits_fds);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(int argc, char **argv)
+{
+	self_exe = argv[0];
+	runner_pid = getpid();
+	if (argc == 5 && !strcmp(argv[1], "--client"))
+		return chaos_client(argv[2], argv[3], atoi(argv[4]));
+	SRunner *sr = srunner_create(tensord_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
