@@ -185,6 +185,8 @@ static struct {
 	bool accept_armed;
 	bool timer_short;     /* the armed timeout is the 10 ms one of pending slots */
 	bool timer_cancelling; /* a TIMEOUT_REMOVE of the long one is in flight */
+	char config_path[PATH_MAX];
+	bool config_required, level_from_cli;
 } D;
 
 static uint64_t now_ns(void)
@@ -1718,18 +1720,21 @@ static int parse_args(int argc, char **argv, bool *foreground, char *cfg_err, si
 		exit(2);
 	}
 	tnd_config_defaults(&D.cfg);
-	char path[PATH_MAX];
+	char *path = D.config_path;
+	D.level_from_cli = level != NULL;
 	if (config) {
+		snprintf(D.config_path, sizeof(D.config_path), "%s", config);
+		D.config_required = true;
 		if (tnd_config_load(&D.cfg, config, true, cfg_err, errlen))
 			return -1;
 	} else {
 		const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
 		if (D.uid == 0)
-			snprintf(path, sizeof(path), "/etc/tensord.conf");
+			snprintf(path, PATH_MAX, "/etc/tensord.conf");
 		else if (xdg && xdg[0])
-			snprintf(path, sizeof(path), "%s/tensord.conf", xdg);
+			snprintf(path, PATH_MAX, "%.4000s/tensord.conf", xdg);
 		else
-			snprintf(path, sizeof(path), "%s/.config/tensord.conf", home ? home : "/");
+			snprintf(path, PATH_MAX, "%.4000s/.config/tensord.conf", home ? home : "/");
 		if (tnd_config_load(&D.cfg, path, false, cfg_err, errlen))
 			return -1;
 	}
@@ -1823,9 +1828,29 @@ static void on_signal(void)
 		D.stop = true;
 		break;
 	case SIGHUP: {
-		/* Re-read the config's log level and limits; the socket and the directories
-		 * stay as they are. */
-		tnd_info("SIGHUP: the configuration is read at start only; nothing to do");
+		/* Re-read the config file: the log level (unless --log-level set it), the limits
+		 * and who may create arenas change; the socket, the directories, the log target
+		 * and the defaults of new arenas stay as they were at start. */
+		struct tnd_config n;
+		char err[600];
+		tnd_config_defaults(&n);
+		if (tnd_config_load(&n, D.config_path, D.config_required, err, sizeof(err))) {
+			tnd_error("SIGHUP: %s: keeping the current configuration", err);
+			break;
+		}
+		if (!D.level_from_cli)
+			D.cfg.log_level = n.log_level;
+		D.cfg.max_arena_size = n.max_arena_size;
+		D.cfg.max_arenas = n.max_arenas;
+		D.cfg.max_clients = n.max_clients;
+		D.cfg.reclaim_interval_ms = n.reclaim_interval_ms;
+		D.cfg.create_all = n.create_all;
+		D.cfg.ncreate_uids = n.ncreate_uids;
+		D.cfg.ncreate_gids = n.ncreate_gids;
+		memcpy(D.cfg.create_uids, n.create_uids, sizeof(n.create_uids));
+		memcpy(D.cfg.create_gids, n.create_gids, sizeof(n.create_gids));
+		tnd_log_setup(D.cfg.log_target, D.cfg.log_level);
+		tnd_info("SIGHUP: re-read %s (log level, limits, create_users)", D.config_path);
 		break;
 	}
 	default:
