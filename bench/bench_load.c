@@ -26,6 +26,9 @@
  *
  * Usage: bench_load            (about a minute)
  *        BENCH_REPS=N          rounds per figure, 1 to 31
+ *        BENCH_LOAD_HUGETLBFS=DIR  put the arena of (a) on the hugetlbfs mounted at DIR
+ *                              (2 MiB pages, reserved as root), to tell the cost of 4 KiB
+ *                              tmpfs pages from the loader's own
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -62,7 +65,7 @@ static void cleanup(void)
 	if (file_path[0])
 		unlink(file_path);
 	if (arena_name[0])
-		tn_arena_destroy(arena_name, "/dev/shm", TN_ARENA_FORCE);
+		tn_arena_destroy(arena_name, getenv("BENCH_LOAD_HUGETLBFS") ? getenv("BENCH_LOAD_HUGETLBFS") : "/dev/shm", TN_ARENA_FORCE);
 }
 
 static void on_signal(int sig)
@@ -343,6 +346,11 @@ int main(void)
 	tn_arena_options_init(&o);
 	o.size = size + 256 * MIB;
 	snprintf(arena_name, sizeof(arena_name), "bench_load-%d", (int)getpid());
+	const char *huge = getenv("BENCH_LOAD_HUGETLBFS");
+	if (huge) {
+		o.dir = huge;
+		o.flags |= TN_ARENA_HUGEPAGES | TN_ARENA_REQUIRE_HUGEPAGES | TN_ARENA_RESERVE_HUGEPAGES;
+	}
 	if (tn_arena_create(arena_name, &o, &arena))
 		die("tn_arena_create");
 	ring_buf = mmap(NULL, DEPTH * CHUNK, PROT_READ | PROT_WRITE,
