@@ -22,6 +22,8 @@
 
 #include <tensor.h>
 
+#include "daemon.h" /* tnd_parse_size, tnd_parse_numa: the config file's syntax */
+
 enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_CONNECT = 3, EX_NOENT = 4, EX_ACCESS = 5,
        EX_FSCK = 6 };
 
@@ -181,65 +183,6 @@ static const char *policy_name(enum tn_numa_policy p)
 	return (unsigned)p < 5 ? n[p] : "?";
 }
 
-/* Size: "4G", "512M", bytes. */
-static int parse_size(const char *s, uint64_t *ret)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -1;
-	unsigned shift = 0;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	}
-	if (!strcmp(end, "iB") || !strcmp(end, "B"))
-		end += strlen(end);
-	if (*end || (shift && v > (UINT64_MAX >> shift)))
-		return -1;
-	*ret = (uint64_t)v << shift;
-	return 0;
-}
-
-static int parse_numa(const char *s, enum tn_numa_policy *pol, uint64_t *nodes)
-{
-	static const char *const n[] = { "default", "bind", "interleave", "preferred", "local" };
-	for (int i = 0; i < 5; i++) {
-		size_t k = strlen(n[i]);
-		if (strncmp(s, n[i], k))
-			continue;
-		*pol = (enum tn_numa_policy)i;
-		*nodes = 0;
-		if (!s[k])
-			return i == TN_NUMA_DEFAULT || i == TN_NUMA_LOCAL ? 0 : -1;
-		if (s[k] != ':' || i == TN_NUMA_DEFAULT || i == TN_NUMA_LOCAL)
-			return -1;
-		const char *p = s + k + 1;
-		while (*p) {
-			char *e;
-			unsigned long a = strtoul(p, &e, 10), b = a;
-			if (e == p)
-				return -1;
-			if (*e == '-')
-				b = strtoul(e + 1, &e, 10);
-			if (b >= 64 || a > b)
-				return -1;
-			for (unsigned long x = a; x <= b; x++)
-				*nodes |= (uint64_t)1 << x;
-			if (*e == ',')
-				e++;
-			else if (*e)
-				return -1;
-			p = e;
-		}
-		return *nodes ? 0 : -1;
-	}
-	return -1;
-}
-
 /* ---- commands -------------------------------------------------------------------------------- */
 
 static int cmd_status(void)
@@ -283,12 +226,12 @@ static int cmd_arena_create(int argc, char **argv)
 		char *end;
 		switch (c) {
 		case 's':
-			if (parse_size(optarg, &opts.size))
+			if (tnd_parse_size(optarg, &opts.size))
 				return usage_error("bad size \"%s\" (like 4G, 512M)", optarg);
 			break;
 		case 'H': opts.flags |= TN_TENSORD_HUGEPAGES; break;
 		case 'n':
-			if (parse_numa(optarg, &opts.numa_policy, &opts.numa_nodes))
+			if (tnd_parse_numa(optarg, &opts.numa_policy, &opts.numa_nodes))
 				return usage_error("bad NUMA policy \"%s\" (default, local, bind:0, "
 						   "interleave:0-1, preferred:1)", optarg);
 			break;

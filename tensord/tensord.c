@@ -979,13 +979,25 @@ static int do_gc(struct client *c, const struct tnd_hdr *h, const struct tnd_are
 	return 0;
 }
 
+/* The slot this connection has in arena @name (@slot: a given one, or -1 any), or NULL after
+ * answering TN_EBADF. */
+static struct slot_rec *slot_of(struct client *c, const struct tnd_hdr *h, const char *name,
+				int slot)
+{
+	struct arena *ar = arena_find(name);
+	struct slot_rec *s = ar ? find_slot(c, ar, slot) : NULL;
+	if (!s)
+		reply_error(c, h, TN_EBADF, "arena \"%s\": %s is not open on this connection", name,
+			    slot < 0 ? "it" : "that slot");
+	return s;
+}
+
 static int do_hold(struct client *c, const struct tnd_hdr *h, const struct tnd_hold *m)
 {
-	struct arena *ar = arena_find(m->name);
-	struct slot_rec *s = ar ? find_slot(c, ar, -1) : NULL;
+	struct slot_rec *s = slot_of(c, h, m->name, -1);
 	if (!s)
-		return reply_error(c, h, TN_EBADF, "arena \"%s\" is not open on this connection",
-				   m->name);
+		return 0;
+	struct arena *ar = s->arena;
 	tn_arena_handle hd = { .index = m->index, .generation = m->generation };
 	struct tn__arena_remote_entry e;
 	int r = tn__arena_hold_for(ar->a, s->slot, m->tensor[0] ? m->tensor : NULL,
@@ -1006,12 +1018,10 @@ static int do_hold(struct client *c, const struct tnd_hdr *h, const struct tnd_h
 
 static int do_release(struct client *c, const struct tnd_hdr *h, const struct tnd_release *m)
 {
-	struct arena *ar = arena_find(m->name);
-	struct slot_rec *s = ar ? find_slot(c, ar, -1) : NULL;
+	struct slot_rec *s = slot_of(c, h, m->name, -1);
 	if (!s)
-		return reply_error(c, h, TN_EBADF, "arena \"%s\" is not open on this connection",
-				   m->name);
-	int r = tn__arena_release_for(ar->a, s->slot, m->block);
+		return 0;
+	int r = tn__arena_release_for(s->arena->a, s->slot, m->block);
 	if (r)
 		return reply_tn(c, h, r);
 	reply(c, h, NULL, 0);
@@ -1020,11 +1030,10 @@ static int do_release(struct client *c, const struct tnd_hdr *h, const struct tn
 
 static int do_detach(struct client *c, const struct tnd_hdr *h, const struct tnd_detach *m)
 {
-	struct arena *ar = arena_find(m->name);
-	struct slot_rec *s = ar ? find_slot(c, ar, (int)m->slot) : NULL;
+	struct slot_rec *s = slot_of(c, h, m->name, (int)m->slot);
 	if (!s)
-		return reply_error(c, h, TN_EBADF, "arena \"%s\": slot %u is not open on this "
-				   "connection", m->name, m->slot);
+		return 0;
+	struct arena *ar = s->arena;
 	/* The process lets go of its slot: a read-only one cannot write the release itself; a
 	 * read-write one has already (then the state changed and this does nothing). */
 	reclaim_one(ar, s->slot, s->state, c->pid);
