@@ -82,9 +82,31 @@ static void rollback(tn_arena *a)
 	atomic_store_explicit(&h->undo_count, 0, memory_order_release);
 }
 
+/* Milliseconds this thread waits for an arena's lock before giving up with TN_EBUSY; 0 waits
+ * for ever. tensord's loop sets it: a client that holds the lock (stopped, or hostile) must
+ * not freeze the daemon for every other arena. */
+_Thread_local unsigned tn__arena_lock_timeout_ms;
+
 int tn__arena_lock(tn_arena *a)
 {
-	int r = pthread_mutex_lock(&a->hdr->lock);
+	int r;
+	if (TN_LIKELY(!tn__arena_lock_timeout_ms)) {
+		r = pthread_mutex_lock(&a->hdr->lock);
+	} else {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += tn__arena_lock_timeout_ms / 1000;
+		ts.tv_nsec += (long)(tn__arena_lock_timeout_ms % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		r = pthread_mutex_timedlock(&a->hdr->lock, &ts);
+		if (r == ETIMEDOUT)
+			return tn__error(TN_EBUSY, "arena %s: its lock has been held for over %u ms "
+					 "(by a stopped or stuck process?)", a->path,
+					 tn__arena_lock_timeout_ms);
+	}
 
 	if (TN_LIKELY(r == 0))
 		return 0;
@@ -112,7 +134,12 @@ void tn__tx_set(tn_arena *a, uint64_t *word, uint64_t value)
 	struct arena_header *h = a->hdr;
 	uint64_t n = atomic_load_explicit(&h->undo_count, memory_order_relaxed);
 
-	assert(n < UNDO_MAX);
+	if (TN_UNLIKELY(n >= UNDO_MAX)) {
+		/* Only a process writing the header behind the lock's back gets here: start the
+		 * log again rather than write past it (the change is then not undoable; fsck
+		 * will find what it left). */
+		n = 0;
+	}
 	h->undo[n].off = (uint64_t)((uint8_t *)word - a->base);
 	h->undo[n].old = *word;
 	/* The record must be in memory before the count that makes it part of the log, and the

@@ -26,6 +26,10 @@
  * it is gone or a zombie, UINT64_MAX when it cannot be told. */
 uint64_t tn__proc_start_time(int64_t pid);
 
+/* Milliseconds the calling thread waits for an arena's lock before the call fails with
+ * TN_EBUSY; 0 (the default) waits for ever. */
+extern _Thread_local unsigned tn__arena_lock_timeout_ms;
+
 /* ---- daemon side ----------------------------------------------------------------------------- */
 
 /*

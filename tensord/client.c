@@ -508,8 +508,9 @@ static int remote_hold(void *ctx, const char *name, const tn_arena_handle *handl
 {
 	static const char fn[] = "tn_arena_lookup";
 	struct conn_arena *ca = ctx;
-	struct tnd_hold m = { 0 };
+	struct tnd_hold m = { .slot = ca->slot };
 	memcpy(m.name, ca->name, sizeof(m.name));
+	memcpy(m.uuid, ca->uuid, sizeof(m.uuid));
 	if (name) {
 		if (strlen(name) > TN_ARENA_NAME_MAX)
 			return tn__error(TN_EINVAL, "%s: name longer than %d bytes", fn,
@@ -547,8 +548,9 @@ static int remote_hold(void *ctx, const char *name, const tn_arena_handle *handl
 static void remote_release(void *ctx, uint64_t block)
 {
 	struct conn_arena *ca = ctx;
-	struct tnd_release m = { .block = block };
+	struct tnd_release m = { .block = block, .slot = ca->slot };
 	memcpy(m.name, ca->name, sizeof(m.name));
+	memcpy(m.uuid, ca->uuid, sizeof(m.uuid));
 	struct exchange x = { .op = TND_OP_RELEASE, .body = &m, .body_len = sizeof(m),
 			      .pass_fd = -1 };
 	/* A failure (the daemon is gone) leaves the hold to the slot's reclamation. */
@@ -579,6 +581,7 @@ static void remote_detach(void *ctx, int slot)
 	int saved = errno;
 	struct tnd_detach m = { .slot = (uint32_t)slot };
 	memcpy(m.name, ca->name, sizeof(m.name));
+	memcpy(m.uuid, ca->uuid, sizeof(m.uuid));
 	struct exchange x = { .op = TND_OP_DETACH, .body = &m, .body_len = sizeof(m),
 			      .pass_fd = -1 };
 	if (c->pid == getpid())

@@ -412,6 +412,9 @@ static int check_file(const char *fn, int fd, bool write, uint64_t *ret_size)
 		return tn__error(TN_EINVAL, "%s: file descriptor %d: %s", fn, fd, strerror(errno));
 	if (!S_ISREG(st.st_mode))
 		return tn__error(TN_EINVAL, "%s: file descriptor %d is not a regular file", fn, fd);
+	if (fl & O_PATH)
+		return tn__error(TN_EACCES, "%s: file descriptor %d is an O_PATH descriptor, not "
+				 "open for %s", fn, fd, write ? "writing" : "reading");
 	if ((fl & O_ACCMODE) == (write ? O_RDONLY : O_WRONLY))
 		return tn__error(TN_EACCES, "%s: file descriptor %d is not open for %s", fn, fd,
 				 write ? "writing" : "reading");

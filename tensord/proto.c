@@ -247,6 +247,8 @@ int tnd_check_request(const void *msg, size_t len, bool has_fd)
 			return r;
 		if (!tensor_str_ok(m->tensor))
 			return BAD("HOLD: bad tensor name");
+		if (m->slot >= TN_ARENA_MAX_CLIENTS || m->pad)
+			return BAD("HOLD: slot %u out of range", m->slot);
 		return 0;
 	}
 	case TND_OP_RELEASE: {
@@ -255,6 +257,8 @@ int tnd_check_request(const void *msg, size_t len, bool has_fd)
 			return r;
 		if (m->block == 0 || m->block % 64)
 			return BAD("RELEASE: bad block offset %llu", (unsigned long long)m->block);
+		if (m->slot >= TN_ARENA_MAX_CLIENTS || m->pad)
+			return BAD("RELEASE: slot %u out of range", m->slot);
 		return 0;
 	}
 	case TND_OP_DETACH: {
@@ -295,6 +299,8 @@ int tnd_check_reply(const void *msg, size_t len, unsigned op, uint32_t seq, bool
 		return 0;
 	}
 	if (h->flags & TND_F_PROGRESS) {
+		if (has_fd || (h->flags & TND_F_MORE))
+			return BAD("progress reply with flags 0x%x", h->flags);
 		if (op != TND_OP_LOAD && op != TND_OP_SAVE)
 			return BAD("progress reply to %s", tnd_op_name(op));
 		return check_body(h, len, sizeof(struct tnd_progress), "progress reply");

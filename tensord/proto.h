@@ -275,6 +275,9 @@ struct tnd_hold {
 	char tensor[TND_PREFIX_SIZE]; /* the tensor's name; "" to use index and generation */
 	uint32_t index;               /* the directory entry, as in tn_arena_handle */
 	uint32_t generation;
+	uint32_t slot;                /* the client's slot in it (one connection may have several) */
+	uint32_t pad;
+	uint8_t uuid[16];             /* the arena's (a name may be re-created) */
 };
 
 struct tnd_hold_reply {
@@ -294,6 +297,9 @@ struct tnd_hold_reply {
 struct tnd_release {
 	char name[TND_NAME_SIZE];
 	uint64_t block;
+	uint32_t slot;
+	uint32_t pad;
+	uint8_t uuid[16];
 };
 
 /* A read-only client gives its slot back (its arena handle is gone). */
@@ -301,6 +307,7 @@ struct tnd_detach {
 	char name[TND_NAME_SIZE];
 	uint32_t slot;
 	uint32_t pad;
+	uint8_t uuid[16];
 };
 
 /* ---- validation (tensord/proto.c) ---------------------------------------------------------- */

@@ -775,17 +775,20 @@ static int cmd_load(int argc, char **argv)
 		fprintf(stderr, "tensorctl: %s: %s\n", file, strerror(errno));
 		return errno == ENOENT ? EX_NOENT : errno == EACCES ? EX_ACCESS : EX_FAIL;
 	}
-	/* A .npy file has no names: the prefix is the tensor's name, or the file's stem. */
+	/* A .npy file has no names: the prefix is the tensor's name, or else the file's name
+	 * without its directory and without a ".npy" suffix. */
 	char stem[256];
 	size_t n = strlen(file);
-	if (fmt == TN_TENSORD_FORMAT_NPY || (fmt == TN_TENSORD_FORMAT_AUTO && n > 4 &&
-					      !strcmp(file + n - 4, ".npy"))) {
-		if (!prefix[0]) {
-			const char *base = strrchr(file, '/');
-			base = base ? base + 1 : file;
-			snprintf(stem, sizeof(stem), "%.*s", (int)(strlen(base) - 4), base);
-			prefix = stem;
-		}
+	bool npy_ext = n > 4 && !strcmp(file + n - 4, ".npy");
+	if ((fmt == TN_TENSORD_FORMAT_NPY || (fmt == TN_TENSORD_FORMAT_AUTO && npy_ext)) &&
+	    !prefix[0]) {
+		const char *base = strrchr(file, '/');
+		base = base ? base + 1 : file;
+		size_t bl = strlen(base);
+		if (bl > 4 && !strcmp(base + bl - 4, ".npy"))
+			bl -= 4;
+		snprintf(stem, sizeof(stem), "%.*s", (int)(bl < 255 ? bl : 255), base);
+		prefix = stem;
 	}
 	tn_tensord_transfer t;
 	int r = tn_tensord_load(conn, name, fd, fmt, prefix, flags, progress_bar, "load", &t);

@@ -63,6 +63,9 @@ struct arena {
 	struct tnd_grant grants[TND_MAX_GRANTS];
 	uint64_t created;
 	int transfers; /* LOAD/SAVE running on it */
+	uint8_t uuid[16];
+	uint64_t size; /* of the file, when the daemon mapped it */
+	bool damaged; /* its file shrank under the mapping: only destroy --force is served */
 	/* NUMA residency costs a move_pages over every page: sampled at most once a second. */
 	uint64_t resident[TND_MAX_NODES];
 	uint32_t nnodes;
@@ -115,6 +118,8 @@ struct client {
 	size_t nslots, capslots;
 	struct slot_rec *slots;
 	struct outmsg *out_head, *out_tail;
+	size_t outq_bytes; /* queued replies: past OUTQ_MAX, no more requests are read */
+	bool recv_paused;
 	bool sending;
 	struct op recv_op, send_op;
 	struct msghdr rmh;
@@ -187,6 +192,7 @@ static struct {
 	bool timer_cancelling; /* a TIMEOUT_REMOVE of the long one is in flight */
 	char config_path[PATH_MAX];
 	bool config_required, level_from_cli;
+	uint64_t accept_pause_until; /* out of descriptors: accept again after this */
 } D;
 
 static uint64_t now_ns(void)
@@ -200,6 +206,8 @@ static uint64_t wall_s(void)
 {
 	return (uint64_t)time(NULL);
 }
+
+static bool arena_intact(struct arena *ar);
 
 /* ---- arena records --------------------------------------------------------------------------- */
 
@@ -368,6 +376,10 @@ static bool may_create(const struct client *c)
 
 static void submit_send(struct client *c);
 
+/* A client that does not read its replies gets no more of its requests read once this much
+ * waits for it, so it cannot grow the daemon's memory. */
+#define OUTQ_MAX ((size_t)256 << 10)
+
 static void queue_msg(struct client *c, unsigned op, uint32_t seq, int32_t status,
 		      uint32_t flags, const void *body, size_t len, int fd)
 {
@@ -391,6 +403,7 @@ static void queue_msg(struct client *c, unsigned op, uint32_t seq, int32_t statu
 	if (len)
 		memcpy(m->u.bytes + sizeof(m->u.hdr), body, len);
 	m->len = sizeof(m->u.hdr) + len;
+	c->outq_bytes += m->len;
 	if (c->out_tail)
 		c->out_tail->next = m;
 	else
@@ -498,6 +511,7 @@ static void free_outq(struct client *c)
 		free(m);
 	}
 	c->out_tail = NULL;
+	c->outq_bytes = 0;
 }
 
 /* ---- slots and reclamation ------------------------------------------------------------------- */
@@ -532,6 +546,8 @@ static void drop_slot(struct client *c, struct slot_rec *s)
 static void reclaim_one(struct arena *ar, int slot, uint64_t state, pid_t pid)
 {
 	uint64_t freed = 0;
+	if (!arena_intact(ar))
+		return;
 	int r = tn__arena_reclaim_if(ar->a, slot, state, &freed);
 	if (r == 1) {
 		D.reclaimed_slots++;
@@ -567,7 +583,7 @@ static void sweep_all(void)
 {
 	for (struct arena *ar = D.arenas; ar; ar = ar->next) {
 		tn_arena_stats before, after;
-		if (tn_arena_stat(ar->a, &before))
+		if (!arena_intact(ar) || tn_arena_stat(ar->a, &before))
 			continue;
 		int n = tn_arena_reclaim_dead(ar->a);
 		if (n > 0 && !tn_arena_stat(ar->a, &after)) {
@@ -600,6 +616,31 @@ static void forget_arena(struct arena *ar)
 
 /* ---- requests -------------------------------------------------------------------------------- */
 
+static uint64_t size_of(tn_arena *a)
+{
+	struct stat st;
+	return fstat(tn_arena_fd(a), &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/* A read-write client can ftruncate the arena file (any writable descriptor can); touching
+ * the mapping past the new end would raise SIGBUS in the daemon. Check the size before
+ * serving an arena, and from then on serve only its destruction. (A shrink between this
+ * check and the access still faults: see tensord(8), BUGS.) */
+static bool arena_intact(struct arena *ar)
+{
+	struct stat st;
+	if (ar->damaged)
+		return false;
+	if (fstat(tn_arena_fd(ar->a), &st) == 0 && (uint64_t)st.st_size < ar->size) {
+		ar->damaged = true;
+		tnd_error("arena %s: its file shrank to %lld bytes under a mapping of %" PRIu64
+			  ": serving only its destruction", ar->name, (long long)st.st_size,
+			  ar->size);
+		return false;
+	}
+	return true;
+}
+
 static struct arena *arena_for(struct client *c, const struct tnd_hdr *h, const char *name,
 			       unsigned need)
 {
@@ -608,6 +649,11 @@ static struct arena *arena_for(struct client *c, const struct tnd_hdr *h, const 
 	 * "no arena". */
 	if (!ar || !(access_of(ar, c) & (ACC_READ | ACC_ADMIN))) {
 		reply_error(c, h, TN_ENOENT, "no arena \"%s\"", name);
+		return NULL;
+	}
+	if (!arena_intact(ar) && !(need & ACC_ADMIN)) {
+		reply_error(c, h, TN_EIO, "arena \"%s\" is damaged (its file shrank under the "
+			    "mapping); only destroy --force is served", name);
 		return NULL;
 	}
 	if ((access_of(ar, c) & need) != need) {
@@ -726,6 +772,8 @@ static int do_create(struct client *c, const struct tnd_hdr *h, const struct tnd
 		return reply_tn(c, h, r);
 	}
 	snprintf(ar->path, sizeof(ar->path), "%.3900s/%.71s", dir, file);
+	tn__arena_uuid(ar->a, ar->uuid);
+	ar->size = size_of(ar->a);
 	if ((r = meta_write(ar))) {
 		tnd_error("arena %s: cannot write its record: %s", ar->name, strerror(-r));
 		tn_arena_unref(ar->a);
@@ -743,12 +791,27 @@ static int do_create(struct client *c, const struct tnd_hdr *h, const struct tnd
 	return 0;
 }
 
+#define SLOTS_PER_USER 32u
+
 static int do_open(struct client *c, const struct tnd_hdr *h, const char *name, uint32_t flags)
 {
 	struct arena *ar = arena_for(c, h, name, ACC_READ);
 	if (!ar)
 		return 0;
 	bool ro = (flags & TND_OPEN_READ_ONLY) || !(access_of(ar, c) & ACC_WRITE);
+	/* An arena has 256 client slots; someone who only has a grant or a mode bit may not
+	 * take them all from its owner. */
+	if (!(access_of(ar, c) & ACC_ADMIN)) {
+		unsigned mine = 0;
+		for (struct client *o = D.clients; o; o = o->next)
+			if (o->uid == c->uid)
+				for (size_t i = 0; i < o->nslots; i++)
+					mine += o->slots[i].arena == ar;
+		if (mine >= SLOTS_PER_USER)
+			return reply_error(c, h, TN_EBUSY, "arena \"%s\": uid %u has %u of its "
+					   "client slots open already, the most a user other than "
+					   "its owner may", name, (unsigned)c->uid, mine);
+	}
 	int fd = ro ? open(ar->path, O_RDONLY | O_CLOEXEC)
 		    : fcntl(tn_arena_fd(ar->a), F_DUPFD_CLOEXEC, 3);
 	if (fd < 0)
@@ -811,6 +874,10 @@ static int do_destroy(struct client *c, const struct tnd_hdr *h, const struct tn
 	if (ar->transfers)
 		return reply_error(c, h, TN_EBUSY, "arena \"%s\": a load or save is running",
 				   m->name);
+	bool intact = arena_intact(ar);
+	if (!intact && !(m->flags & TND_DESTROY_FORCE))
+		return reply_error(c, h, TN_EIO, "arena \"%s\" is damaged: destroy it with --force",
+				   m->name);
 	if (!(m->flags & TND_DESTROY_FORCE)) {
 		tn_arena_client cl[TN_ARENA_MAX_CLIENTS];
 		int n = tn_arena_clients(ar->a, cl, TN_ARENA_MAX_CLIENTS);
@@ -828,7 +895,10 @@ static int do_destroy(struct client *c, const struct tnd_hdr *h, const struct tn
 	const char *file;
 	split_path(ar->path, dir, sizeof(dir), &file);
 	forget_arena(ar);
-	tn_arena_unref(ar->a);
+	/* A damaged arena's mapping is left alone (letting go of the slot would touch pages
+	 * past the end of the file): it stays mapped, unused, until the daemon exits. */
+	if (intact)
+		tn_arena_unref(ar->a);
 	ar->a = NULL;
 	int r = tn_arena_destroy(file, dir, TN_ARENA_FORCE);
 	if (r && r != TN_ENOENT)
@@ -893,7 +963,7 @@ static int do_list(struct client *c, const struct tnd_hdr *h)
 	struct tnd_arena_info w;
 	uint64_t count = 0;
 	for (struct arena *ar = D.arenas; ar; ar = ar->next) {
-		if (!(access_of(ar, c) & (ACC_READ | ACC_ADMIN)))
+		if (!(access_of(ar, c) & (ACC_READ | ACC_ADMIN)) || !arena_intact(ar))
 			continue;
 		fill_info(ar, &w);
 		queue_msg(c, h->op, h->seq, 0, TND_F_MORE, &w, sizeof(w), -1);
@@ -959,6 +1029,8 @@ static int do_gc(struct client *c, const struct tnd_hdr *h, const struct tnd_are
 			continue;
 		if (m->name[0] && !arena_for(c, h, m->name, ACC_ADMIN))
 			return 0;
+		if (!arena_intact(ar))
+			continue;
 		tn_arena_stats before, after;
 		tn_arena_stat(ar->a, &before);
 		int n = tn_arena_reclaim_dead(ar->a);
@@ -982,10 +1054,12 @@ static int do_gc(struct client *c, const struct tnd_hdr *h, const struct tnd_are
 /* The slot this connection has in arena @name (@slot: a given one, or -1 any), or NULL after
  * answering TN_EBADF. */
 static struct slot_rec *slot_of(struct client *c, const struct tnd_hdr *h, const char *name,
-				int slot)
+				int slot, const uint8_t uuid[16])
 {
 	struct arena *ar = arena_find(name);
 	struct slot_rec *s = ar ? find_slot(c, ar, slot) : NULL;
+	if (s && (memcmp(ar->uuid, uuid, 16) || !arena_intact(ar)))
+		s = NULL; /* the name was destroyed and made again, or the arena is damaged */
 	if (!s)
 		reply_error(c, h, TN_EBADF, "arena \"%s\": %s is not open on this connection", name,
 			    slot < 0 ? "it" : "that slot");
@@ -994,7 +1068,7 @@ static struct slot_rec *slot_of(struct client *c, const struct tnd_hdr *h, const
 
 static int do_hold(struct client *c, const struct tnd_hdr *h, const struct tnd_hold *m)
 {
-	struct slot_rec *s = slot_of(c, h, m->name, -1);
+	struct slot_rec *s = slot_of(c, h, m->name, (int)m->slot, m->uuid);
 	if (!s)
 		return 0;
 	struct arena *ar = s->arena;
@@ -1018,7 +1092,7 @@ static int do_hold(struct client *c, const struct tnd_hdr *h, const struct tnd_h
 
 static int do_release(struct client *c, const struct tnd_hdr *h, const struct tnd_release *m)
 {
-	struct slot_rec *s = slot_of(c, h, m->name, -1);
+	struct slot_rec *s = slot_of(c, h, m->name, (int)m->slot, m->uuid);
 	if (!s)
 		return 0;
 	int r = tn__arena_release_for(s->arena->a, s->slot, m->block);
@@ -1030,7 +1104,7 @@ static int do_release(struct client *c, const struct tnd_hdr *h, const struct tn
 
 static int do_detach(struct client *c, const struct tnd_hdr *h, const struct tnd_detach *m)
 {
-	struct slot_rec *s = slot_of(c, h, m->name, (int)m->slot);
+	struct slot_rec *s = slot_of(c, h, m->name, (int)m->slot, m->uuid);
 	if (!s)
 		return 0;
 	struct arena *ar = s->arena;
@@ -1205,8 +1279,11 @@ static void protocol_error(struct client *c, const char *why)
 	D.protocol_errors++;
 	tnd_warn("client %u (pid %d, uid %u): %s: dropping the connection", c->id, (int)c->pid,
 		 (unsigned)c->uid, why);
+	/* Stop reading; the error reply already queued still goes out (a closing client's
+	 * queue drains), then client_maybe_free closes the connection. */
 	c->closing = true;
-	shutdown(c->fd, SHUT_RDWR);
+	atomic_store(&c->cancel, true);
+	shutdown(c->fd, SHUT_RD);
 }
 
 static void handle_request(struct client *c, size_t len, int fd)
@@ -1415,6 +1492,9 @@ static void client_maybe_free(struct client *c)
 
 static void client_close(struct client *c)
 {
+	/* A send blocked on a client that stopped reading ends with an error now. */
+	if (!c->closing)
+		shutdown(c->fd, SHUT_RDWR);
 	c->closing = true;
 	atomic_store(&c->cancel, true);
 	client_maybe_free(c);
@@ -1461,6 +1541,8 @@ static void on_recv(struct client *c, int res)
 	handle_request(c, (size_t)res, fd);
 	if (c->closing)
 		client_maybe_free(c);
+	else if (c->outq_bytes >= OUTQ_MAX)
+		c->recv_paused = true; /* resumed by on_send once the client reads */
 	else
 		submit_recv(c);
 }
@@ -1472,6 +1554,7 @@ static void on_send(struct client *c, int res)
 	struct outmsg *m = c->out_head;
 	if (m) {
 		c->out_head = m->next;
+		c->outq_bytes -= m->len;
 		if (!c->out_head)
 			c->out_tail = NULL;
 		if (m->fd >= 0)
@@ -1486,6 +1569,10 @@ static void on_send(struct client *c, int res)
 	}
 	if (!c->closing || res >= 0)
 		submit_send(c);
+	if (c->recv_paused && !c->closing && c->outq_bytes < OUTQ_MAX / 2) {
+		c->recv_paused = false;
+		submit_recv(c);
+	}
 	client_maybe_free(c);
 }
 
@@ -1535,6 +1622,12 @@ static void recover(void)
 			free(ar);
 			continue;
 		}
+		if (strlen(ar->name) != n - 5 || strncmp(ar->name, e->d_name, n - 5) ||
+		    arena_find(ar->name)) {
+			tnd_warn("%s: names arena \"%s\": ignored", file, ar->name);
+			free(ar);
+			continue;
+		}
 		char dir[PATH_MAX];
 		const char *fname;
 		split_path(ar->path, dir, sizeof(dir), &fname);
@@ -1560,6 +1653,10 @@ static void recover(void)
 		if (k > 0)
 			D.reclaimed_slots += (uint64_t)k;
 		ar->transfers = 0;
+		ar->damaged = false;
+		memset(&ar->resident_ns, 0, sizeof(ar->resident_ns));
+		tn__arena_uuid(ar->a, ar->uuid);
+	ar->size = size_of(ar->a);
 		ar->next = D.arenas;
 		D.arenas = ar;
 		D.narenas++;
@@ -1612,7 +1709,7 @@ static int open_socket(void)
 	/* A lock beside the socket serialises daemons starting at the same time. */
 	char lock[PATH_MAX];
 	snprintf(lock, sizeof(lock), "%s.lock", path);
-	D.lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	D.lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (D.lock_fd < 0) {
 		tnd_error("cannot open %s: %s", lock, strerror(errno));
 		return -1;
@@ -1647,13 +1744,17 @@ static int open_socket(void)
 		tnd_info("removing the stale socket %s", path);
 		unlink(path);
 	}
+	/* Access control is by credentials, not by the socket's mode: bind it 0666 (through the
+	 * umask, never a chmod by path that a symlink could redirect). */
 	D.listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (D.listen_fd < 0 || bind(D.listen_fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		tnd_error("cannot bind %s: %s", path, strerror(errno));
+	mode_t old_mask = umask(0111);
+	int br = D.listen_fd < 0 ? -1 : bind(D.listen_fd, (struct sockaddr *)&sa, sizeof(sa));
+	int be = errno;
+	umask(old_mask);
+	if (br) {
+		tnd_error("cannot bind %s: %s", path, strerror(be));
 		return -1;
 	}
-	/* Access control is by credentials, not by the socket's mode. */
-	chmod(path, 0666);
 	if (listen(D.listen_fd, 4096)) {
 		tnd_error("listen: %s", strerror(errno));
 		return -1;
@@ -1818,7 +1919,7 @@ static void arm_event(void)
 static void arm_timer(void)
 {
 	/* 10 ms while closed connections wait for their process to go, else the sweep. */
-	uint64_t ms = D.pending ? 10 : D.cfg.reclaim_interval_ms;
+	uint64_t ms = D.pending || !D.accept_armed ? 10 : D.cfg.reclaim_interval_ms;
 	D.timer_short = D.pending != NULL;
 	D.timer_cancelling = false;
 	D.timer_ts.tv_sec = (long long)(ms / 1000);
@@ -1902,6 +2003,8 @@ static int run(void)
 			case OP_ACCEPT:
 				if (res >= 0)
 					new_client(res);
+				else if (res == -EMFILE || res == -ENFILE)
+					D.accept_pause_until = now_ns() + 100000000u;
 				else if (res != -EINTR && res != -ECONNABORTED)
 					tnd_warn("accept: %s", strerror(-res));
 				if (!more)
@@ -1936,7 +2039,7 @@ static int run(void)
 		io_uring_cq_advance(&D.ring, seen);
 		/* A multishot accept ends when the kernel runs out of something (descriptors):
 		 * re-arm it, after a pause if descriptors ran out. */
-		if (!D.accept_armed && !D.stop)
+		if (!D.accept_armed && !D.stop && now_ns() >= D.accept_pause_until)
 			arm_accept();
 	}
 	return 0;
@@ -1952,16 +2055,16 @@ static void shutdown_daemon(void)
 		usleep(1000);
 	close(D.listen_fd);
 	unlink(D.cfg.socket);
-	char lock[PATH_MAX];
-	snprintf(lock, sizeof(lock), "%.4000s.lock", D.cfg.socket);
-	unlink(lock);
+	/* The lock file stays: removing it would let a daemon that opened it before and one
+	 * that creates it afresh both win the lock. */
 	close(D.lock_fd);
 	/* Connections close without reclaiming: live clients keep their slots, and their
 	 * library re-registers them with the next tensord. */
 	for (struct client *c = D.clients; c; c = c->next)
 		close(c->fd);
 	for (struct arena *ar = D.arenas; ar; ar = ar->next)
-		tn_arena_unref(ar->a);
+		if (arena_intact(ar))
+			tn_arena_unref(ar->a);
 	io_uring_queue_exit(&D.ring);
 	tnd_info("stopped");
 }
@@ -2029,7 +2132,9 @@ int main(int argc, char **argv)
 	int r;
 	if (D.signal_fd < 0 || D.event_fd < 0 || mkdir_private(D.cfg.arena_dir) || open_socket())
 		goto fail;
-	if ((r = io_uring_queue_init(256, &D.ring, 0))) {
+	/* Room for a receive and a send per client at once without waiting on a submit. */
+	struct io_uring_params params = { .flags = IORING_SETUP_CQSIZE, .cq_entries = 16384 };
+	if ((r = io_uring_queue_init_params(4096, &D.ring, &params))) {
 		tnd_error("io_uring_queue_init: %s (io_uring disabled?)", strerror(-r));
 		goto fail;
 	}
@@ -2042,6 +2147,8 @@ int main(int argc, char **argv)
 	D.started = wall_s();
 	D.started_ns = now_ns();
 	recover();
+	/* From here on, this thread gives up on an arena whose lock a client keeps. */
+	tn__arena_lock_timeout_ms = 250;
 	tnd_info("listening on %s (arenas in %s, %u recovered, pid %d)", D.cfg.socket,
 		 D.cfg.arena_dir, D.narenas, (int)getpid());
 	sd_notify_msg("READY=1");
