@@ -30,96 +30,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "testutil.h"
 #include "../shm/arena_internal.h"
+#include "arena_testutil.h"
 
-static char base[64]; /* the suite's directory on /dev/shm, made and removed by the runner */
-static char dir[96];  /* the current test's, inside it */
 static const char *self_exe;
-
-/* Remove @path, first unmounting what a test mounted in it (a small tmpfs, hugetlbfs). */
-static void remove_dir(const char *path)
-{
-	char cmd[160];
-	snprintf(cmd, sizeof(cmd), "%s/small", path);
-	umount2(cmd, MNT_DETACH);
-	snprintf(cmd, sizeof(cmd), "%s/huge", path);
-	umount2(cmd, MNT_DETACH);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", path);
-}
-
-/* Unchecked fixtures run in the runner, even when a test's process fails or dies before its
- * own teardown: nothing a failed test made stays behind in /dev/shm. */
-static void suite_setup(void)
-{
-	strcpy(base, "/dev/shm/tn-check-XXXXXX");
-	if (!mkdtemp(base))
-		base[0] = 0;
-}
-
-static void suite_teardown(void)
-{
-	char sub[320];
-	if (!base[0])
-		return;
-	DIR *d = opendir(base);
-	struct dirent *de;
-	while (d && (de = readdir(d)))
-		if (de->d_name[0] != '.') {
-			snprintf(sub, sizeof(sub), "%s/%s", base, de->d_name);
-			remove_dir(sub);
-		}
-	if (d)
-		closedir(d);
-	remove_dir(base);
-}
-
-static void setup(void)
-{
-	ck_assert_msg(base[0], "no suite directory on /dev/shm");
-	snprintf(dir, sizeof(dir), "%s/tXXXXXX", base);
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-	remove_dir(dir);
-}
-
-static tn_arena *make(const char *name, uint64_t size)
-{
-	tn_arena_options o;
-	tn_arena *a = NULL;
-	tn_arena_options_init(&o);
-	o.size = size;
-	o.dir = dir;
-	ck_assert_tn_ok(tn_arena_create(name, &o, &a));
-	return a;
-}
-
-static tn_arena_stats stats(tn_arena *a)
-{
-	tn_arena_stats s;
-	ck_assert_tn_ok(tn_arena_stat(a, &s));
-	return s;
-}
-
-static void assert_clean(tn_arena *a)
-{
-	tn_arena_fsck_report rep;
-	int r = tn_arena_fsck(a, 0, &rep);
-	ck_assert_msg(r == 0 && rep.problems == 0, "fsck: %d problems, first: %s", (int)rep.problems,
-		      rep.first_problem);
-}
-
-static int wait_status(pid_t pid)
-{
-	int st;
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	return st;
-}
 
 static tn_tensor *arena_tensor(tn_arena *a, int n, const int64_t *sizes, enum tn_dtype dt)
 {

@@ -20,45 +20,9 @@
 
 #include "testutil.h"
 #include "formats.h"
+#include "formats_testutil.h"
 #include "loadsave.h"
 
-struct golden_tensor {
-	const char *name;
-	const char *dtype;
-	int ndim;
-	int64_t sizes[16];
-	uint64_t offset, nbytes;
-	size_t nvalues;
-	const double *values;
-};
-
-struct golden_st_file {
-	const char *file;
-	uint64_t file_size, header_len;
-	bool reference_layout;
-	size_t nmeta;
-	const char *const (*meta)[2];
-	size_t ntensors;
-	const struct golden_tensor *tensors;
-};
-
-struct golden_npy_file {
-	const char *file;
-	uint64_t file_size;
-	int version;
-	bool fortran_order, byteswap;
-	bool numpy_header;
-	struct golden_tensor t;
-};
-
-struct golden_npy_refused {
-	const char *file;
-	const char *message_part;
-};
-
-#include "golden/formats_golden.h"
-
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define MIB ((uint64_t)1 << 20)
 
 /* ---- fixtures: arenas on /dev/shm, files on disk (O_DIRECT needs a real file system) ------ */
@@ -189,6 +153,25 @@ static void uncache(int fd)
 	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
 }
 
+/* The bytes of golden file @name, in *@size; *@npy: whether it is a .npy file. */
+static unsigned char *golden_image(const char *name, size_t *size, bool *npy)
+{
+	int fd = open_golden(name);
+	unsigned char *file = slurp_fd(fd, size);
+	close(fd);
+	*npy = strstr(name, ".npy") != NULL;
+	return file;
+}
+
+/* Saving @prefix of @a as @format makes the very bytes of the file open as @fd. */
+static void assert_saves_back(tn_arena *a, unsigned format, const char *prefix, int fd)
+{
+	int f = create_file("again");
+	ck_assert_tn_ok(tnd_save(a, f, format, prefix, 0, NULL, NULL, NULL, NULL));
+	assert_same_files(fd, f);
+	close(f);
+}
+
 /* ---- the arena's state, to show a failure leaves it as it was ------------------------------ */
 
 struct snapshot {
@@ -222,6 +205,19 @@ static struct snapshot snap(tn_arena *a)
 		ck_assert_uint_eq(now_.s.names, (before).s.names);                       \
 		ck_assert_str_eq(now_.names, (before).names);                            \
 	} while (0)
+
+/* A load of @fd into @a is refused with @code and a message containing @part, and leaves @a as
+ * it was; returns the arena's state. */
+static struct snapshot assert_load_refused(tn_arena *a, int fd, const char *prefix,
+					   unsigned flags, int code, const char *part)
+{
+	struct snapshot before = snap(a);
+	ck_assert_tn_error_has(tnd_load(a, fd, TND_FORMAT_AUTO, prefix, flags, NULL, NULL, NULL,
+					NULL),
+			       code, part);
+	ck_assert_unchanged(a, before);
+	return before;
+}
 
 /* ---- tensors -------------------------------------------------------------------------------- */
 
@@ -297,37 +293,6 @@ static void assert_same_as_published(tn_arena *a, const char *na, tn_arena *b, c
 	assert_same_tensor(x, y, nb);
 	tn_tensor_unref(x);
 	tn_tensor_unref(y);
-}
-
-/* One element of @dtype at @p, as a double (as check_formats.c reads them). */
-static double element(const unsigned char *p, enum tn_dtype dtype)
-{
-	union {
-		int8_t i8;
-		int16_t i16;
-		int32_t i32;
-		int64_t i64;
-		float f32;
-		double f64;
-		tn_half f16;
-		tn_bfloat16 bf16;
-	} v;
-
-	memcpy(&v, p, tn_dtype_size(dtype));
-	switch (dtype) {
-	case TN_BOOL:
-	case TN_UINT8: return p[0];
-	case TN_INT8: return v.i8;
-	case TN_INT16: return v.i16;
-	case TN_INT32: return v.i32;
-	case TN_INT64: return (double)v.i64;
-	case TN_FLOAT16: return tn_half_to_float(v.f16);
-	case TN_BFLOAT16: return tn_bfloat16_to_float(v.bf16);
-	case TN_FLOAT32: return v.f32;
-	case TN_FLOAT64: return v.f64;
-	default: ck_abort_msg("bad dtype %d", (int)dtype);
-	}
-	return 0;
 }
 
 /* The tensor published as @name against a golden one: dtype, shape, and the values, which
@@ -513,9 +478,7 @@ START_TEST(test_fortran)
 	int fd = open_golden("fortran.npy");
 	ck_assert_tn_ok(tnd_load(a, fd, TND_FORMAT_NPY, "f", 0, NULL, NULL, NULL, NULL));
 	check_golden(a, "f", &g->t, true);
-	int f1 = create_file("f.npy");
-	ck_assert_tn_ok(tnd_save(a, f1, TND_FORMAT_NPY, "f", 0, NULL, NULL, NULL, NULL));
-	assert_same_files(fd, f1);
+	assert_saves_back(a, TND_FORMAT_NPY, "f", fd);
 
 	int f2 = create_file("f.safetensors");
 	ck_assert_tn_ok(tnd_save(a, f2, TND_FORMAT_SAFETENSORS, "", 0, NULL, NULL, NULL, NULL));
@@ -534,7 +497,6 @@ START_TEST(test_fortran)
 			ck_assert_double_eq(v[i * 4 + j], g->t.values[j * 3 + i]);
 	tn_tensor_unref(t);
 	close(fd);
-	close(f1);
 	close(f2);
 	tn_arena_unref(a);
 }
@@ -553,18 +515,12 @@ START_TEST(test_golden_safetensors)
 	if (strcmp(g->file, "names.safetensors") == 0) {
 		/* Names the arena refuses (a control character, a trailing '/'): nothing is
 		 * loaded. */
-		struct snapshot before = snap(a);
-		ck_assert_tn_error_has(tnd_load(a, fd, TND_FORMAT_AUTO, "", 0, NULL, NULL, NULL,
-						NULL),
-				       TN_EINVAL, "control");
-		ck_assert_unchanged(a, before);
+		assert_load_refused(a, fd, "", 0, TN_EINVAL, "control");
 		/* The same names under a prefix that makes them too long. */
 		memset(name, 'p', 250);
 		name[250] = 0;
-		ck_assert_tn_error_has(tnd_load(a, fd, TND_FORMAT_AUTO, name, 0, NULL, NULL, NULL,
-						NULL),
-				       TN_EINVAL, "bytes long; a name has at most 255");
-		ck_assert_unchanged(a, before);
+		assert_load_refused(a, fd, name, 0, TN_EINVAL,
+				    "bytes long; a name has at most 255");
 		close(fd);
 		tn_arena_unref(a);
 		return;
@@ -580,13 +536,8 @@ START_TEST(test_golden_safetensors)
 	}
 	/* Files PyTorch's writer made come back byte for byte (without the metadata, which
 	 * the arena does not keep: so only for files that have none). */
-	if (g->reference_layout && g->nmeta == 0) {
-		int f = create_file("again.safetensors");
-		ck_assert_tn_ok(tnd_save(a, f, TND_FORMAT_SAFETENSORS, g->ntensors ? "g/" : "", 0,
-					 NULL, NULL, NULL, NULL));
-		assert_same_files(fd, f);
-		close(f);
-	}
+	if (g->reference_layout && g->nmeta == 0)
+		assert_saves_back(a, TND_FORMAT_SAFETENSORS, g->ntensors ? "g/" : "", fd);
 	close(fd);
 	tn_arena_unref(a);
 }
@@ -604,12 +555,8 @@ START_TEST(test_golden_npy)
 	ck_assert_uint_eq(r.tensors, 1);
 	ck_assert_uint_eq(r.bytes, g->t.nbytes);
 	check_golden(a, "arr", &g->t, g->fortran_order);
-	if (g->numpy_header) {
-		int f = create_file("again.npy");
-		ck_assert_tn_ok(tnd_save(a, f, TND_FORMAT_NPY, "arr", 0, NULL, NULL, NULL, NULL));
-		assert_same_files(fd, f);
-		close(f);
-	}
+	if (g->numpy_header)
+		assert_saves_back(a, TND_FORMAT_NPY, "arr", fd);
 	close(fd);
 	tn_arena_unref(a);
 }
@@ -619,11 +566,8 @@ START_TEST(test_golden_npy_refused)
 {
 	const struct golden_npy_refused *g = &golden_npy_refused[_i];
 	tn_arena *a = make_arena("a", 16 * MIB, 0);
-	struct snapshot before = snap(a);
 	int fd = open_golden(g->file);
-	ck_assert_tn_error_has(tnd_load(a, fd, TND_FORMAT_AUTO, "arr", 0, NULL, NULL, NULL, NULL),
-			       TN_ENOTSUP, g->message_part);
-	ck_assert_unchanged(a, before);
+	assert_load_refused(a, fd, "arr", 0, TN_ENOTSUP, g->message_part);
 	close(fd);
 	tn_arena_unref(a);
 }
@@ -697,11 +641,9 @@ START_TEST(test_truncated)
 	static const char *const files[] = { "mixed.safetensors", "unordered.safetensors",
 					     "f64_4d.npy", "fortran.npy", "i32_be.npy" };
 	for (size_t f = 0; f < ARRAY_SIZE(files); f++) {
-		bool npy = strstr(files[f], ".npy") != NULL;
-		int fd = open_golden(files[f]);
+		bool npy;
 		size_t size;
-		unsigned char *file = slurp_fd(fd, &size);
-		close(fd);
+		unsigned char *file = golden_image(files[f], &size, &npy);
 		for (size_t len = 0; len < size; len += 1 + len / 64)
 			try_image(a, file, len, npy);
 		free(file);
@@ -716,11 +658,9 @@ START_TEST(test_mutated)
 	static const char *const files[] = { "unordered.safetensors", "f64_be.npy" };
 	int failures = 0;
 	for (size_t f = 0; f < ARRAY_SIZE(files); f++) {
-		bool npy = strstr(files[f], ".npy") != NULL;
-		int fd = open_golden(files[f]);
+		bool npy;
 		size_t size;
-		unsigned char *file = slurp_fd(fd, &size);
-		close(fd);
+		unsigned char *file = golden_image(files[f], &size, &npy);
 		size_t header = npy ? 128 : 8 + 258;
 		for (size_t i = 0; i < header; i += 3) {
 			unsigned char saved = file[i];
@@ -855,10 +795,8 @@ START_TEST(test_names)
 	int one = open_file("one"), two = open_file("two");
 
 	ck_assert_tn_ok(tnd_load(a, one, TND_FORMAT_AUTO, "p/", 0, NULL, NULL, NULL, NULL));
-	struct snapshot before = snap(a);
-	ck_assert_tn_error_has(tnd_load(a, two, TND_FORMAT_AUTO, "p/", 0, NULL, NULL, NULL, NULL),
-			       TN_EEXIST, "tnd_load: 'p/t00' is already published in arena");
-	ck_assert_unchanged(a, before);
+	struct snapshot before = assert_load_refused(a, two, "p/", 0, TN_EEXIST,
+						     "tnd_load: 'p/t00' is already published in arena");
 	ck_assert_double_eq(value_of(a, "p/t01", 3), 1003);
 
 	/* REPLACE: the new values, the same names, the old blocks freed. */
@@ -875,11 +813,7 @@ START_TEST(test_names)
 	tn_arena_entry e;
 	ck_assert_tn_ok(tn_arena_info(a, "s/t02", &e));
 	ck_assert_uint_eq(e.flags & TN_ARENA_ENTRY_SEALED, TN_ARENA_ENTRY_SEALED);
-	before = snap(a);
-	ck_assert_tn_error_has(tnd_load(a, two, TND_FORMAT_AUTO, "s/", TND_XFER_REPLACE, NULL,
-					NULL, NULL, NULL),
-			       TN_EEXIST, "and sealed");
-	ck_assert_unchanged(a, before);
+	assert_load_refused(a, two, "s/", TND_XFER_REPLACE, TN_EEXIST, "and sealed");
 	close(one);
 	close(two);
 	tn_arena_unref(a);
@@ -899,11 +833,7 @@ START_TEST(test_directory_full)
 	int one = open_file("one"), many = open_file("many");
 
 	ck_assert_tn_ok(tnd_load(a, one, TND_FORMAT_AUTO, "p/", 0, NULL, NULL, NULL, NULL));
-	struct snapshot before = snap(a);
-	ck_assert_tn_error_has(tnd_load(a, many, TND_FORMAT_AUTO, "p/", TND_XFER_REPLACE, NULL,
-					NULL, NULL, NULL),
-			       TN_ENOSPC, "directory");
-	ck_assert_unchanged(a, before);
+	assert_load_refused(a, many, "p/", TND_XFER_REPLACE, TN_ENOSPC, "directory");
 	ck_assert_double_eq(value_of(a, "p/t00", 7), 7);
 	close(one);
 	close(many);
@@ -918,10 +848,7 @@ START_TEST(test_arena_full)
 	tn_arena *s = make_arena("s", 64 * MIB, 0), *a = make_arena("a", 4 * MIB, 0);
 	make_st_file(s, "big", 6, (int64_t)(MIB / 4), 0); /* 6 tensors of 1 MiB */
 	int fd = open_file("big");
-	struct snapshot before = snap(a);
-	ck_assert_tn_error_has(tnd_load(a, fd, TND_FORMAT_AUTO, "p/", 0, NULL, NULL, NULL, NULL),
-			       TN_ENOMEM, "");
-	ck_assert_unchanged(a, before);
+	assert_load_refused(a, fd, "p/", 0, TN_ENOMEM, "");
 	close(fd);
 	tn_arena_unref(a);
 	tn_arena_unref(s);

@@ -21,79 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "testutil.h"
 #include "../shm/arena_internal.h"
-
-static char base[64]; /* the suite's directory on /dev/shm, made and removed by the runner */
-static char dir[96];  /* the current test's, inside it */
-static char path[256]; /* the current test's arena file, for children */
-
-static void remove_dir(const char *p)
-{
-	char cmd[160];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", p);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", p);
-}
-
-static void suite_setup(void)
-{
-	strcpy(base, "/dev/shm/tn-remote-XXXXXX");
-	if (!mkdtemp(base))
-		base[0] = 0;
-}
-
-static void suite_teardown(void)
-{
-	if (base[0])
-		remove_dir(base);
-}
-
-static void setup(void)
-{
-	ck_assert_msg(base[0], "no suite directory on /dev/shm");
-	snprintf(dir, sizeof(dir), "%s/tXXXXXX", base);
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-	remove_dir(dir);
-}
-
-static tn_arena *make(const char *name, uint64_t size)
-{
-	tn_arena_options o;
-	tn_arena *a = NULL;
-	tn_arena_options_init(&o);
-	o.size = size;
-	o.dir = dir;
-	ck_assert_tn_ok(tn_arena_create(name, &o, &a));
-	snprintf(path, sizeof(path), "%s", tn_arena_path(a));
-	return a;
-}
-
-static tn_arena_stats stats(tn_arena *a)
-{
-	tn_arena_stats s;
-	ck_assert_tn_ok(tn_arena_stat(a, &s));
-	return s;
-}
-
-static void assert_clean(tn_arena *a)
-{
-	tn_arena_fsck_report rep;
-	int r = tn_arena_fsck(a, 0, &rep);
-	ck_assert_msg(r == 0 && rep.problems == 0, "fsck: %d problems, first: %s", (int)rep.problems,
-		      rep.first_problem);
-}
-
-static int wait_status(pid_t pid)
-{
-	int st;
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	return st;
-}
+#define TN_TEST_SHM_PREFIX "tn-remote"
+#include "arena_testutil.h"
 
 /* An int32 tensor of @n elements in @a, element i = i * @mul + @add, published as @name. */
 static tn_tensor *published(tn_arena *a, const char *name, int64_t rows, int64_t cols, int mul,
@@ -112,6 +42,20 @@ static tn_tensor *published(tn_arena *a, const char *name, int64_t rows, int64_t
 	if (name)
 		ck_assert_tn_ok(tn_arena_publish(a, name, t, 0, NULL));
 	return t;
+}
+
+/* Assign a slot to this process, as the daemon would to a client. */
+static void assign_self(tn_arena *a, int *slot, uint64_t *state)
+{
+	ck_assert_tn_ok(tn__arena_assign_slot(a, getpid(), tn__proc_start_time(getpid()), slot,
+					      state));
+}
+
+/* Wait for child @pid and expect it to have exited with status 0. */
+static void wait_exit_ok(pid_t pid)
+{
+	int st = wait_status(pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status 0x%x", st);
 }
 
 /* ---- the test's own daemon protocol ------------------------------------------------------------ */
@@ -211,7 +155,7 @@ static struct kid spawn(tn_arena *a, unsigned flags, kid_fn fn, int arg)
 		child_fd = sv[1];
 		struct resp m;
 		CHILD_CHECK(recv(child_fd, &m, sizeof(m), 0) == sizeof(m));
-		int fd = open(path, flags & TN__ATTACH_READ_ONLY ? O_RDONLY : O_RDWR);
+		int fd = open(arena_file, flags & TN__ATTACH_READ_ONLY ? O_RDONLY : O_RDWR);
 		CHILD_CHECK(fd >= 0);
 		tn_arena *b = NULL;
 		CHILD_CHECK(tn__arena_attach_slot(fd, m.r, flags, &child_remote, &b) == 0);
@@ -287,8 +231,7 @@ static void go(struct kid *k)
 static void finish(tn_arena *a, struct kid *k)
 {
 	ck_assert_int_eq(serve(a, k), -1);
-	int st = wait_status(k->pid);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status 0x%x", st);
+	wait_exit_ok(k->pid);
 	close(k->fd);
 }
 
@@ -571,8 +514,7 @@ START_TEST(test_attach_slot_refusals)
 	int mine, stale, free_slot;
 	uint64_t state;
 	/* A slot of the parent's, one with our pid but another start time, and a free one. */
-	ck_assert_tn_ok(tn__arena_assign_slot(a, getpid(), tn__proc_start_time(getpid()), &mine,
-					      &state));
+	assign_self(a, &mine, &state);
 	int sv[2];
 	ck_assert_int_eq(pipe(sv), 0);
 	pid_t pid = fork();
@@ -580,7 +522,7 @@ START_TEST(test_attach_slot_refusals)
 		char c;
 		CHILD_CHECK(read(sv[0], &c, 1) == 1);
 		int slot = (unsigned char)c;
-		int fd = open(path, O_RDONLY), rfd = open(path, O_RDWR);
+		int fd = open(arena_file, O_RDONLY), rfd = open(arena_file, O_RDWR);
 		tn_arena *b = NULL;
 		CHILD_CHECK(fd >= 0 && rfd >= 0);
 		for (int ro = 0; ro < 2; ro++) {
@@ -611,8 +553,7 @@ START_TEST(test_attach_slot_refusals)
 	ck_assert_int_lt(free_slot, TN_ARENA_MAX_CLIENTS);
 	char c = (char)stale;
 	ck_assert_int_eq(write(sv[1], &c, 1), 1);
-	int st = wait_status(pid);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status 0x%x", st);
+	wait_exit_ok(pid);
 	ck_assert_uint_eq(stats(a).clients, 3);
 	ck_assert_int_eq(tn__arena_reclaim_if(a, stale, state, NULL), 1);
 	ck_assert_int_eq(tn__arena_reclaim_if(a, free_slot, state, NULL), 0);
@@ -668,8 +609,7 @@ START_TEST(test_reclaim_if)
 
 	int again;
 	uint64_t state2;
-	ck_assert_tn_ok(tn__arena_assign_slot(a, getpid(), tn__proc_start_time(getpid()), &again,
-					      &state2));
+	assign_self(a, &again, &state2);
 	ck_assert_int_eq(again, k.slot); /* the first free slot */
 	ck_assert_uint_ne(state2, k.state);
 	ck_assert_int_eq(tn__arena_reclaim_if(a, again, k.state, NULL), 0);
@@ -717,13 +657,12 @@ START_TEST(test_assign_all_slots)
 	/* Full: the dead ones are reclaimed and one of theirs is taken. */
 	int s;
 	uint64_t st;
-	ck_assert_tn_ok(tn__arena_assign_slot(a, getpid(), tn__proc_start_time(getpid()), &s, &st));
+	assign_self(a, &s, &st);
 	ck_assert_int_eq(s % 5, 1); /* slot i + 1 was assigned i-th: i % 5 == 0 were dead */
 	ck_assert_uint_eq(stats(a).reclaimed_slots, reclaimed0 + (uint64_t)ndead);
 	ck_assert_uint_eq(stats(a).clients, TN_ARENA_MAX_CLIENTS - ndead + 1);
 	for (int i = 0; i < ndead - 1; i++)
-		ck_assert_tn_ok(tn__arena_assign_slot(a, getpid(), tn__proc_start_time(getpid()),
-						      &s, &st));
+		assign_self(a, &s, &st);
 	ck_assert_tn_error_has(tn__arena_assign_slot(a, getpid(), 1, &s, &st), TN_EBUSY,
 			       "all 256 client slots are taken");
 	/* The old state words of the reclaimed slots match nothing now. */
@@ -751,9 +690,8 @@ START_TEST(test_hold_for_rules)
 	tn_tensor_unref(x);
 	int s, unused;
 	uint64_t st, st2;
-	ck_assert_tn_ok(tn__arena_assign_slot(a, getpid(), tn__proc_start_time(getpid()), &s, &st));
-	ck_assert_tn_ok(tn__arena_assign_slot(a, getpid(), tn__proc_start_time(getpid()), &unused,
-					      &st2));
+	assign_self(a, &s, &st);
+	assign_self(a, &unused, &st2);
 	ck_assert_int_eq(tn__arena_reclaim_if(a, unused, st2, NULL), 1);
 	struct tn__arena_remote_entry e, e2;
 	ck_assert_tn_error_has(tn__arena_hold_for(a, s, "nope", NULL, &e), TN_ENOENT,
@@ -813,8 +751,7 @@ START_TEST(test_daemon_killed)
 		tn_tensor_unref(published(a, "x", 30, 30, 1, 0));
 		int s;
 		uint64_t st;
-		ck_assert_tn_ok(tn__arena_assign_slot(a, getpid(), tn__proc_start_time(getpid()), &s,
-						      &st));
+		assign_self(a, &s, &st);
 		struct tn__arena_remote_entry e;
 		ck_assert_tn_ok(tn__arena_hold_for(a, s, "x", NULL, &e));
 		if (op != 1)
@@ -1010,11 +947,4 @@ static Suite *remote_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(remote_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+TN_TEST_MAIN(remote_suite)
