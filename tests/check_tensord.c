@@ -19,10 +19,12 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -1754,6 +1756,143 @@ START_TEST(test_limits_fds)
 }
 END_TEST
 
+/* ---- hostile read-write clients (review findings) ------------------------------------------------- */
+
+/* Offset of the lock in the arena header: after the identity and geometry fields, 64-byte
+ * aligned (shm/arena_internal.h, struct arena_header). */
+enum { ARENA_LOCK_OFFSET = 320 };
+
+START_TEST(test_hostile_clients)
+{
+	daemon_setup();
+	tn_tensord *c = conn();
+	make_arena(c, "victim", 8 << 20, 0, 0);
+	make_arena(c, "other", 8 << 20, 0, 0);
+	uint64_t free_other = arena_stat(c, "other").stats.free_bytes;
+
+	/* 1. A client holds an arena's lock (stopped, or hostile): the daemon answers everyone
+	 * else, and requests on that arena fail with TN_EBUSY instead of freezing the loop. */
+	tn_arena *a;
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "victim", 0, &a));
+	int afd = tn_arena_fd(a); /* a fork child's handle is not its own: take the fd now */
+	ck_assert_int_ge(afd, 0);
+	int go[2], done[2];
+	ck_assert_int_eq(pipe(go), 0);
+	ck_assert_int_eq(pipe(done), 0);
+	pid_t holder = fork_child();
+	ck_assert_int_ge(holder, 0);
+	if (holder == 0) {
+		void *base = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, afd, 0);
+		if (base == MAP_FAILED)
+			_exit(1);
+		pthread_mutex_t *m = (pthread_mutex_t *)((char *)base + ARENA_LOCK_OFFSET);
+		if (pthread_mutex_lock(m))
+			_exit(2);
+		put_byte(go[1]);
+		get_byte(done[0]);
+		pthread_mutex_unlock(m);
+		_exit(0);
+	}
+	get_byte(go[0]);
+	uint64_t t0 = now_ms();
+	tn_tensord *c2 = conn();
+	tn_tensord_status st;
+	ck_assert_tn_ok(tn_tensord_status_get(c2, &st));
+	ck_assert_uint_eq(arena_stat(c2, "other").stats.free_bytes, free_other);
+	tn_arena *b;
+	ck_assert_tn_error_has(tn_tensord_arena_open(c2, "victim", 0, &b), TN_EBUSY, "lock has been held");
+	ck_assert_msg(now_ms() - t0 < 3000, "the daemon took %llu ms with a lock held",
+		      (unsigned long long)(now_ms() - t0));
+	put_byte(done[1]);
+	ck_assert_int_eq(child_status(holder), 0);
+	/* Once it lets go, the arena is served again. */
+	ck_assert_tn_ok(tn_tensord_arena_open(c2, "victim", 0, &b));
+	tn_arena_unref(b);
+
+	/* 2. A client shrinks the arena file (any writable descriptor can): the daemon survives,
+	 * serves the other arenas, refuses this one with TN_EIO except its forced destruction. */
+	tn_arena_unref(a);
+	pid_t shrinker = fork_child();
+	ck_assert_int_ge(shrinker, 0);
+	if (shrinker == 0) {
+		/* Its own handle is never touched again: the process just exits. */
+		tn_tensord *cc;
+		tn_arena *aa;
+		if (tn_tensord_connect(D.sock, &cc) || tn_tensord_arena_open(cc, "victim", 0, &aa))
+			_exit(1);
+		_exit(ftruncate(tn_arena_fd(aa), 0) ? 2 : 0);
+	}
+	ck_assert_int_eq(child_status(shrinker), 0);
+	sleep_ms(1500);   /* a reclamation sweep passes over every arena */
+	ck_assert_tn_ok(tn_tensord_status_get(c2, &st));
+	ck_assert_uint_eq(arena_stat(c2, "other").stats.free_bytes, free_other);
+	tn_tensord_arena_info info;
+	ck_assert_tn_error_has(tn_tensord_arena_stat(c2, "victim", &info), TN_EIO, "is damaged");
+	ck_assert_tn_error_has(tn_tensord_arena_destroy(c2, "victim", 0), TN_EIO, "--force");
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c2, "victim", TN_TENSORD_FORCE));
+	ck_assert_tn_error_has(tn_tensord_arena_stat(c2, "victim", &info), TN_ENOENT, "no arena");
+
+	/* 3. A client that sends requests and never reads the replies: the daemon stops reading
+	 * it, its memory stays bounded, and others are served. */
+	long rss0 = daemon_rss_kb();
+	int fd = raw_connect();
+	raw_hello(fd);
+	union {
+		struct tnd_hdr h;
+		unsigned char b[TND_MSG_MAX];
+	} m;
+	build(&m, TND_OP_STATUS, NULL, 0, 7);
+	int flags = fcntl(fd, F_GETFL);
+	fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+	int sent = 0;
+	for (int i = 0; i < 200000; i++) {
+		if (send(fd, &m, m.h.len, MSG_NOSIGNAL) < 0) {
+			ck_assert_int_eq(errno, EAGAIN);
+			sleep_ms(1);
+			if (send(fd, &m, m.h.len, MSG_NOSIGNAL) < 0)
+				break;
+		}
+		sent++;
+	}
+	ck_assert_int_gt(sent, 100);
+	ck_assert_tn_ok(tn_tensord_status_get(c2, &st));
+	long rss1 = daemon_rss_kb();
+#ifndef TN_SANITIZED
+	ck_assert_msg(rss1 - rss0 < 16 * 1024, "tensord grew from %ld kB to %ld kB for %d unread "
+		      "replies", rss0, rss1, sent);
+#else
+	(void)rss1;
+#endif
+	close(fd);
+
+	/* 4. Two read-only handles of one arena on one connection: a hold taken through the
+	 * second survives the first one's release. */
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "other", 0, &a));
+	ck_assert_tn_ok(publish_i32(a, "v", 1000, 7));
+	tn_arena *r1, *r2;
+	ck_assert_tn_ok(tn_tensord_arena_open(c2, "other", TN_TENSORD_READ_ONLY, &r1));
+	ck_assert_tn_ok(tn_tensord_arena_open(c2, "other", TN_TENSORD_READ_ONLY, &r2));
+	tn_tensor *t;
+	ck_assert_tn_ok(tn_arena_lookup(r2, "v", &t, NULL));
+	tn_arena_unref(r1);
+	ck_assert_tn_ok(tn_arena_unpublish(a, "v"));
+	/* Still held by r2's slot: not freed, values intact. */
+	ck_assert_uint_lt(arena_stat(c, "other").stats.free_bytes, free_other);
+	ck_assert_int_eq(((int32_t *)tn_tensor_data(t))[999], 7 + 999);
+	tn_tensor_unref(t);
+	tn_arena_unref(r2);
+	tn_arena_unref(a);
+	ck_assert_uint_eq(arena_stat(c, "other").stats.free_bytes, free_other);
+	tn_arena_fsck_report rep;
+	ck_assert_tn_ok(tn_tensord_fsck(c, "other", 0, &rep));
+	ck_assert_uint_eq(rep.problems, 0);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "other", 0));
+	tn_tensord_close(c2);
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
 static Suite *tensord_suite(void)
 {
 	Suite *s = suite_create("tensord");
@@ -1770,6 +1909,7 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_protocol_robustness);
 	tcase_add_test(tc, test_many_clients);
 	tcase_add_test(tc, test_limits_fds);
+	tcase_add_test(tc, test_hostile_clients);
 	suite_add_tcase(s, tc);
 	return s;
 }
