@@ -127,10 +127,13 @@ static void check_request(const void *msg, size_t len, bool has_fd)
 		    m->grant.access > TND_ACCESS_READ_WRITE)
 			fail("accepted a bad grant");
 	}
-	if (h->op == TND_OP_REATTACH || h->op == TND_OP_DETACH) {
-		uint32_t slot = h->op == TND_OP_REATTACH ?
-					((const struct tnd_reattach *)(const void *)body)->slot :
-					((const struct tnd_detach *)(const void *)body)->slot;
+	if (h->op == TND_OP_REATTACH || h->op == TND_OP_DETACH || h->op == TND_OP_HOLD ||
+	    h->op == TND_OP_RELEASE) {
+		uint32_t slot =
+			h->op == TND_OP_REATTACH ? ((const struct tnd_reattach *)(const void *)body)->slot
+			: h->op == TND_OP_DETACH ? ((const struct tnd_detach *)(const void *)body)->slot
+			: h->op == TND_OP_HOLD	 ? ((const struct tnd_hold *)(const void *)body)->slot
+						 : ((const struct tnd_release *)(const void *)body)->slot;
 		if (slot >= TN_ARENA_MAX_CLIENTS)
 			fail("accepted a slot out of range");
 	}
