@@ -721,8 +721,9 @@ static int cmd_fsck(int argc, char **argv)
 	if (!name)
 		return usage_error("fsck NAME [--repair]");
 	tn_arena_fsck_report rep;
+	/* TN_EIO: the check ran and problems remain; the report is written. */
 	int r = tn_tensord_fsck(conn, name, repair ? TN_ARENA_FSCK_REPAIR : 0, &rep);
-	if (r)
+	if (r && r != TN_EIO)
 		return fail(r, "fsck");
 	if (json) {
 		printf("{\"problems\": %" PRIu64 ", \"repaired\": %" PRIu64 ", \"blocks\": %" PRIu64
@@ -840,7 +841,10 @@ static int cmd_load(int argc, char **argv)
 		if (!prefix[0]) {
 			const char *base = strrchr(file, '/');
 			base = base ? base + 1 : file;
-			snprintf(stem, sizeof(stem), "%.*s", (int)(strlen(base) - 4), base);
+			size_t k = strlen(base);
+			if (k > 4 && !strcmp(base + k - 4, ".npy"))
+				k -= 4;
+			snprintf(stem, sizeof(stem), "%.*s", (int)k, base);
 			prefix = stem;
 		}
 	}

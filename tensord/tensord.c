@@ -934,8 +934,10 @@ static int do_fsck(struct client *c, const struct tnd_hdr *h, const struct tnd_a
 	if (!ar)
 		return 0;
 	tn_arena_fsck_report rep;
+	/* TN_EIO: the check ran and problems remain; the report says which (the client
+	 * library turns it back into TN_EIO). */
 	int r = tn_arena_fsck(ar->a, m->flags, &rep);
-	if (r < 0)
+	if (r < 0 && r != TN_EIO)
 		return reply_tn(c, h, r);
 	struct tnd_fsck_reply w = { .problems = rep.problems, .repaired = rep.repaired,
 				    .blocks = rep.blocks, .free_blocks = rep.free_blocks,
@@ -1822,12 +1824,10 @@ static void on_signal(void)
 		tnd_info("signal %u: shutting down", D.siginfo.ssi_signo);
 		D.stop = true;
 		break;
-	case SIGHUP: {
-		/* Re-read the config's log level and limits; the socket and the directories
-		 * stay as they are. */
+	case SIGHUP:
+		/* Not a reload: the configuration is read at start only. */
 		tnd_info("SIGHUP: the configuration is read at start only; nothing to do");
 		break;
-	}
 	default:
 		break;
 	}
