@@ -1965,7 +1965,11 @@ int main(int argc, char **argv)
 			close(ready[1]);
 			char ok = 1;
 			ssize_t n = read(ready[0], &ok, 1);
-			return n == 1 && ok == 0 ? 0 : 1;
+			if (n == 1 && ok == 0)
+				return 0;
+			/* The child's standard error may be /dev/null by now: say it here. */
+			fprintf(stderr, "tensord: failed to start (see the log)\n");
+			return 1;
 		}
 		close(ready[0]);
 		setsid();
@@ -2026,7 +2030,7 @@ fail:
 		ssize_t n = write(ready[1], &ok, 1);
 		(void)n;
 	}
-	if (!foreground || D.cfg.log_target == TND_LOG_SYSLOG)
+	if (foreground && D.cfg.log_target == TND_LOG_SYSLOG)
 		fprintf(stderr, "tensord: failed to start (see the log)\n");
 	return 1;
 }
