@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -850,7 +851,12 @@ TN_EXPORT int tn_tensord_fsck(tn_tensord *c, const char *name, unsigned flags,
 		return tn__error(TN_EINVAL, "%s: unknown flags 0x%x", fn, flags);
 	struct tnd_fsck_reply w;
 	int r = arena_ref_call(c, TND_OP_FSCK, name, false, flags, &w, fn);
-	if (r || !ret)
+	if (r)
+		return r;
+	if (w.problems > w.repaired)
+		r = tn__error(TN_EIO, "%s: arena %s: %" PRIu64 " problems, %" PRIu64 " repaired; "
+			      "first: %.200s", fn, name, w.problems, w.repaired, w.first_problem);
+	if (!ret)
 		return r;
 	memset(ret, 0, sizeof(*ret));
 	ret->problems = w.problems;
@@ -862,7 +868,7 @@ TN_EXPORT int tn_tensord_fsck(tn_tensord *c, const char *name, unsigned flags,
 	ret->dead_clients = w.dead_clients;
 	ret->bad_names = w.bad_names;
 	snprintf(ret->first_problem, sizeof(ret->first_problem), "%s", w.first_problem);
-	return 0;
+	return r;
 }
 
 TN_EXPORT int tn_tensord_gc(tn_tensord *c, const char *name, uint64_t *ret_slots,
@@ -911,6 +917,9 @@ static int transfer(tn_tensord *c, unsigned op, const char *name, int fd,
 					 TN_ARENA_NAME_MAX);
 		strcpy(m.prefix, prefix);
 	}
+	if (op == TND_OP_LOAD && format == TN_TENSORD_FORMAT_NPY && !m.prefix[0])
+		return tn__error(TN_EINVAL, "%s: a .npy file holds one unnamed array: the prefix is "
+				 "its name and cannot be empty", fn);
 	if (op == TND_OP_SAVE && format == TN_TENSORD_FORMAT_AUTO)
 		m.format = TND_FORMAT_SAFETENSORS;
 	m.flags = (flags & TN_TENSORD_SEAL ? TND_XFER_SEAL : 0) |

@@ -1006,8 +1006,10 @@ static int do_fsck(struct client *c, const struct tnd_hdr *h, const struct tnd_a
 	if (!ar)
 		return 0;
 	tn_arena_fsck_report rep;
+	/* TN_EIO: the check ran and problems remain; the report says which (the client
+	 * library turns it back into TN_EIO). */
 	int r = tn_arena_fsck(ar->a, m->flags, &rep);
-	if (r < 0)
+	if (r < 0 && r != TN_EIO)
 		return reply_tn(c, h, r);
 	struct tnd_fsck_reply w = { .problems = rep.problems, .repaired = rep.repaired,
 				    .blocks = rep.blocks, .free_blocks = rep.free_blocks,
@@ -2102,7 +2104,11 @@ int main(int argc, char **argv)
 			close(ready[1]);
 			char ok = 1;
 			ssize_t n = read(ready[0], &ok, 1);
-			return n == 1 && ok == 0 ? 0 : 1;
+			if (n == 1 && ok == 0)
+				return 0;
+			/* The child's standard error may be /dev/null by now: say it here. */
+			fprintf(stderr, "tensord: failed to start (see the log)\n");
+			return 1;
 		}
 		close(ready[0]);
 		setsid();
@@ -2167,7 +2173,7 @@ fail:
 		ssize_t n = write(ready[1], &ok, 1);
 		(void)n;
 	}
-	if (!foreground || D.cfg.log_target == TND_LOG_SYSLOG)
+	if (foreground && D.cfg.log_target == TND_LOG_SYSLOG)
 		fprintf(stderr, "tensord: failed to start (see the log)\n");
 	return 1;
 }

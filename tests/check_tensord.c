@@ -758,6 +758,15 @@ START_TEST(test_reclaim_killed_client)
 	tn_arena_fsck_report rep;
 	ck_assert_tn_ok(tn_tensord_fsck(c, "rec", 0, &rep));
 	ck_assert_msg(rep.problems == 0, "fsck: %s", rep.first_problem);
+	/* A .npy load needs a name: refused by the library, the connection stays up. */
+	int nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(nfd, 0);
+	ck_assert_tn_error_has(tn_tensord_load(c, "rec", nfd, TN_TENSORD_FORMAT_NPY, "", 0, NULL, NULL,
+					   NULL),
+			   TN_EINVAL, "cannot be empty");
+	close(nfd);
+	ck_assert_tn_ok(tn_tensord_status_get(c, &st));
+	ck_assert_uint_eq(st.protocol_errors, st0.protocol_errors);
 	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "rec", 0));
 	tn_tensord_close(c);
 	daemon_finish();
