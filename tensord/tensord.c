@@ -193,6 +193,8 @@ static struct {
 	char config_path[PATH_MAX];
 	bool config_required, level_from_cli;
 	uint64_t accept_pause_until; /* out of descriptors: accept again after this */
+	tn_arena **abandoned; /* handles of destroyed damaged arenas: mapped until exit */
+	size_t nabandoned;
 } D;
 
 static uint64_t now_ns(void)
@@ -897,8 +899,15 @@ static int do_destroy(struct client *c, const struct tnd_hdr *h, const struct tn
 	forget_arena(ar);
 	/* A damaged arena's mapping is left alone (letting go of the slot would touch pages
 	 * past the end of the file): it stays mapped, unused, until the daemon exits. */
-	if (intact)
+	if (intact) {
 		tn_arena_unref(ar->a);
+	} else {
+		tn_arena **p = realloc(D.abandoned, (D.nabandoned + 1) * sizeof(*p));
+		if (p) {
+			p[D.nabandoned++] = ar->a;
+			D.abandoned = p;
+		}
+	}
 	ar->a = NULL;
 	int r = tn_arena_destroy(file, dir, TN_ARENA_FORCE);
 	if (r && r != TN_ENOENT)
