@@ -1902,6 +1902,153 @@ START_TEST(test_hostile_clients)
 }
 END_TEST
 
+/* ---- load and save through the daemon ------------------------------------------------------------- */
+
+static bool same_file(const char *a, const char *b)
+{
+	FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+	ck_assert_ptr_nonnull(fa);
+	ck_assert_ptr_nonnull(fb);
+	int ca, cb;
+	do {
+		ca = fgetc(fa);
+		cb = fgetc(fb);
+	} while (ca == cb && ca != EOF);
+	fclose(fa);
+	fclose(fb);
+	return ca == cb;
+}
+
+struct progress_seen {
+	uint64_t calls, last_done, total;
+	bool monotonic;
+};
+
+static void on_progress(uint64_t done, uint64_t total, void *ctx)
+{
+	struct progress_seen *p = ctx;
+	if (p->calls && done < p->last_done)
+		p->monotonic = false;
+	p->calls++;
+	p->last_done = done;
+	p->total = total;
+}
+
+START_TEST(test_load_save)
+{
+	daemon_setup();
+	tn_tensord *c = conn();
+	make_arena(c, "io", 64 << 20, 0, 0);
+	char out[8192], file[256], file2[256], golden[512];
+	/* .npy files numpy wrote (tests/golden/gen_formats.py): loaded through tensorctl and the
+	 * daemon, saved back, byte for byte the same file. */
+	static const char *const npy[] = { "f32", "f64", "i64", "bool", "u8", "i8", "i16",
+					   "i32", "f16", "scalar", "fortran", "f64_4d", "empty" };
+	for (size_t i = 0; i < sizeof(npy) / sizeof(npy[0]); i++) {
+		snprintf(golden, sizeof(golden), "%s/%s.npy", TN_GOLDEN_FORMATS_DIR, npy[i]);
+		snprintf(file, sizeof(file), "%s/%s.npy", D.dir, npy[i]);
+		char name[64];
+		snprintf(name, sizeof(name), "np/%s", npy[i]);
+		const char *load[] = { "--socket", D.sock, "load", "io", golden, "--prefix", name, NULL };
+		ck_assert_int_eq(tensorctl(out, sizeof(out), load), 0);
+		const char *save[] = { "--socket", D.sock, "save", "io", file, name, NULL };
+		ck_assert_int_eq(tensorctl(out, sizeof(out), save), 0);
+		ck_assert_msg(same_file(file, golden), "%s.npy came back different", npy[i]);
+		unlink(file);
+	}
+	/* A safetensors file: load, save, load the saved file under another prefix, save that:
+	 * the two saved files are the same bytes, and every tensor has the same values. */
+	snprintf(golden, sizeof(golden), "%s/mixed.safetensors", TN_GOLDEN_FORMATS_DIR);
+	snprintf(file, sizeof(file), "%s/a.safetensors", D.dir);
+	snprintf(file2, sizeof(file2), "%s/b.safetensors", D.dir);
+	tn_arena *a;
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "io", 0, &a));
+	int fd = open(golden, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	struct progress_seen ps = { .monotonic = true };
+	tn_tensord_transfer t;
+	ck_assert_tn_ok(tn_tensord_load(c, "io", fd, TN_TENSORD_FORMAT_AUTO, "st1/", 0, on_progress,
+					&ps, &t));
+	close(fd);
+	ck_assert_uint_eq(t.tensors, 12);
+	ck_assert_msg(ps.calls >= 1 && ps.monotonic && ps.last_done == ps.total &&
+			      ps.total == t.bytes,
+		      "progress: %llu calls, last %llu of %llu, %llu bytes",
+		      (unsigned long long)ps.calls, (unsigned long long)ps.last_done,
+		      (unsigned long long)ps.total, (unsigned long long)t.bytes);
+	fd = open(file, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_tn_ok(tn_tensord_save(c, "io", fd, TN_TENSORD_FORMAT_SAFETENSORS, "st1/", 0, NULL,
+					NULL, &t));
+	close(fd);
+	const char *load2[] = { "--socket", D.sock, "load", "io", file, "--prefix", "st2/", NULL };
+	ck_assert_int_eq(tensorctl(out, sizeof(out), load2), 0);
+	const char *save2[] = { "--socket", D.sock, "save", "io", file2, "st2/", NULL };
+	ck_assert_int_eq(tensorctl(out, sizeof(out), save2), 0);
+	ck_assert_msg(same_file(file, file2), "a saved safetensors file did not come back the same");
+	tn_arena_entry *e;
+	size_t n;
+	ck_assert_tn_ok(tn_arena_list(a, "st1/", &e, &n));
+	ck_assert_uint_eq(n, 12);
+	for (size_t i = 0; i < n; i++) {
+		char other[300];
+		snprintf(other, sizeof(other), "st2/%s", e[i].name + 4);
+		tn_tensor *x, *y;
+		ck_assert_tn_ok(tn_arena_lookup(a, e[i].name, &x, NULL));
+		ck_assert_tn_ok(tn_arena_lookup(a, other, &y, NULL));
+		ck_assert_int_eq(tn_tensor_dtype(x), tn_tensor_dtype(y));
+		ck_assert_int_eq(tn_tensor_numel(x), tn_tensor_numel(y));
+		ck_assert_msg(!memcmp(tn_tensor_data(x), tn_tensor_data(y), tn_tensor_nbytes(x)),
+			      "%s and %s differ", e[i].name, other);
+		tn_tensor_unref(x);
+		tn_tensor_unref(y);
+	}
+	free(e);
+	/* A malformed file fails with the parser's message and leaves the arena as it was. */
+	tn_tensord_arena_info before = arena_stat(c, "io");
+	int in = open(golden, O_RDONLY);
+	snprintf(file2, sizeof(file2), "%s/cut.safetensors", D.dir);
+	int cut = open(file2, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	char buf[4096];
+	ssize_t k = read(in, buf, sizeof(buf));
+	ck_assert_int_gt(k, 40);
+	ck_assert_int_eq(write(cut, buf, (size_t)k - 7), k - 7);
+	close(in);
+	close(cut);
+	fd = open(file2, O_RDONLY);
+	ck_assert_tn_error_has(tn_tensord_load(c, "io", fd, TN_TENSORD_FORMAT_AUTO, "bad/", 0,
+					       NULL, NULL, &t),
+			       TN_EINVAL, "safetensors");
+	close(fd);
+	tn_tensord_arena_info after = arena_stat(c, "io");
+	ck_assert_uint_eq(after.stats.names, before.stats.names);
+	ck_assert_uint_eq(after.stats.free_bytes, before.stats.free_bytes);
+	/* A name that is taken: TN_EEXIST, and nothing of the file stays. */
+	fd = open(golden, O_RDONLY);
+	ck_assert_tn_error_has(tn_tensord_load(c, "io", fd, TN_TENSORD_FORMAT_AUTO, "st1/", 0,
+					       NULL, NULL, &t),
+			       TN_EEXIST, "already published");
+	close(fd);
+	after = arena_stat(c, "io");
+	ck_assert_uint_eq(after.stats.names, before.stats.names);
+	ck_assert_uint_eq(after.stats.free_bytes, before.stats.free_bytes);
+	/* The file is read with the caller's access, through its descriptor: one opened for
+	 * writing only is refused. */
+	fd = open(file, O_WRONLY);
+	ck_assert_tn_error_has(tn_tensord_load(c, "io", fd, TN_TENSORD_FORMAT_AUTO, "w/", 0, NULL,
+					       NULL, &t),
+			       TN_EACCES, "not open for reading");
+	close(fd);
+	tn_arena_unref(a);
+	unlink(file);
+	unlink(file2);
+	snprintf(file2, sizeof(file2), "%s/b.safetensors", D.dir);
+	unlink(file2);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "io", 0));
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
 static Suite *tensord_suite(void)
 {
 	Suite *s = suite_create("tensord");
@@ -1919,6 +2066,7 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_many_clients);
 	tcase_add_test(tc, test_limits_fds);
 	tcase_add_test(tc, test_hostile_clients);
+	tcase_add_test(tc, test_load_save);
 	suite_add_tcase(s, tc);
 	return s;
 }
