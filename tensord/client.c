@@ -240,10 +240,10 @@ static int exchange_locked(tn_tensord *c, struct exchange *x, const char *fn)
 				continue;
 			}
 			if (in.hdr.flags & TND_F_MORE) {
-				if (x->item && (r = x->item(x->ctx, body)) < 0) {
-					/* Out of memory: drain the rest so the stream stays in step. */
+				/* Out of memory (the callback keeps the error): drain the rest, so
+				 * the stream stays in step, without collecting. */
+				if (x->item && x->item(x->ctx, body) < 0)
 					x->item = NULL;
-				}
 				continue;
 			}
 			if (x->reply)
@@ -254,7 +254,7 @@ static int exchange_locked(tn_tensord *c, struct exchange *x, const char *fn)
 				else
 					close(rfd);
 			}
-			return r < 0 ? r : 0;
+			return 0;
 		}
 	}
 }
@@ -345,8 +345,6 @@ static int connect_locked(tn_tensord *c, const char *fn)
 		struct tnd_arena_open_reply rep;
 		struct exchange rx = { .op = TND_OP_REATTACH, .body = &ra, .body_len = sizeof(ra),
 				       .pass_fd = -1, .reply = &rep };
-		int saved_err = 0;
-		(void)saved_err;
 		if (exchange_locked(c, &rx, fn) == TN_ENOTCONN)
 			return TN_ENOTCONN;
 	}
@@ -559,7 +557,7 @@ static void remote_release(void *ctx, uint64_t block)
 	char keep[256];
 	snprintf(keep, sizeof(keep), "%s", tn_last_error());
 	if (exchange(ca->conn, &x, "tn_arena_unref") < 0)
-		tn__error(0, "%s", keep);
+		tn__error(0, "%s", keep); /* the caller's last error, as it was */
 	errno = saved;
 }
 
