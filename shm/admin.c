@@ -272,7 +272,7 @@ static int fsck_directory(struct fsck *f, uint64_t **ret_blocks, size_t *ret_n)
 			tombs++;
 		if (st != ENTRY_USED)
 			continue;
-		const char *why = tn__entry_problem(a, e);
+		const char *why = tn__entry_problem(a, e, NULL);
 		bool ok = !why;
 		if (ok) {
 			blocks[n++] = e->block;

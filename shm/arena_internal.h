@@ -257,7 +257,7 @@ uint64_t tn__quiet_undo(const tn_arena *a);
 
 /* ---- directory.c ---- */
 struct dir_entry *tn__entry_at(const tn_arena *a, uint32_t index);
-const char *tn__entry_problem(const tn_arena *a, const struct dir_entry *e);
+const char *tn__entry_problem(const tn_arena *a, const struct dir_entry *e, uint64_t *ret_bytes);
 /* Copy entry @index without the lock (a read-only handle), while no change is under way if
  * it can (returns whether it could): the copy is to be validated like a damaged entry. */
 bool tn__entry_snapshot(const tn_arena *a, uint32_t index, struct dir_entry *out);

@@ -118,7 +118,7 @@ const char *tn__extent_problem(uint32_t dtype, uint32_t ndim, const int64_t *siz
 	return NULL;
 }
 
-const char *tn__entry_problem(const tn_arena *a, const struct dir_entry *e)
+const char *tn__entry_problem(const tn_arena *a, const struct dir_entry *e, uint64_t *ret_bytes)
 {
 	/* The block offset is read once: a reader without the lock (a read-only handle) may
 	 * pass the live entry, whose words can change between two reads. */
@@ -132,15 +132,20 @@ const char *tn__entry_problem(const tn_arena *a, const struct dir_entry *e)
 		return "block generation";
 	if (!e->name_len || e->name_len > TN_ARENA_NAME_MAX)
 		return "name";
-	uint64_t size = b->size; /* sane, >= BLOCK_MIN; re-read: may have changed since */
+	/* Read once more: it may have changed since it was found sane. The caller reports the
+	 * payload the extent was checked against, never a later reading of it. */
+	uint64_t size = *(const volatile uint64_t *)&b->size;
+	uint64_t bytes = size >= BLOCK_HDR ? size - BLOCK_HDR : 0;
+	if (ret_bytes)
+		*ret_bytes = bytes;
 	return tn__extent_problem((uint32_t)e->dtype_ndim, (uint32_t)(e->dtype_ndim >> 32),
-				  e->sizes, e->strides, e->storage_offset,
-				  size >= BLOCK_HDR ? size - BLOCK_HDR : 0);
+				  e->sizes, e->strides, e->storage_offset, bytes);
 }
 
-static int entry_check(const tn_arena *a, const struct dir_entry *e, const char *fn)
+static int entry_check(const tn_arena *a, const struct dir_entry *e, const char *fn,
+		       uint64_t *ret_bytes)
 {
-	const char *bad = tn__entry_problem(a, e);
+	const char *bad = tn__entry_problem(a, e, ret_bytes);
 	if (bad)
 		return tn__error(TN_EIO, "%s: directory entry '%.*s' of arena %s is damaged (%s); "
 				 "run fsck", fn, (int)(e->name_len <= TN_ARENA_NAME_MAX ? e->name_len : 0),
@@ -148,7 +153,8 @@ static int entry_check(const tn_arena *a, const struct dir_entry *e, const char 
 	return 0;
 }
 
-static void entry_to_public(const tn_arena *a, uint32_t index, const struct dir_entry *e,
+/* @block_bytes is the payload that entry_check() checked the extent against. */
+static void entry_to_public(uint32_t index, const struct dir_entry *e, uint64_t block_bytes,
 			    tn_arena_entry *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -158,7 +164,7 @@ static void entry_to_public(const tn_arena *a, uint32_t index, const struct dir_
 	memcpy(out->sizes, e->sizes, sizeof(out->sizes));
 	memcpy(out->strides, e->strides, sizeof(out->strides));
 	out->storage_offset = e->storage_offset;
-	out->block_bytes = tn__block_at(a, e->block)->size - BLOCK_HDR;
+	out->block_bytes = block_bytes;
 	out->flags = (uint32_t)(e->block_gen_flags >> 32);
 	out->handle = (tn_arena_handle){ index, entry_gen(e) };
 }
@@ -174,7 +180,7 @@ static int unpin(tn_arena *a, const struct dir_entry *e)
 {
 	/* A damaged entry points at nothing it may change: another name's block, or bytes
 	 * that are no block. Its removal leaves the heap to fsck. */
-	if (tn__entry_problem(a, e))
+	if (tn__entry_problem(a, e, NULL))
 		return 0;
 	struct block *b = tn__block_at(a, e->block);
 	if ((uint32_t)b->magic_flags != BLOCK_MAGIC_USED || !(b->gen_pins >> 32))
@@ -353,10 +359,11 @@ static void lookup_deleter(void *data, void *ctx)
 	tn__local_release(ctx, tn__block_of(ctx, data));
 }
 
-/* The entry of @name (NULL: of @handle), checked, under the lock: its index, or TN_ENOENT,
- * TN_ESTALE, TN_EIO. */
+/* The entry of @name (NULL: of @handle), checked, under the lock: its index and its block's
+ * payload bytes, or TN_ENOENT, TN_ESTALE, TN_EIO. */
 static int find_entry_locked(tn_arena *a, const char *name, size_t len,
-			     const tn_arena_handle *handle, const char *fn, uint32_t *ret_index)
+			     const tn_arena_handle *handle, const char *fn, uint32_t *ret_index,
+			     uint64_t *ret_bytes)
 {
 	uint32_t index;
 	struct dir_entry *e;
@@ -375,7 +382,7 @@ static int find_entry_locked(tn_arena *a, const char *name, size_t len,
 					 "name was unpublished or replaced since", fn,
 					 handle->index, handle->generation, a->path);
 	}
-	int r = entry_check(a, e, fn);
+	int r = entry_check(a, e, fn, ret_bytes);
 	if (r)
 		return r;
 	*ret_index = index;
@@ -500,13 +507,14 @@ static int lookup(tn_arena *a, const char *name, const tn_arena_handle *handle,
 			return r;
 		}
 		uint32_t index;
-		if ((r = find_entry_locked(a, name, len, handle, fn, &index))) {
+		uint64_t bytes;
+		if ((r = find_entry_locked(a, name, len, handle, fn, &index, &bytes))) {
 			tn__arena_unlock(a);
 			pthread_mutex_unlock(&a->local_lock);
 			return r;
 		}
 		struct dir_entry *e = tn__entry_at(a, index);
-		entry_to_public(a, index, e, info);
+		entry_to_public(index, e, bytes, info);
 		uint64_t block = e->block;
 		struct block *b = tn__block_at(a, block);
 		/* Sealed by this name or by another one over the same block. */
@@ -554,13 +562,14 @@ int tn__arena_hold_for(tn_arena *a, int slot, const char *name, const tn_arena_h
 	if ((r = tn__arena_lock(a)))
 		return r;
 	uint32_t index;
+	uint64_t bytes;
 	if ((uint32_t)tn__client_at(a, slot)->state_gen != CLIENT_ATTACHED) {
 		r = tn__error(TN_ERANGE, "%s: slot %d of arena %s is not attached", fn, slot,
 			      a->path);
-	} else if ((r = find_entry_locked(a, name, len, handle, fn, &index)) == 0) {
+	} else if ((r = find_entry_locked(a, name, len, handle, fn, &index, &bytes)) == 0) {
 		struct dir_entry *e = tn__entry_at(a, index);
 		struct tn__arena_remote_entry out;
-		entry_to_public(a, index, e, &out.entry);
+		entry_to_public(index, e, bytes, &out.entry);
 		out.block = e->block;
 		tn__hold_set(a, tn__block_at(a, e->block), slot, true);
 		tn__tx_commit(a);
@@ -624,7 +633,7 @@ TN_EXPORT int tn_arena_seal(tn_arena *a, const char *name)
 	if (r)
 		return r;
 	struct dir_entry *e = tn__entry_at(a, index);
-	if ((r = entry_check(a, e, "tn_arena_seal"))) {
+	if ((r = entry_check(a, e, "tn_arena_seal", NULL))) {
 		tn__arena_unlock(a);
 		return r;
 	}
@@ -676,12 +685,13 @@ bool tn__entry_snapshot(const tn_arena *a, uint32_t index, struct dir_entry *out
 	return false;
 }
 
-/* Find @name without the lock: a checked copy of its entry, or TN_ENOENT/TN_EIO. An answer
- * is believed when nothing changed while it was found: no change under way before and after a
- * miss, or a clean copy of the entry whose state word is the same after the check. Otherwise
- * look again; after a few tries, a copy that passed the check is the (perhaps stale) answer. */
+/* Find @name without the lock: a checked copy of its entry and the payload bytes its extent
+ * was checked against, or TN_ENOENT/TN_EIO. An answer is believed when nothing changed while
+ * it was found: no change under way before and after a miss, or a clean copy of the entry
+ * whose state word is the same after the check. Otherwise look again; after a few tries, a
+ * copy that passed the check is the (perhaps stale, never inconsistent) answer. */
 static int find_unlocked(tn_arena *a, const char *name, const char *fn, uint32_t *ret_index,
-			 struct dir_entry *ret_copy)
+			 struct dir_entry *ret_copy, uint64_t *ret_bytes)
 {
 	const _Atomic uint64_t *undo = &a->hdr->undo_count;
 	struct dir_entry copy;
@@ -691,7 +701,7 @@ static int find_unlocked(tn_arena *a, const char *name, const char *fn, uint32_t
 	if ((r = check_name(name, fn, &len)))
 		return r;
 	uint64_t hash = fnv1a(name, len);
-	for (int tries = 0; tries < 64; tries++) {
+	for (int tries = 0; tries < 64; tries++, r = 0) {
 		if (tries)
 			sched_yield();
 		uint64_t u0 = tn__quiet_undo(a);
@@ -707,19 +717,29 @@ static int find_unlocked(tn_arena *a, const char *name, const char *fn, uint32_t
 		if (entry_state(&copy) != ENTRY_USED || copy.name_len != len ||
 		    memcmp(copy.name, name, len))
 			continue;
-		r = entry_check(a, &copy, fn);
+		uint64_t bytes;
+		r = entry_check(a, &copy, fn, &bytes);
 		atomic_thread_fence(memory_order_acquire);
-		bool stable = clean && *(const volatile uint64_t *)&live->state_gen == copy.state_gen;
-		if (!r) {
+		bool stable = clean && *(const volatile uint64_t *)&live->state_gen == copy.state_gen &&
+			      !atomic_load_explicit(undo, memory_order_acquire);
+		if (!r && (stable || !have)) {
 			memcpy(ret_copy, &copy, sizeof(copy));
 			*ret_index = (uint32_t)i;
+			*ret_bytes = bytes;
 			have = true;
 		}
-		if (stable || !r)
+		if (stable)
 			return r;
+		/* A copy that failed the check while the entry changed shows nothing damaged. */
+		r = TN_EBUSY;
 	}
-	if (have)
+	if (have) {
+		tn_clear_error();
 		return 0;
+	}
+	if (r)
+		return tn__error(TN_EBUSY, "%s: '%s' of arena %s changed at every look; try again",
+				 fn, name, a->path);
 	return tn__error(TN_ENOENT, "%s: no tensor '%s' in arena %s", fn, name, a->path);
 }
 
@@ -730,17 +750,19 @@ TN_EXPORT int tn_arena_info(tn_arena *a, const char *name, tn_arena_entry *ret_e
 		return tn__error(TN_EINVAL, "tn_arena_info: NULL ret_entry");
 	if (tn__arena_ok(a) && a->read_only) {
 		struct dir_entry copy;
-		int r = find_unlocked(a, name, "tn_arena_info", &index, &copy);
+		uint64_t bytes = 0;
+		int r = find_unlocked(a, name, "tn_arena_info", &index, &copy, &bytes);
 		if (!r)
-			entry_to_public(a, index, &copy, ret_entry);
+			entry_to_public(index, &copy, bytes, ret_entry);
 		return r;
 	}
 	int r = find_locked(a, name, "tn_arena_info", &index);
 	if (r)
 		return r;
 	struct dir_entry *e = tn__entry_at(a, index);
-	if (!(r = entry_check(a, e, "tn_arena_info")))
-		entry_to_public(a, index, e, ret_entry);
+	uint64_t bytes;
+	if (!(r = entry_check(a, e, "tn_arena_info", &bytes)))
+		entry_to_public(index, e, bytes, ret_entry);
 	tn__arena_unlock(a);
 	return r;
 }
@@ -774,6 +796,7 @@ TN_EXPORT int tn_arena_list(tn_arena *a, const char *prefix, tn_arena_entry **re
 		goto nomem;
 	for (uint32_t i = 0; i < a->dir_slots && (ro || n < cap); i++) {
 		struct dir_entry copy, *e = tn__entry_at(a, i);
+		uint64_t bytes;
 		if (entry_state(e) != ENTRY_USED)
 			continue;
 		if (ro) {
@@ -783,7 +806,7 @@ TN_EXPORT int tn_arena_list(tn_arena *a, const char *prefix, tn_arena_entry **re
 				continue;
 		}
 		if (e->name_len < plen || (plen && memcmp(e->name, prefix, plen)) ||
-		    entry_check(a, e, fn))
+		    entry_check(a, e, fn, &bytes))
 			continue;
 		if (n == cap) {
 			if (cap >= a->max_names)
@@ -795,7 +818,7 @@ TN_EXPORT int tn_arena_list(tn_arena *a, const char *prefix, tn_arena_entry **re
 			out = t;
 			cap = ncap;
 		}
-		entry_to_public(a, i, e, &out[n++]);
+		entry_to_public(i, e, bytes, &out[n++]);
 	}
 	if (!ro)
 		tn__arena_unlock(a);

@@ -242,7 +242,8 @@ typedef struct tn_arena_entry {
 } tn_arena_entry;
 
 /*
- * tn_arena_info - the entry of @name, without holding its block. Errors: TN_ENOENT, TN_EINVAL.
+ * tn_arena_info - the entry of @name, without holding its block. Errors: TN_ENOENT, TN_EINVAL,
+ * TN_EIO (damaged), TN_EBUSY (read-only handle: replaced at every look).
  */
 TN_EXPORT int tn_arena_info(tn_arena *arena, const char *name, tn_arena_entry *ret_entry);
 
