@@ -18,6 +18,7 @@
 #define TN_SHM_ARENA_REMOTE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <tensor/arena.h>
@@ -132,5 +133,12 @@ bool tn__arena_read_only(const tn_arena *a);
 
 /* tn__arena_uuid - the arena's uuid (16 bytes), copied into the handle at attach. */
 void tn__arena_uuid(const tn_arena *a, uint8_t ret_uuid[16]);
+
+/* tn__arena_mappings - where the handle maps the file: its read-write mapping (read-only for
+ * a read-only handle), its read-only alias (NULL for a read-only handle), their length and
+ * the arena's page size (both mappings start on a page boundary). NULLs and 0 for a bad
+ * handle. For tensord's SIGBUS guard (tensord/guard.c). */
+void tn__arena_mappings(const tn_arena *a, void **ret_rw, void **ret_ro, size_t *ret_len,
+			size_t *ret_page);
 
 #endif /* TN_SHM_ARENA_REMOTE_H */

@@ -138,3 +138,13 @@ void tn__arena_uuid(const tn_arena *a, uint8_t ret_uuid[16])
 	else
 		memset(ret_uuid, 0, 16);
 }
+
+void tn__arena_mappings(const tn_arena *a, void **ret_rw, void **ret_ro, size_t *ret_len,
+			size_t *ret_page)
+{
+	bool ok = tn__handle_is(a, TN_MAGIC_ARENA);
+	*ret_rw = ok ? a->base : NULL;
+	*ret_ro = ok ? a->ro : NULL;
+	*ret_len = ok ? (size_t)a->size : 0;
+	*ret_page = ok ? (size_t)a->page_size : 0;
+}

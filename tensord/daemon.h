@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tensord's internal interfaces: configuration (config.c), logging (log.c), and the daemon
- * itself (tensord.c: the io_uring loop, clients, arenas, access control, reclamation).
+ * tensord's internal interfaces: configuration (config.c), logging (log.c), the SIGBUS guard
+ * (guard.c), and the daemon itself (tensord.c: the io_uring loop, clients, arenas, access
+ * control, reclamation).
  */
 #ifndef TENSORD_DAEMON_H
 #define TENSORD_DAEMON_H
@@ -56,6 +57,21 @@ int tnd_config_load(struct tnd_config *cfg, const char *path, bool must_exist, c
 int tnd_parse_size(const char *s, uint64_t *ret);
 /* "default", "local", "bind:0,2-3", "interleave:0-1", "preferred:1". */
 int tnd_parse_numa(const char *s, enum tn_numa_policy *ret_policy, uint64_t *ret_nodes);
+
+/* guard.c: the SIGBUS guard over the daemon's arena mappings (see there). */
+struct tnd_guard {
+	int rw, ro; /* table entries of the two mappings, or -1 */
+};
+/* Install the SIGBUS handler; 0 or -errno. */
+int tnd_guard_init(void);
+/* Register the mappings of @a; 0, or -EINVAL/-ENOSPC (then nothing is registered). */
+int tnd_guard_add(tn_arena *a, struct tnd_guard *ret);
+/* Stop guarding; the handle's mappings must be kept if they were hit. */
+void tnd_guard_forget(struct tnd_guard *g);
+/* Whether an access past the end of the file was caught in these mappings. */
+bool tnd_guard_hit(const struct tnd_guard *g);
+/* Accesses caught since the start. */
+uint64_t tnd_guard_faults(void);
 
 /* log.c */
 void tnd_log_setup(enum tnd_log_target target, enum tnd_log_level level);

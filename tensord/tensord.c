@@ -66,6 +66,7 @@ struct arena {
 	uint8_t uuid[16];
 	uint64_t size; /* of the file, when the daemon mapped it */
 	bool damaged; /* its file shrank under the mapping: only destroy --force is served */
+	struct tnd_guard guard; /* the SIGBUS guard's entries for its mappings */
 	/* NUMA residency costs a move_pages over every page: sampled at most once a second. */
 	uint64_t resident[TND_MAX_NODES];
 	uint32_t nnodes;
@@ -625,14 +626,21 @@ static uint64_t size_of(tn_arena *a)
 }
 
 /* A read-write client can ftruncate the arena file (any writable descriptor can); touching
- * the mapping past the new end would raise SIGBUS in the daemon. Check the size before
- * serving an arena, and from then on serve only its destruction. (A shrink between this
- * check and the access still faults: see tensord(8), BUGS.) */
+ * the mapping past the new end raises SIGBUS in the daemon. Check the size before serving an
+ * arena, and from then on serve only its destruction. A shrink between this check and an
+ * access is caught by the SIGBUS guard (guard.c), which this check reads too. */
 static bool arena_intact(struct arena *ar)
 {
 	struct stat st;
 	if (ar->damaged)
 		return false;
+	if (tnd_guard_hit(&ar->guard)) {
+		ar->damaged = true;
+		tnd_error("arena %s: its file shrank while the daemon used it; the access past "
+			  "its end was caught (SIGBUS) and read zeros: serving only its destruction",
+			  ar->name);
+		return false;
+	}
 	if (fstat(tn_arena_fd(ar->a), &st) == 0 && (uint64_t)st.st_size < ar->size) {
 		ar->damaged = true;
 		tnd_error("arena %s: its file shrank to %lld bytes under a mapping of %" PRIu64
@@ -641,6 +649,14 @@ static bool arena_intact(struct arena *ar)
 		return false;
 	}
 	return true;
+}
+
+/* Register a newly mapped arena with the SIGBUS guard. */
+static void arena_guard(struct arena *ar)
+{
+	if (tnd_guard_add(ar->a, &ar->guard))
+		tnd_warn("arena %s: not guarded against a shrinking file (the guard's table is "
+			 "full)", ar->name);
 }
 
 static struct arena *arena_for(struct client *c, const struct tnd_hdr *h, const char *name,
@@ -776,8 +792,10 @@ static int do_create(struct client *c, const struct tnd_hdr *h, const struct tnd
 	snprintf(ar->path, sizeof(ar->path), "%.3900s/%.71s", dir, file);
 	tn__arena_uuid(ar->a, ar->uuid);
 	ar->size = size_of(ar->a);
+	arena_guard(ar);
 	if ((r = meta_write(ar))) {
 		tnd_error("arena %s: cannot write its record: %s", ar->name, strerror(-r));
+		tnd_guard_forget(&ar->guard);
 		tn_arena_unref(ar->a);
 		tn_arena_destroy(file, dir, TN_ARENA_FORCE);
 		free(ar);
@@ -900,6 +918,7 @@ static int do_destroy(struct client *c, const struct tnd_hdr *h, const struct tn
 	/* A damaged arena's mapping is left alone (letting go of the slot would touch pages
 	 * past the end of the file): it stays mapped, unused, until the daemon exits. */
 	if (intact) {
+		tnd_guard_forget(&ar->guard);
 		tn_arena_unref(ar->a);
 	} else {
 		tn_arena **p = realloc(D.abandoned, (D.nabandoned + 1) * sizeof(*p));
@@ -1265,6 +1284,15 @@ static void handle_events(void)
 		j->arena->transfers--;
 		atomic_fetch_sub(&D.workers, 1);
 		c->transfer = false;
+		if (!ev->status && !arena_intact(j->arena)) {
+			/* The file shrank under the transfer: what was read past its new end
+			 * were zeros the guard put there. */
+			ev->status = TN_EIO;
+			snprintf(ev->message, sizeof(ev->message), "arena \"%s\" is damaged: its "
+				 "file shrank during the %s; what it %s is not to be trusted",
+				 j->arena->name, ev->op == TND_OP_LOAD ? "load" : "save",
+				 ev->op == TND_OP_LOAD ? "loaded" : "saved");
+		}
 		if (ev->status) {
 			struct tnd_error e;
 			memcpy(e.message, ev->message, sizeof(e.message));
@@ -1656,6 +1684,8 @@ static void recover(void)
 			free(ar);
 			continue;
 		}
+		ar->damaged = false;
+		arena_guard(ar);
 		tn_arena_fsck_report rep;
 		if (tn_arena_fsck(ar->a, TN_ARENA_FSCK_REPAIR, &rep) >= 0 && rep.problems)
 			tnd_warn("arena %s: fsck repaired %" PRIu64 " of %" PRIu64 " problems (%s)",
@@ -1664,7 +1694,6 @@ static void recover(void)
 		if (k > 0)
 			D.reclaimed_slots += (uint64_t)k;
 		ar->transfers = 0;
-		ar->damaged = false;
 		memset(&ar->resident_ns, 0, sizeof(ar->resident_ns));
 		tn__arena_uuid(ar->a, ar->uuid);
 	ar->size = size_of(ar->a);
@@ -2145,6 +2174,10 @@ int main(int argc, char **argv)
 	D.event_op.kind = OP_EVENT;
 	D.timer_op.kind = OP_TIMER;
 	int r;
+	if ((r = tnd_guard_init())) {
+		tnd_error("cannot install the SIGBUS guard: %s", strerror(-r));
+		goto fail;
+	}
 	if (D.signal_fd < 0 || D.event_fd < 0 || mkdir_private(D.cfg.arena_dir) || open_socket())
 		goto fail;
 	/* Room for a receive and a send per client at once without waiting on a submit. */

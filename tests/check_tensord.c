@@ -2049,6 +2049,108 @@ START_TEST(test_load_save)
 }
 END_TEST
 
+/* Whether the daemon's log holds @needle. */
+static bool log_has(const char *needle)
+{
+	FILE *f = fopen(D.log, "r");
+	char line[1024];
+	bool found = false;
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
+/* A read-write client shrinks the arena file while the daemon saves a tensor it gathers
+ * element by element from the arena's pages: the daemon's reads past the new end raise SIGBUS,
+ * which the guard catches. The save fails with TN_EIO, the daemon keeps serving, the arena is
+ * damaged and only its forced destruction is served. */
+START_TEST(test_shrink_during_save)
+{
+	daemon_setup();
+	tn_tensord *c = conn();
+	char file[160];
+	snprintf(file, sizeof(file), "%s/bus.safetensors", D.dir);
+	bool caught = false;
+	int rounds = 0;
+	for (int round = 0; round < 8 && !caught; round++, rounds++) {
+		char name[32];
+		snprintf(name, sizeof(name), "bus%d", round);
+		make_arena(c, name, 96 << 20, 0, 0);
+		tn_arena *a;
+		ck_assert_tn_ok(tn_tensord_arena_open(c, name, 0, &a));
+		/* 4096 x 4096 float32, published transposed: the save gathers it in C order. */
+		tn_storage *st;
+		tn_tensor *t;
+		int64_t sizes[2] = { 4096, 4096 }, strides[2] = { 1, 4096 };
+		ck_assert_tn_ok(tn_storage_new_with_allocator(TN_CPU, (size_t)64 << 20,
+							      tn_arena_allocator(a), &st));
+		ck_assert_tn_ok(tn_tensor_new(st, 0, 2, sizes, strides, TN_FLOAT32, &t));
+		tn_storage_unref(st);
+		memset(tn_tensor_data(t), 0x3f, (size_t)64 << 20);
+		ck_assert_tn_ok(tn_arena_publish(a, "t", t, 0, NULL));
+		tn_tensor_unref(t);
+		tn_arena_unref(a);
+
+		int go[2];
+		ck_assert_int_eq(pipe(go), 0);
+		pid_t k = fork_child();
+		ck_assert_int_ge(k, 0);
+		if (k == 0) {
+			/* Its own handle is never touched again: the process just exits. */
+			tn_tensord *cc;
+			tn_arena *aa;
+			char b;
+			close(go[1]);
+			if (tn_tensord_connect(D.sock, &cc) || tn_tensord_arena_open(cc, name, 0, &aa))
+				_exit(1);
+			if (read(go[0], &b, 1) != 1)
+				_exit(2);
+			sleep_ms(2 + 4 * (unsigned)round);
+			_exit(ftruncate(tn_arena_fd(aa), 4096) ? 3 : 0);
+		}
+		close(go[0]);
+		int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		ck_assert_int_ge(fd, 0);
+		put_byte(go[1]);
+		close(go[1]);
+		tn_tensord_transfer res;
+		tn_clear_error();
+		int r = tn_tensord_save(c, name, fd, TN_TENSORD_FORMAT_SAFETENSORS, "", 0, NULL, NULL,
+					&res);
+		char msg[512];
+		snprintf(msg, sizeof(msg), "%s", tn_last_error());
+		close(fd);
+		ck_assert_int_eq(child_status(k), 0);
+		/* Caught mid-way: the save says so. Otherwise the shrink came before or after it. */
+		caught = log_has("the access past its end was caught (SIGBUS)");
+		if (caught)
+			ck_assert_msg(r == TN_EIO && strstr(msg, "shrank during the save"),
+				      "save: %d (%s)", r, msg);
+		/* Either way the daemon serves, and serves this arena's forced destruction only. */
+		tn_tensord_status st2;
+		ck_assert_tn_ok(tn_tensord_status_get(c, &st2));
+		tn_tensord_arena_info info;
+		ck_assert_tn_error_has(tn_tensord_arena_stat(c, name, &info), TN_EIO, "damaged");
+		ck_assert_tn_ok(tn_tensord_arena_destroy(c, name, TN_TENSORD_FORCE));
+	}
+	ck_assert_msg(caught, "no shrink landed during a save in %d rounds", rounds);
+	/* And another arena works as before. */
+	make_arena(c, "after", 8 << 20, 0, 0);
+	tn_arena *a;
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "after", 0, &a));
+	ck_assert_tn_ok(publish_i32(a, "x", 1000, 7));
+	ck_assert_int_eq(check_i32(a, "x", 1000, 7), 0);
+	tn_arena_unref(a);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "after", 0));
+	unlink(file);
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
 static Suite *tensord_suite(void)
 {
 	Suite *s = suite_create("tensord");
@@ -2067,6 +2169,7 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_limits_fds);
 	tcase_add_test(tc, test_hostile_clients);
 	tcase_add_test(tc, test_load_save);
+	tcase_add_test(tc, test_shrink_during_save);
 	suite_add_tcase(s, tc);
 	return s;
 }
