@@ -378,6 +378,7 @@ static bool may_create(const struct client *c)
 /* ---- replies --------------------------------------------------------------------------------- */
 
 static void submit_send(struct client *c);
+static void close_passed(int fd);
 
 /* A client that does not read its replies gets no more of its requests read once this much
  * waits for it, so it cannot grow the daemon's memory. */
@@ -388,14 +389,14 @@ static void queue_msg(struct client *c, unsigned op, uint32_t seq, int32_t statu
 {
 	if (c->closing) {
 		if (fd >= 0)
-			close(fd);
+			close_passed(fd);
 		return;
 	}
 	struct outmsg *m = malloc(sizeof(*m));
 	if (!m) {
 		/* Out of memory: the client cannot be answered, so it is dropped. */
 		if (fd >= 0)
-			close(fd);
+			close_passed(fd);
 		tnd_error("client %u: out of memory for a reply: dropping it", c->id);
 		shutdown(c->fd, SHUT_RDWR);
 		return;
@@ -452,6 +453,21 @@ static struct io_uring_sqe *get_sqe(void)
 		sqe = io_uring_get_sqe(&D.ring);
 	}
 	return sqe; /* the ring has room after a submit: entries >= what one pass submits */
+}
+
+/* Close a descriptor a client passed. Its close may block (a FUSE file's flush waits for the
+ * file system's daemon, which the client may run), so it goes through the ring: io_uring
+ * closes a file that has a flush method on one of its io-wq workers, never in this thread.
+ * The completion carries no op and is ignored. */
+static void close_passed(int fd)
+{
+	struct io_uring_sqe *sqe = get_sqe();
+	if (!sqe) {
+		close(fd);
+		return;
+	}
+	io_uring_prep_close(sqe, fd);
+	io_uring_sqe_set_data(sqe, NULL);
 }
 
 static void arm_accept(void)
@@ -1216,16 +1232,16 @@ static int do_transfer(struct client *c, const struct tnd_hdr *h, const struct t
 {
 	struct arena *ar = arena_for(c, h, m->name, h->op == TND_OP_LOAD ? ACC_WRITE : ACC_READ);
 	if (!ar) {
-		close(fd);
+		close_passed(fd);
 		return 0;
 	}
 	if (c->transfer) {
-		close(fd);
+		close_passed(fd);
 		return reply_error(c, h, TN_EBUSY, "a load or save is running on this connection");
 	}
 	struct job *j = calloc(1, sizeof(*j) + sizeof(struct event));
 	if (!j) {
-		close(fd);
+		close_passed(fd);
 		return reply_error(c, h, TN_ENOMEM, "out of memory");
 	}
 	j->client = c;
@@ -1247,7 +1263,7 @@ static int do_transfer(struct client *c, const struct tnd_hdr *h, const struct t
 		c->transfer = false;
 		ar->transfers--;
 		atomic_fetch_sub(&D.workers, 1);
-		close(fd);
+		close_passed(fd);
 		free(j);
 		return reply_error(c, h, TN_ENOMEM, "cannot start a worker: %s", strerror(e));
 	}
@@ -1334,7 +1350,7 @@ static void handle_request(struct client *c, size_t len, int fd)
 		char why[300];
 		snprintf(why, sizeof(why), "%s", tn_last_error());
 		if (fd >= 0)
-			close(fd);
+			close_passed(fd);
 		if (len >= sizeof(*h) && h->magic == TND_MAGIC) {
 			struct tnd_error e = { { 0 } };
 			snprintf(e.message, sizeof(e.message), "%.255s", why);
@@ -1349,7 +1365,7 @@ static void handle_request(struct client *c, size_t len, int fd)
 	const void *b = h + 1;
 	if (!c->hello_done && h->op != TND_OP_HELLO) {
 		if (fd >= 0)
-			close(fd);
+			close_passed(fd);
 		reply_error(c, h, TN_EPROTO, "%s before HELLO", tnd_op_name(h->op));
 		protocol_error(c, "request before HELLO");
 		return;

@@ -2038,6 +2038,22 @@ START_TEST(test_load_save)
 					       NULL, &t),
 			       TN_EACCES, "not open for reading");
 	close(fd);
+	/* The descriptors that refused requests carry are closed (through the ring, so that
+	 * a close that blocks never blocks the loop): 300 loads into an arena that does not
+	 * exist leave the daemon with the descriptors it had. */
+	char fddir[64];
+	snprintf(fddir, sizeof(fddir), "/proc/%d/fd", (int)D.pid);
+	int dfds0 = count_files(fddir);
+	fd = open(golden, O_RDONLY);
+	for (int i = 0; i < 300; i++)
+		ck_assert_tn_error_has(tn_tensord_load(c, "nowhere", fd, TN_TENSORD_FORMAT_AUTO,
+						       "x/", 0, NULL, NULL, &t),
+				       TN_ENOENT, "no arena");
+	close(fd);
+	int dfds = 0;
+	for (int i = 0; i < 100 && (dfds = count_files(fddir)) != dfds0; i++)
+		sleep_ms(10);
+	ck_assert_int_eq(dfds, dfds0);
 	tn_arena_unref(a);
 	unlink(file);
 	unlink(file2);
