@@ -21,6 +21,8 @@ void tnd_config_defaults(struct tnd_config *c)
 	c->default_arena_size = (uint64_t)256 << 20;
 	c->max_arenas = 256;
 	c->max_clients = 4096;
+	c->max_clients_per_user = 1024;
+	c->max_arenas_per_user = 64;
 	c->create_all = true;
 	c->numa_policy = TN_NUMA_DEFAULT;
 	c->hugepages = TND_HUGE_NO;
@@ -224,6 +226,21 @@ static int set_key(struct tnd_config *c, const char *k, char *v, char *why, size
 	} else if (!strcmp(k, "max_arenas")) {
 		if (parse_uint(v, 1, 65536, &c->max_arenas)) {
 			snprintf(why, whylen, "max_arenas must be 1 to 65536");
+			return -1;
+		}
+	} else if (!strcmp(k, "max_bytes_per_user")) {
+		if (tnd_parse_size(v, &c->max_bytes_per_user)) {
+			snprintf(why, whylen, "bad size \"%s\" (like 64G; 0 for no limit)", v);
+			return -1;
+		}
+	} else if (!strcmp(k, "max_arenas_per_user")) {
+		if (parse_uint(v, 1, 65536, &c->max_arenas_per_user)) {
+			snprintf(why, whylen, "max_arenas_per_user must be 1 to 65536");
+			return -1;
+		}
+	} else if (!strcmp(k, "max_clients_per_user")) {
+		if (parse_uint(v, 1, 1000000, &c->max_clients_per_user)) {
+			snprintf(why, whylen, "max_clients_per_user must be 1 to 1000000");
 			return -1;
 		}
 	} else if (!strcmp(k, "max_clients")) {

@@ -29,6 +29,10 @@ struct tnd_config {
 	uint64_t max_arena_size;   /* 0: no limit */
 	unsigned max_arenas;
 	unsigned max_clients;
+	/* Per user (root and the daemon's own user are not limited). */
+	unsigned max_clients_per_user;
+	unsigned max_arenas_per_user;
+	uint64_t max_bytes_per_user; /* 0: no limit */
 	/* create_users: everyone when create_all, else these uids and gids. */
 	bool create_all;
 	unsigned ncreate_uids, ncreate_gids;

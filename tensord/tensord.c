@@ -362,6 +362,12 @@ static unsigned access_of(const struct arena *ar, const struct client *c)
 	return acc;
 }
 
+/* Root and the daemon's own user are not held to the per-user quotas. */
+static bool unlimited_user(uid_t uid)
+{
+	return uid == 0 || uid == D.uid;
+}
+
 static bool may_create(const struct client *c)
 {
 	if (privileged(c) || D.cfg.create_all)
@@ -756,6 +762,24 @@ static int do_create(struct client *c, const struct tnd_hdr *h, const struct tnd
 		return reply_error(c, h, TN_ENOSPC, "the daemon holds its limit of %u arenas "
 				   "(max_arenas)", D.cfg.max_arenas);
 	uint64_t size = m->size ? m->size : D.cfg.default_arena_size;
+	if (!unlimited_user(c->uid)) {
+		unsigned owned = 0;
+		uint64_t bytes = 0;
+		for (struct arena *a = D.arenas; a; a = a->next)
+			if (a->owner_uid == c->uid) {
+				owned++;
+				bytes += a->size;
+			}
+		if (owned >= D.cfg.max_arenas_per_user)
+			return reply_error(c, h, TN_ENOSPC, "uid %u owns %u arenas, its limit "
+					   "(max_arenas_per_user)", (unsigned)c->uid, owned);
+		if (D.cfg.max_bytes_per_user && (size > D.cfg.max_bytes_per_user ||
+						 bytes > D.cfg.max_bytes_per_user - size))
+			return reply_error(c, h, TN_ENOSPC, "uid %u owns arenas of %" PRIu64 " bytes: "
+					   "%" PRIu64 " more would pass its limit of %" PRIu64
+					   " (max_bytes_per_user)", (unsigned)c->uid, bytes, size,
+					   D.cfg.max_bytes_per_user);
+	}
 	if (D.cfg.max_arena_size && size > D.cfg.max_arena_size)
 		return reply_error(c, h, TN_EINVAL, "arena size %" PRIu64 " exceeds max_arena_size "
 				   "%" PRIu64, size, D.cfg.max_arena_size);
@@ -1380,6 +1404,22 @@ static void handle_request(struct client *c, size_t len, int fd)
 			return;
 		}
 		memcpy(c->program, m->program, sizeof(c->program));
+		if (!unlimited_user(c->uid)) {
+			unsigned n = 0;
+			for (struct client *o = D.clients; o; o = o->next)
+				n += o != c && o->uid == c->uid && o->hello_done && !o->closing;
+			if (n >= D.cfg.max_clients_per_user) {
+				reply_error(c, h, TN_EBUSY, "uid %u has %u connections open, its "
+					    "limit (max_clients_per_user)", (unsigned)c->uid, n);
+				tnd_warn("client %u (pid %d, uid %u): over max_clients_per_user (%u): "
+					 "dropping the connection", c->id, (int)c->pid,
+					 (unsigned)c->uid, D.cfg.max_clients_per_user);
+				c->closing = true;
+				atomic_store(&c->cancel, true);
+				shutdown(c->fd, SHUT_RD);
+				return;
+			}
+		}
 		c->hello_done = true;
 		struct tnd_hello_reply r = { .version = TND_VERSION, .daemon_pid = getpid(),
 					     .client_id = c->id, .uid = c->uid, .gid = c->gid,
@@ -2009,6 +2049,9 @@ static void on_signal(void)
 		D.cfg.max_arena_size = n.max_arena_size;
 		D.cfg.max_arenas = n.max_arenas;
 		D.cfg.max_clients = n.max_clients;
+		D.cfg.max_clients_per_user = n.max_clients_per_user;
+		D.cfg.max_arenas_per_user = n.max_arenas_per_user;
+		D.cfg.max_bytes_per_user = n.max_bytes_per_user;
 		D.cfg.reclaim_interval_ms = n.reclaim_interval_ms;
 		D.cfg.create_all = n.create_all;
 		D.cfg.ncreate_uids = n.ncreate_uids;
@@ -2016,7 +2059,8 @@ static void on_signal(void)
 		memcpy(D.cfg.create_uids, n.create_uids, sizeof(n.create_uids));
 		memcpy(D.cfg.create_gids, n.create_gids, sizeof(n.create_gids));
 		tnd_log_setup(D.cfg.log_target, D.cfg.log_level);
-		tnd_info("SIGHUP: re-read %s (log level, limits, create_users)", D.config_path);
+		tnd_info("SIGHUP: re-read %s (log level, limits, quotas, create_users)",
+			 D.config_path);
 		break;
 	}
 	default:

@@ -184,8 +184,9 @@ static void daemon_start(void)
 	daemon_wait_ready();
 }
 
-/* A fresh folder, a fresh arena folder name, and a running daemon. */
-static void daemon_setup(void)
+/* A fresh folder, a fresh arena folder name, and a running daemon with @conf as its
+ * tensord.conf. */
+static void daemon_setup_conf(const char *conf)
 {
 	static int counter;
 	memset(&D, 0, sizeof(D));
@@ -199,9 +200,14 @@ static void daemon_setup(void)
 		 (int)runner_pid, (int)getpid(), counter++);
 	FILE *f = fopen(D.config, "w");
 	ck_assert_ptr_nonnull(f);
-	fputs("# empty: built-in defaults\n", f);
+	fputs(conf, f);
 	fclose(f);
 	daemon_start();
+}
+
+static void daemon_setup(void)
+{
+	daemon_setup_conf("# empty: built-in defaults\n");
 }
 
 static void daemon_kill9(void)
@@ -2167,6 +2173,70 @@ START_TEST(test_shrink_during_save)
 }
 END_TEST
 
+/* As nobody, under quotas: connections, arenas and bytes per user. */
+static int nobody_quotas(int unused)
+{
+	(void)unused;
+	tn_tensord *c[4];
+	for (int i = 0; i < 3; i++)
+		EXPECT(tn_tensord_connect(D.sock, &c[i]) == 0);
+	/* The fourth connection is refused, and says why. */
+	EXPECT(tn_tensord_connect(D.sock, &c[3]) == TN_EBUSY);
+	EXPECT(strstr(tn_last_error(), "max_clients_per_user") != NULL);
+	tn_tensord_arena_options o;
+	tn_tensord_arena_options_init(&o);
+	o.size = 4 << 20;
+	EXPECT(tn_tensord_arena_create(c[0], "q1", &o) == 0);
+	o.size = 8 << 20;
+	EXPECT(tn_tensord_arena_create(c[0], "q2", &o) == TN_ENOSPC);
+	EXPECT(strstr(tn_last_error(), "max_bytes_per_user") != NULL);
+	o.size = 4 << 20;
+	EXPECT(tn_tensord_arena_create(c[1], "q2", &o) == 0);
+	o.size = 1 << 20;
+	EXPECT(tn_tensord_arena_create(c[2], "q3", &o) == TN_ENOSPC);
+	EXPECT(strstr(tn_last_error(), "max_arenas_per_user") != NULL);
+	/* Room again once one goes. */
+	EXPECT(tn_tensord_arena_destroy(c[0], "q2", 0) == 0);
+	o.size = 4 << 20;
+	EXPECT(tn_tensord_arena_create(c[2], "q3", &o) == 0);
+	/* A closed connection frees its place. */
+	tn_tensord_close(c[2]);
+	EXPECT(tn_tensord_connect(D.sock, &c[2]) == 0);
+	EXPECT(tn_tensord_arena_destroy(c[2], "q1", 0) == 0);
+	EXPECT(tn_tensord_arena_destroy(c[2], "q3", 0) == 0);
+	for (int i = 0; i < 3; i++)
+		tn_tensord_close(c[i]);
+	return 0;
+}
+
+START_TEST(test_user_quotas)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "test_user_quotas: skipped (needs root)\n");
+		return;
+	}
+	daemon_setup_conf("max_clients_per_user = 3\nmax_arenas_per_user = 2\n"
+			  "max_bytes_per_user = 10M\ncreate_users = *\n");
+	/* Root is not held to them. */
+	tn_tensord *c[5];
+	for (int i = 0; i < 5; i++)
+		c[i] = conn();
+	tn_tensord_arena_options o;
+	tn_tensord_arena_options_init(&o);
+	o.size = 8 << 20;
+	const char *mine[] = { "r1", "r2", "r3" };
+	for (int i = 0; i < 3; i++)
+		ck_assert_tn_ok(tn_tensord_arena_create(c[i], mine[i], &o));
+	ck_assert_child_ok(as_nobody(nobody_quotas, 0));
+	for (int i = 0; i < 3; i++)
+		ck_assert_tn_ok(tn_tensord_arena_destroy(c[0], mine[i], 0));
+	for (int i = 0; i < 5; i++)
+		tn_tensord_close(c[i]);
+	ck_assert(log_has("over max_clients_per_user"));
+	daemon_finish();
+}
+END_TEST
+
 static Suite *tensord_suite(void)
 {
 	Suite *s = suite_create("tensord");
@@ -2186,6 +2256,7 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_hostile_clients);
 	tcase_add_test(tc, test_load_save);
 	tcase_add_test(tc, test_shrink_during_save);
+	tcase_add_test(tc, test_user_quotas);
 	suite_add_tcase(s, tc);
 	return s;
 }
