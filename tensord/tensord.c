@@ -677,8 +677,8 @@ static bool arena_intact(struct arena *ar)
 static void arena_guard(struct arena *ar)
 {
 	if (tnd_guard_add(ar->a, &ar->guard))
-		tnd_warn("arena %s: not guarded against a shrinking file (the guard's table is "
-			 "full)", ar->name);
+		tnd_warn("arena %s: not guarded against a shrinking file (no room in the guard's "
+			 "table)", ar->name);
 }
 
 static struct arena *arena_for(struct client *c, const struct tnd_hdr *h, const char *name,
@@ -1353,16 +1353,21 @@ static void handle_events(void)
 
 /* ---- dispatch -------------------------------------------------------------------------------- */
 
-static void protocol_error(struct client *c, const char *why)
+/* Stop reading @c; the error reply already queued still goes out (a closing client's queue
+ * drains), then client_maybe_free closes the connection. */
+static void drop_client(struct client *c, const char *why)
 {
-	D.protocol_errors++;
 	tnd_warn("client %u (pid %d, uid %u): %s: dropping the connection", c->id, (int)c->pid,
 		 (unsigned)c->uid, why);
-	/* Stop reading; the error reply already queued still goes out (a closing client's
-	 * queue drains), then client_maybe_free closes the connection. */
 	c->closing = true;
 	atomic_store(&c->cancel, true);
 	shutdown(c->fd, SHUT_RD);
+}
+
+static void protocol_error(struct client *c, const char *why)
+{
+	D.protocol_errors++;
+	drop_client(c, why);
 }
 
 static void handle_request(struct client *c, size_t len, int fd)
@@ -1411,12 +1416,7 @@ static void handle_request(struct client *c, size_t len, int fd)
 			if (n >= D.cfg.max_clients_per_user) {
 				reply_error(c, h, TN_EBUSY, "uid %u has %u connections open, its "
 					    "limit (max_clients_per_user)", (unsigned)c->uid, n);
-				tnd_warn("client %u (pid %d, uid %u): over max_clients_per_user (%u): "
-					 "dropping the connection", c->id, (int)c->pid,
-					 (unsigned)c->uid, D.cfg.max_clients_per_user);
-				c->closing = true;
-				atomic_store(&c->cancel, true);
-				shutdown(c->fd, SHUT_RD);
+				drop_client(c, "over max_clients_per_user");
 				return;
 			}
 		}
