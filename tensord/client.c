@@ -775,10 +775,20 @@ static int list(tn_tensord *c, unsigned op, size_t size, void (*convert)(void *,
 	return 0;
 }
 
+static int info_cmp(const void *x, const void *y)
+{
+	return strcmp(((const tn_tensord_arena_info *)x)->name,
+		      ((const tn_tensord_arena_info *)y)->name);
+}
+
 TN_EXPORT int tn_tensord_arena_list(tn_tensord *c, tn_tensord_arena_info **ret, size_t *n)
 {
-	return list(c, TND_OP_ARENA_LIST, sizeof(tn_tensord_arena_info), convert_info,
-		    (void **)ret, n, "tn_tensord_arena_list");
+	int r = list(c, TND_OP_ARENA_LIST, sizeof(tn_tensord_arena_info), convert_info,
+		     (void **)ret, n, "tn_tensord_arena_list");
+	/* The daemon lists in the order of its table, which a restart changes. */
+	if (!r && *n > 1)
+		qsort(*ret, *n, sizeof(**ret), info_cmp);
+	return r;
 }
 
 TN_EXPORT int tn_tensord_clients(tn_tensord *c, tn_tensord_client **ret, size_t *n)

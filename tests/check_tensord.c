@@ -1077,6 +1077,7 @@ START_TEST(test_restart_recovers)
 	size_t n;
 	ck_assert_tn_ok(tn_tensord_arena_list(c, &list, &n));
 	ck_assert_uint_eq(n, 2);
+	ck_assert_int_lt(strcmp(list[0].name, list[1].name), 0); /* by name, restart or not */
 	int found = 0;
 	for (size_t i = 0; i < n; i++)
 		if (!strcmp(list[i].name, "rst")) {

@@ -146,7 +146,7 @@ typedef struct tn_tensord_arena_info {
 
 /*
  * tn_tensord_arena_list - every arena the caller may open (all of them for root and for the
- * daemon's user). *ret_infos is a new array of *ret_count entries (free() it; NULL when 0).
+ * daemon's user), sorted by name. *ret_infos is a new array of *ret_count entries (free() it; NULL when 0).
  */
 TN_EXPORT int tn_tensord_arena_list(tn_tensord *conn, tn_tensord_arena_info **ret_infos,
 				    size_t *ret_count);
