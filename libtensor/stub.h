@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 
 #include "internal.h"
+#include "op_enums.h"
 #include <tensor/dispatch.h>
 
 struct tn__stub {
@@ -86,16 +87,6 @@ TN_DECLARE_KERNEL(tn__transpose32_kernel, void, (void *dst, int64_t dld, const v
 						 int64_t sld, int64_t n0, int64_t n1));
 extern struct tn__stub tn__transpose32_stub;
 
-/* Arithmetic binary kernels: out = a OP b (add and sub: a OP alpha * b) in dtype @dt. */
-enum tn__binop { TN_BINOP_ADD, TN_BINOP_SUB, TN_BINOP_MUL, TN_BINOP_DIV };
-/* Or'ed into @op: the row's output is past the caches; write it with streaming stores where
- * the kernel can (contiguous float rows), plainly otherwise. The caller fences. */
-#define TN_BINOP_STREAM 0x100
-struct tn__alpha {
-	double d;  /* for floating dtypes */
-	int64_t i; /* for integer dtypes */
-	bool b;    /* for bool */
-};
 typedef void (*tn__binary_fn)(int op, enum tn_dtype dt, char *o, int64_t so, const char *a,
 			      int64_t sa, const char *b, int64_t sb, int64_t n,
 			      const struct tn__alpha *alpha);
@@ -105,7 +96,6 @@ TN_DECLARE_KERNEL(tn__binary_kernel, void,
 extern struct tn__stub tn__binary_stub;
 
 /* Comparisons: out (bool) = a OP b, a and b in dtype @dt. */
-enum tn__cmpop { TN_CMP_EQ, TN_CMP_NE, TN_CMP_LT, TN_CMP_LE, TN_CMP_GT, TN_CMP_GE };
 typedef void (*tn__compare_fn)(int op, enum tn_dtype dt, char *o, int64_t so, const char *a,
 			       int64_t sa, const char *b, int64_t sb, int64_t n);
 TN_DECLARE_KERNEL(tn__compare_kernel, void,
@@ -114,12 +104,6 @@ TN_DECLARE_KERNEL(tn__compare_kernel, void,
 extern struct tn__stub tn__compare_stub;
 
 /* Unary functions: out = f(a), both in dtype @dt. */
-enum tn__unop {
-	TN_UN_NEG, TN_UN_ABS, TN_UN_SIGN, TN_UN_EXP, TN_UN_EXPM1, TN_UN_LOG, TN_UN_LOG1P,
-	TN_UN_LOG2, TN_UN_SQRT, TN_UN_RSQRT, TN_UN_SIN, TN_UN_COS, TN_UN_TAN, TN_UN_TANH,
-	TN_UN_SIGMOID, TN_UN_RELU, TN_UN_ERF, TN_UN_FLOOR, TN_UN_CEIL, TN_UN_ROUND, TN_UN_TRUNC,
-	TN_UN_RECIPROCAL, TN_UN_GELU, TN_UN_GELU_TANH, TN_UN_BITWISE_NOT, TN_NUM_UNOPS
-};
 typedef void (*tn__unary_fn)(int op, enum tn_dtype dt, char *o, int64_t so, const char *a,
 			     int64_t sa, int64_t n);
 TN_DECLARE_KERNEL(tn__unary_kernel, void, (int op, enum tn_dtype dt, char *o, int64_t so,
@@ -129,14 +113,6 @@ extern struct tn__stub tn__unary_stub;
 /* The other binary operators: out = a OP b, a and b in dtype @dt; the logical ones write bool,
  * the others dt. The TN_BIN2_POW_* operators are pow with a Scalar exponent, PyTorch's special
  * cases of it (b holds the exponent; ONE and LEFT ignore it). */
-enum tn__bin2op {
-	TN_BIN2_DIV_TRUNC, TN_BIN2_DIV_FLOOR, TN_BIN2_REMAINDER, TN_BIN2_FMOD, TN_BIN2_POW,
-	TN_BIN2_MAXIMUM, TN_BIN2_MINIMUM, TN_BIN2_ATAN2, TN_BIN2_BITWISE_AND, TN_BIN2_BITWISE_OR,
-	TN_BIN2_BITWISE_XOR, TN_BIN2_LSHIFT, TN_BIN2_RSHIFT, TN_BIN2_LOGICAL_AND,
-	TN_BIN2_LOGICAL_OR, TN_BIN2_LOGICAL_XOR, TN_BIN2_POW_ONE, TN_BIN2_POW_LEFT,
-	TN_BIN2_POW_SQUARE, TN_BIN2_POW_CUBE, TN_BIN2_POW_INV_SQUARE, TN_BIN2_POW_SQRT,
-	TN_BIN2_POW_RSQRT, TN_BIN2_POW_RECIPROCAL, TN_NUM_BIN2OPS
-};
 typedef void (*tn__binary2_fn)(int op, enum tn_dtype dt, char *o, int64_t so, const char *a,
 			       int64_t sa, const char *b, int64_t sb, int64_t n);
 TN_DECLARE_KERNEL(tn__binary2_kernel, void,
@@ -144,7 +120,6 @@ TN_DECLARE_KERNEL(tn__binary2_kernel, void,
 		   const char *b, int64_t sb, int64_t n));
 extern struct tn__stub tn__binary2_stub;
 /* Unary predicates: out (bool) = p(a), a in dtype @dt. */
-enum tn__predop { TN_PRED_LOGICAL_NOT, TN_PRED_ISNAN, TN_PRED_ISINF, TN_PRED_ISFINITE };
 typedef void (*tn__pred_fn)(int op, enum tn_dtype dt, char *o, int64_t so, const char *a,
 			    int64_t sa, int64_t n);
 TN_DECLARE_KERNEL(tn__pred_kernel, void, (int op, enum tn_dtype dt, char *o, int64_t so,
@@ -155,7 +130,6 @@ extern struct tn__stub tn__pred_stub;
  * dtype @dt; a bound of stride 0 is one value. With TN_CLAMP_NAN a NaN bound gives NaN (the
  * Tensor forms, ATen's maximum/minimum/clamp kernels); without it a NaN bound compares false
  * and leaves a (the Scalar forms). A NaN in a stays NaN either way. */
-enum { TN_CLAMP_LO = 1, TN_CLAMP_HI = 2, TN_CLAMP_NAN = 4 };
 typedef void (*tn__clamp_fn)(int mode, enum tn_dtype dt, char *o, int64_t so, const char *a,
 			     int64_t sa, const char *lo, int64_t slo, const char *hi, int64_t shi,
 			     int64_t n);
@@ -180,7 +154,6 @@ extern struct tn__stub tn__where_stub;
  * products, @dt otherwise, and 0/1 bytes for all and any. Strides in bytes: [0] and [1] for
  * the two dimensions of the step.
  */
-enum tn__redop { TN_RED_SUM, TN_RED_PROD, TN_RED_MAX, TN_RED_MIN, TN_RED_ALL, TN_RED_ANY };
 typedef void (*tn__reduce_fn)(int op, enum tn_dtype dt, char *out, const int64_t *out_strides,
 			      const char *in, const int64_t *in_strides, int64_t size0,
 			      int64_t size1);

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Declarations shared by the CUDA backend's C sources (runtime.c, allocator.c, ops.c).
+ */
+#ifndef TN_CUDA_INTERNAL_H
+#define TN_CUDA_INTERNAL_H
+
+#include <cuda_runtime_api.h>
+
+#include "../libtensor/internal.h"
+#include <tensor/cuda.h>
+
+/* Map a CUDA error to a libtensor code, with "@what: CUDA error: <name>: <message>" as the
+ * last error; cudaSuccess is 0. Clears CUDA's sticky last error. */
+int tn__cuda_error(cudaError_t err, const char *what);
+
+/* Check @device (-1: the current one) and return its ordinal in *ret, or TN_ENODEV. */
+int tn__cuda_resolve_device(int device, int *ret);
+
+/* The cudaStream_t of a stream value (NULL for the default stream), or TN_EINVAL/TN_ENODEV. */
+int tn__cuda_stream_get(tn_cuda_stream stream, cudaStream_t *ret);
+
+/* The calling thread's current stream on @device (a valid ordinal). */
+tn_cuda_stream tn__cuda_current_stream(int device);
+
+#endif /* TN_CUDA_INTERNAL_H */

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The plan a CUDA kernel runs: a TensorIterator (libtensor/iter.h) flattened into plain data
+ * that C (cuda/ops.c, which builds it from the iterator) and C++ (the .cu kernels) both read.
+ *
+ * The iterator has already broadcast, promoted, reordered (dimension 0 is the fastest) and
+ * coalesced the operands: the plan keeps its shape and, per operand, a device pointer, byte
+ * strides in the same order and the operand's dtype. Outputs come first. The kernels compute
+ * in @common_dtype (the iterator's common dtype, or the accumulator of a reduction), loading
+ * each input with a conversion from its own dtype when it differs and storing with one to the
+ * output's dtype, as ATen's dynamic-casting loads and stores; the results equal the CPU
+ * kernels' (libtensor/kernels/) for the same inputs.
+ *
+ * An input that is a CPU zero-dim tensor (a Python number, or a tensor PyTorch lets a CUDA
+ * operator read from the host) has is_scalar set: its value travels in @scalar.bytes, in its
+ * own dtype, and @data is NULL.
+ *
+ * Launch functions return 0 or a cudaError_t value (never negative); cuda/ops.c maps them to
+ * libtensor codes with CUDA's message. They queue work on @stream and do not wait for it.
+ */
+#ifndef TN_CUDA_PLAN_H
+#define TN_CUDA_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <tensor/dtype.h>
+#include <tensor/macros.h>
+
+#include "../libtensor/op_enums.h"
+
+TN_BEGIN_DECLS
+
+#define TN_CUDA_PLAN_MAX_OPERANDS 4
+
+struct tn__cuda_operand {
+	char *data; /* device pointer of element [0, ...] */
+	int64_t strides[TN_MAX_DIMS]; /* bytes, fastest dimension first */
+	enum tn_dtype dtype;
+	bool is_scalar;
+	union {
+		unsigned char bytes[8];
+		uint64_t align;
+	} scalar; /* the value of a scalar input, in its own dtype */
+};
+
+struct tn__cuda_plan {
+	int ndim; /* 0 for one element */
+	int64_t shape[TN_MAX_DIMS];
+	int64_t numel;
+	int noutputs;
+	int ntensors;
+	enum tn_dtype common_dtype;
+	struct tn__cuda_operand ops[TN_CUDA_PLAN_MAX_OPERANDS];
+	int device;
+	void *stream; /* cudaStream_t */
+};
+
+/* out = a OP b (TN_BINOP_*; add and sub: a OP alpha * b). ops: out, a, b. */
+int tn__cuda_binary(const struct tn__cuda_plan *p, int op, const struct tn__alpha *alpha);
+/* out = a OP b for the comparisons (TN_CMP_*), compared in common_dtype. ops: out, a, b. */
+int tn__cuda_compare(const struct tn__cuda_plan *p, int op);
+/* out = f(a) (TN_UN_*), in common_dtype. ops: out, a. */
+int tn__cuda_unary(const struct tn__cuda_plan *p, int op);
+/* out = p(a) (TN_PRED_*), a in common_dtype. ops: out, a. */
+int tn__cuda_pred(const struct tn__cuda_plan *p, int op);
+/* out = a OP b (TN_BIN2_*). ops: out, a, b. */
+int tn__cuda_binary2(const struct tn__cuda_plan *p, int op);
+/* out = c ? a : b; c bool or uint8. ops: out, c, a, b (a and b in common_dtype). */
+int tn__cuda_where(const struct tn__cuda_plan *p);
+/* out = a converted to out's dtype (copy_ and casts). ops: out, a. */
+int tn__cuda_copy(const struct tn__cuda_plan *p);
+/* Every element of out = the element at @elem (out's dtype). ops: out. */
+int tn__cuda_fill(const struct tn__cuda_plan *p, const void *elem);
+
+/*
+ * A reduction: ops[0] is the output, with stride 0 along the reduced dimensions, ops[1] the
+ * input (TN_RED_*). Accumulates in common_dtype (float32 for float16 and bfloat16 sums, as the
+ * CPU), writes out converted to its dtype after dividing by @divisor when it is not 1 (mean).
+ * The output need not be initialised.
+ */
+int tn__cuda_reduce(const struct tn__cuda_plan *p, int op, double divisor);
+
+/* A cudaError_t's name and message ("cudaErrorInvalidValue: invalid argument"). */
+const char *tn__cuda_error_string(int err);
+
+TN_END_DECLS
+
+#endif /* TN_CUDA_PLAN_H */
