@@ -18,9 +18,161 @@ TN_EXPORT const char *tn_device_type_name(enum tn_device_type type)
 }
 
 #ifndef TN_HAVE_CUDA
+/* A build without CUDA: no devices, and every call that needs one says why. */
+static int no_cuda(const char *who)
+{
+	return tn__error(TN_ENODEV, "%s: libtensor was built without CUDA", who);
+}
+
 TN_EXPORT int tn_cuda_device_count(void)
 {
 	return 0;
+}
+
+TN_EXPORT int tn_cuda_get_device_properties(int device, tn_cuda_device_properties *ret)
+{
+	(void)device, (void)ret;
+	return no_cuda("tn_cuda_get_device_properties");
+}
+
+TN_EXPORT int tn_cuda_set_device(int device)
+{
+	(void)device;
+	return no_cuda("tn_cuda_set_device");
+}
+
+TN_EXPORT int tn_cuda_current_device(int *ret_device)
+{
+	(void)ret_device;
+	return no_cuda("tn_cuda_current_device");
+}
+
+TN_EXPORT int tn_cuda_synchronize(int device)
+{
+	(void)device;
+	return no_cuda("tn_cuda_synchronize");
+}
+
+TN_EXPORT int tn_cuda_mem_get_info(int device, size_t *ret_free, size_t *ret_total)
+{
+	(void)device, (void)ret_free, (void)ret_total;
+	return no_cuda("tn_cuda_mem_get_info");
+}
+
+TN_EXPORT tn_cuda_stream tn_cuda_default_stream(int device)
+{
+	return (tn_cuda_stream){ device, 0 };
+}
+
+TN_EXPORT int tn_cuda_stream_from_pool(int device, bool high_priority, tn_cuda_stream *ret)
+{
+	(void)device, (void)high_priority, (void)ret;
+	return no_cuda("tn_cuda_stream_from_pool");
+}
+
+TN_EXPORT int tn_cuda_current_stream(int device, tn_cuda_stream *ret)
+{
+	(void)device, (void)ret;
+	return no_cuda("tn_cuda_current_stream");
+}
+
+TN_EXPORT int tn_cuda_set_current_stream(tn_cuda_stream stream)
+{
+	(void)stream;
+	return no_cuda("tn_cuda_set_current_stream");
+}
+
+TN_EXPORT int tn_cuda_stream_synchronize(tn_cuda_stream stream)
+{
+	(void)stream;
+	return no_cuda("tn_cuda_stream_synchronize");
+}
+
+TN_EXPORT int tn_cuda_stream_query(tn_cuda_stream stream)
+{
+	(void)stream;
+	return no_cuda("tn_cuda_stream_query");
+}
+
+TN_EXPORT int tn_cuda_stream_handle(tn_cuda_stream stream, void **ret_handle)
+{
+	(void)stream, (void)ret_handle;
+	return no_cuda("tn_cuda_stream_handle");
+}
+
+TN_EXPORT int tn_cuda_event_create(unsigned flags, tn_cuda_event **ret_event)
+{
+	(void)flags, (void)ret_event;
+	return no_cuda("tn_cuda_event_create");
+}
+
+TN_EXPORT void tn_cuda_event_destroy(tn_cuda_event *event)
+{
+	(void)event;
+}
+
+TN_EXPORT int tn_cuda_event_record(tn_cuda_event *event, tn_cuda_stream stream)
+{
+	(void)event, (void)stream;
+	return no_cuda("tn_cuda_event_record");
+}
+
+TN_EXPORT int tn_cuda_event_query(tn_cuda_event *event)
+{
+	(void)event;
+	return no_cuda("tn_cuda_event_query");
+}
+
+TN_EXPORT int tn_cuda_event_synchronize(tn_cuda_event *event)
+{
+	(void)event;
+	return no_cuda("tn_cuda_event_synchronize");
+}
+
+TN_EXPORT int tn_cuda_stream_wait_event(tn_cuda_stream stream, tn_cuda_event *event)
+{
+	(void)stream, (void)event;
+	return no_cuda("tn_cuda_stream_wait_event");
+}
+
+TN_EXPORT int tn_cuda_event_elapsed_ms(tn_cuda_event *start, tn_cuda_event *end, float *ret_ms)
+{
+	(void)start, (void)end, (void)ret_ms;
+	return no_cuda("tn_cuda_event_elapsed_ms");
+}
+
+TN_EXPORT int tn_cuda_allocator_stats(int device, tn_cuda_memory_stats *ret)
+{
+	(void)device, (void)ret;
+	return no_cuda("tn_cuda_allocator_stats");
+}
+
+TN_EXPORT int tn_cuda_reset_peak_memory_stats(int device)
+{
+	(void)device;
+	return no_cuda("tn_cuda_reset_peak_memory_stats");
+}
+
+TN_EXPORT int64_t tn_cuda_empty_cache(void)
+{
+	return 0;
+}
+
+TN_EXPORT int tn_cuda_set_memory_limit(int device, uint64_t bytes)
+{
+	(void)device, (void)bytes;
+	return no_cuda("tn_cuda_set_memory_limit");
+}
+
+TN_EXPORT int tn_cuda_record_stream(const tn_storage *storage, tn_cuda_stream stream)
+{
+	(void)storage, (void)stream;
+	return no_cuda("tn_cuda_record_stream");
+}
+
+TN_EXPORT const tn_allocator *tn_cuda_caching_allocator(void)
+{
+	return NULL;
 }
 #endif
 

@@ -11,6 +11,7 @@
 #include <tensor/error.h>
 #include <tensor/dtype.h>
 #include <tensor/device.h>
+#include <tensor/cuda.h>
 #include <tensor/numa.h>
 #include <tensor/alloc.h>
 #include <tensor/storage.h>

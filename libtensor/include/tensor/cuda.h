@@ -173,8 +173,8 @@ typedef struct tn_cuda_memory_stats {
 	uint64_t memory_limit; /* 0 when none (tn_cuda_set_memory_limit) */
 } tn_cuda_memory_stats;
 
-/* tn_cuda_memory_stats - copy @device's counters (-1: the current device) into *ret. */
-TN_EXPORT int tn_cuda_memory_stats(int device, tn_cuda_memory_stats *ret);
+/* tn_cuda_allocator_stats - copy @device's counters (-1: the current device) into *ret. */
+TN_EXPORT int tn_cuda_allocator_stats(int device, tn_cuda_memory_stats *ret);
 
 /* tn_cuda_reset_peak_memory_stats - peaks set to the current values. */
 TN_EXPORT int tn_cuda_reset_peak_memory_stats(int device);
