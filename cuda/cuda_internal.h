@@ -20,6 +20,12 @@ int tn__cuda_resolve_device(int device, int *ret);
 /* The cudaStream_t of a stream value (NULL for the default stream), or TN_EINVAL/TN_ENODEV. */
 int tn__cuda_stream_get(tn_cuda_stream stream, cudaStream_t *ret);
 
+struct tn_iter;
+struct tn__cuda_plan;
+/* Flatten a built iterator into a kernel plan (cuda/plan.c); CPU zero-dim inputs become
+ * scalars. */
+int tn__cuda_plan_from_iter(const struct tn_iter *it, struct tn__cuda_plan *p);
+
 /* The calling thread's current stream on @device (a valid ordinal). */
 tn_cuda_stream tn__cuda_current_stream(int device);
 

@@ -148,6 +148,22 @@ static void guard_exit(struct guard *g)
 		(void)cudaSetDevice(g->prev);
 }
 
+int tn__cuda_device_enter(int index, int *saved)
+{
+	struct guard g;
+	int rc = tn__cuda_resolve_device(index, &index);
+	if (rc < 0 || (rc = guard_enter(&g, index)) < 0)
+		return rc;
+	*saved = g.switched ? g.prev : -1;
+	return 0;
+}
+
+void tn__cuda_device_exit(int saved)
+{
+	if (saved >= 0)
+		(void)cudaSetDevice(saved);
+}
+
 TN_EXPORT int tn_cuda_synchronize(int device)
 {
 	struct guard g;
@@ -466,4 +482,26 @@ TN_EXPORT int tn_cuda_event_elapsed_ms(tn_cuda_event *start, tn_cuda_event *end,
 					    "elapsed time.");
 	return tn__cuda_error(cudaEventElapsedTime(ret_ms, start->event, end->event),
 			      "cudaEventElapsedTime");
+}
+
+/* TEMPORARY until the caching allocator lands (cuda/allocator.c): cudaMalloc directly. */
+static void *tmp_alloc(void *ctx, size_t n)
+{
+	void *p = NULL;
+	(void)ctx;
+	int rc = tn__cuda_error(cudaMalloc(&p, n), "cudaMalloc");
+	return rc ? NULL : p;
+}
+
+static void tmp_free(void *ctx, void *p, size_t n)
+{
+	(void)ctx, (void)n;
+	(void)cudaFree(p);
+}
+
+static const tn_allocator tmp_allocator = { "cuda", NULL, tmp_alloc, tmp_free };
+
+TN_EXPORT const tn_allocator *tn_cuda_caching_allocator(void)
+{
+	return &tmp_allocator;
 }

@@ -173,7 +173,9 @@ static _Atomic(const tn_allocator *) registry[TN_NUM_DEVICE_TYPES];
 
 static const tn_allocator *default_allocator(enum tn_device_type type)
 {
-	return type == TN_DEVICE_CPU ? &cpu_allocator_struct : NULL;
+	return type == TN_DEVICE_CPU ? &cpu_allocator_struct
+	       : type == TN_DEVICE_CUDA ? tn_cuda_caching_allocator()
+					: NULL;
 }
 
 TN_EXPORT int tn_allocator_set(enum tn_device_type type, const tn_allocator *allocator)

@@ -147,8 +147,11 @@ static const char *const cmp_names[] = { "eq", "ne", "lt", "le", "gt", "ge" };
 int tn__wrap_scalar(tn_scalar v, const tn_tensor *like, tn_tensor **ret)
 {
 	enum tn_dtype dt = tn__wrapped_scalar_dtype(v);
-	tn_device dev = tn__handle_is(like, TN_MAGIC_TENSOR) ? like->storage->device
-							     : (tn_device){ TN_DEVICE_CPU, 0 };
+	/* A wrapped number is a CPU tensor beside CUDA ones too (the kernel gets its value). */
+	tn_device dev = tn__handle_is(like, TN_MAGIC_TENSOR) &&
+				like->storage->device.type == TN_DEVICE_META
+				? like->storage->device
+				: (tn_device){ TN_DEVICE_CPU, 0 };
 	int rc;
 	if (v.kind != TN_SCALAR_BOOL && v.kind != TN_SCALAR_INT && v.kind != TN_SCALAR_DOUBLE)
 		return tn__error(TN_EINVAL, "invalid scalar kind %d", (int)v.kind);
@@ -295,7 +298,12 @@ static int binary_impl(bool cmp, int op, tn_tensor *out, const tn_tensor *a, con
 	struct bin_ctx c;
 	if ((rc = binary_setup(cmp, op, ct, it.ops[1].dtype, it.ops[2].dtype, alpha, &c)) < 0)
 		goto out;
-	if (run && it.numel > 0) {
+	if (run && it.numel > 0 && tn__is_cuda(it.ops[0].tensor)) {
+		rc = cmp ? tn__cuda_run(&it, TN_CUDA_K_COMPARE, op, NULL, ct, 1.0)
+			 : tn__cuda_run(&it, TN_CUDA_K_BINARY, op, &c.alpha, ct, 1.0);
+		if (rc < 0)
+			goto out;
+	} else if (run && it.numel > 0) {
 		if (cmp)
 			c.cmp = (tn__compare_fn)tn__stub_get(&tn__compare_stub);
 		else

@@ -310,12 +310,18 @@ static int ext(int x, tn_tensor *out, const tn_tensor *a, const tn_scalar *a_sca
 		}
 		if (converts && (rc = check_exponent(ct, *b_scalar)) < 0)
 			goto out;
+		/* The scan reads the divisor on the host; on CUDA, as in PyTorch, an integer
+		 * division by zero is not detected (the kernel's result is undefined). */
 		if (d->int_divisor && tn_dtype_is_integral(ct) && it.numel > 0 &&
-		    has_zero_divisor(&it)) {
+		    !tn__is_cuda(it.ops[0].tensor) && has_zero_divisor(&it)) {
 			rc = tn__error(TN_EINVAL, "ZeroDivisionError");
 			goto out;
 		}
-		if (it.numel > 0) {
+		if (it.numel > 0 && tn__is_cuda(it.ops[0].tensor)) {
+			static const struct tn__alpha one = { 1.0, 1, true };
+			rc = kop < 0 ? tn__cuda_run(&it, TN_CUDA_K_BINARY, TN_BINOP_DIV, &one, ct, 1.0)
+				     : tn__cuda_run(&it, TN_CUDA_K_BINARY2, kop, NULL, ct, 1.0);
+		} else if (it.numel > 0) {
 			struct ext_ctx c = { .kop = kop };
 			if (kop < 0)
 				c.div = (tn__binary_fn)tn__stub_get(&tn__binary_stub);
@@ -324,7 +330,7 @@ static int ext(int x, tn_tensor *out, const tn_tensor *a, const tn_scalar *a_sca
 			tn__bin_loop_run(&c.loop, ext_row, &it, d->kind == K_LOGICAL ? TN_BOOL : ct);
 		}
 	}
-	if (ret)
+	if (ret && rc == 0)
 		*ret = tn__iter_output(&it, 0);
 out:
 	tn__iter_release(&it);

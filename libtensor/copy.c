@@ -81,6 +81,8 @@ int tn__copy(tn_tensor *dst, const tn_tensor *src, bool run, const char *who)
 		return rc;
 	if (dst == src)
 		return 0;
+	if (run && (tn__is_cuda(dst) || tn__is_cuda(src)))
+		return tn__cuda_copy_tensor(dst, src, false);
 	/* Small contiguous tensors of one shape in separate storages: one kernel call. */
 	const tn_tensor *shape;
 	if (run && dst->storage != src->storage &&
@@ -115,6 +117,19 @@ int tn__copy_cpu(tn_tensor *self, const tn_tensor *src, bool non_blocking)
 {
 	(void)non_blocking;
 	return tn__copy(self, src, true, "copy_");
+}
+
+/* copy_ with a CUDA tensor on either side: non_blocking lets a plain host<->device copy
+ * return before the DMA ends (wait on the stream before reusing the host memory). */
+int tn__copy_cuda(tn_tensor *self, const tn_tensor *src, bool non_blocking)
+{
+	int rc;
+	if ((rc = tn__check_tensor_args(self, self, "copy_")) ||
+	    (rc = tn__check_tensor_args(src, src, "copy_")))
+		return rc;
+	if (self == src)
+		return 0;
+	return tn__cuda_copy_tensor(self, src, non_blocking);
 }
 
 int tn__copy_meta(tn_tensor *self, const tn_tensor *src, bool non_blocking)
@@ -175,8 +190,20 @@ static int copy_strides(const tn_tensor *t, enum tn_memory_format fmt, int64_t *
 }
 
 /* A copy of @t converted to @dtype, laid out for @fmt (clone, contiguous, to). */
+static int copy_to(const tn_tensor *t, tn_device device, enum tn_memory_format fmt,
+		   enum tn_dtype dtype, bool copy_data, bool non_blocking, tn_tensor **ret,
+		   const char *who);
+
 static int copy_as(const tn_tensor *t, enum tn_memory_format fmt, enum tn_dtype dtype,
 		   bool copy_data, tn_tensor **ret, const char *who)
+{
+	return copy_to(t, t->storage->device, fmt, dtype, copy_data, false, ret, who);
+}
+
+/* A copy of @t on @device with @dtype, laid out as clone lays out for @fmt. */
+static int copy_to(const tn_tensor *t, tn_device device, enum tn_memory_format fmt,
+		   enum tn_dtype dtype, bool copy_data, bool non_blocking, tn_tensor **ret,
+		   const char *who)
 {
 	int64_t strides[TN_MAX_DIMS];
 	bool use_strides;
@@ -185,10 +212,14 @@ static int copy_as(const tn_tensor *t, enum tn_memory_format fmt, enum tn_dtype 
 
 	if ((r = copy_strides(t, fmt, strides, &use_strides, who)))
 		return r;
-	if ((r = tn__empty_like_device(t->storage->device, dtype, t->ndim, t->sizes,
+	if ((r = tn__empty_like_device(device, dtype, t->ndim, t->sizes,
 				       use_strides ? strides : NULL, &out, who)))
 		return r;
-	if (copy_data && (r = tn__copy(out, t, true, who)) < 0) {
+	if (copy_data && (tn__is_cuda(out) || tn__is_cuda(t)))
+		r = tn__cuda_copy_tensor(out, t, non_blocking);
+	else if (copy_data)
+		r = tn__copy(out, t, true, who);
+	if (r < 0) {
 		tn_tensor_unref(out);
 		return r;
 	}
@@ -256,6 +287,8 @@ static int fill_impl(tn_tensor *t, tn_scalar value, bool write, const char *who)
 		return r;
 	if (!write || t->numel == 0)
 		return 0;
+	if (tn__is_cuda(t))
+		return tn__cuda_fill_tensor(t, elem);
 	size_t isz = tn_dtype_size(t->dtype);
 	unsigned char *base = tn_tensor_data(t);
 	if (t->contiguous || tn__is_non_overlapping_and_dense(t)) {
@@ -371,4 +404,30 @@ int tn__to_dtype_meta(const tn_tensor *self, enum tn_dtype dtype, bool non_block
 {
 	(void)non_blocking;
 	return to_impl(self, dtype, copy, memory_format, false, ret_tensor);
+}
+
+/*
+ * to.device, as ATen's to(device, dtype): self itself when device and dtype already match and
+ * no copy is asked for (to.dtype's rule); otherwise a copy on @device converted to @dtype, laid
+ * out as clone lays out. non_blocking lets a plain host<->device copy return before its DMA
+ * ends.
+ */
+int tn__to_device_cpu(const tn_tensor *self, tn_device device, enum tn_dtype dtype,
+		      bool non_blocking, bool copy, const enum tn_memory_format *memory_format,
+		      tn_tensor **ret_tensor)
+{
+	enum tn_memory_format fmt = memory_format ? *memory_format : TN_PRESERVE_FORMAT;
+	int r;
+
+	if ((r = tn__check_tensor_args(self, ret_tensor, "to")))
+		return r;
+	if (!tn_dtype_is_valid(dtype))
+		return tn__error(TN_EINVAL, "to: invalid dtype %d", (int)dtype);
+	if ((unsigned)device.type >= TN_NUM_DEVICE_TYPES)
+		return tn__error(TN_EINVAL, "to: invalid device type %d", (int)device.type);
+	if (device.type == TN_DEVICE_META)
+		return tn__error(TN_ENOTSUP, "to: copying to a meta tensor is not supported");
+	if (self->storage->device.type == device.type && self->storage->device.index == device.index)
+		return to_impl(self, dtype, copy, memory_format, true, ret_tensor);
+	return copy_to(self, device, fmt, dtype, true, non_blocking, ret_tensor, "to");
 }

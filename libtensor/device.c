@@ -29,6 +29,49 @@ TN_EXPORT int tn_cuda_device_count(void)
 	return 0;
 }
 
+int tn__cuda_device_enter(int index, int *saved)
+{
+	(void)index, (void)saved;
+	return no_cuda("cuda");
+}
+
+void tn__cuda_device_exit(int saved)
+{
+	(void)saved;
+}
+
+/* No CUDA tensor exists in a build without CUDA; these only keep the callers linkable. */
+int tn__cuda_run(const struct tn_iter *it, enum tn__cuda_kernel kernel, int op, const void *arg,
+		 enum tn_dtype compute, double divisor)
+{
+	(void)it, (void)kernel, (void)op, (void)arg, (void)compute, (void)divisor;
+	return no_cuda("cuda");
+}
+
+int tn__cuda_fill_tensor(tn_tensor *t, const void *elem)
+{
+	(void)t, (void)elem;
+	return no_cuda("fill_");
+}
+
+int tn__cuda_copy_tensor(tn_tensor *dst, const tn_tensor *src, bool non_blocking)
+{
+	(void)dst, (void)src, (void)non_blocking;
+	return no_cuda("copy_");
+}
+
+int tn__cuda_element_read(const tn_tensor *t, const void *addr, void *out)
+{
+	(void)t, (void)addr, (void)out;
+	return no_cuda("tn_tensor_get");
+}
+
+int tn__cuda_element_write(tn_tensor *t, void *addr, const void *in)
+{
+	(void)t, (void)addr, (void)in;
+	return no_cuda("tn_tensor_set");
+}
+
 TN_EXPORT int tn_cuda_get_device_properties(int device, tn_cuda_device_properties *ret)
 {
 	(void)device, (void)ret;

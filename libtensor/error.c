@@ -13,6 +13,7 @@
 #define TN_ERROR_MSG_MAX 1024
 
 static _Thread_local char last_error[TN_ERROR_MSG_MAX];
+static _Thread_local int last_code;
 
 TN_EXPORT const char *tn_strerror(int code)
 {
@@ -46,7 +47,13 @@ int tn__error(int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(last_error, sizeof(last_error), fmt, ap);
 	va_end(ap);
+	last_code = code;
 	return code;
+}
+
+int tn__last_error_code(void)
+{
+	return last_error[0] ? last_code : 0;
 }
 
 void tn__format_shape(char *buf, size_t len, int n, const int64_t *values)

@@ -27,6 +27,9 @@
  * return tn__error(TN_EINVAL, "...", ...); */
 int tn__error(int code, const char *fmt, ...) TN_PRINTF(2, 3);
 
+/* The code of the calling thread's last tn__error, 0 when the message was cleared since. */
+int tn__last_error_code(void);
+
 /* Format "[2, 3]" into @buf (always NUL-terminated, truncated with "...]" if too small). */
 void tn__format_shape(char *buf, size_t len, int n, const int64_t *values);
 
@@ -55,6 +58,37 @@ uint64_t tn__live_handles(void);
 
 /* The calling thread's allocator for CPU storages, ahead of the registry (tn_arena_use). */
 void tn__allocator_set_thread(const tn_allocator *allocator);
+
+/* ---- CUDA (cuda/runtime.c; device.c without CUDA) ---- */
+
+/* Make CUDA device @index the calling thread's current one, saving the previous in *saved;
+ * tn__cuda_device_exit puts it back. TN_ENODEV when there is no such device. */
+int tn__cuda_device_enter(int index, int *saved);
+void tn__cuda_device_exit(int saved);
+
+/* The kernel families of the CUDA backend (cuda/plan.h). */
+enum tn__cuda_kernel {
+	TN_CUDA_K_BINARY,  /* op: TN_BINOP_*, arg: const struct tn__alpha * */
+	TN_CUDA_K_COMPARE, /* op: TN_CMP_* */
+	TN_CUDA_K_UNARY,   /* op: TN_UN_* */
+	TN_CUDA_K_PRED,    /* op: TN_PRED_* */
+	TN_CUDA_K_BINARY2, /* op: TN_BIN2_* */
+	TN_CUDA_K_WHERE,
+	TN_CUDA_K_COPY,
+	TN_CUDA_K_REDUCE, /* op: TN_RED_*, divisor: mean's element count (1 otherwise) */
+};
+struct tn_iter;
+/* Run a built iterator's plan on the CUDA device of its first output, on the calling thread's
+ * current stream, computing in @compute (what the CPU loop computes in). */
+int tn__cuda_run(const struct tn_iter *it, enum tn__cuda_kernel kernel, int op, const void *arg,
+		 enum tn_dtype compute, double divisor);
+/* Every element of CUDA tensor @t set to the element at @elem (t's dtype). */
+int tn__cuda_fill_tensor(tn_tensor *t, const void *elem);
+/* copy_ with a CUDA tensor on either side (host<->device, device<->device, any dtypes). */
+int tn__cuda_copy_tensor(tn_tensor *dst, const tn_tensor *src, bool non_blocking);
+/* One element of CUDA tensor @t at device address @addr, read into / written from host memory. */
+int tn__cuda_element_read(const tn_tensor *t, const void *addr, void *out);
+int tn__cuda_element_write(tn_tensor *t, void *addr, const void *in);
 
 /* ---- NUMA (numa/) ---- */
 int tn__numa_node_count(void);
@@ -133,6 +167,11 @@ static inline char *tn__data(const tn_tensor *t)
 {
 	char *base = (char *)t->storage->data;
 	return base ? base + t->offset * (int64_t)tn__itemsize(t->dtype) : NULL;
+}
+
+/* Whether a live tensor's bytes are on a CUDA device. */static inline bool tn__is_cuda(const tn_tensor *t)
+{
+	return t->storage->device.type == TN_DEVICE_CUDA;
 }
 
 /* Make a tensor over @storage (a new reference is taken) after checking every argument and the

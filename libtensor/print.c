@@ -308,8 +308,23 @@ TN_EXPORT int tn_tensor_repr(const tn_tensor *tensor, char **ret_string)
 					   "foreign)");
 	if (!ret_string)
 		return tn__error(TN_EINVAL, "tn_tensor_repr: NULL ret_string");
-	if (tensor->storage->device.type != TN_DEVICE_CPU)
-		return tn__error(TN_ENOTSUP, "tn_tensor_repr: only CPU tensors can be printed yet");
+	if (tensor->storage->device.type == TN_DEVICE_META)
+		return tn__error(TN_ENOTSUP, "tn_tensor_repr: a meta tensor has no values to print");
+	tn_tensor *host = NULL;
+	if (tn__is_cuda(tensor)) {
+		/* As PyTorch: the values come to the host; the device is named after them. */
+		int r = tn__empty_like_device((tn_device){ TN_DEVICE_CPU, 0 }, tensor->dtype,
+					      tensor->ndim, tensor->sizes, NULL, &host,
+					      "tn_tensor_repr");
+		if (r < 0 || (r = tn__cuda_copy_tensor(host, tensor, false)) < 0) {
+			tn_tensor_unref(host);
+			return r;
+		}
+		char dev[32];
+		tn__format_device(dev, sizeof(dev), tensor->storage->device);
+		snprintf(suffix[nsuffix++], sizeof(suffix[0]), "device='%s'", dev);
+	}
+	tensor = host ? host : tensor;
 
 	enum tn_dtype dt = tensor->dtype;
 	sb_puts(&sb, "tensor(");
@@ -340,6 +355,7 @@ TN_EXPORT int tn_tensor_repr(const tn_tensor *tensor, char **ret_string)
 			add_suffix(&sb, &line_len, suffix[i], indent);
 		sb_puts(&sb, ")");
 	}
+	tn_tensor_unref(host);
 	if (sb.oom) {
 		tn__free(sb.buf);
 		return tn__error(TN_ENOMEM, "tn_tensor_repr: out of memory");

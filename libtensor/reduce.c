@@ -542,6 +542,37 @@ static void divide(tn_tensor *acc, int64_t count)
 }
 
 /*
+ * A value reduction of a CUDA tensor: one kernel accumulates in @acc_dt and writes the result
+ * dtype of @view, divided by the count for mean. An empty input gives the identity (mean:
+ * NaN, 0/0), as on the CPU.
+ */
+static int cuda_reduce(enum kind k, tn_tensor *view, const tn_tensor *in, enum tn_dtype acc_dt,
+		       const char *who)
+{
+	struct tn_iter_config cfg;
+	struct tn_iter it;
+	int rc;
+
+	if (in->numel == 0)
+		return tn__fill_cpu(view, k == K_MEAN ? tn_scalar_double(NAN)
+						      : identity(kinds[k].op, view->dtype));
+	tn__iter_config_init(&cfg);
+	cfg.noutputs = 1;
+	cfg.ninputs = 1;
+	cfg.tensors[0] = view;
+	cfg.tensors[1] = in;
+	cfg.check_all_same_dtype = false;
+	cfg.resize_outputs = false;
+	cfg.is_reduction = true;
+	if ((rc = tn__iter_build(&it, &cfg, who)) < 0)
+		return rc;
+	double divisor = k == K_MEAN && view->numel > 0 ? (double)(in->numel / view->numel) : 1.0;
+	rc = tn__cuda_run(&it, TN_CUDA_K_REDUCE, kinds[k].op, NULL, acc_dt, divisor);
+	tn__iter_release(&it);
+	return rc;
+}
+
+/*
  * The one implementation of the value reductions: @dims NULL reduces everything. @out NULL
  * allocates the result into *ret; @run false checks and allocates only (Meta).
  */
@@ -601,7 +632,9 @@ static int value_reduce(enum kind k, const tn_tensor *self, int ndims, const int
 	}
 	if ((rc = make_result(self, mask, keepdim, dt, out, &res, &view, who)) < 0)
 		return rc;
-	if (!run || (acc_dt == dt && k != K_MEAN)) {
+	if (run && tn__is_cuda(self)) {
+		rc = cuda_reduce(k, view, self, acc_dt, who);
+	} else if (!run || (acc_dt == dt && k != K_MEAN)) {
 		rc = reduce_into(kinds[k].op, view, self, kdt, run, who);
 	} else {
 		/* A contiguous accumulator, converted (and divided, for mean) into the result. */

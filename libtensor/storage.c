@@ -27,6 +27,14 @@ static int check_device(tn_device device, const char *who)
 	if (device.index < 0 || (device.type != TN_DEVICE_CUDA && device.index != 0))
 		return tn__error(TN_EINVAL, "%s: invalid device index %d for %s", who,
 				 device.index, tn_device_type_name(device.type));
+	if (device.type == TN_DEVICE_CUDA) {
+		int n = tn_cuda_device_count();
+		if (device.index >= n)
+			return n == 0 ? tn__error(TN_ENODEV, "%s: no CUDA GPUs are available", who)
+				      : tn__error(TN_ENODEV, "%s: CUDA error: invalid device ordinal "
+						  "%d (%d device%s)", who, device.index, n,
+						  n == 1 ? "" : "s");
+	}
 	return 0;
 }
 
@@ -52,9 +60,21 @@ TN_EXPORT int tn_storage_new_with_allocator(tn_device device, size_t nbytes,
 	if (!s)
 		return tn__error(TN_ENOMEM, "tn_storage_new: out of memory");
 	if (allocator && nbytes) {
+		/* A CUDA allocator allocates on the current device: make it the storage's. */
+		int saved = 0;
+		if (device.type == TN_DEVICE_CUDA &&
+		    (r = tn__cuda_device_enter(device.index, &saved)) < 0) {
+			tn__handle_free(s);
+			return r;
+		}
+		tn_clear_error(); /* an allocator may explain its failure (CUDA out of memory) */
 		s->data = allocator->alloc(allocator->ctx, nbytes);
+		if (device.type == TN_DEVICE_CUDA)
+			tn__cuda_device_exit(saved);
 		if (!s->data) {
 			tn__handle_free(s);
+			if ((r = tn__last_error_code()) < 0)
+				return r;
 			return tn__error(TN_ENOMEM,
 					 "%s: out of memory: tried to allocate %zu bytes",
 					 allocator->name ? allocator->name : "allocator", nbytes);

@@ -447,7 +447,11 @@ static int full_impl(int nsize, const int64_t *size, tn_scalar value, enum tn_dt
 		return r;
 	if ((r = empty_impl(nsize, size, NULL, dtype, device, &t, who)))
 		return r;
-	if (fill)
+	if (fill && device.type == TN_DEVICE_CUDA && (r = tn__cuda_fill_tensor(t, elem)) < 0) {
+		tn_tensor_unref(t);
+		return r;
+	}
+	if (fill && device.type != TN_DEVICE_CUDA)
 		tn__fill_elements(tn_tensor_data(t), elem, tn_dtype_size(dtype), t->numel);
 	*ret_tensor = t;
 	return 0;
@@ -749,8 +753,9 @@ static int element_address(const tn_tensor *t, int nindex, const int64_t *index,
 {
 	int64_t off = t->offset;
 
-	if (t->storage->device.type != TN_DEVICE_CPU)
-		return tn__error(TN_ENOTSUP, "%s: only CPU tensors can be read element-wise", who);
+	if (t->storage->device.type == TN_DEVICE_META)
+		return tn__error(TN_ENOTSUP, "%s: a meta tensor has no elements to read or write",
+				 who);
 	if (nindex != t->ndim)
 		return tn__error(TN_EINVAL, "%s: %d indices for a tensor of %d dimensions", who,
 				 nindex, t->ndim);
@@ -780,6 +785,13 @@ TN_EXPORT int tn_tensor_get(const tn_tensor *tensor, int nindex, const int64_t *
 		return tn__error(TN_EINVAL, "tn_tensor_get: NULL ret_value");
 	if ((r = element_address(tensor, nindex, index, "tn_tensor_get", &p)))
 		return r;
+	if (tn__is_cuda(tensor)) { /* one element to the host, after the stream's work */
+		_Alignas(8) unsigned char elem[8];
+		if ((r = tn__cuda_element_read(tensor, p, elem)) < 0)
+			return r;
+		*ret_value = tn__element_to_scalar(tensor->dtype, elem);
+		return 0;
+	}
 	*ret_value = tn__element_to_scalar(tensor->dtype, p);
 	return 0;
 }
@@ -795,6 +807,12 @@ TN_EXPORT int tn_tensor_set(tn_tensor *tensor, int nindex, const int64_t *index,
 		return tn__error(TN_EPERM, "tn_tensor_set: the tensor is sealed, which is read-only");
 	if ((r = element_address(tensor, nindex, index, "tn_tensor_set", &p)))
 		return r;
+	if (tn__is_cuda(tensor)) {
+		_Alignas(8) unsigned char elem[8];
+		if ((r = tn__scalar_to_element(value, tensor->dtype, elem)) < 0)
+			return r;
+		return tn__cuda_element_write(tensor, p, elem);
+	}
 	return tn__scalar_to_element(value, tensor->dtype, p);
 }
 

@@ -115,11 +115,13 @@ static int unary_impl(int op, tn_tensor *out, const tn_tensor *a, bool run, tn_t
 			       tn__scalar_type_name(ct));
 		goto out;
 	}
-	if (run) {
+	if (run && tn__is_cuda(it.ops[0].tensor)) {
+		rc = tn__cuda_run(&it, TN_CUDA_K_UNARY, op, NULL, ct, 1.0);
+	} else if (run) {
 		struct un_ctx c = { (tn__unary_fn)tn__stub_get(&tn__unary_stub), op, ct };
 		tn__chunked_for_each(&it, (const enum tn_dtype[]){ ct, ct }, unary_row, &c);
 	}
-	if (ret)
+	if (ret && rc == 0)
 		*ret = tn__iter_output(&it, 0);
 out:
 	tn__iter_release(&it);
@@ -243,16 +245,18 @@ static int predicate(int op, tn_tensor *out, const tn_tensor *a, bool run, tn_te
 	cfg.output_dtype = TN_BOOL;
 	if ((rc = tn__iter_build(&it, &cfg, pred_names[op])) < 0)
 		return rc;
-	if (run) {
+	if (run && tn__is_cuda(it.ops[0].tensor)) {
+		rc = tn__cuda_run(&it, TN_CUDA_K_PRED, op, NULL, it.ops[1].dtype, 1.0);
+	} else if (run) {
 		struct pred_ctx c = { (tn__pred_fn)tn__stub_get(&tn__pred_stub), op,
 				      it.ops[1].dtype };
 		tn__chunked_for_each(&it, (const enum tn_dtype[]){ TN_BOOL, it.ops[1].dtype },
 				     pred_row, &c);
 	}
-	if (ret)
+	if (ret && rc == 0)
 		*ret = tn__iter_output(&it, 0);
 	tn__iter_release(&it);
-	return 0;
+	return rc;
 }
 
 #define PRED_FN_KERNELS(NAME, OP, SUFFIX, RUN)                                               \

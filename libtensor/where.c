@@ -80,7 +80,11 @@ static int where_impl(tn_tensor *out, const tn_tensor *cond, const tn_tensor *a,
 	for (int k = 0; k < 2; k++) {
 		if (!scalars[k])
 			continue;
-		if ((rc = scalar_tensor(*scalars[k], rt, cond->storage->device, &wrapped[k])) < 0)
+		/* On the host beside CUDA tensors too: the kernel gets its value. */
+		tn_device dev = cond->storage->device.type == TN_DEVICE_META
+					? cond->storage->device
+					: (tn_device){ TN_DEVICE_CPU, 0 };
+		if ((rc = scalar_tensor(*scalars[k], rt, dev, &wrapped[k])) < 0)
 			goto fail;
 		ops[k] = wrapped[k];
 	}
@@ -109,13 +113,15 @@ static int where_impl(tn_tensor *out, const tn_tensor *cond, const tn_tensor *a,
 			       tn__scalar_type_name(rt), tn__scalar_type_name(it.ops[0].dtype));
 		goto out;
 	}
-	if (run) {
+	if (run && tn__is_cuda(it.ops[0].tensor)) {
+		rc = tn__cuda_run(&it, TN_CUDA_K_WHERE, 0, NULL, rt, 1.0);
+	} else if (run) {
 		struct where_ctx c = { (tn__where_fn)tn__stub_get(&tn__where_stub),
 				       tn__itemsize(rt) };
 		tn__chunked_for_each(&it, (const enum tn_dtype[]){ rt, cond->dtype, rt, rt },
 				     where_row, &c);
 	}
-	if (ret)
+	if (ret && rc == 0)
 		*ret = tn__iter_output(&it, 0);
 out:
 	tn__iter_release(&it);
