@@ -213,9 +213,19 @@ static int create_pool(int device)
 	if ((rc = guard_enter(&g, device)))
 		return rc;
 	err = cudaDeviceGetStreamPriorityRange(&least, &greatest);
-	for (int i = 0; i < 2 * POOL && err == cudaSuccess; i++)
-		err = cudaStreamCreateWithPriority(&pools.streams[device][i], cudaStreamNonBlocking,
-						   i < POOL ? least : greatest);
+	if (err != cudaSuccess) {
+		guard_exit(&g);
+		return tn__cuda_error(err, "cudaDeviceGetStreamPriorityRange");
+	}
+	int made = 0;
+	while (made < 2 * POOL && err == cudaSuccess) {
+		err = cudaStreamCreateWithPriority(&pools.streams[device][made], cudaStreamNonBlocking,
+						   made < POOL ? least : greatest);
+		made += err == cudaSuccess;
+	}
+	if (err != cudaSuccess) /* all or none: a later call tries again from scratch */
+		while (made > 0)
+			(void)cudaStreamDestroy(pools.streams[device][--made]);
 	guard_exit(&g);
 	return tn__cuda_error(err, "cudaStreamCreateWithPriority");
 }
@@ -267,6 +277,10 @@ int tn__cuda_stream_get(tn_cuda_stream s, cudaStream_t *ret)
 
 TN_EXPORT tn_cuda_stream tn_cuda_default_stream(int device)
 {
+	if (device == -1 && cudaGetDevice(&device) != cudaSuccess) {
+		(void)cudaGetLastError();
+		device = 0;
+	}
 	return (tn_cuda_stream){ device, 0 };
 }
 
@@ -480,8 +494,16 @@ TN_EXPORT int tn_cuda_event_elapsed_ms(tn_cuda_event *start, tn_cuda_event *end,
 	if (!start->created || !end->created)
 		return tn__error(TN_EINVAL, "Both events must be recorded before calculating "
 					    "elapsed time.");
-	return tn__cuda_error(cudaEventElapsedTime(ret_ms, start->event, end->event),
-			      "cudaEventElapsedTime");
+	float ms = 0;
+	cudaError_t err = cudaEventElapsedTime(&ms, start->event, end->event);
+	if (err == cudaErrorNotReady) {
+		(void)cudaGetLastError();
+		return tn__error(TN_EBUSY, "Both events must be completed before calculating "
+					   "elapsed time.");
+	}
+	if (err == cudaSuccess)
+		*ret_ms = ms;
+	return tn__cuda_error(err, "cudaEventElapsedTime");
 }
 
 /* TEMPORARY until the caching allocator lands (cuda/allocator.c): cudaMalloc directly. */

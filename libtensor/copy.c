@@ -412,9 +412,9 @@ int tn__to_dtype_meta(const tn_tensor *self, enum tn_dtype dtype, bool non_block
  * out as clone lays out. non_blocking lets a plain host<->device copy return before its DMA
  * ends.
  */
-int tn__to_device_cpu(const tn_tensor *self, tn_device device, enum tn_dtype dtype,
-		      bool non_blocking, bool copy, const enum tn_memory_format *memory_format,
-		      tn_tensor **ret_tensor)
+static int to_device_impl(const tn_tensor *self, tn_device device, enum tn_dtype dtype,
+			  bool non_blocking, bool copy, const enum tn_memory_format *memory_format,
+			  bool run, tn_tensor **ret_tensor)
 {
 	enum tn_memory_format fmt = memory_format ? *memory_format : TN_PRESERVE_FORMAT;
 	int r;
@@ -425,9 +425,27 @@ int tn__to_device_cpu(const tn_tensor *self, tn_device device, enum tn_dtype dty
 		return tn__error(TN_EINVAL, "to: invalid dtype %d", (int)dtype);
 	if ((unsigned)device.type >= TN_NUM_DEVICE_TYPES)
 		return tn__error(TN_EINVAL, "to: invalid device type %d", (int)device.type);
-	if (device.type == TN_DEVICE_META)
-		return tn__error(TN_ENOTSUP, "to: copying to a meta tensor is not supported");
+	if (!run) /* Meta: the result's geometry only */
+		return to_impl(self, dtype, copy, memory_format, false, ret_tensor);
 	if (self->storage->device.type == device.type && self->storage->device.index == device.index)
 		return to_impl(self, dtype, copy, memory_format, true, ret_tensor);
+	if (device.type == TN_DEVICE_META)
+		return copy_to(self, device, fmt, dtype, false, false, ret_tensor, "to");
 	return copy_to(self, device, fmt, dtype, true, non_blocking, ret_tensor, "to");
+}
+
+int tn__to_device_cpu(const tn_tensor *self, tn_device device, enum tn_dtype dtype,
+		      bool non_blocking, bool copy, const enum tn_memory_format *memory_format,
+		      tn_tensor **ret_tensor)
+{
+	return to_device_impl(self, device, dtype, non_blocking, copy, memory_format, true,
+			      ret_tensor);
+}
+
+int tn__to_device_meta(const tn_tensor *self, tn_device device, enum tn_dtype dtype,
+		       bool non_blocking, bool copy, const enum tn_memory_format *memory_format,
+		       tn_tensor **ret_tensor)
+{
+	return to_device_impl(self, device, dtype, non_blocking, copy, memory_format, false,
+			      ret_tensor);
 }

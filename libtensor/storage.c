@@ -27,14 +27,6 @@ static int check_device(tn_device device, const char *who)
 	if (device.index < 0 || (device.type != TN_DEVICE_CUDA && device.index != 0))
 		return tn__error(TN_EINVAL, "%s: invalid device index %d for %s", who,
 				 device.index, tn_device_type_name(device.type));
-	if (device.type == TN_DEVICE_CUDA) {
-		int n = tn_cuda_device_count();
-		if (device.index >= n)
-			return n == 0 ? tn__error(TN_ENODEV, "%s: no CUDA GPUs are available", who)
-				      : tn__error(TN_ENODEV, "%s: CUDA error: invalid device ordinal "
-						  "%d (%d device%s)", who, device.index, n,
-						  n == 1 ? "" : "s");
-	}
 	return 0;
 }
 
@@ -48,6 +40,16 @@ TN_EXPORT int tn_storage_new_with_allocator(tn_device device, size_t nbytes,
 		return tn__error(TN_EINVAL, "tn_storage_new: NULL ret_storage");
 	if ((r = check_device(device, "tn_storage_new")))
 		return r;
+	/* A blob's device is the caller's word; memory libtensor allocates needs the device. */
+	if (device.type == TN_DEVICE_CUDA && allocator && nbytes) {
+		int n = tn_cuda_device_count();
+		if (device.index >= n)
+			return n == 0 ? tn__error(TN_ENODEV, "tn_storage_new: no CUDA GPUs are "
+							     "available")
+				      : tn__error(TN_ENODEV, "tn_storage_new: CUDA error: invalid "
+						  "device ordinal %d (%d device%s)", device.index, n,
+						  n == 1 ? "" : "s");
+	}
 	if (device.type != TN_DEVICE_META && !allocator)
 		return tn__error(TN_ENODEV, "tn_storage_new: no allocator is registered for %s",
 				 tn_device_type_name(device.type));

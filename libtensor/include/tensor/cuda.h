@@ -82,7 +82,8 @@ typedef struct tn_cuda_stream {
 
 #define TN_CUDA_STREAMS_PER_POOL 32
 
-/* tn_cuda_default_stream - the default stream of @device (no call to CUDA; never fails). */
+/* tn_cuda_default_stream - the default stream of @device (-1: the current device); never
+ * fails. */
 TN_EXPORT tn_cuda_stream tn_cuda_default_stream(int device);
 
 /*
@@ -124,7 +125,8 @@ enum tn_cuda_event_flags {
 };
 
 /*
- * tn_cuda_event_create - a new event on the current device. Destroy with tn_cuda_event_destroy.
+ * tn_cuda_event_create - a new event; it takes the device of the stream it first records
+ * (c10::cuda::CUDAEvent). Destroy with tn_cuda_event_destroy. Not thread-safe per event.
  */
 TN_EXPORT int tn_cuda_event_create(unsigned flags, tn_cuda_event **ret_event);
 TN_EXPORT void tn_cuda_event_destroy(tn_cuda_event *event);
