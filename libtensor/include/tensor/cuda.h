@@ -150,9 +150,10 @@ TN_EXPORT int tn_cuda_event_elapsed_ms(tn_cuda_event *start, tn_cuda_event *end,
 /*
  * Counters of one device's caching allocator, as torch.cuda.memory_stats() (the "all" pool):
  * allocated = handed to storages, reserved = obtained from cudaMalloc and kept, active =
- * allocated plus blocks freed but still in use by a stream (record_stream).
+ * allocated plus blocks freed but still in use by a stream (record_stream). A struct without a
+ * typedef: the name tn_cuda_memory_stats is the function's.
  */
-typedef struct tn_cuda_memory_stats {
+struct tn_cuda_memory_stats {
 	uint64_t allocated_bytes;
 	uint64_t allocated_peak;
 	uint64_t reserved_bytes;
@@ -171,10 +172,10 @@ typedef struct tn_cuda_memory_stats {
 	uint64_t num_alloc_retries;  /* cache flushed and cudaMalloc tried again */
 	uint64_t num_ooms;
 	uint64_t memory_limit; /* 0 when none (tn_cuda_set_memory_limit) */
-} tn_cuda_memory_stats;
+};
 
 /* tn_cuda_memory_stats - copy @device's counters (-1: the current device) into *ret. */
-TN_EXPORT int tn_cuda_memory_stats(int device, tn_cuda_memory_stats *ret);
+TN_EXPORT int tn_cuda_memory_stats(int device, struct tn_cuda_memory_stats *ret);
 
 /* tn_cuda_reset_peak_memory_stats - peaks set to the current values. */
 TN_EXPORT int tn_cuda_reset_peak_memory_stats(int device);
