@@ -18,9 +18,54 @@ TN_EXPORT const char *tn_device_type_name(enum tn_device_type type)
 }
 
 #ifndef TN_HAVE_CUDA
+#include <tensor/cuda.h>
+
 TN_EXPORT int tn_cuda_device_count(void)
 {
 	return 0;
+}
+
+/* The caching device allocator of a build without CUDA (cuda/allocator_cuda.c otherwise). */
+static int no_cuda(void)
+{
+	return tn__error(TN_ENODEV, "libtensor was built without CUDA");
+}
+
+TN_EXPORT int tn_cuda_memory_stats(int device, struct tn_cuda_memory_stats *ret)
+{
+	(void)device;
+	(void)ret;
+	return no_cuda();
+}
+
+TN_EXPORT int tn_cuda_reset_peak_memory_stats(int device)
+{
+	(void)device;
+	return no_cuda();
+}
+
+TN_EXPORT int64_t tn_cuda_empty_cache(void)
+{
+	return 0;
+}
+
+TN_EXPORT int tn_cuda_set_memory_limit(int device, uint64_t bytes)
+{
+	(void)device;
+	(void)bytes;
+	return no_cuda();
+}
+
+TN_EXPORT int tn_cuda_record_stream(const tn_storage *storage, tn_cuda_stream stream)
+{
+	(void)storage;
+	(void)stream;
+	return no_cuda();
+}
+
+TN_EXPORT const tn_allocator *tn_cuda_caching_allocator(void)
+{
+	return NULL;
 }
 #endif
 
