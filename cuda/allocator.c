@@ -442,6 +442,18 @@ static int release_cached(struct tn__cca *cca, int d, int which, uint64_t *relea
 
 /* ---- freeing and events ---- */
 
+/* Merge @hi, the block right after @lo in their segment, into @lo. The lower record is kept,
+ * so a segment's head never changes. */
+static void absorb(struct block *lo, struct block *hi)
+{
+	lo->size += hi->size;
+	lo->next = hi->next;
+	if (hi->next)
+		hi->next->prev = lo;
+	tn__free(hi->uses);
+	tn__free(hi);
+}
+
 /* @b is no longer used by anything: merge it with free neighbours and cache it. */
 static void free_block(struct device *dev, struct block *b)
 {
@@ -452,23 +464,13 @@ static void free_block(struct device *dev, struct block *b)
 	struct block *p = b->prev;
 	if (p && p->state == BLOCK_FREE) {
 		pool_remove(dev, p);
-		p->size += b->size;
-		p->next = b->next;
-		if (b->next)
-			b->next->prev = p;
-		tn__free(b->uses);
-		tn__free(b);
+		absorb(p, b);
 		b = p;
 	}
 	struct block *n = b->next;
 	if (n && n->state == BLOCK_FREE) {
 		pool_remove(dev, n);
-		b->size += n->size;
-		b->next = n->next;
-		if (n->next)
-			n->next->prev = b;
-		tn__free(n->uses);
-		tn__free(n);
+		absorb(b, n);
 	}
 	pool_insert(dev, b);
 }
