@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include <cuda_runtime_api.h>
+
 #include "testutil.h"
 
 #include "allocator.h"
@@ -1034,6 +1036,68 @@ START_TEST(test_format_size)
 }
 END_TEST
 
+/* ---- the public functions over the real backend ---- */
+
+/* Without a GPU (as in CI) the public functions say so; with one, a block goes through the
+ * real backend and the limit gives PyTorch's message with the device's figures. */
+START_TEST(test_public)
+{
+	const tn_allocator *a = tn_cuda_caching_allocator();
+	ck_assert_ptr_nonnull(a);
+	ck_assert_str_eq(a->name, "cuda_caching");
+	tn_storage *cpu;
+	ck_assert_tn_ok(tn_storage_new(TN_CPU, 16, &cpu));
+	tn_cuda_stream s0 = { .device = 0, .slot = 0 };
+	ck_assert_tn_error_has(tn_cuda_record_stream(cpu, s0), TN_EINVAL,
+			       "not a CUDA storage of the caching allocator");
+	tn_storage_unref(cpu);
+	ck_assert_tn_error_has(tn_cuda_record_stream(NULL, s0), TN_EBADF, "not a live storage");
+	struct tn_cuda_memory_stats st;
+	ck_assert_tn_error_has(tn_cuda_memory_stats(0, NULL), TN_EINVAL, "NULL");
+	if (tn_cuda_device_count() == 0) {
+		ck_assert_tn_error_has(tn_cuda_memory_stats(0, &st), TN_ENODEV, "no CUDA device");
+		ck_assert_tn_error_has(tn_cuda_set_memory_limit(0, 1), TN_ENODEV, "no CUDA device");
+		ck_assert_tn_error_has(tn_cuda_reset_peak_memory_stats(0), TN_ENODEV,
+				       "no CUDA device");
+		ck_assert_int_eq(tn_cuda_empty_cache(), 0);
+		tn_clear_error();
+		ck_assert_ptr_null(a->alloc(a->ctx, 100));
+		ck_assert_str_eq(tn_last_error(), "no CUDA device (cudaGetDeviceCount found none)");
+		return;
+	}
+	void *p = a->alloc(a->ctx, 1000);
+	ck_assert_msg(p != NULL, "%s", tn_last_error());
+	ck_assert_tn_ok(tn_cuda_memory_stats(-1, &st));
+	ck_assert_uint_eq(st.allocated_bytes, 1024);
+	ck_assert_uint_eq(st.reserved_bytes, 2 * MiB);
+	a->free(a->ctx, p, 1000);
+	ck_assert_tn_ok(tn_cuda_memory_stats(0, &st));
+	ck_assert_uint_eq(st.allocated_bytes, 0);
+	ck_assert_uint_eq(st.num_device_mallocs, 1);
+	ck_assert_tn_ok(tn_cuda_set_memory_limit(0, 64 * MiB));
+	tn_clear_error();
+	ck_assert_ptr_null(a->alloc(a->ctx, (size_t)1 << 30));
+	static const char oom[] = "CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a "
+				  "total capacity of ";
+	ck_assert_msg(strncmp(tn_last_error(), oom, sizeof(oom) - 1) == 0, "%s", tn_last_error());
+	ck_assert_ptr_nonnull(strstr(tn_last_error(), "64.00 MiB allowed; "));
+	ck_assert_tn_ok(tn_cuda_set_memory_limit(0, 0));
+	ck_assert_tn_ok(tn_cuda_memory_stats(0, &st));
+	ck_assert_uint_eq(st.num_ooms, 1);
+	ck_assert_uint_eq(st.reserved_bytes, 0); /* the cached segment was released first */
+	/* A real out-of-memory: more than the device has. */
+	size_t fr, total;
+	ck_assert_int_eq(cudaMemGetInfo(&fr, &total), cudaSuccess);
+	tn_clear_error();
+	ck_assert_ptr_null(a->alloc(a->ctx, total + ((size_t)1 << 30)));
+	ck_assert_ptr_nonnull(strstr(tn_last_error(), "CUDA out of memory. Tried to allocate"));
+	p = a->alloc(a->ctx, 5 * MiB);
+	ck_assert_ptr_nonnull(p);
+	a->free(a->ctx, p, 5 * MiB);
+	ck_assert_int_eq(tn_cuda_empty_cache(), (int64_t)(20 * MiB));
+}
+END_TEST
+
 static Suite *cuda_alloc_suite(void)
 {
 	Suite *s = suite_create("cuda_alloc");
@@ -1058,6 +1122,9 @@ static Suite *cuda_alloc_suite(void)
 	tcase_add_test(tc, test_threads);
 	tcase_add_test(tc, test_random_model);
 	tcase_add_test(tc, test_format_size);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("public");
+	tcase_add_test(tc, test_public);
 	suite_add_tcase(s, tc);
 	return s;
 }
