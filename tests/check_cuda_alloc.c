@@ -860,19 +860,19 @@ static void *worker_run(void *arg)
 			live[slot] = NULL;
 			continue;
 		}
-		size_t size;
+		size_t size, big = (size_t)rand_r(&w->seed);
 		switch ((r >> 4) % 4) {
 		case 0:
-			size = 1 + r % 4096;
+			size = 1 + big % 4096;
 			break;
 		case 1:
-			size = 1 + (r >> 8) % MiB;
+			size = 1 + big % MiB;
 			break;
 		case 2:
-			size = MiB + (r >> 8) % (9 * MiB);
+			size = MiB + big % (9 * MiB);
 			break;
 		default:
-			size = 10 * MiB + (r >> 8) % (20 * MiB);
+			size = 10 * MiB + big % (20 * MiB);
 			break;
 		}
 		if (tn__cca_malloc(cca, 0, size, streams[(r >> 12) & 1], &live[slot]))
@@ -973,7 +973,8 @@ START_TEST(test_random_model)
 		unsigned r = (unsigned)rand_r(&seed);
 		int op = (int)(r % 100);
 		if (op < 45 && n < MAXLIVE) {
-			size_t size = 1 + (r >> 9) % ((r >> 8) & 1 ? 2 * MiB : 40 * MiB);
+			size_t big = (size_t)rand_r(&seed); /* r has 31 bits: too few for both */
+			size_t size = 1 + big % ((r >> 8) & 1 ? 2 * MiB : 40 * MiB);
 			void *stream = streams[(r >> 30) % 3];
 			void *p = NULL;
 			int rc = tn__cca_malloc(cca, 0, size, stream, &p);
