@@ -505,25 +505,3 @@ TN_EXPORT int tn_cuda_event_elapsed_ms(tn_cuda_event *start, tn_cuda_event *end,
 		*ret_ms = ms;
 	return tn__cuda_error(err, "cudaEventElapsedTime");
 }
-
-/* TEMPORARY until the caching allocator lands (cuda/allocator.c): cudaMalloc directly. */
-static void *tmp_alloc(void *ctx, size_t n)
-{
-	void *p = NULL;
-	(void)ctx;
-	int rc = tn__cuda_error(cudaMalloc(&p, n), "cudaMalloc");
-	return rc ? NULL : p;
-}
-
-static void tmp_free(void *ctx, void *p, size_t n)
-{
-	(void)ctx, (void)n;
-	(void)cudaFree(p);
-}
-
-static const tn_allocator tmp_allocator = { "cuda", NULL, tmp_alloc, tmp_free };
-
-TN_EXPORT const tn_allocator *tn_cuda_caching_allocator(void)
-{
-	return &tmp_allocator;
-}
