@@ -28,6 +28,14 @@ extern "C" int tn__cuda_emulate(const struct tn__cuda_plan *p, int family, int o
 		return copy_run(p, Mode::emulate);
 	case TN_CUDA_FILL:
 		return fill_run(p, arg, Mode::emulate);
+	case TN_CUDA_UNARY:
+		return unary_run(p, op, Mode::emulate);
+	case TN_CUDA_PRED:
+		return pred_run(p, op, Mode::emulate);
+	case TN_CUDA_BINARY2:
+		return binary2_run(p, op, Mode::emulate);
+	case TN_CUDA_REDUCE:
+		return reduce_run(p, op, divisor, Mode::emulate);
 	default:
 		(void)divisor;
 		return (int)cudaErrorNotSupported;

@@ -75,7 +75,8 @@ template <int NARGS> struct OffsetCalculator {
 		for (int d = 0; d < ndim; d++) {
 			if (shape[d] == 1)
 				continue;
-			sizes[dims] = IntDivider((uint32_t)shape[d]);
+			/* (a size 0 has no elements to locate) */
+			sizes[dims] = IntDivider(shape[d] ? (uint32_t)shape[d] : 1u);
 			for (int k = 0; k < NARGS; k++)
 				strides[dims][k] = (uint32_t)arg_strides[k][d];
 			dims++;

@@ -38,6 +38,8 @@ static bool is_float(enum tn_dtype dt)
 
 /* Deterministic values for @dtype: small integers, negatives, fractions and, for floats,
  * NaN, infinities and -0 now and then (@special). */
+static bool g_nonzero; /* no zeros (integer divisors) */
+
 static double value_at(int64_t i, int seed, enum tn_dtype dt, bool special)
 {
 	uint64_t h = (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull + (uint64_t)seed * 0xbf58476d1ce4e5b9ull;
@@ -52,6 +54,8 @@ static double value_at(int64_t i, int seed, enum tn_dtype dt, bool special)
 			v = (int64_t)(h % 256);
 		if (dt == TN_INT64 && h % 17 == 0)
 			v = (int64_t)(h >> 4) - (int64_t)(1ll << 58);
+		if (g_nonzero && v == 0)
+			v = 3;
 		return (double)v;
 	}
 	if (special) {
@@ -176,8 +180,8 @@ static double as_double(const unsigned char *p, enum tn_dtype dt)
  * when @ulps >= 0), or within @ulps units in the last place, or (@rel > 0) within a relative
  * tolerance. Returns the number of mismatches, printing the first.
  */
-static int64_t compare_tensors(const tn_tensor *got, const tn_tensor *want, double ulps, double rel,
-			       const char *what)
+static int64_t compare_tensors_tol(const tn_tensor *got, const tn_tensor *want, double ulps,
+				   double rel, double atol, const char *what)
 {
 	ck_assert_int_eq(tn_tensor_dtype(got), tn_tensor_dtype(want));
 	ck_assert_int_eq(tn_tensor_numel(got), tn_tensor_numel(want));
@@ -194,7 +198,7 @@ static int64_t compare_tensors(const tn_tensor *got, const tn_tensor *want, doub
 				continue;
 			if (ulps > 0 && tn_test_ulps(gd, wd, dt) <= ulps)
 				continue;
-			if (rel > 0 && fabs(gd - wd) <= rel * (fabs(wd) + 1e-30))
+			if ((rel > 0 || atol > 0) && fabs(gd - wd) <= atol + rel * fabs(wd))
 				continue;
 		}
 		if (!bad)
@@ -203,6 +207,12 @@ static int64_t compare_tensors(const tn_tensor *got, const tn_tensor *want, doub
 		bad++;
 	}
 	return bad;
+}
+
+static int64_t compare_tensors(const tn_tensor *got, const tn_tensor *want, double ulps,
+			       double rel, const char *what)
+{
+	return compare_tensors_tol(got, want, ulps, rel, 0, what);
 }
 
 /* Build the iterator of @cfg, run family @fam on its plan in emulation, return output 0. */
@@ -633,6 +643,332 @@ START_TEST(test_fill)
 }
 END_TEST
 
+
+/* The comparison itself finds a wrong result (so that the tests above can fail). */
+START_TEST(test_detects_mismatch)
+{
+	int64_t n[1] = { 129 };
+	tn_tensor *a = make(TN_FLOAT32, 1, n, 3, false), *b = make(TN_FLOAT32, 1, n, 4, false);
+	tn_tensor *want;
+	ck_assert_tn_ok(tn_sub(a, b, tn_scalar_int(1), &want));
+	struct tn_iter_config cfg;
+	tn__bin_config(&cfg, NULL, a, false, b, false);
+	struct tn__alpha al = { 1.0, 1, true };
+	tn_tensor *got = emulate(&cfg, TN_CUDA_BINARY, TN_BINOP_ADD, &al, 1);
+	ck_assert_int_gt(compare_tensors(got, want, 0, 0, "expected mismatch"), 100);
+	tn_tensor_unref(got);
+	tn_tensor_unref(want);
+	tn_tensor_unref(a);
+	tn_tensor_unref(b);
+}
+END_TEST
+
+/* ---- unary and predicates ---- */
+
+typedef int (*un_fn)(const tn_tensor *, tn_tensor **);
+static int gelu_none(const tn_tensor *a, tn_tensor **r)
+{
+	return tn_gelu(a, "none", r);
+}
+static int gelu_tanh(const tn_tensor *a, tn_tensor **r)
+{
+	return tn_gelu(a, "tanh", r);
+}
+
+static const struct {
+	un_fn fn;
+	bool floating, same_dtype, transcendental;
+} unfns[TN_NUM_UNOPS] = {
+	[TN_UN_NEG] = { tn_neg, false, false, false },
+	[TN_UN_ABS] = { tn_abs, false, false, false },
+	[TN_UN_SIGN] = { tn_sign, false, false, false },
+	[TN_UN_EXP] = { tn_exp, true, false, true },
+	[TN_UN_EXPM1] = { tn_expm1, true, false, true },
+	[TN_UN_LOG] = { tn_log, true, false, true },
+	[TN_UN_LOG1P] = { tn_log1p, true, false, true },
+	[TN_UN_LOG2] = { tn_log2, true, false, true },
+	[TN_UN_SQRT] = { tn_sqrt, true, false, false },
+	[TN_UN_RSQRT] = { tn_rsqrt, true, false, false },
+	[TN_UN_SIN] = { tn_sin, true, false, true },
+	[TN_UN_COS] = { tn_cos, true, false, true },
+	[TN_UN_TAN] = { tn_tan, true, false, true },
+	[TN_UN_TANH] = { tn_tanh, true, false, true },
+	[TN_UN_SIGMOID] = { tn_sigmoid, true, false, true },
+	[TN_UN_RELU] = { tn_relu, false, false, false },
+	[TN_UN_ERF] = { tn_erf, true, false, true },
+	[TN_UN_FLOOR] = { tn_floor, false, false, false },
+	[TN_UN_CEIL] = { tn_ceil, false, false, false },
+	[TN_UN_ROUND] = { tn_round, false, false, false },
+	[TN_UN_TRUNC] = { tn_trunc, false, false, false },
+	[TN_UN_RECIPROCAL] = { tn_reciprocal, true, false, false },
+	[TN_UN_GELU] = { gelu_none, false, true, true },
+	[TN_UN_GELU_TANH] = { gelu_tanh, false, true, true },
+	[TN_UN_BITWISE_NOT] = { tn_bitwise_not, false, true, false },
+};
+
+static void check_unary(int op, enum tn_dtype dt, enum layout l, int64_t rows, int64_t cols)
+{
+	tn_tensor *a = make_layout(dt, l, rows, cols, 9, true), *want;
+	if (unfns[op].fn(a, &want) < 0) { /* refused for this dtype */
+		tn_tensor_unref(a);
+		return;
+	}
+	struct tn_iter_config cfg;
+	tn__iter_config_init(&cfg);
+	cfg.noutputs = 1;
+	cfg.ninputs = 1;
+	cfg.tensors[0] = NULL;
+	cfg.tensors[1] = a;
+	if (!unfns[op].same_dtype) {
+		cfg.promote_inputs_to_common_dtype = true;
+		cfg.promote_integer_inputs_to_float = unfns[op].floating;
+		cfg.cast_common_dtype_to_outputs = true;
+		cfg.enforce_safe_casting_to_output = true;
+	}
+	tn_tensor *got = emulate(&cfg, TN_CUDA_UNARY, op, NULL, 1);
+	char what[128];
+	snprintf(what, sizeof(what), "unary %d %s layout %d [%lld, %lld]", op, tn_dtype_name(dt),
+		 l, (long long)rows, (long long)cols);
+	/* glibc on both sides here: exact; 4 ulp allowed for libdevice on a GPU */
+	ck_assert_int_eq(compare_tensors(got, want, unfns[op].transcendental ? 4 : 0, 0, what), 0);
+	tn_tensor_unref(got);
+	tn_tensor_unref(want);
+	tn_tensor_unref(a);
+}
+
+START_TEST(test_unary)
+{
+	for (int op = 0; op < TN_NUM_UNOPS; op++)
+		for (int i = 0; i < NDT; i++) {
+			check_unary(op, all_dtypes[i], L_CONTIG, 0, 1031);
+			check_unary(op, all_dtypes[i], L_TRANSPOSED, 9, 13);
+			check_unary(op, all_dtypes[i], L_OFFSET, 0, 129);
+		}
+}
+END_TEST
+
+static const un_fn predfns[] = { tn_logical_not, tn_isnan, tn_isinf, tn_isfinite };
+
+START_TEST(test_pred)
+{
+	for (int op = 0; op < 4; op++)
+		for (int i = 0; i < NDT; i++)
+			for (int l = 0; l < L_SCALAR; l++) {
+				tn_tensor *a = make_layout(all_dtypes[i], l, 5, 131, 10, true), *want;
+				ck_assert_tn_ok(predfns[op](a, &want));
+				struct tn_iter_config cfg;
+				tn__iter_config_init(&cfg);
+				cfg.noutputs = 1;
+				cfg.ninputs = 1;
+				cfg.tensors[1] = a;
+				cfg.check_all_same_dtype = false;
+				cfg.has_output_dtype = true;
+				cfg.output_dtype = TN_BOOL;
+				tn_tensor *got = emulate(&cfg, TN_CUDA_PRED, op, NULL, 1);
+				ck_assert_int_eq(compare_tensors(got, want, 0, 0, "pred"), 0);
+				tn_tensor_unref(got);
+				tn_tensor_unref(want);
+				tn_tensor_unref(a);
+			}
+}
+END_TEST
+
+/* ---- the other binary operators ---- */
+
+static int cpu_div_trunc(const tn_tensor *a, const tn_tensor *b, tn_tensor **r)
+{
+	return tn_div_mode(a, b, "trunc", r);
+}
+static int cpu_div_floor(const tn_tensor *a, const tn_tensor *b, tn_tensor **r)
+{
+	return tn_div_mode(a, b, "floor", r);
+}
+
+enum { B2_BINARY, B2_FLOAT, B2_LOGICAL };
+static const struct {
+	int op;
+	bin_fn fn;
+	int kind;
+	bool transcendental;
+} bin2fns[] = {
+	{ TN_BIN2_DIV_TRUNC, cpu_div_trunc, B2_BINARY, false },
+	{ TN_BIN2_DIV_FLOOR, cpu_div_floor, B2_BINARY, false },
+	{ TN_BIN2_REMAINDER, tn_remainder, B2_BINARY, false },
+	{ TN_BIN2_FMOD, tn_fmod, B2_BINARY, false },
+	{ TN_BIN2_POW, tn_pow, B2_BINARY, true },
+	{ TN_BIN2_MAXIMUM, tn_maximum, B2_BINARY, false },
+	{ TN_BIN2_MINIMUM, tn_minimum, B2_BINARY, false },
+	{ TN_BIN2_ATAN2, tn_atan2, B2_FLOAT, true },
+	{ TN_BIN2_BITWISE_AND, tn_bitwise_and, B2_BINARY, false },
+	{ TN_BIN2_BITWISE_OR, tn_bitwise_or, B2_BINARY, false },
+	{ TN_BIN2_BITWISE_XOR, tn_bitwise_xor, B2_BINARY, false },
+	{ TN_BIN2_LSHIFT, tn_bitwise_left_shift, B2_BINARY, false },
+	{ TN_BIN2_RSHIFT, tn_bitwise_right_shift, B2_BINARY, false },
+	{ TN_BIN2_LOGICAL_AND, tn_logical_and, B2_LOGICAL, false },
+	{ TN_BIN2_LOGICAL_OR, tn_logical_or, B2_LOGICAL, false },
+	{ TN_BIN2_LOGICAL_XOR, tn_logical_xor, B2_LOGICAL, false },
+};
+#define NBIN2 (sizeof(bin2fns) / sizeof(bin2fns[0]))
+
+static void check_bin2(size_t k, enum tn_dtype da, enum tn_dtype db, enum layout la,
+		       enum layout lb, int64_t rows, int64_t cols)
+{
+	tn_tensor *a = make_layout(da, la, rows, cols, 11, true);
+	g_nonzero = true;
+	tn_tensor *b = make_layout(db, lb, rows, cols, 12, true);
+	g_nonzero = false;
+	tn_tensor *want;
+	if (bin2fns[k].fn(a, b, &want) < 0) {
+		tn_tensor_unref(a);
+		tn_tensor_unref(b);
+		return;
+	}
+	struct tn_iter_config cfg;
+	tn__bin_config(&cfg, NULL, a, false, b, false);
+	if (bin2fns[k].kind == B2_LOGICAL) {
+		cfg.check_all_same_dtype = false;
+		cfg.has_output_dtype = true;
+		cfg.output_dtype = TN_BOOL;
+	} else {
+		cfg.promote_integer_inputs_to_float = bin2fns[k].kind == B2_FLOAT;
+		cfg.cast_common_dtype_to_outputs = true;
+		cfg.enforce_safe_casting_to_output = true;
+	}
+	tn_tensor *got = emulate(&cfg, TN_CUDA_BINARY2, bin2fns[k].op, NULL, 1);
+	char what[160];
+	snprintf(what, sizeof(what), "binary2 %d: %s, %s layouts %d, %d", bin2fns[k].op,
+		 tn_dtype_name(da), tn_dtype_name(db), la, lb);
+	ck_assert_int_eq(compare_tensors(got, want, bin2fns[k].transcendental ? 4 : 0, 0, what),
+			 0);
+	tn_tensor_unref(got);
+	tn_tensor_unref(want);
+	tn_tensor_unref(a);
+	tn_tensor_unref(b);
+}
+
+START_TEST(test_binary2)
+{
+	for (size_t k = 0; k < NBIN2; k++)
+		for (int i = 0; i < NDT; i++)
+			for (int j = 0; j < NDT; j += (i == j ? 1 : 3)) {
+				check_bin2(k, all_dtypes[i], all_dtypes[j], L_CONTIG, L_CONTIG, 0,
+					   261);
+				check_bin2(k, all_dtypes[i], all_dtypes[j], L_TRANSPOSED, L_SCALAR,
+					   7, 9);
+			}
+}
+END_TEST
+
+/* ---- reductions ---- */
+
+enum red_kind { R_SUM, R_MEAN, R_PROD, R_AMAX, R_AMIN, R_ALL, R_ANY };
+
+/* The CPU result of @k over @dims (keepdim), and the kernel's op and accumulator dtype. */
+static int cpu_reduce(enum red_kind k, const tn_tensor *a, int nd, const int64_t *dims,
+		      tn_tensor **ret, int *op, enum tn_dtype *acc)
+{
+	enum tn_dtype dt = tn_tensor_dtype(a);
+	bool fl = is_float(dt);
+	switch (k) {
+	case R_SUM:
+		*op = TN_RED_SUM;
+		*acc = fl ? (dt == TN_FLOAT64 ? TN_FLOAT64 : TN_FLOAT32) : TN_INT64;
+		return tn_sum_dim(a, nd, dims, true, NULL, ret);
+	case R_MEAN:
+		*op = TN_RED_SUM;
+		*acc = dt == TN_FLOAT64 ? TN_FLOAT64 : TN_FLOAT32;
+		return tn_mean_dim(a, nd, dims, true, NULL, ret);
+	case R_PROD:
+		*op = TN_RED_PROD;
+		*acc = fl ? (dt == TN_FLOAT64 ? TN_FLOAT64 : TN_FLOAT32) : TN_INT64;
+		return tn_prod_dim(a, dims[0], true, NULL, ret);
+	case R_AMAX:
+		*op = TN_RED_MAX;
+		*acc = dt;
+		return tn_amax(a, nd, dims, true, ret);
+	case R_AMIN:
+		*op = TN_RED_MIN;
+		*acc = dt;
+		return tn_amin(a, nd, dims, true, ret);
+	case R_ALL:
+		*op = TN_RED_ALL;
+		*acc = TN_BOOL;
+		return tn_all_dim(a, dims[0], true, ret);
+	default:
+		*op = TN_RED_ANY;
+		*acc = TN_BOOL;
+		return tn_any_dim(a, dims[0], true, ret);
+	}
+}
+
+static void check_reduce(enum red_kind k, enum tn_dtype dt, enum layout l, int64_t rows,
+			 int64_t cols, int nd, const int64_t *dims)
+{
+	tn_tensor *a = make_layout(dt, l, rows, cols, 13, k != R_PROD), *want;
+	int op;
+	enum tn_dtype acc;
+	if (cpu_reduce(k, a, nd, dims, &want, &op, &acc) < 0) {
+		tn_tensor_unref(a);
+		return;
+	}
+	tn_tensor *got;
+	ck_assert_tn_ok(tn_empty(tn_tensor_ndim(want), tn_tensor_sizes(want), tn_tensor_dtype(want),
+				 TN_CPU, TN_CONTIGUOUS_FORMAT, &got));
+	struct tn_iter_config cfg;
+	struct tn_iter it;
+	struct tn__cuda_plan p;
+	tn__iter_config_init(&cfg);
+	cfg.noutputs = 1;
+	cfg.ninputs = 1;
+	cfg.tensors[0] = got;
+	cfg.tensors[1] = a;
+	cfg.check_all_same_dtype = false;
+	cfg.resize_outputs = false;
+	cfg.is_reduction = true;
+	ck_assert_tn_ok(tn__iter_build(&it, &cfg, "emu"));
+	ck_assert_tn_ok(tn__cuda_plan_from_iter(&it, &p));
+	p.common_dtype = acc;
+	int64_t nred = tn_tensor_numel(a) / (tn_tensor_numel(want) ? tn_tensor_numel(want) : 1);
+	ck_assert_int_eq(tn__cuda_emulate(&p, TN_CUDA_REDUCE, op, NULL,
+					  k == R_MEAN ? (double)nred : 1.0),
+			 0);
+	tn__iter_release(&it);
+	char what[160];
+	snprintf(what, sizeof(what), "reduce %d %s layout %d [%lld, %lld] over %d dims (%lld)", k,
+		 tn_dtype_name(dt), l, (long long)rows, (long long)cols, nd, (long long)dims[0]);
+	/* Floating sums and products: another order of additions. */
+	double rel = 0, atol = 0;
+	if ((k == R_SUM || k == R_MEAN || k == R_PROD) && is_float(dt)) {
+		rel = dt == TN_FLOAT16 ? 2e-3 : dt == TN_BFLOAT16 ? 1.6e-2 : dt == TN_FLOAT32 ? 1e-5 : 1e-12;
+		atol = (dt == TN_FLOAT64 ? 1e-15 : 1e-6) * 10 * (double)nred /
+		       (k == R_MEAN ? (double)(nred ? nred : 1) : 1);
+	}
+	ck_assert_int_eq(compare_tensors_tol(got, want, 0, rel, atol, what), 0);
+	tn_tensor_unref(got);
+	tn_tensor_unref(want);
+	tn_tensor_unref(a);
+}
+
+START_TEST(test_reduce)
+{
+	static const int64_t d0[1] = { 0 }, d1[1] = { 1 };
+	for (int k = R_SUM; k <= R_ANY; k++)
+		for (int i = 0; i < NDT; i++) {
+			enum tn_dtype dt = all_dtypes[i];
+			for (size_t s = 0; s < NSIZES; s++)
+				check_reduce(k, dt, L_CONTIG, 0, k == R_PROD ? sizes_1d[s] % 20 : sizes_1d[s], 1, d0);
+			for (int l = 0; l < L_SCALAR; l++) {
+				check_reduce(k, dt, l, 37, k == R_PROD ? 13 : 301, 1, d1); /* rows */
+				check_reduce(k, dt, l, k == R_PROD ? 13 : 301, 37, 1, d0); /* columns */
+			}
+			check_reduce(k, dt, L_CONTIG, 3, k == R_PROD ? 7 : 100003, 1, d1);
+			check_reduce(k, dt, L_CONTIG, 0, k == R_PROD ? 7 : 100003, 1, d0);
+			check_reduce(k, dt, L_CONTIG, 0, 0, 1, d0);
+			check_reduce(k, dt, L_CONTIG, 4, 0, 1, d1);
+		}
+}
+END_TEST
+
 static Suite *cuda_emu_suite(void)
 {
 	Suite *s = suite_create("cuda_emu");
@@ -647,6 +983,11 @@ static Suite *cuda_emu_suite(void)
 	tcase_add_test(tc, test_binary_layouts);
 	tcase_add_test(tc, test_where);
 	tcase_add_test(tc, test_fill);
+	tcase_add_test(tc, test_detects_mismatch);
+	tcase_add_test(tc, test_unary);
+	tcase_add_test(tc, test_pred);
+	tcase_add_test(tc, test_binary2);
+	tcase_add_test(tc, test_reduce);
 	suite_add_tcase(s, tc);
 	return s;
 }
