@@ -142,6 +142,13 @@ TN_HD float bf16_bits_to_float(uint16_t bits)
 	return u2f((uint32_t)bits << 16);
 }
 
+/* Bytes per element of a dtype (tn_dtype_size without the library). */
+TN_HD int dtype_size(int dt)
+{
+	return dt <= TN_INT8 ? 1 : dt == TN_INT16 || dt == TN_FLOAT16 || dt == TN_BFLOAT16 ? 2
+				 : dt == TN_INT32 || dt == TN_FLOAT32 ? 4 : 8;
+}
+
 /* The compute type of a dtype: 16-bit floats compute in float. */
 template <typename T> struct acc_of {
 	using type = T;

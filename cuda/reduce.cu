@@ -337,7 +337,7 @@ int reduce_32bit(const tn__cuda_plan *p, double divisor, bool accumulate, Mode m
 	c.red.init(nr, rshape, rsp);
 	c.kept.init(nk, kshape, ksp);
 
-	const bool contig = nr > 0 && rs[0] == (int64_t)tn_dtype_size((tn_dtype)c.in_dt);
+	const bool contig = nr > 0 && rs[0] == (int64_t)dtype_size(c.in_dt);
 	if (NR <= 64 || (!contig && NO >= 256)) {
 		const uint32_t grid = ceil_div(NO, kThreadsR);
 		if (mode == Mode::emulate) {
