@@ -1,25 +1,48 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * CUDA kernels launched from the iterator's plan (plan.h). Placeholder while the kernels land.
+ * The error strings and the host emulation entry of the CUDA kernels (emulate.h).
  */
 #include <cuda_runtime.h>
 
-#include "plan.h"
+#include "emulate.h"
+#include "launch.cuh"
+
+using namespace tn_cuda;
 
 extern "C" const char *tn__cuda_error_string(int err)
 {
 	return cudaGetErrorString((cudaError_t)err);
 }
 
-/* TEMPORARY until the kernels land: every launch answers "not supported". */
-extern "C" {
-int tn__cuda_binary(const struct tn__cuda_plan *, int, const struct tn__alpha *) { return (int)cudaErrorNotSupported; }
-int tn__cuda_compare(const struct tn__cuda_plan *, int) { return (int)cudaErrorNotSupported; }
-int tn__cuda_unary(const struct tn__cuda_plan *, int) { return (int)cudaErrorNotSupported; }
-int tn__cuda_pred(const struct tn__cuda_plan *, int) { return (int)cudaErrorNotSupported; }
-int tn__cuda_binary2(const struct tn__cuda_plan *, int) { return (int)cudaErrorNotSupported; }
-int tn__cuda_where(const struct tn__cuda_plan *) { return (int)cudaErrorNotSupported; }
-int tn__cuda_copy(const struct tn__cuda_plan *) { return (int)cudaErrorNotSupported; }
-int tn__cuda_fill(const struct tn__cuda_plan *, const void *) { return (int)cudaErrorNotSupported; }
-int tn__cuda_reduce(const struct tn__cuda_plan *, int, double) { return (int)cudaErrorNotSupported; }
+extern "C" int tn__cuda_emulate(const struct tn__cuda_plan *p, int family, int op,
+				const void *arg, double divisor)
+{
+	switch (family) {
+	case TN_CUDA_BINARY:
+		return binary_run(p, op, (const tn__alpha *)arg, Mode::emulate);
+	case TN_CUDA_COMPARE:
+		return compare_run(p, op, Mode::emulate);
+	case TN_CUDA_WHERE:
+		return where_run(p, Mode::emulate);
+	case TN_CUDA_COPY:
+		return copy_run(p, Mode::emulate);
+	case TN_CUDA_FILL:
+		return fill_run(p, arg, Mode::emulate);
+	case TN_CUDA_UNARY:
+		return unary_run(p, op, Mode::emulate);
+	case TN_CUDA_PRED:
+		return pred_run(p, op, Mode::emulate);
+	case TN_CUDA_BINARY2:
+		return binary2_run(p, op, Mode::emulate);
+	case TN_CUDA_REDUCE:
+		return reduce_run(p, op, divisor, Mode::emulate);
+	default:
+		(void)divisor;
+		return (int)cudaErrorNotSupported;
+	}
+}
+
+extern "C" uint32_t tn__cuda_emulate_div(uint32_t n, uint32_t d)
+{
+	return IntDivider(d).div(n);
 }

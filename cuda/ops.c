@@ -326,10 +326,3 @@ int tn__cuda_copy_tensor(tn_tensor *dst, const tn_tensor *src, bool non_blocking
 {
 	return copy_between(dst, src, non_blocking);
 }
-
-/* TEMPORARY until cuda/plan.c lands. */
-int tn__cuda_plan_from_iter(const struct tn_iter *it, struct tn__cuda_plan *p)
-{
-	(void)it, (void)p;
-	return tn__error(TN_ENOTSUP, "CUDA kernels are not built yet");
-}

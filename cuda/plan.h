@@ -81,6 +81,35 @@ int tn__cuda_fill(const struct tn__cuda_plan *p, const void *elem);
  */
 int tn__cuda_reduce(const struct tn__cuda_plan *p, int op, double divisor);
 
+/* ---- host helpers (cuda/plan.c) ---- */
+
+struct tn_iter;
+
+/*
+ * Fill @p from a built iterator: shape, operands (data, byte strides, own dtype) and the
+ * common dtype; device from the first output, stream NULL (the caller sets both as it needs).
+ * An input that is a zero-dim CPU tensor becomes a scalar (is_scalar, its value copied into
+ * scalar.bytes, data NULL). Returns 0, or TN_EINVAL when the iterator has more operands than
+ * a plan holds.
+ */
+int tn__cuda_plan_from_iter(const struct tn_iter *it, struct tn__cuda_plan *p);
+
+/* True when the plan's element count and every operand's byte offsets fit in int32 (the
+ * kernels' index arithmetic). */
+bool tn__cuda_plan_fits_32bit(const struct tn__cuda_plan *p);
+
+/* Called with each sub-plan of a split; @accumulate is true when an earlier sub-plan already
+ * wrote the same outputs (a reduction split along a reduced dimension). Nonzero stops. */
+typedef int (*tn__cuda_plan_fn)(void *ctx, const struct tn__cuda_plan *sub, bool accumulate);
+
+/*
+ * ATen's with_32bit_indexing: call @fn with sub-plans that each fit in 32-bit indexing and
+ * together cover every element of @p once, splitting the dimension of largest byte extent in
+ * halves recursively (data pointers of the second half advanced). Returns @fn's first nonzero
+ * result, or 0.
+ */
+int tn__cuda_plan_split(const struct tn__cuda_plan *p, tn__cuda_plan_fn fn, void *ctx);
+
 /* A cudaError_t's name and message ("cudaErrorInvalidValue: invalid argument"). */
 const char *tn__cuda_error_string(int err);
 
