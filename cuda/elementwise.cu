@@ -15,10 +15,7 @@ template <typename T> struct BinaryFam {
 		f.alpha_f = (typename acc_of<T>::type)alpha->d;
 		f.alpha_i = (uint64_t)alpha->i;
 		f.alpha_b = alpha->b;
-		auto fn = [&](const tn__cuda_plan *sub, bool) {
-			return run_elementwise<BinaryOp<T>, 2>(sub, f, mode);
-		};
-		return for_each_32bit(p, fn);
+		return run_op<BinaryOp<T>, 2>(p, f, mode);
 	}
 };
 
@@ -32,10 +29,7 @@ template <typename T> struct CompareFam {
 	{
 		CompareOp<T> f;
 		f.op = op;
-		auto fn = [&](const tn__cuda_plan *sub, bool) {
-			return run_elementwise<CompareOp<T>, 2>(sub, f, mode);
-		};
-		return for_each_32bit(p, fn);
+		return run_op<CompareOp<T>, 2>(p, f, mode);
 	}
 };
 
@@ -48,10 +42,7 @@ template <typename T> struct WhereFam {
 	static int run(const tn__cuda_plan *p, Mode mode)
 	{
 		WhereOp<T> f;
-		auto fn = [&](const tn__cuda_plan *sub, bool) {
-			return run_elementwise<WhereOp<T>, 3>(sub, f, mode);
-		};
-		return for_each_32bit(p, fn);
+		return run_op<WhereOp<T>, 3>(p, f, mode);
 	}
 };
 
@@ -65,10 +56,7 @@ template <typename T> struct CopyFam {
 	static int run(const tn__cuda_plan *p, Mode mode)
 	{
 		CopyOp<T> f;
-		auto fn = [&](const tn__cuda_plan *sub, bool) {
-			return run_elementwise<CopyOp<T>, 1>(sub, f, mode);
-		};
-		return for_each_32bit(p, fn);
+		return run_op<CopyOp<T>, 1>(p, f, mode);
 	}
 };
 
@@ -82,10 +70,7 @@ template <typename T> struct FillFam {
 	{
 		FillOp<T> f;
 		memcpy(&f.value, elem, sizeof(T));
-		auto fn = [&](const tn__cuda_plan *sub, bool) {
-			return run_elementwise<FillOp<T>, 0>(sub, f, mode);
-		};
-		return for_each_32bit(p, fn);
+		return run_op<FillOp<T>, 0>(p, f, mode);
 	}
 };
 

@@ -417,6 +417,15 @@ template <typename Fn> int for_each_32bit(const tn__cuda_plan *p, Fn &fn)
 		&fn);
 }
 
+/* @f over the plan, split to 32-bit offsets first when it must be. */
+template <typename Op, int NIN> int run_op(const tn__cuda_plan *p, const Op &f, Mode mode)
+{
+	auto fn = [&](const tn__cuda_plan *sub, bool) {
+		return run_elementwise<Op, NIN>(sub, f, mode);
+	};
+	return for_each_32bit(p, fn);
+}
+
 } /* namespace tn_cuda */
 
 #endif /* TN_CUDA_LOOPS_CUH */

@@ -14,10 +14,7 @@ template <typename T> struct UnaryFam {
 	{
 		UnaryOp<T> f;
 		f.op = op;
-		auto fn = [&](const tn__cuda_plan *sub, bool) {
-			return run_elementwise<UnaryOp<T>, 1>(sub, f, mode);
-		};
-		return for_each_32bit(p, fn);
+		return run_op<UnaryOp<T>, 1>(p, f, mode);
 	}
 };
 
@@ -31,10 +28,7 @@ template <typename T> struct PredFam {
 	{
 		PredOp<T> f;
 		f.op = op;
-		auto fn = [&](const tn__cuda_plan *sub, bool) {
-			return run_elementwise<PredOp<T>, 1>(sub, f, mode);
-		};
-		return for_each_32bit(p, fn);
+		return run_op<PredOp<T>, 1>(p, f, mode);
 	}
 };
 
@@ -52,17 +46,11 @@ template <typename T> struct Binary2Fam {
 		    op == TN_BIN2_LOGICAL_XOR) {
 			Logical2Op<T> f;
 			f.op = op;
-			auto fn = [&](const tn__cuda_plan *sub, bool) {
-				return run_elementwise<Logical2Op<T>, 2>(sub, f, mode);
-			};
-			return for_each_32bit(p, fn);
+			return run_op<Logical2Op<T>, 2>(p, f, mode);
 		}
 		Binary2Op<T> f;
 		f.op = op;
-		auto fn = [&](const tn__cuda_plan *sub, bool) {
-			return run_elementwise<Binary2Op<T>, 2>(sub, f, mode);
-		};
-		return for_each_32bit(p, fn);
+		return run_op<Binary2Op<T>, 2>(p, f, mode);
 	}
 };
 
