@@ -14,6 +14,7 @@
 
 static _Thread_local char last_error[TN_ERROR_MSG_MAX];
 static _Thread_local int last_code;
+static _Thread_local uint64_t error_seq;
 
 TN_EXPORT const char *tn_strerror(int code)
 {
@@ -48,12 +49,18 @@ int tn__error(int code, const char *fmt, ...)
 	vsnprintf(last_error, sizeof(last_error), fmt, ap);
 	va_end(ap);
 	last_code = code;
+	error_seq++;
 	return code;
 }
 
 int tn__last_error_code(void)
 {
 	return last_error[0] ? last_code : 0;
+}
+
+uint64_t tn__error_seq(void)
+{
+	return error_seq;
 }
 
 void tn__format_shape(char *buf, size_t len, int n, const int64_t *values)

@@ -29,6 +29,8 @@ int tn__error(int code, const char *fmt, ...) TN_PRINTF(2, 3);
 
 /* The code of the calling thread's last tn__error, 0 when the message was cleared since. */
 int tn__last_error_code(void);
+/* How many errors the calling thread has reported: a callee reported one when it changed. */
+uint64_t tn__error_seq(void);
 
 /* Format "[2, 3]" into @buf (always NUL-terminated, truncated with "...]" if too small). */
 void tn__format_shape(char *buf, size_t len, int n, const int64_t *values);

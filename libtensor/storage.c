@@ -69,13 +69,14 @@ TN_EXPORT int tn_storage_new_with_allocator(tn_device device, size_t nbytes,
 			tn__handle_free(s);
 			return r;
 		}
-		tn_clear_error(); /* an allocator may explain its failure (CUDA out of memory) */
+		/* An allocator may explain its failure (CUDA out of memory). */
+		const uint64_t seq = tn__error_seq();
 		s->data = allocator->alloc(allocator->ctx, nbytes);
 		if (device.type == TN_DEVICE_CUDA)
 			tn__cuda_device_exit(saved);
 		if (!s->data) {
 			tn__handle_free(s);
-			if ((r = tn__last_error_code()) < 0)
+			if (tn__error_seq() != seq && (r = tn__last_error_code()) < 0)
 				return r;
 			return tn__error(TN_ENOMEM,
 					 "%s: out of memory: tried to allocate %zu bytes",
