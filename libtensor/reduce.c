@@ -334,6 +334,19 @@ static int reduce_2d(int op, tn_tensor *view, const tn_tensor *in)
 	return 1;
 }
 
+/* The reduction iterator: @view (keepdim, stride 0 along reduced dims) is the output. */
+static void reduction_config(struct tn_iter_config *cfg, tn_tensor *view, const tn_tensor *in)
+{
+	tn__iter_config_init(cfg);
+	cfg->noutputs = 1;
+	cfg->ninputs = 1;
+	cfg->tensors[0] = view;
+	cfg->tensors[1] = in;
+	cfg->check_all_same_dtype = false;
+	cfg->resize_outputs = false;
+	cfg->is_reduction = true;
+}
+
 /*
  * Reduce @in into @view (the keepdim view of the accumulator, dtype @acc_dt) with @op; the
  * kernel reads @kdt (@in is converted to it when its dtype differs). @run false checks only.
@@ -354,14 +367,7 @@ static int reduce_into(int op, tn_tensor *view, const tn_tensor *in, enum tn_dty
 		if ((rc = reduce_2d(op, view, in)) != 0)
 			return rc < 0 ? rc : 0;
 	}
-	tn__iter_config_init(&cfg);
-	cfg.noutputs = 1;
-	cfg.ninputs = 1;
-	cfg.tensors[0] = view;
-	cfg.tensors[1] = in;
-	cfg.check_all_same_dtype = false;
-	cfg.resize_outputs = false;
-	cfg.is_reduction = true;
+	reduction_config(&cfg, view, in);
 	if ((rc = tn__iter_build(&it, &cfg, who)) < 0)
 		return rc;
 	if (!run)
@@ -556,14 +562,7 @@ static int cuda_reduce(enum kind k, tn_tensor *view, const tn_tensor *in, enum t
 	if (in->numel == 0)
 		return tn__fill_cpu(view, k == K_MEAN ? tn_scalar_double(NAN)
 						      : identity(kinds[k].op, view->dtype));
-	tn__iter_config_init(&cfg);
-	cfg.noutputs = 1;
-	cfg.ninputs = 1;
-	cfg.tensors[0] = view;
-	cfg.tensors[1] = in;
-	cfg.check_all_same_dtype = false;
-	cfg.resize_outputs = false;
-	cfg.is_reduction = true;
+	reduction_config(&cfg, view, in);
 	if ((rc = tn__iter_build(&it, &cfg, who)) < 0)
 		return rc;
 	double divisor = k == K_MEAN && view->numel > 0 ? (double)(in->numel / view->numel) : 1.0;
