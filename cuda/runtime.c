@@ -299,6 +299,10 @@ TN_EXPORT int tn_cuda_stream_from_pool(int device, bool high_priority, tn_cuda_s
 
 tn_cuda_stream tn__cuda_current_stream(int device)
 {
+	/* A device past the table (a blob's unchecked index) has only its default stream; the
+	 * call the value goes to refuses the device. */
+	if (device < 0 || device >= MAX_DEVICES)
+		return (tn_cuda_stream){ device, 0 };
 	return (tn_cuda_stream){ device, current_slot[device] };
 }
 
