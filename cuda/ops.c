@@ -295,13 +295,7 @@ static int copy_on_device(tn_tensor *dst, const tn_tensor *src)
 	struct tn_iter it;
 	int rc;
 
-	tn__iter_config_init(&cfg);
-	cfg.noutputs = 1;
-	cfg.ninputs = 1;
-	cfg.tensors[0] = dst;
-	cfg.tensors[1] = src;
-	cfg.resize_outputs = false;
-	cfg.check_all_same_dtype = false;
+	tn__copy_config(&cfg, dst, src);
 	if ((rc = tn__iter_build(&it, &cfg, "copy_")) < 0)
 		return rc;
 	rc = tn__cuda_run(&it, TN_CUDA_K_COPY, 0, NULL, dst->dtype, 1.0);

@@ -71,6 +71,17 @@ static void cast_loop(void *vctx, char **data, const int64_t *strides, int64_t n
 		      strides[1], n0);
 }
 
+void tn__copy_config(struct tn_iter_config *cfg, const tn_tensor *dst, const tn_tensor *src)
+{
+	tn__iter_config_init(cfg);
+	cfg->noutputs = 1;
+	cfg->ninputs = 1;
+	cfg->tensors[0] = dst;
+	cfg->tensors[1] = src;
+	cfg->resize_outputs = false;
+	cfg->check_all_same_dtype = false;
+}
+
 int tn__copy(tn_tensor *dst, const tn_tensor *src, bool run, const char *who)
 {
 	struct tn_iter_config cfg;
@@ -94,13 +105,7 @@ int tn__copy(tn_tensor *dst, const tn_tensor *src, bool run, const char *who)
 			src->dtype, (int64_t)tn__itemsize(src->dtype), src->numel);
 		return 0;
 	}
-	tn__iter_config_init(&cfg);
-	cfg.noutputs = 1;
-	cfg.ninputs = 1;
-	cfg.tensors[0] = dst;
-	cfg.tensors[1] = src;
-	cfg.resize_outputs = false;
-	cfg.check_all_same_dtype = false;
+	tn__copy_config(&cfg, dst, src);
 	if ((rc = tn__iter_build(&it, &cfg, who)) < 0)
 		return rc;
 	if (run && it.numel > 0) {

@@ -83,6 +83,9 @@ struct tn_iter {
 	bool is_reduction;
 };
 
+/* copy_'s iterator: @src broadcast into @dst, any dtypes, dst never resized (CPU and CUDA). */
+void tn__copy_config(struct tn_iter_config *cfg, const tn_tensor *dst, const tn_tensor *src);
+
 /* Build @it from @cfg; @who names the operator in messages. On failure @it holds nothing. */
 int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const char *who);
 /* Drop the iterator's tensor references. */
