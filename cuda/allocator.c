@@ -927,29 +927,55 @@ int tn__cca_set_max_split(struct tn__cca *cca, size_t bytes)
 	return 0;
 }
 
-int tn__cca_block_info(struct tn__cca *cca, const void *ptr, size_t *ret_size,
-		       size_t *ret_requested, int *ret_device)
+/* The live block at @ptr, with its device's lock held (*ret_dev), or NULL and the error set. */
+static struct block *live_block_locked(struct tn__cca *cca, const void *ptr,
+				       struct device **ret_dev)
 {
 	int d = map_find_device(cca, ptr);
-	if (d < 0)
-		return tn__error(TN_EINVAL, "%p is not a live block of the CUDA caching allocator",
-				 ptr);
+	if (d < 0) {
+		tn__error(TN_EINVAL, "%p is not a live block of the CUDA caching allocator", ptr);
+		return NULL;
+	}
 	struct device *dev = &cca->dev[d];
 	pthread_mutex_lock(&dev->lock);
 	struct block *b = map_find(cca, ptr);
-	int r = 0;
 	if (!b || b->seg->device != d) {
-		r = tn__error(TN_EINVAL, "%p was freed meanwhile", ptr);
-	} else {
-		if (ret_size)
-			*ret_size = b->size;
-		if (ret_requested)
-			*ret_requested = b->requested;
-		if (ret_device)
-			*ret_device = b->seg->device;
+		pthread_mutex_unlock(&dev->lock);
+		tn__error(TN_EINVAL, "%p was freed meanwhile", ptr);
+		return NULL;
 	}
+	*ret_dev = dev;
+	return b;
+}
+
+int tn__cca_block_info(struct tn__cca *cca, const void *ptr, size_t *ret_size,
+		       size_t *ret_requested, int *ret_device)
+{
+	struct device *dev;
+	struct block *b = live_block_locked(cca, ptr, &dev);
+	if (!b)
+		return TN_EINVAL;
+	if (ret_size)
+		*ret_size = b->size;
+	if (ret_requested)
+		*ret_requested = b->requested;
+	if (ret_device)
+		*ret_device = b->seg->device;
 	pthread_mutex_unlock(&dev->lock);
-	return r;
+	return 0;
+}
+
+int tn__cca_segment_of(struct tn__cca *cca, const void *ptr, void **ret_base,
+		       size_t *ret_size)
+{
+	struct device *dev;
+	struct block *b = live_block_locked(cca, ptr, &dev);
+	if (!b)
+		return TN_EINVAL;
+	*ret_base = b->seg->ptr;
+	*ret_size = b->seg->size;
+	pthread_mutex_unlock(&dev->lock);
+	return 0;
 }
 
 /* ---- invariants, for the tests ---- */

@@ -102,6 +102,9 @@ int tn__cca_ndevices(const struct tn__cca *cca);
 int tn__cca_block_info(struct tn__cca *cca, const void *ptr, size_t *ret_size,
 		       size_t *ret_requested, int *ret_device);
 
+/* The segment (the backend's allocation) that holds the live block at @ptr: what a CUDA IPC
+ * handle names, since cudaIpcGetMemHandle works on whole allocations. */
+int tn__cca_segment_of(struct tn__cca *cca, const void *ptr, void **ret_base, size_t *ret_size);
 /*
  * Verify every invariant of the bookkeeping and recompute the statistics from the blocks:
  * blocks of a segment tile it, neighbours link both ways, no two adjacent free blocks, the

@@ -238,6 +238,17 @@ TN_EXPORT const tn_allocator *tn_cuda_caching_allocator(void)
 	return &caching_allocator;
 }
 
+int tn__cuda_storage_segment(const tn_storage *storage, void **ret_base, size_t *ret_size)
+{
+	if (storage->device.type != TN_DEVICE_CUDA || storage->allocator != &caching_allocator ||
+	    !storage->data)
+		return tn__error(TN_EINVAL, "the storage is not a CUDA storage of the caching "
+					    "allocator");
+	struct tn__cca *cca;
+	int r = get_cca(&cca);
+	return r ? r : tn__cca_segment_of(cca, storage->data, ret_base, ret_size);
+}
+
 TN_EXPORT int tn_cuda_record_stream(const tn_storage *storage, tn_cuda_stream stream)
 {
 	if (!tn__handle_is(storage, TN_MAGIC_STORAGE))

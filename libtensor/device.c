@@ -217,6 +217,30 @@ TN_EXPORT const tn_allocator *tn_cuda_caching_allocator(void)
 {
 	return NULL;
 }
+
+TN_EXPORT int tn_cuda_ipc_export(tn_tensord *conn, const char *name, const tn_tensor *tensor,
+				 unsigned mode)
+{
+	(void)conn, (void)name, (void)tensor, (void)mode;
+	return no_cuda("tn_cuda_ipc_export");
+}
+
+TN_EXPORT int tn_cuda_ipc_unexport(tn_tensord *conn, const char *name)
+{
+	(void)conn, (void)name;
+	return no_cuda("tn_cuda_ipc_unexport");
+}
+
+TN_EXPORT int64_t tn_cuda_ipc_collect(void)
+{
+	return 0; /* nothing was exported */
+}
+
+TN_EXPORT int tn_cuda_ipc_import(tn_tensord *conn, const char *name, tn_tensor **ret_tensor)
+{
+	(void)conn, (void)name, (void)ret_tensor;
+	return no_cuda("tn_cuda_ipc_import");
+}
 #endif
 
 void tn__format_device(char *buf, size_t size, tn_device device)

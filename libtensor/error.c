@@ -63,6 +63,18 @@ uint64_t tn__error_seq(void)
 	return error_seq;
 }
 
+void tn__error_save(struct tn__saved_error *s)
+{
+	memcpy(s->message, last_error, sizeof(s->message));
+	s->code = last_code;
+}
+
+void tn__error_restore(const struct tn__saved_error *s)
+{
+	memcpy(last_error, s->message, sizeof(last_error));
+	last_code = s->code;
+}
+
 void tn__format_shape(char *buf, size_t len, int n, const int64_t *values)
 {
 	size_t pos = 0;

@@ -31,6 +31,14 @@ int tn__error(int code, const char *fmt, ...) TN_PRINTF(2, 3);
 int tn__last_error_code(void);
 /* How many errors the calling thread has reported: a callee reported one when it changed. */
 uint64_t tn__error_seq(void);
+/* The calling thread's error state, kept across clean-up calls that may set their own
+ * (a deleter, a release after a failure). */
+struct tn__saved_error {
+	char message[1024];
+	int code;
+};
+void tn__error_save(struct tn__saved_error *s);
+void tn__error_restore(const struct tn__saved_error *s);
 
 /* Format "[2, 3]" into @buf (always NUL-terminated, truncated with "...]" if too small). */
 void tn__format_shape(char *buf, size_t len, int n, const int64_t *values);
@@ -241,5 +249,11 @@ void tn__format_device(char *buf, size_t size, tn_device device);
 
 /* PyTorch's is_non_overlapping_and_dense: some permutation of the dims is contiguous. */
 bool tn__is_non_overlapping_and_dense(const tn_tensor *t);
+
+/* What is wrong with a tensor's geometry (dtype, ndim up to TN_ARENA_MAX_DIMS, sizes, strides,
+ * storage offset) against @payload bytes of storage, or NULL (shm/directory.c; also checks
+ * the views of shared CUDA storages). */
+const char *tn__extent_problem(uint32_t dtype, uint32_t ndim, const int64_t *sizes,
+			       const int64_t *strides, int64_t storage_offset, uint64_t payload);
 
 #endif /* TN_INTERNAL_H */

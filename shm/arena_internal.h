@@ -261,9 +261,6 @@ const char *tn__entry_problem(const tn_arena *a, const struct dir_entry *e, uint
 /* Copy entry @index without the lock (a read-only handle), while no change is under way if
  * it can (returns whether it could): the copy is to be validated like a damaged entry. */
 bool tn__entry_snapshot(const tn_arena *a, uint32_t index, struct dir_entry *out);
-/* What is wrong with a tensor's geometry against @payload bytes, or NULL. */
-const char *tn__extent_problem(uint32_t dtype, uint32_t ndim, const int64_t *sizes,
-			       const int64_t *strides, int64_t storage_offset, uint64_t payload);
 
 /* ---- admin.c ---- */
 uint64_t tn__largest_free(const tn_arena *a);

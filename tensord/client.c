@@ -21,6 +21,7 @@
 
 #include "internal.h"
 #include "../shm/arena_remote.h"
+#include "client.h"
 #include "proto.h"
 #include <tensor/tensord.h>
 
@@ -194,8 +195,13 @@ static int exchange_locked(tn_tensord *c, struct exchange *x, const char *fn)
 	for (int attempt = 0;; attempt++) {
 		if (c->fd < 0 && (r = connect_locked(c, fn)))
 			return r;
+		if (x->op >= TND_OP_CUDA_EXPORT && c->hello.version < 2)
+			return tn__error(TN_ENOTSUP, "%s: tensord at %s speaks protocol version %u; "
+					 "sharing CUDA memory needs version 2 (a newer tensord)",
+					 fn, c->path, c->hello.version);
 		uint32_t seq = ++c->seq;
 		tnd_init_hdr(&out.hdr, x->op, x->body_len, seq, 0, x->pass_fd >= 0 ? TND_F_FD : 0);
+		out.hdr.version = (uint16_t)c->hello.version;
 		if (x->body_len)
 			memcpy(out.bytes + sizeof(out.hdr), x->body, x->body_len);
 		r = send_msg(c->fd, &out, sizeof(out.hdr) + x->body_len, x->pass_fd);
@@ -292,7 +298,7 @@ static int connect_locked(tn_tensord *c, const char *fn)
 	}
 	c->fd = fd;
 	c->pid = getpid();
-	struct tnd_hello h = { .min_version = TND_VERSION, .max_version = TND_VERSION };
+	struct tnd_hello h = { .min_version = TND_VERSION_MIN, .max_version = TND_VERSION };
 	extern char *program_invocation_short_name;
 	snprintf(h.program, sizeof(h.program), "%s", program_invocation_short_name);
 	struct exchange x = { .op = TND_OP_HELLO, .body = &h, .body_len = sizeof(h),
@@ -331,10 +337,11 @@ static int connect_locked(tn_tensord *c, const char *fn)
 		return tn__error(in.hdr.status, "%s", e->message);
 	}
 	memcpy(&c->hello, in.bytes + sizeof(in.hdr), sizeof(c->hello));
-	if (c->hello.version != TND_VERSION) {
+	if (c->hello.version < TND_VERSION_MIN || c->hello.version > TND_VERSION) {
 		disconnect(c);
 		return tn__error(TN_EPROTO, "%s: tensord chose protocol version %u, this library "
-				 "speaks %d", fn, c->hello.version, TND_VERSION);
+				 "speaks %d to %d", fn, c->hello.version, TND_VERSION_MIN,
+				 TND_VERSION);
 	}
 	/* Re-register open arenas; one that is gone (destroyed) keeps its mapping and only
 	 * loses the daemon's bookkeeping. */
@@ -760,6 +767,7 @@ static int list(tn_tensord *c, unsigned op, size_t size, void (*convert)(void *,
 	union {
 		struct tnd_arena_info a;
 		struct tnd_client_info c;
+		struct tnd_cuda_info g;
 	} fin;
 	struct exchange x = { .op = op, .pass_fd = -1, .reply = &fin, .item = collect_item,
 			      .ctx = &k };
@@ -960,4 +968,111 @@ TN_EXPORT int tn_tensord_save(tn_tensord *c, const char *name, int fd,
 {
 	return transfer(c, TND_OP_SAVE, name, fd, format, prefix, flags, progress, ctx, ret,
 			"tn_tensord_save");
+}
+
+/* ---- CUDA exports ---------------------------------------------------------------------------- */
+
+tn_tensord *tn__tensord_ref(tn_tensord *c)
+{
+	return conn_ref(c);
+}
+
+static int cuda_ref_call(tn_tensord *c, unsigned op, const char *name, uint64_t id,
+			 struct tnd_cuda_info *ret, const char *fn)
+{
+	CHECK_CONN(c, fn);
+	struct tnd_cuda_ref m = { .id = id };
+	if (!name || !name[0] || strlen(name) > TN_ARENA_NAME_MAX)
+		return tn__error(name && name[0] ? TN_ENAMETOOLONG : TN_EINVAL,
+				 "%s: the name must have 1 to %d bytes", fn, TN_ARENA_NAME_MAX);
+	strcpy(m.name, name);
+	struct exchange x = { .op = op, .body = &m, .body_len = sizeof(m), .pass_fd = -1,
+			      .reply = ret };
+	return exchange(c, &x, fn);
+}
+
+int tn__tensord_cuda_export(tn_tensord *c, const struct tnd_cuda_export *rec,
+			    struct tnd_cuda_info *ret)
+{
+	static const char fn[] = "tn_cuda_ipc_export";
+	CHECK_CONN(c, fn);
+	const char *why = tnd_cuda_export_problem(rec);
+	if (why)
+		return tn__error(TN_EINVAL, "%s: %s", fn, why);
+	struct exchange x = { .op = TND_OP_CUDA_EXPORT, .body = rec, .body_len = sizeof(*rec),
+			      .pass_fd = -1, .reply = ret };
+	return exchange(c, &x, fn);
+}
+
+int tn__tensord_cuda_import(tn_tensord *c, const char *name, struct tnd_cuda_info *ret)
+{
+	return cuda_ref_call(c, TND_OP_CUDA_IMPORT, name, 0, ret, "tn_cuda_ipc_import");
+}
+
+int tn__tensord_cuda_release(tn_tensord *c, const char *name, uint64_t id)
+{
+	return cuda_ref_call(c, TND_OP_CUDA_RELEASE, name, id, NULL, "tn_cuda_ipc_release");
+}
+
+int tn__tensord_cuda_unexport(tn_tensord *c, const char *name, uint64_t id,
+			      struct tnd_cuda_info *ret)
+{
+	return cuda_ref_call(c, TND_OP_CUDA_UNEXPORT, name, id, ret, "tn_cuda_ipc_unexport");
+}
+
+int tn__tensord_cuda_stat(tn_tensord *c, const char *name, uint64_t id, struct tnd_cuda_info *ret)
+{
+	return cuda_ref_call(c, TND_OP_CUDA_STAT, name, id, ret, "tn_tensord_cuda_stat");
+}
+
+static void cuda_info_from_wire(void *dst, const void *wire)
+{
+	const struct tnd_cuda_info *w = wire;
+	tn_tensord_cuda_export *o = dst;
+	memset(o, 0, sizeof(*o));
+	memcpy(o->name, w->rec.name, sizeof(o->name));
+	o->name[TN_ARENA_NAME_MAX] = 0;
+	o->id = w->id;
+	o->owner_pid = w->owner_pid;
+	o->owner_uid = w->owner_uid;
+	o->owner_gid = w->owner_gid;
+	o->holders = w->holders;
+	o->importers = w->importers;
+	o->state = w->state;
+	o->created = w->created;
+	o->mode = w->rec.mode;
+	o->storage_bytes = w->rec.storage_bytes;
+	o->dtype = (enum tn_dtype)w->rec.dtype;
+	o->ndim = (int)(w->rec.ndim > TN_ARENA_MAX_DIMS ? TN_ARENA_MAX_DIMS : w->rec.ndim);
+	memcpy(o->sizes, w->rec.sizes, sizeof(o->sizes));
+	memcpy(o->device_uuid, w->rec.device_uuid, sizeof(o->device_uuid));
+	o->has_event = (w->rec.flags & TND_CUDA_EVENT) != 0;
+}
+
+static int cuda_export_cmp(const void *x, const void *y)
+{
+	const tn_tensord_cuda_export *a = x, *b = y;
+	int d = strcmp(a->name, b->name);
+	return d ? d : (a->id > b->id) - (a->id < b->id);
+}
+
+TN_EXPORT int tn_tensord_cuda_list(tn_tensord *c, tn_tensord_cuda_export **ret, size_t *n)
+{
+	int r = list(c, TND_OP_CUDA_LIST, sizeof(tn_tensord_cuda_export), cuda_info_from_wire,
+		     (void **)ret, n, "tn_tensord_cuda_list");
+	if (!r && *n > 1)
+		qsort(*ret, *n, sizeof(**ret), cuda_export_cmp);
+	return r;
+}
+
+TN_EXPORT int tn_tensord_cuda_stat(tn_tensord *c, const char *name, tn_tensord_cuda_export *ret)
+{
+	static const char fn[] = "tn_tensord_cuda_stat";
+	struct tnd_cuda_info w;
+	if (!ret)
+		return tn__error(TN_EINVAL, "%s: NULL ret_export", fn);
+	int r = cuda_ref_call(c, TND_OP_CUDA_STAT, name, 0, &w, fn);
+	if (!r)
+		cuda_info_from_wire(ret, &w);
+	return r;
 }

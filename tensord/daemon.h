@@ -77,6 +77,41 @@ bool tnd_guard_hit(const struct tnd_guard *g);
 /* Accesses caught since the start. */
 uint64_t tnd_guard_faults(void);
 
+/* cudashare.c: the table of CUDA exports (the CUDA_* operations of proto.h). Records belong to
+ * processes (pid and start time); errors are libtensor codes with tn_last_error() set. */
+struct tnd_cuda_export;
+struct tnd_cuda_ref;
+struct tnd_cuda_info;
+struct tnd_peer {
+	pid_t pid;
+	uint64_t start_time;
+	uint32_t uid, gid;
+	bool privileged; /* root or the daemon's user */
+	int ngroups;
+	const gid_t *groups;
+};
+/* Read the table kept in @dir; @connected tells whether a process has a connection open. */
+void tnd_cuda_init(const char *dir, bool (*connected)(pid_t pid, uint64_t start_time));
+void tnd_cuda_fini(void);
+int tnd_cuda_export(const struct tnd_peer *p, const struct tnd_cuda_export *m,
+		    struct tnd_cuda_info *ret);
+int tnd_cuda_import(const struct tnd_peer *p, const struct tnd_cuda_ref *m,
+		    struct tnd_cuda_info *ret);
+int tnd_cuda_release(const struct tnd_peer *p, const struct tnd_cuda_ref *m);
+int tnd_cuda_unexport(const struct tnd_peer *p, const struct tnd_cuda_ref *m,
+		      struct tnd_cuda_info *ret);
+int tnd_cuda_stat(const struct tnd_peer *p, const struct tnd_cuda_ref *m,
+		  struct tnd_cuda_info *ret);
+/* Call @fn for each export @p may see (its own and those it may import). */
+void tnd_cuda_list(const struct tnd_peer *p, void (*fn)(void *, const struct tnd_cuda_info *),
+		   void *ctx);
+unsigned tnd_cuda_count(void);
+/* A process said hello on a connection / closed one. */
+void tnd_cuda_connected(pid_t pid, uint64_t start_time);
+void tnd_cuda_disconnected(pid_t pid, uint64_t start_time);
+/* Release what exited processes held; true while a detached process should be polled soon. */
+bool tnd_cuda_sweep(void);
+
 /* log.c */
 void tnd_log_setup(enum tnd_log_target target, enum tnd_log_level level);
 void tnd_log(enum tnd_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

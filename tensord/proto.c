@@ -29,6 +29,8 @@ _Static_assert(sizeof(struct tnd_hold_reply) + sizeof(struct tnd_hdr) <= TND_MSG
 	       "a hold reply fits a message");
 _Static_assert(sizeof(struct tnd_transfer) + sizeof(struct tnd_hdr) <= TND_MSG_MAX,
 	       "a transfer request fits a message");
+_Static_assert(sizeof(struct tnd_cuda_info) + sizeof(struct tnd_hdr) <= TND_MSG_MAX,
+	       "a CUDA export record fits a message");
 
 static bool op_known(unsigned op)
 {
@@ -99,6 +101,31 @@ static bool tensor_str_ok(const char *s)
 
 #define BAD(...) tn__error(TN_EPROTO, __VA_ARGS__)
 
+const char *tnd_cuda_export_problem(const struct tnd_cuda_export *m)
+{
+	if (!tensor_str_ok(m->name) || !m->name[0])
+		return "bad name";
+	if (m->flags & ~TND_CUDA_EXPORT_ALL)
+		return "unknown flags";
+	if (m->mode & ~0077u)
+		return "mode has bits beyond group and others";
+	if (!(m->flags & TND_CUDA_EVENT))
+		for (size_t i = 0; i < sizeof(m->event_handle); i++)
+			if (m->event_handle[i])
+				return "an event handle without TND_CUDA_EVENT";
+	if (m->alloc_bytes == 0 || m->offset > m->alloc_bytes ||
+	    m->storage_bytes > m->alloc_bytes - m->offset)
+		return "storage outside its allocation";
+	const char *why = tn__extent_problem(m->dtype, m->ndim, m->sizes, m->strides,
+					     m->storage_offset, m->storage_bytes);
+	if (why)
+		return why; /* "dtype", "ndim", "extent past the block", ... */
+	for (uint32_t d = m->ndim; d < TN_ARENA_MAX_DIMS; d++)
+		if (m->sizes[d] || m->strides[d])
+			return "sizes or strides past ndim";
+	return NULL;
+}
+
 static int check_hdr(const struct tnd_hdr *h, size_t len, const char *what)
 {
 	if (len < sizeof(*h))
@@ -112,8 +139,12 @@ static int check_hdr(const struct tnd_hdr *h, size_t len, const char *what)
 		return BAD("%s of %zu bytes exceeds the limit of %d", what, len, TND_MSG_MAX);
 	if (!op_known(h->op))
 		return BAD("%s: unknown operation %u", what, h->op);
-	if (h->version != TND_VERSION && h->op != TND_OP_HELLO)
-		return BAD("%s: version %u, this side speaks %d", what, h->version, TND_VERSION);
+	if ((h->version < TND_VERSION_MIN || h->version > TND_VERSION) && h->op != TND_OP_HELLO)
+		return BAD("%s: version %u, this side speaks %d to %d", what, h->version,
+			   TND_VERSION_MIN, TND_VERSION);
+	if (h->op >= TND_OP_CUDA_EXPORT && h->version < 2)
+		return BAD("%s: %s needs protocol version 2, the message has %u", what,
+			   tnd_op_name(h->op), h->version);
 	if (h->flags & ~TND_F_ALL)
 		return BAD("%s: unknown flags 0x%x", what, h->flags);
 	if (h->reserved)
@@ -269,6 +300,21 @@ int tnd_check_request(const void *msg, size_t len, bool has_fd)
 			return BAD("DETACH: slot %u out of range", m->slot);
 		return 0;
 	}
+	case TND_OP_CUDA_EXPORT: {
+		const char *why = tnd_cuda_export_problem(b);
+		return why ? BAD("CUDA_EXPORT: %s", why) : 0;
+	}
+	case TND_OP_CUDA_IMPORT:
+	case TND_OP_CUDA_RELEASE:
+	case TND_OP_CUDA_UNEXPORT:
+	case TND_OP_CUDA_STAT: {
+		const struct tnd_cuda_ref *m = b;
+		if (!tensor_str_ok(m->name) || !m->name[0])
+			return BAD("%s: bad name", op);
+		if (m->id == 0 && (h->op == TND_OP_CUDA_RELEASE || h->op == TND_OP_CUDA_UNEXPORT))
+			return BAD("%s: no export id", op);
+		return 0;
+	}
 	default:
 		return 0; /* empty bodies: nothing more to check */
 	}
@@ -305,7 +351,8 @@ int tnd_check_reply(const void *msg, size_t len, unsigned op, uint32_t seq, bool
 			return BAD("progress reply to %s", tnd_op_name(op));
 		return check_body(h, len, sizeof(struct tnd_progress), "progress reply");
 	}
-	if ((h->flags & TND_F_MORE) && op != TND_OP_ARENA_LIST && op != TND_OP_CLIENTS)
+	if ((h->flags & TND_F_MORE) && op != TND_OP_ARENA_LIST && op != TND_OP_CLIENTS &&
+	    op != TND_OP_CUDA_LIST)
 		return BAD("list item in reply to %s", tnd_op_name(op));
 	if (has_fd != (op == TND_OP_ARENA_OPEN))
 		return BAD("reply %s: %s", tnd_op_name(op),

@@ -32,7 +32,11 @@
 #include <tensor.h>
 
 #define TND_MAGIC 0x31444e54u /* "TND1" in memory on a little-endian machine */
-#define TND_VERSION 1
+/* Protocol versions: 2 added the CUDA sharing operations (CUDA_*). A daemon and a client
+ * each speak TND_VERSION_MIN..TND_VERSION; HELLO picks the highest both speak, and every later
+ * message of the connection carries that version. */
+#define TND_VERSION 2
+#define TND_VERSION_MIN 1
 #define TND_MSG_MAX 4096 /* no message is longer; receivers use buffers of this size */
 
 /* Arena names: 1 to TND_NAME_MAX bytes of [A-Za-z0-9._-], not starting with '.' or '-'. */
@@ -64,7 +68,13 @@
 	X(REATTACH, 15, struct tnd_reattach, struct tnd_arena_open_reply)                     \
 	X(HOLD, 16, struct tnd_hold, struct tnd_hold_reply)                                   \
 	X(RELEASE, 17, struct tnd_release, void)                                              \
-	X(DETACH, 18, struct tnd_detach, void)
+	X(DETACH, 18, struct tnd_detach, void)                                                \
+	X(CUDA_EXPORT, 19, struct tnd_cuda_export, struct tnd_cuda_info)                      \
+	X(CUDA_IMPORT, 20, struct tnd_cuda_ref, struct tnd_cuda_info)                         \
+	X(CUDA_RELEASE, 21, struct tnd_cuda_ref, void)                                        \
+	X(CUDA_UNEXPORT, 22, struct tnd_cuda_ref, struct tnd_cuda_info)                       \
+	X(CUDA_STAT, 23, struct tnd_cuda_ref, struct tnd_cuda_info)                           \
+	X(CUDA_LIST, 24, void, struct tnd_cuda_info)
 
 enum tnd_op {
 #define TND_X_(name, value, req, rep) TND_OP_##name = (value),
@@ -310,6 +320,62 @@ struct tnd_detach {
 	uint8_t uuid[16];
 };
 
+/*
+ * CUDA sharing (version 2). A producer exports a device storage under a name: the CUDA IPC
+ * handle of the allocation that holds it, where in that allocation the storage lies, the
+ * tensor's view of it, and optionally an interprocess event recorded after the producer's last
+ * write. tensord interprets none of the handles' bytes: it keeps the table of exports, decides
+ * who may import (the owner's uid, root, or the export's mode bits), and counts who holds each
+ * one. A hold belongs to the importing connection and ends with CUDA_RELEASE or when the
+ * importing process is gone; the producer withdraws an export with CUDA_UNEXPORT, and the
+ * record goes once it is withdrawn and nobody holds it, which the producer learns with
+ * CUDA_STAT before it frees the memory. The table is kept in a file beside the arenas, so a
+ * restarted daemon still knows the exports and holds of live processes.
+ */
+#define TND_CUDA_HANDLE_SIZE 64
+#define TND_CUDA_EVENT 0x1u /* CUDA_EXPORT: event_handle holds an interprocess event */
+#define TND_CUDA_EXPORT_ALL 0x1u
+
+struct tnd_cuda_export {
+	char name[TND_PREFIX_SIZE];            /* tensor-name rules */
+	uint8_t mem_handle[TND_CUDA_HANDLE_SIZE]; /* cudaIpcMemHandle_t of the allocation */
+	uint8_t event_handle[TND_CUDA_HANDLE_SIZE]; /* cudaIpcEventHandle_t (TND_CUDA_EVENT) */
+	uint8_t device_uuid[16];               /* the GPU's UUID (ordinals differ per process) */
+	uint64_t alloc_bytes;                  /* size of the allocation the handle names */
+	uint64_t offset;                       /* where the storage starts in it */
+	uint64_t storage_bytes;
+	int64_t storage_offset;                /* the tensor's, in elements */
+	uint32_t dtype;                        /* enum tn_dtype */
+	uint32_t ndim;
+	uint32_t flags;                        /* TND_CUDA_* */
+	uint32_t mode;                         /* 0..0077: group and others may import (read bit) */
+	int64_t sizes[TN_ARENA_MAX_DIMS];
+	int64_t strides[TN_ARENA_MAX_DIMS];
+};
+
+/* States of an export, in tnd_cuda_info.state. */
+#define TND_CUDA_WITHDRAWN 0x1u   /* unexported: no new imports; gone once nobody holds it */
+#define TND_CUDA_OWNER_GONE 0x2u  /* the exporting process has exited */
+#define TND_CUDA_DETACHED 0x4u    /* the owner is alive but not connected (after a restart) */
+
+struct tnd_cuda_ref {
+	char name[TND_PREFIX_SIZE];
+	uint64_t id; /* the export's; 0: whichever has the name (IMPORT, STAT) */
+};
+
+struct tnd_cuda_info {
+	struct tnd_cuda_export rec;
+	uint64_t id;          /* unique for the daemon's table, never reused */
+	int32_t owner_pid;
+	uint32_t owner_uid;
+	uint32_t owner_gid;
+	uint32_t holders;     /* holds on it, all importers together */
+	uint32_t importers;   /* processes holding it */
+	uint32_t state;       /* TND_CUDA_WITHDRAWN, ... */
+	uint64_t created;     /* CLOCK_REALTIME, seconds */
+	uint64_t count;       /* in the final reply of CUDA_LIST: the items sent */
+};
+
 /* ---- validation (tensord/proto.c) ---------------------------------------------------------- */
 
 /* Size of an operation's request and reply bodies; -1 for an unknown operation. */
@@ -330,6 +396,10 @@ int tnd_check_reply(const void *msg, size_t len, unsigned op, uint32_t seq, bool
 /* tnd_name_ok - whether @name (a NUL-terminated array of TND_NAME_SIZE) is a valid arena
  * name. */
 bool tnd_name_ok(const char *name);
+
+/* tnd_cuda_export_problem - what is wrong with an export record (a request's, or one read
+ * back from the daemon's table file), or NULL. */
+const char *tnd_cuda_export_problem(const struct tnd_cuda_export *m);
 
 /* tnd_init_msg - fill a header for a message of @op with a body of @body_len bytes. */
 void tnd_init_hdr(struct tnd_hdr *h, unsigned op, size_t body_len, uint32_t seq, int32_t status,

@@ -51,6 +51,7 @@ static void usage(FILE *f)
 		"  clients                         connected processes\n"
 		"  fsck NAME [--repair]\n"
 		"  gc [NAME]                       reclaim dead processes' slots\n"
+		"  cuda [NAME]                     CUDA exports: owners, holders, state\n"
 		"  shutdown                        stop tensord\n"
 		"  ops                             operator schemas and kernels (no daemon needed)\n"
 		"See tensorctl(1).\n");
@@ -649,6 +650,69 @@ static int cmd_clients(void)
 	return 0;
 }
 
+static const char *cuda_state(unsigned state)
+{
+	if (state & TN_TENSORD_CUDA_OWNER_GONE)
+		return "owner-gone";
+	if (state & TN_TENSORD_CUDA_WITHDRAWN)
+		return "withdrawn";
+	if (state & TN_TENSORD_CUDA_DETACHED)
+		return "detached";
+	return "exported";
+}
+
+static int cmd_cuda(int argc, char **argv)
+{
+	if (argc > 2)
+		return usage_error("cuda [NAME]");
+	tn_tensord_cuda_export *v = NULL, one;
+	size_t n = 1;
+	int r;
+	if (argc == 2) {
+		r = tn_tensord_cuda_stat(conn, argv[1], &one);
+		v = &one;
+	} else {
+		r = tn_tensord_cuda_list(conn, &v, &n);
+	}
+	if (r)
+		return fail(r, "cuda");
+	if (json)
+		printf(argc == 2 ? "" : "[");
+	else
+		printf("%-24s %8s %-10s %-8s %-12s %9s %7s %s\n", "NAME", "PID", "USER", "DTYPE",
+		       "SIZES", "BYTES", "HOLDERS", "STATE");
+	for (size_t i = 0; i < n; i++) {
+		const tn_tensord_cuda_export *e = &v[i];
+		char u[64], d[128], h[32], uuid[33];
+		for (int k = 0; k < 16; k++)
+			snprintf(uuid + 2 * k, 3, "%02x", e->device_uuid[k]);
+		if (json) {
+			printf("%s{\"name\": ", i ? ",\n " : "");
+			json_str(e->name);
+			printf(", \"id\": %" PRIu64 ", \"owner_pid\": %d, \"owner_uid\": %u, "
+			       "\"owner_gid\": %u, \"mode\": \"%04o\", \"dtype\": \"%s\", \"sizes\": ",
+			       e->id, e->owner_pid, e->owner_uid, e->owner_gid, e->mode,
+			       tn_dtype_name(e->dtype));
+			json_dims(e->ndim, e->sizes);
+			printf(", \"storage_bytes\": %" PRIu64 ", \"holders\": %u, \"importers\": %u, "
+			       "\"state\": \"%s\", \"device_uuid\": \"%s\", \"created\": %" PRIu64 "}",
+			       e->storage_bytes, e->holders, e->importers, cuda_state(e->state), uuid,
+			       e->created);
+		} else {
+			printf("%-24s %8d %-10s %-8s %-12s %9s %7u %s\n", e->name, e->owner_pid,
+			       user_name(e->owner_uid, u, sizeof(u)), tn_dtype_name(e->dtype),
+			       dims(e->ndim, e->sizes, d, sizeof(d)),
+			       human(e->storage_bytes, h, sizeof(h)), e->holders,
+			       cuda_state(e->state));
+		}
+	}
+	if (json)
+		printf(argc == 2 ? "\n" : "]\n");
+	if (v != &one)
+		free(v);
+	return 0;
+}
+
 static int cmd_fsck(int argc, char **argv)
 {
 	bool repair = false;
@@ -924,7 +988,8 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "ops"))
 		return argc == 1 ? cmd_ops() : usage_error("ops takes no arguments");
 	static const char *const known[] = { "status", "arena", "ls", "show", "load", "save",
-					     "rm", "seal", "clients", "fsck", "gc", "shutdown" };
+					     "rm", "seal", "clients", "fsck", "gc", "shutdown",
+					     "cuda" };
 	bool ok = false;
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 		ok |= !strcmp(cmd, known[i]);
@@ -969,6 +1034,8 @@ int main(int argc, char **argv)
 		r = cmd_fsck(argc, argv);
 	else if (!strcmp(cmd, "gc"))
 		r = cmd_gc(argc, argv);
+	else if (!strcmp(cmd, "cuda"))
+		r = cmd_cuda(argc, argv);
 	else if (!strcmp(cmd, "shutdown"))
 		r = argc == 1 ? cmd_shutdown() : usage_error("shutdown takes no arguments");
 	tn_tensord_close(conn);

@@ -112,6 +112,7 @@ struct client {
 	uint64_t requests;
 	char program[32];
 	bool hello_done;
+	uint16_t version; /* the protocol version HELLO chose */
 	bool closing;   /* no more receives; freed when nothing is in flight */
 	int inflight;   /* submitted operations that have not completed */
 	bool transfer;  /* a LOAD or SAVE is running for it */
@@ -190,6 +191,7 @@ static struct {
 	_Atomic int workers;
 	bool accept_armed;
 	bool timer_short;     /* the armed timeout is the 10 ms one of pending slots */
+	bool cuda_waiting;    /* CUDA records of a closed connection's process: poll it */
 	bool timer_cancelling; /* a TIMEOUT_REMOVE of the long one is in flight */
 	char config_path[PATH_MAX];
 	bool config_required, level_from_cli;
@@ -410,6 +412,8 @@ static void queue_msg(struct client *c, unsigned op, uint32_t seq, int32_t statu
 	m->next = NULL;
 	m->fd = fd;
 	tnd_init_hdr(&m->u.hdr, op, len, seq, status, flags | (fd >= 0 ? TND_F_FD : 0));
+	if (c->version)
+		m->u.hdr.version = c->version; /* what the client speaks */
 	if (len)
 		memcpy(m->u.bytes + sizeof(m->u.hdr), body, len);
 	m->len = sizeof(m->u.hdr) + len;
@@ -588,6 +592,7 @@ static void reclaim_one(struct arena *ar, int slot, uint64_t state, pid_t pid)
  * left to the periodic sweep, which reclaims it when it dies. */
 static void check_pending(void)
 {
+	D.cuda_waiting = tnd_cuda_sweep();
 	uint64_t now = now_ns();
 	for (struct pending **pp = &D.pending; *pp;) {
 		struct pending *p = *pp;
@@ -1370,6 +1375,8 @@ static void protocol_error(struct client *c, const char *why)
 	drop_client(c, why);
 }
 
+static void do_cuda(struct client *c, const struct tnd_hdr *h, const void *b);
+
 static void handle_request(struct client *c, size_t len, int fd)
 {
 	const struct tnd_hdr *h = &c->rbuf.hdr;
@@ -1399,12 +1406,21 @@ static void handle_request(struct client *c, size_t len, int fd)
 		protocol_error(c, "request before HELLO");
 		return;
 	}
+	if (c->hello_done && h->version != c->version) {
+		if (fd >= 0)
+			close_passed(fd);
+		reply_error(c, h, TN_EPROTO, "%s: version %u on a connection that chose %u",
+			    tnd_op_name(h->op), h->version, c->version);
+		protocol_error(c, "message of another protocol version");
+		return;
+	}
 	switch (h->op) {
 	case TND_OP_HELLO: {
 		const struct tnd_hello *m = b;
-		if (m->min_version > TND_VERSION || m->max_version < TND_VERSION) {
-			reply_error(c, h, TN_EPROTO, "tensord speaks protocol version %d, the "
-				    "client %u to %u", TND_VERSION, m->min_version, m->max_version);
+		if (m->min_version > TND_VERSION || m->max_version < TND_VERSION_MIN) {
+			reply_error(c, h, TN_EPROTO, "tensord speaks protocol versions %d to %d, "
+				    "the client %u to %u", TND_VERSION_MIN, TND_VERSION,
+				    m->min_version, m->max_version);
 			protocol_error(c, "no common protocol version");
 			return;
 		}
@@ -1421,7 +1437,9 @@ static void handle_request(struct client *c, size_t len, int fd)
 			}
 		}
 		c->hello_done = true;
-		struct tnd_hello_reply r = { .version = TND_VERSION, .daemon_pid = getpid(),
+		c->version = (uint16_t)(m->max_version < TND_VERSION ? m->max_version : TND_VERSION);
+		tnd_cuda_connected(c->pid, c->start_time);
+		struct tnd_hello_reply r = { .version = c->version, .daemon_pid = getpid(),
 					     .client_id = c->id, .uid = c->uid, .gid = c->gid,
 					     .max_msg = TND_MSG_MAX, .instance = D.instance };
 		reply(c, h, &r, sizeof(r));
@@ -1500,7 +1518,81 @@ static void handle_request(struct client *c, size_t len, int fd)
 	case TND_OP_DETACH:
 		do_detach(c, h, b);
 		return;
+	case TND_OP_CUDA_EXPORT:
+	case TND_OP_CUDA_IMPORT:
+	case TND_OP_CUDA_RELEASE:
+	case TND_OP_CUDA_UNEXPORT:
+	case TND_OP_CUDA_STAT:
+	case TND_OP_CUDA_LIST:
+		do_cuda(c, h, b);
+		return;
 	}
+}
+
+/* ---- CUDA exports (cudashare.c) ----------------------------------------------------------- */
+
+static struct tnd_peer peer_of(const struct client *c)
+{
+	return (struct tnd_peer){ .pid = c->pid, .start_time = c->start_time, .uid = c->uid,
+				  .gid = c->gid, .privileged = privileged(c),
+				  .ngroups = c->ngroups, .groups = c->groups };
+}
+
+static bool process_connected(pid_t pid, uint64_t start_time)
+{
+	for (struct client *o = D.clients; o; o = o->next)
+		if (o->pid == pid && o->start_time == start_time && o->hello_done && !o->closing)
+			return true;
+	return false;
+}
+
+struct cuda_list_ctx {
+	struct client *c;
+	const struct tnd_hdr *h;
+	uint64_t count;
+};
+
+static void cuda_list_item(void *ctx, const struct tnd_cuda_info *w)
+{
+	struct cuda_list_ctx *x = ctx;
+	queue_msg(x->c, x->h->op, x->h->seq, 0, TND_F_MORE, w, sizeof(*w), -1);
+	x->count++;
+}
+
+static void do_cuda(struct client *c, const struct tnd_hdr *h, const void *b)
+{
+	struct tnd_peer p = peer_of(c);
+	struct tnd_cuda_info w;
+	int r = 0;
+	switch (h->op) {
+	case TND_OP_CUDA_EXPORT:
+		r = tnd_cuda_export(&p, b, &w);
+		break;
+	case TND_OP_CUDA_IMPORT:
+		r = tnd_cuda_import(&p, b, &w);
+		break;
+	case TND_OP_CUDA_RELEASE:
+		if (!(r = tnd_cuda_release(&p, b)))
+			reply(c, h, NULL, 0);
+		break;
+	case TND_OP_CUDA_UNEXPORT:
+		r = tnd_cuda_unexport(&p, b, &w);
+		break;
+	case TND_OP_CUDA_STAT:
+		r = tnd_cuda_stat(&p, b, &w);
+		break;
+	case TND_OP_CUDA_LIST: {
+		struct cuda_list_ctx x = { c, h, 0 };
+		tnd_cuda_list(&p, cuda_list_item, &x);
+		memset(&w, 0, sizeof(w));
+		w.count = x.count;
+		break;
+	}
+	}
+	if (r)
+		reply_tn(c, h, r);
+	else if (h->op != TND_OP_CUDA_RELEASE)
+		reply(c, h, &w, sizeof(w));
 }
 
 /* ---- clients --------------------------------------------------------------------------------- */
@@ -1572,12 +1664,17 @@ static void client_maybe_free(struct client *c)
 		c->next->prev = c->prev;
 	D.nclients--;
 	tnd_debug("client %u (pid %d) gone", c->id, (int)c->pid);
+	bool said_hello = c->hello_done;
+	pid_t pid = c->pid;
+	uint64_t start_time = c->start_time;
 	free(c);
+	if (said_hello)
+		tnd_cuda_disconnected(pid, start_time);
 	check_pending();
-	/* Slots wait for their process now: poll every 10 ms from here, not at the end of a
-	 * reclaim interval armed when nothing was pending. The cancelled timeout completes
-	 * (-ECANCELED) and its handler arms the short one. */
-	if (D.pending && !D.timer_short && !D.timer_cancelling) {
+	/* Slots and CUDA records wait for their process now: poll every 10 ms from here, not
+	 * at the end of a reclaim interval armed when nothing was pending. The cancelled
+	 * timeout completes (-ECANCELED) and its handler arms the short one. */
+	if ((D.pending || D.cuda_waiting) && !D.timer_short && !D.timer_cancelling) {
 		struct io_uring_sqe *sqe = get_sqe();
 		io_uring_prep_timeout_remove(sqe, (__u64)(uintptr_t)&D.timer_op, 0);
 		io_uring_sqe_set_data(sqe, NULL);
@@ -1814,16 +1911,26 @@ static int open_socket(void)
 		tnd_error("another tensord holds %s: it is serving or starting on %s", lock, path);
 		return -1;
 	}
-	int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+	/* A daemon killed a moment ago may still have its socket listening: its io_uring is
+	 * torn down after the process, by the kernel's workers, and holds the socket until
+	 * then. A listener whose process is gone is given up to 2 s to disappear. */
+	int probe, pe;
+	for (int tries = 0;; tries++) {
+		probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		if (probe < 0 || connect(probe, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+			break;
 		struct ucred cr = { 0 };
 		socklen_t cl = sizeof(cr);
 		getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &cr, &cl);
 		close(probe);
+		if (cr.pid > 0 && kill(cr.pid, 0) && errno == ESRCH && tries < 200) {
+			usleep(10000);
+			continue;
+		}
 		tnd_error("another tensord (pid %d) is serving %s", (int)cr.pid, path);
 		return -1;
 	}
-	int pe = errno;
+	pe = errno;
 	if (probe >= 0)
 		close(probe);
 	struct stat st;
@@ -2015,8 +2122,9 @@ static void arm_event(void)
 static void arm_timer(void)
 {
 	/* 10 ms while closed connections wait for their process to go, else the sweep. */
-	uint64_t ms = D.pending || !D.accept_armed ? 10 : D.cfg.reclaim_interval_ms;
-	D.timer_short = D.pending != NULL;
+	uint64_t ms = D.pending || D.cuda_waiting || !D.accept_armed ? 10
+											: D.cfg.reclaim_interval_ms;
+	D.timer_short = D.pending != NULL || D.cuda_waiting;
 	D.timer_cancelling = false;
 	D.timer_ts.tv_sec = (long long)(ms / 1000);
 	D.timer_ts.tv_nsec = (long long)(ms % 1000) * 1000000;
@@ -2165,6 +2273,7 @@ static void shutdown_daemon(void)
 	for (struct arena *ar = D.arenas; ar; ar = ar->next)
 		if (arena_intact(ar))
 			tn_arena_unref(ar->a);
+	tnd_cuda_fini(); /* its file stays for the next daemon */
 	io_uring_queue_exit(&D.ring);
 	tnd_info("stopped");
 }
@@ -2255,6 +2364,7 @@ int main(int argc, char **argv)
 	D.started = wall_s();
 	D.started_ns = now_ns();
 	recover();
+	tnd_cuda_init(D.cfg.arena_dir, process_connected);
 	/* From here on, this thread gives up on an arena whose lock a client keeps. */
 	tn__arena_lock_timeout_ms = 250;
 	tnd_info("listening on %s (arenas in %s, %u recovered, pid %d)", D.cfg.socket,

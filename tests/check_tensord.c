@@ -37,6 +37,7 @@
 #include <tensor.h>
 #include <tensor/tensord.h>
 
+#include "client.h"
 #include "proto.h"
 #include "testutil.h"
 
@@ -170,9 +171,19 @@ static void daemon_wait_ready(void)
 				return;
 		}
 		int status;
-		ck_assert_msg(waitpid(D.pid, &status, WNOHANG) == 0,
-			      "tensord exited (status 0x%x) before it listened; see %s", status,
-			      D.log);
+		if (waitpid(D.pid, &status, WNOHANG) != 0) {
+			/* The log goes with the test's folder: quote its end. */
+			char tail[1024] = "";
+			FILE *f = fopen(D.log, "r");
+			if (f) {
+				fseek(f, -(long)sizeof(tail) + 1, SEEK_END);
+				size_t n = fread(tail, 1, sizeof(tail) - 1, f);
+				tail[n] = 0;
+				fclose(f);
+			}
+			ck_abort_msg("tensord exited (status 0x%x) before it listened; its log "
+				     "ends:\n%s", status, tail);
+		}
 		ck_assert_msg(now_ms() < deadline, "tensord did not listen within 20 s");
 		sleep_ms(2);
 	}
@@ -1393,13 +1404,15 @@ static void build(void *buf, unsigned op, const void *body, size_t len, uint32_t
 		memcpy((char *)buf + sizeof(struct tnd_hdr), body, len);
 }
 
+static struct tnd_cuda_export fake_export(const char *name, unsigned mode);
+
 static void raw_hello(int fd)
 {
 	union {
 		struct tnd_hdr h;
 		unsigned char b[TND_MSG_MAX];
 	} m;
-	struct tnd_hello h = { .min_version = 1, .max_version = 1, .program = "raw" };
+	struct tnd_hello h = { .min_version = 1, .max_version = TND_VERSION, .program = "raw" };
 	build(&m, TND_OP_HELLO, &h, sizeof(h), 1);
 	raw_send(fd, &m, sizeof(m.h) + sizeof(h), -1, -1);
 	ssize_t n = raw_recv(fd, &m, 10000);
@@ -1496,7 +1509,7 @@ START_TEST(test_protocol_robustness)
 		build(&m, TND_OP_STATUS, NULL, 0, 2);
 		switch (k) {
 		case 0: m.h.magic = 0x31444e55; break;
-		case 1: m.h.version = 2; break;
+		case 1: m.h.version = TND_VERSION + 1; break;
 		case 2: m.h.op = 99; break;
 		case 3: m.h.op = 0; break;
 		case 4: m.h.reserved = 1; break;
@@ -1548,10 +1561,48 @@ START_TEST(test_protocol_robustness)
 	expect_dropped(fd, "before HELLO");
 	cases++;
 	fd = raw_connect();
-	struct tnd_hello hv = { .min_version = 2, .max_version = 5 };
+	struct tnd_hello hv = { .min_version = TND_VERSION + 1, .max_version = 5 };
 	build(&m, TND_OP_HELLO, &hv, sizeof(hv), 1);
 	raw_send(fd, &m, m.h.len, -1, -1);
 	expect_dropped(fd, "HELLO version");
+	cases++;
+	/* A client of protocol version 1 is served in version 1, and refused the operations
+	 * version 2 added (CUDA_*): they are malformed in its version. */
+	fd = raw_connect();
+	struct tnd_hello h1 = { .min_version = 1, .max_version = 1, .program = "v1" };
+	build(&m, TND_OP_HELLO, &h1, sizeof(h1), 1);
+	raw_send(fd, &m, m.h.len, -1, -1);
+	ck_assert_int_eq(raw_recv(fd, &m, 10000),
+			 sizeof(struct tnd_hdr) + sizeof(struct tnd_hello_reply));
+	ck_assert_int_eq(m.h.status, 0);
+	ck_assert_uint_eq(((struct tnd_hello_reply *)(&m.h + 1))->version, 1);
+	build(&m, TND_OP_STATUS, NULL, 0, 2);
+	m.h.version = 1;
+	raw_send(fd, &m, m.h.len, -1, -1);
+	ck_assert_int_eq(raw_recv(fd, &m, 10000), sizeof(struct tnd_hdr) + sizeof(struct tnd_status));
+	ck_assert_uint_eq(m.h.version, 1);
+	ck_assert_int_eq(m.h.status, 0);
+	build(&m, TND_OP_STATUS, NULL, 0, 3); /* version 2 on a version-1 connection */
+	raw_send(fd, &m, m.h.len, -1, -1);
+	expect_dropped(fd, "version 2 message on a version 1 connection");
+	cases++;
+	fd = raw_connect();
+	build(&m, TND_OP_HELLO, &h1, sizeof(h1), 1);
+	raw_send(fd, &m, m.h.len, -1, -1);
+	ck_assert_int_gt(raw_recv(fd, &m, 10000), 0);
+	build(&m, TND_OP_CUDA_LIST, NULL, 0, 2);
+	m.h.version = 1;
+	raw_send(fd, &m, m.h.len, -1, -1);
+	expect_dropped(fd, "CUDA_LIST in version 1");
+	cases++;
+	/* A CUDA export whose view lies outside its storage. */
+	fd = raw_connect();
+	raw_hello(fd);
+	struct tnd_cuda_export bad = fake_export("bad", 0);
+	bad.storage_offset = 100;
+	build(&m, TND_OP_CUDA_EXPORT, &bad, sizeof(bad), 2);
+	raw_send(fd, &m, m.h.len, -1, -1);
+	expect_dropped(fd, "CUDA_EXPORT extent");
 	cases++;
 	ck_assert_uint_eq(check_served().protocol_errors, errors0 + (uint64_t)cases);
 
@@ -2238,6 +2289,328 @@ START_TEST(test_user_quotas)
 }
 END_TEST
 
+
+/* ---- CUDA exports (the daemon's table; no GPU needed: the handles are opaque bytes) ---------- */
+
+/* An export record as tn_cuda_ipc_export would make it, with made-up handles: a [4, 8] float32
+ * view at element 2 of a 200-byte storage, 4096 bytes into a 2 MiB allocation. */
+static struct tnd_cuda_export fake_export(const char *name, unsigned mode)
+{
+	struct tnd_cuda_export r = { .alloc_bytes = 2 << 20, .offset = 4096, .storage_bytes = 200,
+				     .storage_offset = 2, .dtype = TN_FLOAT32, .ndim = 2,
+				     .flags = TND_CUDA_EVENT, .mode = mode };
+	snprintf(r.name, sizeof(r.name), "%s", name);
+	for (int i = 0; i < TND_CUDA_HANDLE_SIZE; i++) {
+		r.mem_handle[i] = (uint8_t)(i * 7 + 1);
+		r.event_handle[i] = (uint8_t)(i * 5 + 3);
+	}
+	for (int i = 0; i < 16; i++)
+		r.device_uuid[i] = (uint8_t)(0xa0 + i);
+	r.sizes[0] = 4;
+	r.sizes[1] = 8;
+	r.strides[0] = 8;
+	r.strides[1] = 1;
+	return r;
+}
+
+/* The daemon's record of @name: 0 and *ret, or the error (TN_ENOENT once it is gone). */
+static int cuda_stat(tn_tensord *c, const char *name, tn_tensord_cuda_export *ret)
+{
+	tn_tensord_cuda_export tmp;
+	return tn_tensord_cuda_stat(c, name, ret ? ret : &tmp);
+}
+
+/* Wait up to @ms for @name to have @holders holds (-1: to be gone); returns the time taken. */
+static uint64_t wait_holders(tn_tensord *c, const char *name, int holders, unsigned ms)
+{
+	uint64_t t0 = now_ms();
+	for (;;) {
+		tn_tensord_cuda_export e;
+		int r = cuda_stat(c, name, &e);
+		if (holders < 0 ? r == TN_ENOENT : r == 0 && e.holders == (uint32_t)holders)
+			return now_ms() - t0;
+		ck_assert_msg(r == 0 || r == TN_ENOENT, "stat %s: %s", name, tn_last_error());
+		ck_assert_msg(now_ms() - t0 < ms, "%s: %d holders after %u ms (wanted %d)", name,
+			      r ? -1 : (int)e.holders, ms, holders);
+		sleep_ms(2);
+	}
+}
+
+/* A child that connects, imports @name @n times (or exports it when @n is 0), says so on
+ * @ready and waits for a byte on @go, then releases one hold (n > 0) and waits to be killed. */
+static pid_t cuda_child(const char *name, int n, int ready, int go)
+{
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid)
+		return pid;
+	tn_tensord *cc;
+	struct tnd_cuda_info info;
+	EXPECT(tn_tensord_connect(D.sock, &cc) == 0);
+	if (n == 0) {
+		struct tnd_cuda_export rec = fake_export(name, 0004);
+		EXPECT(tn__tensord_cuda_export(cc, &rec, &info) == 0);
+	}
+	for (int i = 0; i < n; i++)
+		EXPECT(tn__tensord_cuda_import(cc, name, &info) == 0);
+	char b = 1;
+	EXPECT(write(ready, &b, 1) == 1);
+	wait_byte(go);
+	if (n > 0)
+		EXPECT(tn__tensord_cuda_release(cc, name, info.id) == 0);
+	EXPECT(write(ready, &b, 1) == 1);
+	for (;;)
+		pause();
+}
+
+static void kill_child(pid_t pid)
+{
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	int st = child_status(pid);
+	ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+}
+
+START_TEST(test_cuda_exports)
+{
+	daemon_setup();
+	tn_tensord *c = conn();
+	struct tnd_cuda_info info, info2;
+	struct tnd_cuda_export rec = fake_export("w/x", 0);
+	ck_assert_tn_ok(tn__tensord_cuda_export(c, &rec, &info));
+	ck_assert_uint_gt(info.id, 0);
+	ck_assert_int_eq(info.owner_pid, getpid());
+	ck_assert_uint_eq(info.holders, 0);
+	ck_assert_uint_eq(info.state, 0);
+	tn_tensord_cuda_export e;
+	ck_assert_tn_ok(cuda_stat(c, "w/x", &e));
+	ck_assert_str_eq(e.name, "w/x");
+	ck_assert_uint_eq(e.id, info.id);
+	ck_assert_int_eq(e.owner_pid, getpid());
+	ck_assert_uint_eq(e.owner_uid, getuid());
+	ck_assert_uint_eq(e.storage_bytes, 200);
+	ck_assert_int_eq(e.dtype, TN_FLOAT32);
+	ck_assert_int_eq(e.ndim, 2);
+	ck_assert_int_eq(e.sizes[0], 4);
+	ck_assert_int_eq(e.sizes[1], 8);
+	ck_assert(e.has_event);
+	ck_assert_uint_eq(e.device_uuid[3], 0xa3);
+	ck_assert_uint_eq(e.state, 0);
+	ck_assert_tn_error_has(tn__tensord_cuda_export(c, &rec, &info2), TN_EEXIST, "exists");
+	ck_assert_tn_error_has(cuda_stat(c, "w/y", NULL), TN_ENOENT, "no CUDA export");
+	/* Records the library refuses before they are sent. */
+	struct tnd_cuda_export bad = fake_export("bad", 0);
+	bad.storage_bytes = (2 << 20) - 4095;
+	ck_assert_tn_error_has(tn__tensord_cuda_export(c, &bad, &info2), TN_EINVAL, "outside");
+	bad = fake_export("bad", 0);
+	bad.sizes[0] = 7; /* 2 + 6 * 8 + 7 elements of 4 bytes > 200 */
+	ck_assert_tn_error_has(tn__tensord_cuda_export(c, &bad, &info2), TN_EINVAL, "extent");
+	bad = fake_export("bad", 0700);
+	ck_assert_tn_error_has(tn__tensord_cuda_export(c, &bad, &info2), TN_EINVAL, "mode");
+
+	/* Two holds from one process, one released, then the process killed holding the
+	 * other: the daemon drops it within a few polls of the death. */
+	int ready[2], go[2];
+	ck_assert_int_eq(pipe(ready), 0);
+	ck_assert_int_eq(pipe(go), 0);
+	pid_t pid = cuda_child("w/x", 2, ready[1], go[0]);
+	get_byte(ready[0]);
+	ck_assert_tn_ok(cuda_stat(c, "w/x", &e));
+	ck_assert_uint_eq(e.holders, 2);
+	ck_assert_uint_eq(e.importers, 1);
+	put_byte(go[1]);
+	get_byte(ready[0]);
+	ck_assert_tn_ok(cuda_stat(c, "w/x", &e));
+	ck_assert_uint_eq(e.holders, 1);
+	char out[8192];
+	ck_assert_int_eq(tensorctl(out, sizeof(out),
+				   (const char *[]){ "--socket", D.sock, "cuda", NULL }), 0);
+	ck_assert_msg(strstr(out, "w/x") && strstr(out, "float32") && strstr(out, "[4, 8]") &&
+			      strstr(out, "exported"),
+		      "tensorctl cuda:\n%s", out);
+	ck_assert_int_eq(tensorctl(out, sizeof(out),
+				   (const char *[]){ "--socket", D.sock, "--json", "cuda", "w/x",
+						     NULL }),
+			 0);
+	ck_assert_msg(strstr(out, "\"holders\": 1") && strstr(out, "\"state\": \"exported\""),
+		      "tensorctl --json cuda w/x:\n%s", out);
+	uint64_t t0 = now_ms();
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	wait_holders(c, "w/x", 0, 3000);
+	uint64_t took = now_ms() - t0;
+	ck_assert_msg(took < 1000, "a killed importer's hold went after %llu ms",
+		      (unsigned long long)took);
+	kill_child(pid);
+
+	/* Withdrawn while held: no new imports; the record goes with the last release. */
+	pid = cuda_child("w/x", 1, ready[1], go[0]);
+	get_byte(ready[0]);
+	ck_assert_tn_ok(tn__tensord_cuda_unexport(c, "w/x", info.id, &info2));
+	ck_assert_uint_eq(info2.holders, 1);
+	ck_assert_uint_eq(info2.state & TND_CUDA_WITHDRAWN, TND_CUDA_WITHDRAWN);
+	ck_assert_tn_ok(cuda_stat(c, "w/x", &e));
+	ck_assert_uint_eq(e.state, TN_TENSORD_CUDA_WITHDRAWN);
+	ck_assert_tn_error_has(tn__tensord_cuda_import(c, "w/x", &info2), TN_ENOENT, "withdrawn");
+	/* The name is free again: a new export of it is another record. */
+	ck_assert_tn_ok(tn__tensord_cuda_export(c, &rec, &info2));
+	ck_assert_uint_gt(info2.id, info.id);
+	ck_assert_tn_ok(cuda_stat(c, "w/x", &e));
+	ck_assert_uint_eq(e.id, info2.id);
+	put_byte(go[1]);
+	get_byte(ready[0]);
+	struct tnd_cuda_info gone;
+	ck_assert_tn_error_has(tn__tensord_cuda_stat(c, "w/x", info.id, &gone), TN_ENOENT,
+			       "with id");
+	kill_child(pid);
+	ck_assert_tn_ok(tn__tensord_cuda_unexport(c, "w/x", info2.id, &info2));
+	ck_assert_uint_eq(info2.holders, 0);
+	ck_assert_tn_error_has(cuda_stat(c, "w/x", NULL), TN_ENOENT, "no CUDA export");
+
+	/* The exporting process dies: its exports are withdrawn, and gone once nobody holds
+	 * them; one still held stays, marked, until released. */
+	pid = cuda_child("p/a", 0, ready[1], go[0]);
+	get_byte(ready[0]);
+	struct tnd_cuda_info held;
+	ck_assert_tn_ok(tn__tensord_cuda_import(c, "p/a", &held));
+	ck_assert_int_eq(held.owner_pid, pid);
+	kill_child(pid);
+	uint64_t deadline = now_ms() + 3000;
+	do {
+		ck_assert_tn_ok(cuda_stat(c, "p/a", &e));
+		ck_assert(now_ms() < deadline);
+		sleep_ms(2);
+	} while (!(e.state & TN_TENSORD_CUDA_OWNER_GONE));
+	ck_assert_uint_eq(e.state & TN_TENSORD_CUDA_WITHDRAWN, TN_TENSORD_CUDA_WITHDRAWN);
+	ck_assert_uint_eq(e.holders, 1);
+	ck_assert_tn_error_has(tn__tensord_cuda_import(c, "p/a", &info2), TN_ENOENT, "exited");
+	/* Importing through the library: the record's GPU is nowhere here, so the import fails
+	 * (TN_ENODEV) and its hold is released. */
+	ck_assert_tn_ok(tn__tensord_cuda_release(c, "p/a", held.id));
+	ck_assert_tn_error_has(cuda_stat(c, "p/a", NULL), TN_ENOENT, "no CUDA export");
+	pid = cuda_child("q", 0, ready[1], go[0]);
+	get_byte(ready[0]);
+	tn_tensor *t = NULL;
+	ck_assert_int_eq(tn_cuda_ipc_import(c, "q", &t), TN_ENODEV);
+	ck_assert_ptr_null(t);
+	ck_assert_tn_ok(cuda_stat(c, "q", &e));
+	ck_assert_uint_eq(e.holders, 0);
+	tn_tensord_cuda_export *list;
+	size_t n;
+	ck_assert_tn_ok(tn_tensord_cuda_list(c, &list, &n));
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(list[0].name, "q");
+	free(list);
+	kill_child(pid);
+	wait_holders(c, "q", -1, 3000);
+	ck_assert_tn_ok(tn_tensord_cuda_list(c, &list, &n));
+	ck_assert_uint_eq(n, 0);
+	free(list);
+	/* A CPU tensor is not exported this way; without CUDA nothing is. */
+	tn_tensor *cpu;
+	ck_assert_tn_ok(tn_zeros(1, (int64_t[]){ 4 }, TN_FLOAT32, TN_CPU, &cpu));
+	int r = tn_cuda_ipc_export(c, "cpu", cpu, 0);
+	ck_assert_msg(r == TN_EINVAL || r == TN_ENODEV, "export of a CPU tensor: %d", r);
+	tn_tensor_unref(cpu);
+	/* With CUDA built in the tensor was refused; without, every call is. */
+	ck_assert_int_eq(tn_cuda_ipc_unexport(c, "cpu"), r == TN_EINVAL ? TN_ENOENT : TN_ENODEV);
+	close(ready[0]);
+	close(ready[1]);
+	close(go[0]);
+	close(go[1]);
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
+static int nobody_cuda(int unused)
+{
+	(void)unused;
+	tn_tensord *c;
+	struct tnd_cuda_info info;
+	tn_tensord_cuda_export e, *list;
+	size_t n;
+	EXPECT(tn_tensord_connect(D.sock, &c) == 0);
+	/* Root's private export is invisible; the one for everyone can be imported. */
+	EXPECT(tn_tensord_cuda_stat(c, "root/priv", &e) == TN_ENOENT);
+	EXPECT(tn__tensord_cuda_import(c, "root/priv", &info) == TN_ENOENT);
+	EXPECT(tn_tensord_cuda_stat(c, "root/all", &e) == 0 && e.owner_uid == 0);
+	EXPECT(tn__tensord_cuda_import(c, "root/all", &info) == 0 && info.holders == 1);
+	EXPECT(tn__tensord_cuda_unexport(c, "root/all", info.id, &info) == TN_EACCES);
+	EXPECT(tn_tensord_cuda_list(c, &list, &n) == 0 && n == 1 &&
+	       !strcmp(list[0].name, "root/all"));
+	free(list);
+	EXPECT(tn__tensord_cuda_release(c, "root/all", info.id) == 0);
+	EXPECT(tn__tensord_cuda_release(c, "root/all", info.id) == TN_ENOENT);
+	tn_tensord_close(c);
+	return 0;
+}
+
+START_TEST(test_cuda_exports_access)
+{
+	if (getuid() != 0)
+		return; /* needs root to become another user; CI runs as root */
+	daemon_setup();
+	tn_tensord *c = conn();
+	struct tnd_cuda_info a, b;
+	struct tnd_cuda_export rec = fake_export("root/priv", 0);
+	ck_assert_tn_ok(tn__tensord_cuda_export(c, &rec, &a));
+	rec = fake_export("root/all", 0004);
+	ck_assert_tn_ok(tn__tensord_cuda_export(c, &rec, &b));
+	ck_assert_child_ok(as_nobody(nobody_cuda, 0));
+	ck_assert_tn_ok(tn__tensord_cuda_unexport(c, "root/priv", a.id, &a));
+	ck_assert_tn_ok(tn__tensord_cuda_unexport(c, "root/all", b.id, &b));
+	ck_assert_uint_eq(b.holders, 0);
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
+/* The table outlives the daemon: after a kill -9 and a start, the records of live processes
+ * are back (detached until they reconnect), and those of processes that died meanwhile go. */
+START_TEST(test_cuda_exports_restart)
+{
+	daemon_setup();
+	/* One "go" pipe per child: a byte on a shared one would wake any of them. */
+	int ready[2], go_owner[2], go_holder[2], go_dying[2];
+	ck_assert_int_eq(pipe(ready), 0);
+	ck_assert_int_eq(pipe(go_owner), 0);
+	ck_assert_int_eq(pipe(go_holder), 0);
+	ck_assert_int_eq(pipe(go_dying), 0);
+	pid_t owner = cuda_child("r", 0, ready[1], go_owner[0]);
+	get_byte(ready[0]);
+	pid_t holder = cuda_child("r", 1, ready[1], go_holder[0]);
+	get_byte(ready[0]);
+	pid_t dying = cuda_child("r", 3, ready[1], go_dying[0]);
+	get_byte(ready[0]);
+	tn_tensord *c = conn();
+	tn_tensord_cuda_export e0, e;
+	ck_assert_tn_ok(cuda_stat(c, "r", &e0));
+	ck_assert_uint_eq(e0.holders, 4);
+	daemon_kill9();
+	kill_child(dying); /* dies while no daemon runs */
+	daemon_start();
+	ck_assert_tn_ok(cuda_stat(c, "r", &e));
+	ck_assert_uint_eq(e.id, e0.id);
+	ck_assert_int_eq(e.owner_pid, owner);
+	ck_assert_uint_eq(e.state, TN_TENSORD_CUDA_DETACHED);
+	wait_holders(c, "r", 1, 3000);
+	/* The holder reconnects (its next request) and releases its hold. */
+	put_byte(go_holder[1]);
+	get_byte(ready[0]);
+	ck_assert_tn_ok(cuda_stat(c, "r", &e));
+	ck_assert_uint_eq(e.holders, 0);
+	kill_child(holder);
+	/* The owner never reconnected; its death is noticed by the sweep. */
+	kill_child(owner);
+	wait_holders(c, "r", -1, 3000);
+	int fds[] = { ready[0], ready[1], go_owner[0], go_owner[1], go_holder[0], go_holder[1],
+		      go_dying[0], go_dying[1] };
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		close(fds[i]);
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
 static Suite *tensord_suite(void)
 {
 	Suite *s = suite_create("tensord");
@@ -2258,6 +2631,9 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_load_save);
 	tcase_add_test(tc, test_shrink_during_save);
 	tcase_add_test(tc, test_user_quotas);
+	tcase_add_test(tc, test_cuda_exports);
+	tcase_add_test(tc, test_cuda_exports_access);
+	tcase_add_test(tc, test_cuda_exports_restart);
 	suite_add_tcase(s, tc);
 	return s;
 }

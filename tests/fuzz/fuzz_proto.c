@@ -57,8 +57,10 @@ static void check_header(const struct tnd_hdr *h, size_t len)
 		fail("accepted a bad magic, reserved field or flags");
 	if (h->op == 0 || h->op >= TND_OP_MAX_)
 		fail("accepted an unknown operation");
-	if (h->version != TND_VERSION && h->op != TND_OP_HELLO)
+	if ((h->version < TND_VERSION_MIN || h->version > TND_VERSION) && h->op != TND_OP_HELLO)
 		fail("accepted another protocol version");
+	if (h->op >= TND_OP_CUDA_EXPORT && h->version < 2)
+		fail("accepted a CUDA operation in protocol version 1");
 }
 
 static void check_request(const void *msg, size_t len, bool has_fd)
@@ -116,6 +118,30 @@ static void check_request(const void *msg, size_t len, bool has_fd)
 		    strlen(m->tensor) > TN_ARENA_NAME_MAX)
 			fail("accepted a bad tensor name in HOLD");
 	}
+	if (h->op == TND_OP_CUDA_EXPORT) {
+		const struct tnd_cuda_export *m = (const void *)body;
+		/* The view lies in the storage, the storage in the allocation. */
+		if (!terminated(m->name, sizeof(m->name)) || !m->name[0] || m->ndim > 16 ||
+		    m->offset > m->alloc_bytes || m->storage_bytes > m->alloc_bytes - m->offset ||
+		    m->storage_offset < 0 || (m->mode & ~0077u) || !tn_dtype_is_valid(m->dtype))
+			fail("accepted a bad CUDA export");
+		int64_t last = m->storage_offset;
+		bool empty = false;
+		for (uint32_t d = 0; d < m->ndim; d++) {
+			if (m->sizes[d] < 0 || m->strides[d] < 0)
+				fail("accepted negative sizes or strides in a CUDA export");
+			empty |= m->sizes[d] == 0;
+			if (m->sizes[d] > 0)
+				last += (m->sizes[d] - 1) * m->strides[d];
+		}
+		if (!empty && (uint64_t)(last + 1) * tn_dtype_size(m->dtype) > m->storage_bytes)
+			fail("accepted a CUDA export whose view leaves its storage");
+	}
+	if (h->op >= TND_OP_CUDA_IMPORT && h->op <= TND_OP_CUDA_STAT) {
+		const struct tnd_cuda_ref *m = (const void *)body;
+		if (!terminated(m->name, sizeof(m->name)) || !m->name[0])
+			fail("accepted a bad CUDA export name");
+	}
 	if (h->op == TND_OP_LOAD || h->op == TND_OP_SAVE) {
 		const struct tnd_transfer *m = (const void *)body;
 		if (!terminated(m->prefix, sizeof(m->prefix)) || m->format > TND_FORMAT_NPY)
@@ -165,7 +191,8 @@ static void check_reply(const void *msg, size_t len, unsigned op, uint32_t seq, 
 			fail("accepted a bad progress reply");
 		return;
 	}
-	if ((h->flags & TND_F_MORE) && op != TND_OP_ARENA_LIST && op != TND_OP_CLIENTS)
+	if ((h->flags & TND_F_MORE) && op != TND_OP_ARENA_LIST && op != TND_OP_CLIENTS &&
+	    op != TND_OP_CUDA_LIST)
 		fail("accepted a list item for an operation without a list");
 	if (has_fd != (op == TND_OP_ARENA_OPEN))
 		fail("accepted a reply with a descriptor where none belongs, or without one");

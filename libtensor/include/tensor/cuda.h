@@ -207,6 +207,40 @@ TN_EXPORT int tn_cuda_record_stream(const tn_storage *storage, tn_cuda_stream st
  * build without CUDA. */
 TN_EXPORT const tn_allocator *tn_cuda_caching_allocator(void);
 
+/* ---- sharing device storages between processes (CUDA IPC through tensord) ---- */
+
+typedef struct tn_tensor tn_tensor;
+typedef struct tn_tensord tn_tensord;
+
+/*
+ * tn_cuda_ipc_export - share CUDA tensor @tensor under @name through tensord: the IPC handle
+ * of the caching allocator's allocation that holds its storage, the view, and an event
+ * recorded on the current stream (importers wait for the writes queued before it). The
+ * storage stays allocated while exported. @mode: 0 (the owner's uid only), or 040 (the
+ * owner's group) and 004 (everyone) may import. TN_EEXIST when the name is exported.
+ */
+TN_EXPORT int tn_cuda_ipc_export(tn_tensord *conn, const char *name, const tn_tensor *tensor,
+				 unsigned mode);
+/*
+ * tn_cuda_ipc_unexport - withdraw the export @name this process made through @conn: no new
+ * imports. Its storage is let go at once when nobody holds it, else by a later
+ * tn_cuda_ipc_collect once every importer has released it or exited.
+ */
+TN_EXPORT int tn_cuda_ipc_unexport(tn_tensord *conn, const char *name);
+/*
+ * tn_cuda_ipc_collect - let go of the storages of withdrawn exports that nobody holds any
+ * more (torch.cuda.ipc_collect). Returns how many were let go, or an error.
+ */
+TN_EXPORT int64_t tn_cuda_ipc_collect(void);
+/*
+ * tn_cuda_ipc_import - a tensor over the device memory exported as @name by another process,
+ * on the local device with the exporter's GPU UUID; this thread's current stream on it waits
+ * for the exporter's event. The hold ends when the tensor's storage dies (after the device
+ * finishes its queued work). TN_ENOENT (no such export, or the caller may not import it),
+ * TN_ENODEV (that GPU is not visible here).
+ */
+TN_EXPORT int tn_cuda_ipc_import(tn_tensord *conn, const char *name, tn_tensor **ret_tensor);
+
 TN_END_DECLS
 
 #endif /* TENSOR_CUDA_H */

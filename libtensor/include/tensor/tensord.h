@@ -204,6 +204,49 @@ TN_EXPORT int tn_tensord_gc(tn_tensord *conn, const char *name, uint64_t *ret_sl
  * the arenas' files (a later start finds them) and exits. */
 TN_EXPORT int tn_tensord_shutdown(tn_tensord *conn);
 
+/* ---- CUDA exports ---------------------------------------------------------------------------- */
+
+/* States of an export (tn_tensord_cuda_export.state). */
+enum tn_tensord_cuda_state {
+	TN_TENSORD_CUDA_WITHDRAWN = 1,  /* unexported: no new imports; gone once nobody holds it */
+	TN_TENSORD_CUDA_OWNER_GONE = 2, /* the exporting process has exited */
+	TN_TENSORD_CUDA_DETACHED = 4,   /* the exporting process is alive but not connected */
+};
+
+/* A device storage shared through tensord (tn_cuda_ipc_export(3)), as the daemon records it. */
+typedef struct tn_tensord_cuda_export {
+	char name[TN_ARENA_NAME_MAX + 1];
+	uint64_t id;       /* unique in the daemon's table, never reused */
+	int32_t owner_pid; /* the exporting process */
+	uint32_t owner_uid;
+	uint32_t owner_gid;
+	unsigned mode;     /* group (040) and others (004) may import */
+	uint32_t holders;  /* imports not yet released, all processes together */
+	uint32_t importers; /* processes holding it */
+	unsigned state;    /* enum tn_tensord_cuda_state bits */
+	uint64_t created;  /* seconds since the epoch */
+	uint64_t storage_bytes;
+	enum tn_dtype dtype;
+	int ndim;
+	int64_t sizes[TN_ARENA_MAX_DIMS];
+	uint8_t device_uuid[16]; /* the GPU's UUID */
+	bool has_event;    /* importers wait for the exporter's event */
+} tn_tensord_cuda_export;
+
+/*
+ * tn_tensord_cuda_list - the CUDA exports the caller may see (its own, and those it may
+ * import), sorted by name. *ret_exports is a new array (free(); NULL when 0). Works in every
+ * build: the daemon keeps the table, no GPU is needed to read it. TN_ENOTSUP when the daemon
+ * predates CUDA sharing (protocol version 1).
+ */
+TN_EXPORT int tn_tensord_cuda_list(tn_tensord *conn, tn_tensord_cuda_export **ret_exports,
+				   size_t *ret_count);
+
+/* tn_tensord_cuda_stat - the export named @name (a live one, else the newest withdrawn one).
+ * TN_ENOENT when there is none the caller may see. */
+TN_EXPORT int tn_tensord_cuda_stat(tn_tensord *conn, const char *name,
+				   tn_tensord_cuda_export *ret_export);
+
 /* ---- load and save ------------------------------------------------------------------------- */
 
 enum tn_tensord_format {
