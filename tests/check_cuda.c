@@ -613,6 +613,10 @@ int main(void)
 	tcase_add_test(tc, test_absent);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(gpu ? cuda_suite() : s);
+	/* Counting the devices initialised CUDA here, and CUDA does not survive a fork: the GPU
+	 * tests run in this process. */
+	if (gpu)
+		srunner_set_fork_status(sr, CK_NOFORK);
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
