@@ -43,6 +43,7 @@ struct ipc_mapping {
 	int device;
 	uint8_t handle[TND_CUDA_HANDLE_SIZE];
 	char *base;
+	size_t bytes; /* of the allocation as the driver maps it; 0 when it could not say */
 	int refs;
 };
 
@@ -288,6 +289,33 @@ TN_EXPORT int64_t tn_cuda_ipc_collect(void)
 
 /* ---- the consumer ---- */
 
+/* cuMemGetAddressRange through the runtime (no link to the driver library): the size of the
+ * allocation an opened handle maps, against which an exporter's figures are checked. */
+typedef int (*address_range_fn)(unsigned long long *base, size_t *size, unsigned long long ptr);
+static address_range_fn address_range;
+static pthread_once_t address_range_once = PTHREAD_ONCE_INIT;
+
+static void find_address_range(void)
+{
+	void *fn = NULL;
+	enum cudaDriverEntryPointQueryResult q;
+	if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault,
+					     &q) == cudaSuccess &&
+	    q == cudaDriverEntryPointSuccess)
+		address_range = (address_range_fn)fn;
+}
+
+static size_t mapped_bytes(char *base)
+{
+	unsigned long long b = 0;
+	size_t n = 0;
+	pthread_once(&address_range_once, find_address_range);
+	if (!address_range || address_range(&b, &n, (unsigned long long)(uintptr_t)base) != 0 ||
+	    b != (unsigned long long)(uintptr_t)base)
+		return 0;
+	return n;
+}
+
 static void mapping_put(struct ipc_mapping *m)
 {
 	pthread_mutex_lock(&ipc_lock);
@@ -336,6 +364,7 @@ static int mapping_get(int device, const uint8_t *handle, struct ipc_mapping **r
 			m->device = device;
 			memcpy(m->handle, handle, TND_CUDA_HANDLE_SIZE);
 			m->base = base;
+			m->bytes = mapped_bytes(base);
 			m->refs = 1;
 			m->next = mappings;
 			mappings = m;
@@ -420,6 +449,16 @@ TN_EXPORT int tn_cuda_ipc_import(tn_tensord *conn, const char *name, tn_tensor *
 		goto release;
 	}
 	if ((r = mapping_get(device, rec->mem_handle, &imp->map, fn))) {
+		free(imp);
+		goto release;
+	}
+	/* The exporter's figures must fit the allocation the handle maps: a view past it would
+	 * fault on the device (a fault that ends this process's CUDA context). */
+	if (imp->map->bytes && rec->offset + rec->storage_bytes > imp->map->bytes) {
+		r = tn__error(TN_EPROTO, "%s: \"%s\" claims %llu bytes at %llu of an allocation of "
+			      "%zu bytes", fn, name, (unsigned long long)rec->storage_bytes,
+			      (unsigned long long)rec->offset, imp->map->bytes);
+		mapping_put(imp->map);
 		free(imp);
 		goto release;
 	}
