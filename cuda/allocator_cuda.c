@@ -238,6 +238,21 @@ TN_EXPORT const tn_allocator *tn_cuda_caching_allocator(void)
 	return &caching_allocator;
 }
 
+int tn__cuda_workspace_alloc(int device, size_t bytes, void *stream, void **ret_ptr)
+{
+	struct tn__cca *cca;
+	if (get_cca(&cca) || tn__cca_malloc(cca, device, bytes, stream, ret_ptr))
+		return (int)cudaErrorMemoryAllocation;
+	return 0;
+}
+
+void tn__cuda_workspace_free(void *ptr)
+{
+	struct tn__cca *cca = atomic_load_explicit(&global, memory_order_acquire);
+	if (cca)
+		(void)tn__cca_free(cca, ptr);
+}
+
 int tn__cuda_storage_segment(const tn_storage *storage, void **ret_base, size_t *ret_size)
 {
 	if (storage->device.type != TN_DEVICE_CUDA || storage->allocator != &caching_allocator ||

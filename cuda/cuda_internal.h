@@ -29,6 +29,11 @@ int tn__cuda_plan_from_iter(const struct tn_iter *it, struct tn__cuda_plan *p);
 /* The calling thread's current stream on @device (a valid ordinal). */
 tn_cuda_stream tn__cuda_current_stream(int device);
 
+/* Kernel scratch memory from the caching allocator, for work on @stream (plan.h ws_alloc,
+ * ws_free); cudaErrorMemoryAllocation when there is no room. */
+int tn__cuda_workspace_alloc(int device, size_t bytes, void *stream, void **ret_ptr);
+void tn__cuda_workspace_free(void *ptr);
+
 /* The allocation (cudaMalloc'd segment) holding @storage's block, for CUDA IPC; TN_EINVAL
  * for a storage not of the caching allocator (allocator_cuda.c). */
 int tn__cuda_storage_segment(const tn_storage *storage, void **ret_base, size_t *ret_size);

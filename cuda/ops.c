@@ -57,6 +57,8 @@ static int plan_enter(struct tn__cuda_plan *p, int device, int *saved)
 	}
 	p->device = device;
 	p->stream = s;
+	p->ws_alloc = tn__cuda_workspace_alloc;
+	p->ws_free = tn__cuda_workspace_free;
 	return 0;
 }
 

@@ -22,6 +22,7 @@
 #define TN_CUDA_PLAN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <tensor/dtype.h>
@@ -54,6 +55,11 @@ struct tn__cuda_plan {
 	struct tn__cuda_operand ops[TN_CUDA_PLAN_MAX_OPERANDS];
 	int device;
 	void *stream; /* cudaStream_t */
+	/* Scratch memory for the kernels that need it (multi-block reductions): allocated for
+	 * @stream and given back right after the launch, which is safe with a stream-ordered
+	 * allocator. NULL: cudaMallocAsync and cudaFreeAsync. They return 0 or a cudaError_t. */
+	int (*ws_alloc)(int device, size_t bytes, void *stream, void **ret_ptr);
+	void (*ws_free)(void *ptr);
 };
 
 /* out = a OP b (TN_BINOP_*; add and sub: a OP alpha * b). ops: out, a, b. */

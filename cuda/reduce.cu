@@ -396,9 +396,10 @@ int reduce_32bit(const tn__cuda_plan *p, double divisor, bool accumulate, Mode m
 		return 0;
 	}
 	if (wsbytes) {
-		cudaError_t e = cudaMallocAsync((void **)&c.ws, wsbytes, stream);
-		if (e != cudaSuccess)
-			return (int)e;
+		int e = p->ws_alloc ? p->ws_alloc(p->device, wsbytes, p->stream, (void **)&c.ws)
+				    : (int)cudaMallocAsync((void **)&c.ws, wsbytes, stream);
+		if (e != 0)
+			return e;
 	}
 	/* Outputs along x (up to 2^31 - 1 blocks), parts along y (at most 65535). */
 	block_kernel<R><<<dim3(c.nout, c.splits), kThreadsR, 0, stream>>>(c);
@@ -408,7 +409,13 @@ int reduce_32bit(const tn__cuda_plan *p, double divisor, bool accumulate, Mode m
 		e = cudaGetLastError();
 	}
 	if (wsbytes) {
-		cudaError_t f = cudaFreeAsync(c.ws, stream);
+		/* The block goes back to the stream's cache: later work on the stream that reuses
+		 * it runs after these kernels. */
+		cudaError_t f = cudaSuccess;
+		if (p->ws_free)
+			p->ws_free(c.ws);
+		else
+			f = cudaFreeAsync(c.ws, stream);
 		if (e == cudaSuccess)
 			e = f;
 	}
