@@ -29,4 +29,13 @@ int tn__cuda_plan_from_iter(const struct tn_iter *it, struct tn__cuda_plan *p);
 /* The calling thread's current stream on @device (a valid ordinal). */
 tn_cuda_stream tn__cuda_current_stream(int device);
 
+/* ---- pinned.c ---- */
+/* Keep @storage (host memory a copy queued on @stream of @device reads or writes) alive until
+ * the copy is done; @device is current. On error nothing is kept: the caller waits instead. */
+int tn__cuda_defer_release(int device, cudaStream_t stream, tn_storage *storage);
+/* Drop the references of the deferred copies that are done (cheap when none is pending). */
+void tn__cuda_deferred_reap(void);
+/* Copies still deferred (a hint: no lock). */
+size_t tn__cuda_deferred_count(void);
+
 #endif /* TN_CUDA_INTERNAL_H */
