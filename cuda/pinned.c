@@ -15,8 +15,8 @@
  * A non_blocking copy between the device and pinned host memory is left running. The host
  * storage is then kept alive by a reference held in a list with an event recorded after the
  * copy; the list is reaped (events queried, references dropped) at the next copy, at
- * tn_cuda_synchronize and tn_cuda_stream_synchronize, when it grows, and before a range is
- * unregistered (whose pending copies are waited for).
+ * tn_cuda_synchronize and tn_cuda_stream_synchronize, and when it grows; the copies still
+ * using a range are waited for before the range is unregistered.
  *
  * In the child of a fork() nothing of this holds (page locks are not inherited and CUDA is
  * not usable): the child starts with an empty table and list.
@@ -283,13 +283,12 @@ static bool deferred_done(const struct deferred *d)
 }
 
 /*
- * Drop the references whose copies are done; with @hard, wait for the oldest copies until at
- * most DEFERRED_HARD are pending. With @range_len > 0, first wait for every pending copy
- * whose storage overlaps [range_start, range_start + range_len). The storages are unreffed
- * outside the lock: the last reference of an arena storage ends the arena's handle, which
- * unregisters its mappings through this file.
+ * Drop the references whose copies are done; with @hard, first wait for the oldest copies
+ * until at most DEFERRED_HARD are pending. The storages are unreffed outside the lock: the
+ * last reference of an arena storage ends the arena's handle, which unregisters its mappings
+ * through this file.
  */
-static void reap(bool hard, uintptr_t range_start, size_t range_len)
+static void reap(bool hard)
 {
 	for (;;) {
 		tn_storage *done[32];
@@ -298,11 +297,8 @@ static void reap(bool hard, uintptr_t range_start, size_t range_len)
 		size_t keep = 0;
 		for (size_t i = 0; i < dq.n; i++) {
 			struct deferred *d = &dq.v[i];
-			uintptr_t s = (uintptr_t)d->storage->data;
-			bool wait = range_len && s < range_start + range_len &&
-				    range_start < s + d->storage->nbytes;
-			if (hard && dq.n - nd > DEFERRED_HARD)
-				wait = true; /* the oldest, while too many are pending */
+			/* The oldest, while too many are pending. */
+			bool wait = hard && dq.n - nd > DEFERRED_HARD;
 			if (wait)
 				(void)cudaEventSynchronize(d->event);
 			if (nd < sizeof(done) / sizeof(done[0]) && (wait || deferred_done(d))) {
@@ -322,10 +318,27 @@ static void reap(bool hard, uintptr_t range_start, size_t range_len)
 	}
 }
 
+/*
+ * Wait for the pending copies whose storages overlap [start, start + len), before the range
+ * is unregistered. Their references stay in the list for a later reap: dropping one here
+ * could end an arena handle, whose unregistration takes arena_lock, which the callers may
+ * hold.
+ */
+static void wait_range(uintptr_t start, size_t len)
+{
+	pthread_mutex_lock(&dq.lock);
+	for (size_t i = 0; i < dq.n; i++) {
+		uintptr_t s = (uintptr_t)dq.v[i].storage->data;
+		if (s < start + len && start < s + dq.v[i].storage->nbytes)
+			(void)cudaEventSynchronize(dq.v[i].event);
+	}
+	pthread_mutex_unlock(&dq.lock);
+}
+
 void tn__cuda_deferred_reap(void)
 {
 	if (atomic_load_explicit(&dq.count, memory_order_relaxed))
-		reap(false, 0, 0);
+		reap(false);
 }
 
 size_t tn__cuda_deferred_count(void)
@@ -374,7 +387,7 @@ int tn__cuda_defer_release(int device, cudaStream_t stream, tn_storage *storage)
 	atomic_store_explicit(&dq.count, n, memory_order_relaxed);
 	pthread_mutex_unlock(&dq.lock);
 	if (n > DEFERRED_SOFT)
-		reap(n > DEFERRED_HARD, 0, 0);
+		reap(n > DEFERRED_HARD);
 	return 0;
 }
 
@@ -426,7 +439,7 @@ static int host_unregister(void *ptr, bool arena, const char *fn)
 				 "tn_cuda_arena_register: use tn_cuda_arena_unregister", fn, ptr);
 	}
 	/* Copies that started before the mark may still be using the memory: let them end. */
-	reap(false, r.start, r.len);
+	wait_range(r.start, r.len);
 	if ((rc = tn__cuda_error(cudaHostUnregister(ptr), "cudaHostUnregister"))) {
 		(void)tn__pinned_mark(p, 0, TN__PINNED_BUSY, NULL, fn);
 		return rc;
