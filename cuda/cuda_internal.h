@@ -38,4 +38,11 @@ void tn__cuda_workspace_free(void *ptr);
  * for a storage not of the caching allocator (allocator_cuda.c). */
 int tn__cuda_storage_segment(const tn_storage *storage, void **ret_base, size_t *ret_size);
 
+/* ---- pinned.c ---- */
+/* Keep @storage (host memory a copy queued on @stream of @device reads or writes) alive until
+ * the copy is done; @device is current. On error nothing is kept: the caller waits instead. */
+int tn__cuda_defer_release(int device, cudaStream_t stream, tn_storage *storage);
+/* Drop the references of the deferred copies that are done (cheap when none is pending). */
+void tn__cuda_deferred_reap(void);
+
 #endif /* TN_CUDA_INTERNAL_H */

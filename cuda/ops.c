@@ -7,7 +7,8 @@
  * The kernels are queued on the calling thread's current stream of the tensors' device and
  * not waited for, as in PyTorch: a later operator on the same stream sees the result, a
  * copy to the host waits for it. Copies that read or write host memory wait for their stream
- * before returning unless non_blocking was asked and no temporary host buffer is involved.
+ * before returning unless non_blocking was asked and no temporary host buffer is involved;
+ * from or to pinned memory such a copy is asynchronous DMA (memcpy_plain).
  */
 #include <string.h>
 
@@ -148,6 +149,34 @@ static int memcpy_on(int device, void *dst, const void *src, size_t n, enum cuda
 	return rc;
 }
 
+/*
+ * A plain copy between @host (a CPU tensor) and @device: one cudaMemcpyAsync on the device's
+ * current stream. Without @non_blocking it is waited for. With it, from or to pageable memory,
+ * it is not waited for either, as before pinned memory existed: CUDA itself returns only once
+ * pageable memory may be reused (it stages it). From or to pinned memory (tn_cuda_is_pinned)
+ * it is real asynchronous DMA: the host storage is kept alive by the deferred-release list
+ * until the copy is done, so the caller may drop it at once; reading or writing the bytes
+ * still needs a wait on the stream, as in PyTorch.
+ */
+static int memcpy_plain(int device, const tn_tensor *host, void *dst, const void *src, size_t n,
+			enum cudaMemcpyKind kind, bool non_blocking)
+{
+	const void *hp = kind == cudaMemcpyHostToDevice ? src : dst;
+	if (!non_blocking || n == 0 || !tn_cuda_is_pinned(hp, n))
+		return memcpy_on(device, dst, src, n, kind, !non_blocking);
+	cudaStream_t s;
+	int saved, rc;
+	if ((rc = tn__cuda_device_enter(device, &saved)) < 0)
+		return rc;
+	if ((rc = tn__cuda_stream_get(tn__cuda_current_stream(device), &s)) == 0)
+		rc = tn__cuda_error(cudaMemcpyAsync(dst, src, n, kind, s), "cudaMemcpyAsync");
+	/* Nowhere to keep the storage: wait, as a blocking copy would. */
+	if (rc == 0 && tn__cuda_defer_release(device, s, host->storage) < 0)
+		rc = tn__cuda_error(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+	tn__cuda_device_exit(saved);
+	return rc;
+}
+
 int tn__cuda_element_read(const tn_tensor *t, const void *addr, void *out)
 {
 	return memcpy_on(t->storage->device.index, out, addr, tn__itemsize(t->dtype),
@@ -191,9 +220,9 @@ static int copy_h2d(tn_tensor *dst, const tn_tensor *src, bool non_blocking)
 	int rc;
 
 	if (plain_copy(dst, src))
-		return memcpy_on(dev, tn__data(dst), tn__data(src),
-				 (size_t)dst->numel * tn__itemsize(dst->dtype),
-				 cudaMemcpyHostToDevice, !non_blocking);
+		return memcpy_plain(dev, src, tn__data(dst), tn__data(src),
+				    (size_t)dst->numel * tn__itemsize(dst->dtype),
+				    cudaMemcpyHostToDevice, non_blocking);
 	if ((rc = temp_like((tn_device){ TN_DEVICE_CPU, 0 }, dst->dtype, dst, &host)) < 0)
 		return rc;
 	if ((rc = tn__copy(host, src, true, "copy_")) < 0)
@@ -225,9 +254,9 @@ static int copy_d2h(tn_tensor *dst, const tn_tensor *src, bool non_blocking)
 	int rc;
 
 	if (plain_copy(dst, src))
-		return memcpy_on(dev, tn__data(dst), tn__data(src),
-				 (size_t)dst->numel * tn__itemsize(dst->dtype),
-				 cudaMemcpyDeviceToHost, !non_blocking);
+		return memcpy_plain(dev, dst, tn__data(dst), tn__data(src),
+				    (size_t)dst->numel * tn__itemsize(dst->dtype),
+				    cudaMemcpyDeviceToHost, non_blocking);
 	if ((rc = temp_like(src->storage->device, dst->dtype, dst, &staged)) < 0 ||
 	    (rc = copy_between(staged, src, false)) < 0)
 		goto out;
@@ -320,5 +349,7 @@ static int copy_between(tn_tensor *dst, const tn_tensor *src, bool non_blocking)
  * source, on the device otherwise); a plain memcpy needs equal sizes. */
 int tn__cuda_copy_tensor(tn_tensor *dst, const tn_tensor *src, bool non_blocking)
 {
+	/* Host storages of earlier non_blocking copies that are done can go now. */
+	tn__cuda_deferred_reap();
 	return copy_between(dst, src, non_blocking);
 }

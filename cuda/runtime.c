@@ -172,6 +172,8 @@ TN_EXPORT int tn_cuda_synchronize(int device)
 		return rc;
 	rc = tn__cuda_error(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 	guard_exit(&g);
+	if (rc == 0) /* the copies on it are done: their host storages can go */
+		tn__cuda_deferred_reap();
 	return rc;
 }
 
@@ -336,6 +338,8 @@ TN_EXPORT int tn_cuda_stream_synchronize(tn_cuda_stream stream)
 		return rc;
 	rc = tn__cuda_error(cudaStreamSynchronize(h), "cudaStreamSynchronize");
 	guard_exit(&g);
+	if (rc == 0)
+		tn__cuda_deferred_reap();
 	return rc;
 }
 

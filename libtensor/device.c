@@ -240,6 +240,46 @@ TN_EXPORT int tn_cuda_ipc_import(tn_tensord *conn, const char *name, tn_tensor *
 {
 	(void)conn, (void)name, (void)ret_tensor;
 	return no_cuda("tn_cuda_ipc_import");
+TN_EXPORT int tn_cuda_host_register(void *ptr, size_t nbytes, unsigned flags)
+{
+	(void)ptr, (void)nbytes, (void)flags;
+	return no_cuda("tn_cuda_host_register");
+}
+
+TN_EXPORT int tn_cuda_host_unregister(void *ptr)
+{
+	(void)ptr;
+	return no_cuda("tn_cuda_host_unregister");
+}
+
+TN_EXPORT bool tn_cuda_is_pinned(const void *ptr, size_t nbytes)
+{
+	(void)ptr, (void)nbytes;
+	return false;
+}
+
+TN_EXPORT int tn_cuda_arena_register(tn_arena *arena)
+{
+	(void)arena;
+	return no_cuda("tn_cuda_arena_register");
+}
+
+TN_EXPORT int tn_cuda_arena_unregister(tn_arena *arena)
+{
+	(void)arena;
+	return no_cuda("tn_cuda_arena_unregister");
+}
+
+TN_EXPORT bool tn_tensor_is_pinned(const tn_tensor *t)
+{
+	(void)t;
+	return false;
+}
+
+/* Nothing was registered: nothing to undo. */
+void tn__cuda_arena_unmapping(struct tn_arena *a)
+{
+	(void)a;
 }
 #endif
 

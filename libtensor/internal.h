@@ -75,6 +75,10 @@ void tn__allocator_set_thread(const tn_allocator *allocator);
  * tn__cuda_device_exit puts it back. TN_ENODEV when there is no such device. */
 int tn__cuda_device_enter(int index, int *saved);
 void tn__cuda_device_exit(int saved);
+struct tn_arena;
+/* An arena handle's mappings are about to be unmapped: unregister those it pinned
+ * (tn_cuda_arena_register). Defined in cuda/pinned.c; a no-op without CUDA. */
+void tn__cuda_arena_unmapping(struct tn_arena *a);
 
 /* The kernel families of the CUDA backend (cuda/plan.h). */
 enum tn__cuda_kernel {

@@ -1433,6 +1433,8 @@ static void *map_aligned(int fd, uint64_t size, int prot)
 static void destroy_handle(tn_arena *a)
 {
 	tcache_forget(a);
+	/* CUDA must forget the pages it pinned before they are unmapped. */
+	tn__cuda_arena_unmapping(a);
 	if (a->ro)
 		munmap(a->ro, a->size);
 	if (a->base)

@@ -3,7 +3,9 @@
  * The CUDA backend on a real GPU: every kernel family compared with the CPU kernel on the same
  * inputs (contiguous, transposed, sliced, broadcast, CPU scalars, every dtype pair for the
  * exact operators), copies host<->device with conversion, streams and events, the caching
- * allocator (reuse, record_stream, empty_cache, the memory limit's out-of-memory error).
+ * allocator (reuse, record_stream, empty_cache, the memory limit's out-of-memory error), pinned
+ * host memory (arena registration, asynchronous copies that outlive their host tensor,
+ * unregistration at the arena's end, as CUDA itself sees it).
  *
  * Without a GPU (or in a build without CUDA) the GPU cases cannot run: the program checks
  * that every entry point then fails cleanly with TN_ENODEV, and exits 77 (automake's SKIP) so
@@ -11,6 +13,11 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+#ifdef TN_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #include "testutil.h"
 
@@ -55,6 +62,33 @@ static tn_tensor *to_cpu(const tn_tensor *t)
 	tn_tensor *c;
 	ck_assert_tn_ok(tn_to_device(t, TN_CPU, tn_tensor_dtype(t), false, false, NULL, &c));
 	return c;
+}
+
+/* A private 64 MiB arena "a" in a new directory on /dev/shm (@dir, to pass to drop_arena). */
+static tn_arena *make_arena(char dir[64])
+{
+	tn_arena_options o;
+	tn_arena *a = NULL;
+	strcpy(dir, "/dev/shm/tn-check-cuda-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	tn_arena_options_init(&o);
+	o.size = (uint64_t)64 << 20;
+	o.dir = dir;
+	ck_assert_tn_ok(tn_arena_create("a", &o, &a));
+	return a;
+}
+
+static void drop_arena(const char *dir)
+{
+	ck_assert_tn_ok(tn_arena_destroy("a", dir, 0));
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+
+static uint64_t arena_used(tn_arena *a)
+{
+	tn_arena_stats st;
+	ck_assert_tn_ok(tn_arena_stat(a, &st));
+	return st.used_bytes;
 }
 
 /* @got (a CUDA tensor) equals @want (CPU) in dtype, sizes and every element, within @ulps
@@ -127,6 +161,28 @@ START_TEST(test_absent)
 	ck_assert_int_eq(tn_to_device(c, TN_CUDA(0), TN_FLOAT32, false, false, NULL, &t),
 			 TN_ENODEV);
 	tn_tensor_unref(c);
+	/* Pinned memory: nothing can be registered, nothing is pinned, the arena still works. */
+	char buf[256], dir[64];
+	ck_assert_tn_error_has(tn_cuda_host_register(buf, sizeof(buf), 0), TN_ENODEV,
+			       "tn_cuda_host_register: ");
+	ck_assert(!tn_cuda_is_pinned(buf, 1));
+	ck_assert_int_eq(tn_cuda_host_unregister(buf), tn_cuda_caching_allocator() ? TN_ENOENT
+										   : TN_ENODEV);
+	tn_arena *a = make_arena(dir);
+	ck_assert_tn_error_has(tn_cuda_arena_register(a), TN_ENODEV, "tn_cuda_arena_register: ");
+	ck_assert_tn_ok(tn_arena_use(a));
+	c = cpu_random(1, sizes, TN_FLOAT32, 0, 1);
+	ck_assert_tn_ok(tn_arena_use(NULL));
+	ck_assert(!tn_tensor_is_pinned(c));
+	ck_assert(!tn_cuda_is_pinned(tn_tensor_data(c), 16));
+	ck_assert_tn_ok(tn_arena_publish(a, "x", c, TN_ARENA_SEAL, NULL));
+	tn_tensor_unref(c);
+	ck_assert_tn_ok(tn_arena_lookup(a, "x", &c, NULL));
+	ck_assert_int_eq(tn_tensor_numel(c), 4);
+	ck_assert(!tn_tensor_is_pinned(c));
+	tn_tensor_unref(c);
+	tn_arena_unref(a);
+	drop_arena(dir);
 }
 END_TEST
 
@@ -585,6 +641,123 @@ START_TEST(test_allocator_reuse_and_limit)
 }
 END_TEST
 
+/* ---- pinned host memory ---- */
+
+/* Whether CUDA itself sees @p as registered host memory. */
+static bool cuda_sees_pinned(const void *p)
+{
+#ifdef TN_HAVE_CUDA
+	struct cudaPointerAttributes at;
+	ck_assert_int_eq(cudaPointerGetAttributes(&at, p), cudaSuccess);
+	return at.type == cudaMemoryTypeHost;
+#else
+	(void)p;
+	return false;
+#endif
+}
+
+START_TEST(test_pinned_arena_copies)
+{
+	int64_t n[] = { 1 << 22 }; /* 16 MiB of float32 */
+	char dir[64];
+	tn_arena *a = make_arena(dir);
+	tn_tensor *want = cpu_random(1, n, TN_FLOAT32, -1, 1), *host, *g, *back;
+
+	ck_assert_tn_ok(tn_cuda_arena_register(a));
+	ck_assert_tn_ok(tn_cuda_arena_register(a)); /* once per mapping: a no-op */
+	ck_assert(!tn_tensor_is_pinned(want));      /* malloc'd */
+	ck_assert_tn_ok(tn_arena_use(a));
+	ck_assert_tn_ok(tn_empty(1, n, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, &host));
+	ck_assert_tn_ok(tn_empty(1, n, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, &back));
+	ck_assert_tn_ok(tn_arena_use(NULL));
+	ck_assert(tn_tensor_is_pinned(host));
+	ck_assert(cuda_sees_pinned(tn_tensor_data(host)));
+	ck_assert_tn_ok(tn_copy_(host, want, false));
+
+	/* Host to device, non_blocking from pinned memory, the host tensor dropped at once: its
+	 * block stays allocated (the copy holds the storage) until a synchronize reaps it. */
+	ck_assert_tn_ok(tn_empty(1, n, TN_FLOAT32, TN_CUDA(0), TN_CONTIGUOUS_FORMAT, &g));
+	uint64_t used = arena_used(a);
+	ck_assert_tn_ok(tn_copy_(g, host, true));
+	tn_tensor_unref(host);
+	ck_assert_uint_eq(arena_used(a), used);
+	ck_assert_tn_ok(tn_cuda_synchronize(0));
+	ck_assert_uint_lt(arena_used(a), used);
+	expect_same(g, want, 0);
+
+	/* Device to host into pinned memory, non_blocking, waited for on the stream. */
+	ck_assert_tn_ok(tn_copy_(back, g, true));
+	ck_assert_tn_ok(tn_cuda_stream_synchronize(tn_cuda_default_stream(0)));
+	ck_assert_int_eq(memcmp(tn_tensor_data(back), tn_tensor_data(want), (size_t)4 << 22), 0);
+
+	/* A sealed tensor lies in the read-only mapping, registered READ_ONLY. */
+	tn_tensor *sealed, *g2;
+	ck_assert_tn_ok(tn_arena_publish(a, "w", back, TN_ARENA_SEAL, NULL));
+	tn_tensor_unref(back);
+	ck_assert_tn_ok(tn_arena_lookup(a, "w", &sealed, NULL));
+	ck_assert(tn_tensor_is_pinned(sealed));
+	ck_assert_tn_ok(tn_empty(1, n, TN_FLOAT32, TN_CUDA(0), TN_CONTIGUOUS_FORMAT, &g2));
+	ck_assert_tn_ok(tn_copy_(g2, sealed, true));
+	ck_assert_tn_ok(tn_cuda_synchronize(0));
+	expect_same(g2, want, 0);
+	void *p = tn_tensor_data(sealed);
+	tn_tensor_unref(sealed);
+
+	/* Explicit unregistration, then again, then the arena's end unregisters. */
+	ck_assert_tn_ok(tn_cuda_arena_unregister(a));
+	ck_assert(!tn_cuda_is_pinned(p, 1));
+	ck_assert(!cuda_sees_pinned(p));
+	ck_assert_tn_ok(tn_cuda_arena_unregister(a)); /* nothing left: 0 */
+	ck_assert_tn_ok(tn_cuda_arena_register(a));
+	ck_assert(tn_cuda_is_pinned(p, 1));
+	ck_assert(cuda_sees_pinned(p));
+	tn_arena_unref(a);
+	ck_assert(!tn_cuda_is_pinned(p, 1));
+	ck_assert(!cuda_sees_pinned(p));
+	drop_arena(dir);
+	tn_tensor_unref(g2);
+	tn_tensor_unref(g);
+	tn_tensor_unref(want);
+}
+END_TEST
+
+START_TEST(test_pinned_host_register)
+{
+	const size_t len = (size_t)8 << 20;
+	char *buf = aligned_alloc(4096, len);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_tn_ok(tn_cuda_host_register(buf, len / 2, 0));
+	ck_assert(tn_cuda_is_pinned(buf, len / 2));
+	ck_assert(!tn_cuda_is_pinned(buf, len / 2 + 1));
+	ck_assert(cuda_sees_pinned(buf));
+	ck_assert_int_eq(tn_cuda_host_register(buf + 4096, 4096, 0), TN_EEXIST);
+	ck_assert_tn_ok(tn_cuda_host_register(buf + len / 2, len / 2, 0)); /* adjacent */
+	ck_assert_int_eq(tn_cuda_host_unregister(buf + 4096), TN_ENOENT);
+	/* Many non_blocking copies from a pinned blob, the blob dropped each time. */
+	int64_t n[] = { (int64_t)(len / 2 / sizeof(float)) };
+	for (int64_t i = 0; i < n[0]; i++)
+		((float *)buf)[i] = (float)i;
+	tn_tensor *g, *h, *want;
+	ck_assert_tn_ok(tn_empty(1, n, TN_FLOAT32, TN_CUDA(0), TN_CONTIGUOUS_FORMAT, &g));
+	for (int k = 0; k < 200; k++) { /* past the list's soft limit: reaped as it grows */
+		ck_assert_tn_ok(tn_from_blob(buf, 1, n, NULL, TN_FLOAT32, NULL, NULL, &h));
+		ck_assert(tn_tensor_is_pinned(h));
+		ck_assert_tn_ok(tn_copy_(g, h, true));
+		tn_tensor_unref(h);
+	}
+	/* Unregistering waits for the copies still reading the range. */
+	ck_assert_tn_ok(tn_cuda_host_unregister(buf));
+	ck_assert(!tn_cuda_is_pinned(buf, 1));
+	ck_assert_tn_ok(tn_from_blob(buf, 1, n, NULL, TN_FLOAT32, NULL, NULL, &want));
+	expect_same(g, want, 0);
+	tn_tensor_unref(want);
+	tn_tensor_unref(g);
+	ck_assert_tn_ok(tn_cuda_host_unregister(buf + len / 2));
+	ck_assert(!cuda_sees_pinned(buf + len / 2));
+	free(buf);
+}
+END_TEST
+
 static Suite *cuda_suite(void)
 {
 	Suite *s = suite_create("cuda");
@@ -601,6 +774,8 @@ static Suite *cuda_suite(void)
 	tcase_add_test(tc, test_devices_must_match);
 	tcase_add_test(tc, test_reductions_vs_cpu);
 	tcase_add_test(tc, test_allocator_reuse_and_limit);
+	tcase_add_test(tc, test_pinned_arena_copies);
+	tcase_add_test(tc, test_pinned_host_register);
 	suite_add_tcase(s, tc);
 	return s;
 }

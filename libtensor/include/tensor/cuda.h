@@ -17,8 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <tensor/arena.h>
 #include <tensor/macros.h>
 #include <tensor/storage.h>
+#include <tensor/tensor.h>
 
 TN_BEGIN_DECLS
 
@@ -240,6 +242,60 @@ TN_EXPORT int64_t tn_cuda_ipc_collect(void);
  * TN_ENODEV (that GPU is not visible here).
  */
 TN_EXPORT int tn_cuda_ipc_import(tn_tensord *conn, const char *name, tn_tensor **ret_tensor);
+/* ---- pinned (page-locked) host memory ---- */
+
+/*
+ * Host memory registered with CUDA (cudaHostRegister) is page-locked: the GPU reaches it by
+ * DMA, so a copy between it and a device runs asynchronously (tn_copy_ with non_blocking)
+ * and at the link's full speed. libtensor keeps a table of the ranges registered through it;
+ * the queries below read that table and never call CUDA.
+ */
+enum tn_cuda_host_flags {
+	TN_CUDA_HOST_READ_ONLY = 1, /* the device only reads it (cudaHostRegisterReadOnly);
+				     * required for a PROT_READ mapping */
+};
+
+/*
+ * tn_cuda_host_register - page-lock [ptr, ptr+nbytes) for DMA (cudaHostRegister, portable to
+ * every device). Ranges may not overlap a registered one (TN_EEXIST), including memory
+ * registered with CUDA directly. The memory must stay mapped until tn_cuda_host_unregister.
+ * Returns 0, TN_EINVAL (NULL ptr, nbytes 0, unknown flags), TN_EEXIST, TN_ENODEV (no GPU, or
+ * no CUDA), or CUDA's error (TN_EINVAL for memory CUDA refuses, TN_ENOMEM).
+ */
+TN_EXPORT int tn_cuda_host_register(void *ptr, size_t nbytes, unsigned flags);
+
+/*
+ * tn_cuda_host_unregister - undo it; @ptr is the start given to register (TN_ENOENT if not).
+ * Waits for the non_blocking copies still using the range. TN_EINVAL for an arena's mapping
+ * (use tn_cuda_arena_unregister), TN_EBUSY while another thread registers or unregisters it.
+ */
+TN_EXPORT int tn_cuda_host_unregister(void *ptr);
+
+/*
+ * tn_cuda_is_pinned - whether all of [ptr, ptr+nbytes) lies in one registered range (ranges
+ * registered through libtensor; never a CUDA call). nbytes 0 asks about the byte at @ptr.
+ */
+TN_EXPORT bool tn_cuda_is_pinned(const void *ptr, size_t nbytes);
+
+/*
+ * tn_cuda_arena_register - pin the arena handle's mappings (the read-write one and the
+ * read-only one used for sealed tensors; a read-only handle's one mapping READ_ONLY), once per
+ * mapping: a second call is a no-op returning 0. The whole file is faulted in and locked.
+ * The registration ends with tn_cuda_arena_unregister or when the handle's last reference is
+ * dropped (before the mappings are unmapped). Returns 0, TN_EINVAL (not a live handle of this
+ * process), TN_ENODEV, TN_EEXIST, or CUDA's error; on error nothing stays registered.
+ *
+ * tn_cuda_arena_unregister - unregister what tn_cuda_arena_register registered (0 when
+ * nothing was); waits for the non_blocking copies still using the mappings.
+ */
+TN_EXPORT int tn_cuda_arena_register(tn_arena *arena);
+TN_EXPORT int tn_cuda_arena_unregister(tn_arena *arena);
+
+/*
+ * tn_tensor_is_pinned - whether a CPU tensor's bytes (its storage's) are pinned
+ * (Tensor.is_pinned()); false for other devices and invalid handles.
+ */
+TN_EXPORT bool tn_tensor_is_pinned(const tn_tensor *t);
 
 TN_END_DECLS
 
