@@ -66,6 +66,8 @@ static struct {
 	uint64_t next_id;
 	uint64_t poll_until_ns;
 	char path[PATH_MAX];
+	FILE *log;         /* the table file, open for appending changes after a snapshot */
+	unsigned log_lines; /* changes appended since the snapshot */
 	bool (*connected)(pid_t pid, uint64_t start_time);
 } S = { .next_id = 1 };
 
@@ -105,8 +107,30 @@ static bool hex_get(const char *s, void *p, size_t n)
 	return true;
 }
 
-static void save(void)
+static void write_share(FILE *f, const struct share *s)
 {
+	fprintf(f, "share = %" PRIu64 " %d %" PRIu64 " %u %u %u %" PRIu64 " ", s->id,
+		(int)s->owner_pid, s->owner_start, s->uid, s->gid, s->state, s->created);
+	hex_put(f, &s->rec, sizeof(s->rec));
+	fputc('\n', f);
+}
+
+static void close_log(void)
+{
+	if (S.log)
+		fclose(S.log);
+	S.log = NULL;
+}
+
+/*
+ * The file is a snapshot of the table followed by the changes made since, one line each,
+ * every one of which states a value (a hold's new count, an export's new state), so replaying
+ * a line twice changes nothing. A change costs one short append; once the changes outnumber
+ * the table's lines the file is rewritten as a snapshot (temporary file and rename).
+ */
+static void snapshot(void)
+{
+	close_log();
 	if (!S.path[0])
 		return;
 	if (!S.shares) {
@@ -127,10 +151,7 @@ static void save(void)
 	fprintf(f, "# tensord CUDA exports; written by tensord, do not edit\nversion = 1\n"
 		   "next_id = %" PRIu64 "\n", S.next_id);
 	for (struct share *s = S.shares; s; s = s->next) {
-		fprintf(f, "share = %" PRIu64 " %d %" PRIu64 " %u %u %u %" PRIu64 " ", s->id,
-			(int)s->owner_pid, s->owner_start, s->uid, s->gid, s->state, s->created);
-		hex_put(f, &s->rec, sizeof(s->rec));
-		fputc('\n', f);
+		write_share(f, s);
 		for (uint32_t i = 0; i < s->nholders; i++)
 			fprintf(f, "hold = %" PRIu64 " %d %" PRIu64 " %u\n", s->id,
 				(int)s->holders[i].pid, s->holders[i].start_time,
@@ -145,7 +166,61 @@ static void save(void)
 		unlink(tmp);
 		tnd_warn("%s: %s: CUDA exports are not kept across a restart", S.path,
 			 strerror(e));
+		return;
 	}
+	S.log = fopen(S.path, "ae");
+	S.log_lines = 0;
+}
+
+/* Append one change (a line made by @fn), or write a snapshot when that is due. */
+static void journal(void (*fn)(FILE *f, const void *arg), const void *arg)
+{
+	if (!S.log || !S.shares || S.log_lines >= 256 + 4 * S.count) {
+		snapshot();
+		return;
+	}
+	fn(S.log, arg);
+	S.log_lines++;
+	if (fflush(S.log)) {
+		tnd_warn("%s: %s", S.path, strerror(errno));
+		snapshot();
+	}
+}
+
+static void line_share(FILE *f, const void *arg)
+{
+	write_share(f, arg);
+}
+
+struct hold_line {
+	uint64_t id;
+	pid_t pid;
+	uint64_t start_time;
+	uint32_t count;
+};
+
+static void line_hold(FILE *f, const void *arg)
+{
+	const struct hold_line *h = arg;
+	fprintf(f, "hold = %" PRIu64 " %d %" PRIu64 " %u\n", h->id, (int)h->pid, h->start_time,
+		h->count);
+}
+
+static void line_state(FILE *f, const void *arg)
+{
+	const struct share *s = arg;
+	fprintf(f, "state = %" PRIu64 " %u\n", s->id, s->state);
+}
+
+static void line_drop(FILE *f, const void *arg)
+{
+	fprintf(f, "drop = %" PRIu64 "\n", *(const uint64_t *)arg);
+}
+
+static void journal_hold(const struct share *s, pid_t pid, uint64_t start_time, uint32_t count)
+{
+	struct hold_line h = { s->id, pid, start_time, count };
+	journal(line_hold, &h);
 }
 
 static struct share *find_id(uint64_t id)
@@ -265,12 +340,37 @@ static void load(void)
 		if (version == 1 &&
 		    sscanf(line, "hold = %" SCNu64 " %d %" SCNu64 " %u", &id, &pid, &start,
 			   &count) == 4) {
+			/* A hold's count as of that line: replaces what an earlier one said. */
 			struct share *s = find_id(id);
-			if (!s || pid <= 0 || count == 0 || add_holder(s, pid, start, count, true)) {
+			if (!s || pid <= 0) {
+				bad++;
+				continue;
+			}
+			for (uint32_t i = 0; i < s->nholders; i++)
+				if (s->holders[i].pid == pid && s->holders[i].start_time == start) {
+					s->holders[i] = s->holders[--s->nholders];
+					break; /* one entry per process */
+				}
+			if (count && add_holder(s, pid, start, count, true)) {
 				bad++;
 				continue;
 			}
 			holds++;
+			continue;
+		}
+		if (version == 1 && sscanf(line, "state = %" SCNu64 " %u", &id, &state) == 2) {
+			struct share *s = find_id(id);
+			if (!s || (state & ~(TND_CUDA_WITHDRAWN | TND_CUDA_OWNER_GONE))) {
+				bad++;
+				continue;
+			}
+			s->state = state;
+			continue;
+		}
+		if (version == 1 && sscanf(line, "drop = %" SCNu64, &id) == 1) {
+			struct share *s = find_id(id);
+			if (s)
+				unlink_share(s);
 			continue;
 		}
 		bad++;
@@ -280,8 +380,9 @@ static void load(void)
 	fclose(f);
 	if (bad)
 		tnd_warn("%s: %u records ignored", S.path, bad);
-	if (shares)
-		tnd_info("%u CUDA exports and %u holds recovered from %s", shares, holds, S.path);
+	if (S.count)
+		tnd_info("%u CUDA exports recovered from %s (%u export and %u hold records read)",
+			 S.count, S.path, shares, holds);
 	S.poll_until_ns = mono_ns() + DETACH_POLL_NS;
 }
 
@@ -298,6 +399,7 @@ void tnd_cuda_init(const char *dir, bool (*connected)(pid_t pid, uint64_t start_
 
 void tnd_cuda_fini(void)
 {
+	close_log();
 	while (S.shares) {
 		struct share *s = S.shares;
 		S.shares = s->next;
@@ -375,7 +477,9 @@ static bool maybe_remove(struct share *s)
 	if (!(s->state & TND_CUDA_WITHDRAWN) || s->nholders)
 		return false;
 	tnd_debug("CUDA export %s (id %" PRIu64 ") removed", s->rec.name, s->id);
+	uint64_t id = s->id;
 	unlink_share(s);
+	journal(line_drop, &id);
 	return true;
 }
 
@@ -408,7 +512,7 @@ int tnd_cuda_export(const struct tnd_peer *p, const struct tnd_cuda_export *m,
 	s->gid = p->gid;
 	s->created = (uint64_t)time(NULL);
 	link_share(s);
-	save();
+	journal(line_share, s);
 	tnd_debug("CUDA export %s (id %" PRIu64 ") by pid %d: %" PRIu64 " bytes", m->name, s->id,
 		  (int)p->pid, m->storage_bytes);
 	fill(s, ret);
@@ -429,7 +533,9 @@ int tnd_cuda_import(const struct tnd_peer *p, const struct tnd_cuda_ref *m,
 	int r = add_holder(s, p->pid, p->start_time, 1, false);
 	if (r)
 		return r;
-	save();
+	for (uint32_t i = 0; i < s->nholders; i++)
+		if (s->holders[i].pid == p->pid && s->holders[i].start_time == p->start_time)
+			journal_hold(s, p->pid, p->start_time, s->holders[i].count);
 	fill(s, ret);
 	return 0;
 }
@@ -443,10 +549,10 @@ int tnd_cuda_release(const struct tnd_peer *p, const struct tnd_cuda_ref *m)
 		struct holder *h = &s->holders[i];
 		if (h->pid != p->pid || h->start_time != p->start_time)
 			continue;
-		if (--h->count == 0)
+		journal_hold(s, p->pid, p->start_time, --h->count);
+		if (h->count == 0)
 			*h = s->holders[--s->nholders];
 		maybe_remove(s);
-		save();
 		return 0;
 	}
 	return tn__error(TN_ENOENT, "CUDA export \"%.200s\" is not held by pid %d", m->name,
@@ -464,8 +570,8 @@ int tnd_cuda_unexport(const struct tnd_peer *p, const struct tnd_cuda_ref *m,
 				 (int)s->owner_pid);
 	s->state |= TND_CUDA_WITHDRAWN;
 	fill(s, ret);
-	maybe_remove(s);
-	save();
+	if (!maybe_remove(s))
+		journal(line_state, s);
 	return 0;
 }
 
@@ -561,6 +667,6 @@ bool tnd_cuda_sweep(void)
 		changed |= maybe_remove(s);
 	}
 	if (changed)
-		save();
+		snapshot(); /* rare: one rewrite rather than a line per change */
 	return waiting && mono_ns() < S.poll_until_ns;
 }

@@ -2583,8 +2583,17 @@ START_TEST(test_cuda_exports_restart)
 	get_byte(ready[0]);
 	tn_tensord *c = conn();
 	tn_tensord_cuda_export e0, e;
+	/* Enough changes that the table file is rewritten from a snapshot several times: the
+	 * restarted daemon reads a snapshot followed by changes. */
+	struct tnd_cuda_info mine;
+	for (int i = 0; i < 700; i++) {
+		ck_assert_tn_ok(tn__tensord_cuda_import(c, "r", &mine));
+		if (i % 3)
+			ck_assert_tn_ok(tn__tensord_cuda_release(c, "r", mine.id));
+	}
 	ck_assert_tn_ok(cuda_stat(c, "r", &e0));
-	ck_assert_uint_eq(e0.holders, 4);
+	ck_assert_uint_eq(e0.holders, 4 + 234);
+	ck_assert_uint_eq(e0.importers, 3); /* the holder, the dying one and us */
 	daemon_kill9();
 	kill_child(dying); /* dies while no daemon runs */
 	daemon_start();
@@ -2592,6 +2601,11 @@ START_TEST(test_cuda_exports_restart)
 	ck_assert_uint_eq(e.id, e0.id);
 	ck_assert_int_eq(e.owner_pid, owner);
 	ck_assert_uint_eq(e.state, TN_TENSORD_CUDA_DETACHED);
+	wait_holders(c, "r", 1 + 234, 3000);
+	/* Our own holds came back with the table; we give them back. */
+	for (int i = 0; i < 234; i++)
+		ck_assert_tn_ok(tn__tensord_cuda_release(c, "r", mine.id));
+	ck_assert_tn_error_has(tn__tensord_cuda_release(c, "r", mine.id), TN_ENOENT, "not held");
 	wait_holders(c, "r", 1, 3000);
 	/* The holder reconnects (its next request) and releases its hold. */
 	put_byte(go_holder[1]);
