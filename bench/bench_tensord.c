@@ -26,6 +26,7 @@
 #include <tensor.h>
 
 #include "bench_util.h"
+#include "client.h"
 
 #define ROUNDS 7
 
@@ -75,13 +76,15 @@ static int echo_connect(void)
 /* ---- operations ------------------------------------------------------------------------------ */
 
 enum op { OP_ECHO_SMALL, OP_ECHO_STAT, OP_HELLO, OP_STATUS, OP_STAT, OP_OPEN, OP_LOOKUP_RO,
-	  OP_COUNT };
+	  OP_CUDA_HOLD, OP_COUNT };
 static const char *const op_names[] = { "echo 32 B (peer)", "echo 1 KiB (peer)",
 					"connect + hello", "status", "arena stat", "arena open",
-					"read-only lookup" };
-/* Which peer each is compared with: the echo of its request and reply sizes. */
+					"read-only lookup", "CUDA import+release" };
+/* Which peer each is compared with: the echo of its request and reply sizes. A CUDA import
+ * and its release are two exchanges (about 1 KiB and 300 B) and two appends to the daemon's
+ * table file. */
 static const int op_peer[] = { -1, -1, OP_ECHO_SMALL, OP_ECHO_SMALL, OP_ECHO_STAT,
-			       OP_ECHO_SMALL, OP_ECHO_SMALL };
+			       OP_ECHO_SMALL, OP_ECHO_SMALL, OP_ECHO_STAT };
 
 /* Seconds per operation, over @n operations. */
 static double run_op(enum op op, int n)
@@ -130,6 +133,13 @@ static double run_op(enum op op, int n)
 			tn_tensor *t;
 			CHECK(tn_arena_lookup(ro, "w", &t, NULL));
 			tn_tensor_unref(t);
+			break;
+		}
+		case OP_CUDA_HOLD: {
+			/* The daemon's side of tn_cuda_ipc_import and of the storage's release. */
+			struct tnd_cuda_info held;
+			CHECK(tn__tensord_cuda_import(c, "gpu/w", &held));
+			CHECK(tn__tensord_cuda_release(c, "gpu/w", held.id));
 			break;
 		}
 		default:
@@ -214,13 +224,20 @@ int main(int argc, char **argv)
 	CHECK(tn_ones(1, shape, TN_FLOAT32, TN_CPU, &w));
 	CHECK(tn_arena_publish(a, "w", w, 0, NULL));
 	tn_arena_use(NULL);
+	/* A CUDA export record (the daemon never reads the handles: made-up bytes will do). */
+	struct tnd_cuda_export rec = { .name = "gpu/w", .alloc_bytes = 2 << 20,
+				       .storage_bytes = 4096, .dtype = TN_FLOAT32, .ndim = 1,
+				       .sizes = { 1024 }, .strides = { 1 } };
+	memset(rec.mem_handle, 0x5a, sizeof(rec.mem_handle));
+	struct tnd_cuda_info exported;
+	CHECK(tn__tensord_cuda_export(c, &rec, &exported));
 
 	printf("bench_tensord: control-plane operations over tensord's SOCK_SEQPACKET socket\n"
 	       "(medians of %d rounds; peer: a blocking echo server, same message sizes, same run)\n\n",
 	       ROUNDS);
 	printf("%-24s %12s %12s %10s\n", "operation", "us/op", "ops/s", "x echo");
 	double med[OP_COUNT];
-	static const int counts[] = { 20000, 20000, 2000, 20000, 10000, 2000, 10000 };
+	static const int counts[] = { 20000, 20000, 2000, 20000, 10000, 2000, 10000, 10000 };
 	for (int op = 0; op < OP_COUNT; op++) {
 		double v[ROUNDS];
 		run_op((enum op)op, counts[op] / 10); /* warm-up */
@@ -241,6 +258,7 @@ int main(int argc, char **argv)
 			v[r] = run_parallel(par[i], counts[par[i]] / 4, 4);
 		printf("%-24s %12.0f ops/s\n", op_names[par[i]], bench_median(v, ROUNDS));
 	}
+	CHECK(tn__tensord_cuda_unexport(c, "gpu/w", exported.id, &exported));
 	tn_tensor_unref(w);
 	tn_arena_unref(a);
 	CHECK(tn_tensord_arena_destroy(c, "bench", 0));
