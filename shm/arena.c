@@ -18,6 +18,9 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#ifdef __SANITIZE_THREAD__
+#include <sanitizer/tsan_interface.h>
+#endif
 #include <assert.h>
 #include <inttypes.h>
 #include <fcntl.h>
@@ -102,6 +105,13 @@ int tn__arena_lock(tn_arena *a)
 			ts.tv_nsec -= 1000000000;
 		}
 		r = pthread_mutex_timedlock(&a->hdr->lock, &ts);
+#ifdef __SANITIZE_THREAD__
+		/* ThreadSanitizer's pthread_mutex_timedlock records the lock only when it returns
+		 * 0 (its lock and trylock also take EOWNERDEAD): tell it, or it reports our unlock
+		 * of a lock it never saw taken. */
+		if (r == EOWNERDEAD)
+			__tsan_mutex_post_lock(&a->hdr->lock, __tsan_mutex_try_lock, 0);
+#endif
 		if (r == ETIMEDOUT)
 			return tn__error(TN_EBUSY, "arena %s: its lock has been held for over %u ms "
 					 "(by a stopped or stuck process?)", a->path,
