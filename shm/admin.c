@@ -7,6 +7,7 @@
  * more undo log than one free does; a reclaimer killed half way leaves a consistent arena
  * with the slot still attached, and the next reclaim finishes the job.
  */
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,16 +141,9 @@ uint64_t tn__largest_free(const tn_arena *a)
 	return best ? best - BLOCK_HDR : 0;
 }
 
-TN_EXPORT int tn_arena_stat(tn_arena *a, tn_arena_stats *ret)
+/* The figures as they are now (under the lock, or one try of stat_unlocked). */
+static void stat_read(const tn_arena *a, tn_arena_stats *ret)
 {
-	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "tn_arena_stat: not an arena handle of this process");
-	if (!ret)
-		return tn__error(TN_EINVAL, "tn_arena_stat: NULL ret_stats");
-	/* A read-only handle reads without the lock, when no change is under way if it can. */
-	int r = a->read_only ? (tn__quiet_undo(a), 0) : tn__arena_lock(a);
-	if (r)
-		return r;
 	const struct arena_header *h = a->hdr;
 	tn_arena_stats s = {
 		.size = h->size,
@@ -172,9 +166,54 @@ TN_EXPORT int tn_arena_stat(tn_arena *a, tn_arena_stats *ret)
 		.reclaimed_slots = h->reclaimed_slots,
 	};
 	memcpy(s.uuid, a->uuid, sizeof(s.uuid));
-	if (!a->read_only)
-		tn__arena_unlock(a);
 	*ret = s;
+}
+
+/*
+ * A read-only handle never takes the lock: it reads while no change is under way (the undo
+ * log is empty) and believes a reading only when no allocation or free happened across it
+ * (both counters change inside every one, and the log was empty before and after), so that
+ * used_bytes and free_bytes belong together. TN_EBUSY when the heap changed under each of
+ * 1000 tries.
+ */
+static int stat_unlocked(const tn_arena *a, tn_arena_stats *ret)
+{
+	const struct arena_header *h = a->hdr;
+	tn_arena_stats s;
+	for (int i = 0; i < 1000; i++) {
+		if (tn__quiet_undo(a) == 0) {
+			uint64_t na = *(const volatile uint64_t *)&h->num_allocs;
+			uint64_t nf = *(const volatile uint64_t *)&h->num_frees;
+			atomic_thread_fence(memory_order_acquire);
+			stat_read(a, &s);
+			atomic_thread_fence(memory_order_acquire);
+			if (atomic_load_explicit(&h->undo_count, memory_order_acquire) == 0 &&
+			    *(const volatile uint64_t *)&h->num_allocs == na &&
+			    *(const volatile uint64_t *)&h->num_frees == nf &&
+			    s.num_allocs == na && s.num_frees == nf) {
+				*ret = s;
+				return 0;
+			}
+		}
+		sched_yield();
+	}
+	return tn__error(TN_EBUSY, "tn_arena_stat: arena %s changed under each of 1000 readings "
+			 "(a read-only handle reads without the lock)", a->path);
+}
+
+TN_EXPORT int tn_arena_stat(tn_arena *a, tn_arena_stats *ret)
+{
+	if (!tn__arena_ok(a))
+		return tn__error(TN_EBADF, "tn_arena_stat: not an arena handle of this process");
+	if (!ret)
+		return tn__error(TN_EINVAL, "tn_arena_stat: NULL ret_stats");
+	if (a->read_only)
+		return stat_unlocked(a, ret);
+	int r = tn__arena_lock(a);
+	if (r)
+		return r;
+	stat_read(a, ret);
+	tn__arena_unlock(a);
 	return 0;
 }
 
