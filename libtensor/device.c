@@ -240,6 +240,8 @@ TN_EXPORT int tn_cuda_ipc_import(tn_tensord *conn, const char *name, tn_tensor *
 {
 	(void)conn, (void)name, (void)ret_tensor;
 	return no_cuda("tn_cuda_ipc_import");
+}
+
 TN_EXPORT int tn_cuda_host_register(void *ptr, size_t nbytes, unsigned flags)
 {
 	(void)ptr, (void)nbytes, (void)flags;
