@@ -16,55 +16,8 @@
 #define TN_BUILDING_LIBRARY 1
 #include <tensor.h>
 
-#define TN_UNUSED __attribute__((unused))
-#define TN_LIKELY(x) __builtin_expect(!!(x), 1)
-#define TN_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define TN_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-
-/* ---- errors (error.c) ---- */
-
-/* Format the calling thread's last-error message and return @code, so a failure is one line:
- * return tn__error(TN_EINVAL, "...", ...); */
-int tn__error(int code, const char *fmt, ...) TN_PRINTF(2, 3);
-
-/* The code of the calling thread's last tn__error, 0 when the message was cleared since. */
-int tn__last_error_code(void);
-/* How many errors the calling thread has reported: a callee reported one when it changed. */
-uint64_t tn__error_seq(void);
-/* The calling thread's error state, kept across clean-up calls that may set their own
- * (a deleter, a release after a failure). */
-struct tn__saved_error {
-	char message[1024];
-	int code;
-};
-void tn__error_save(struct tn__saved_error *s);
-void tn__error_restore(const struct tn__saved_error *s);
-
-/* Format "[2, 3]" into @buf (always NUL-terminated, truncated with "...]" if too small). */
-void tn__format_shape(char *buf, size_t len, int n, const int64_t *values);
-
-/* ---- memory (alloc.c) ---- */
-
-/* Every allocation the library makes goes through these, so fault injection sees them all. */
-void *tn__malloc(size_t size);
-void *tn__calloc(size_t n, size_t size);
-void tn__free(void *ptr);
-/* True when the injected fault fires for this attempt (counts the attempt). */
-bool tn__fault_fires(void);
-
-/* Handles: structs whose first member is a 32-bit magic. Freed handles get TN_MAGIC_DEAD and
- * sit in a quarantine before their memory is returned, so a stale pointer is refused (EBADF)
- * rather than read after free. */
-#define TN_MAGIC_STORAGE 0x53544f52u /* "STOR" */
-#define TN_MAGIC_TENSOR 0x54454e53u  /* "TENS" */
-#define TN_MAGIC_DEAD 0xdeadbeefu
-void *tn__handle_alloc(size_t size, uint32_t magic);
-void tn__handle_free(void *handle);
-static inline bool tn__handle_is(const void *handle, uint32_t magic)
-{
-	return handle && *(const volatile uint32_t *)handle == magic;
-}
-uint64_t tn__live_handles(void);
+#include "../base/base.h"
+#include "../numa/numa_internal.h"
 
 /* The calling thread's allocator for CPU storages, ahead of the registry (tn_arena_use). */
 void tn__allocator_set_thread(const tn_allocator *allocator);
@@ -103,23 +56,6 @@ int tn__cuda_copy_tensor(tn_tensor *dst, const tn_tensor *src, bool non_blocking
 /* One element of CUDA tensor @t at device address @addr, read into / written from host memory. */
 int tn__cuda_element_read(const tn_tensor *t, const void *addr, void *out);
 int tn__cuda_element_write(tn_tensor *t, void *addr, const void *in);
-
-/* ---- NUMA (numa/) ---- */
-int tn__numa_node_count(void);
-int tn__numa_bind(void *addr, size_t len, int node);
-/* Apply @policy over @nodes to [addr, addr+len) (page aligned) with mbind; with @move, migrate
- * pages already there. Returns 0 or a negative errno; errno is preserved. */
-int tn__numa_apply(void *addr, size_t len, int policy, uint64_t nodes, bool move);
-/* Count the resident pages of [addr, addr+len) per node into ret_pages[0..nnodes-1] with
- * move_pages; pages not yet faulted in are skipped. Returns the pages counted or -errno. */
-int64_t tn__numa_residency(const void *addr, size_t len, size_t page_size, uint64_t *ret_pages,
-			   int nnodes);
-/* The number of OpenMP workers tn_workers_pin bound (libtensor's loops then use that many),
- * 0 when none. The first call outside a parallel region reads TN_PIN_NODE and pins the
- * calling thread's workers when it is set. */
-int tn__pinned_threads(void);
-/* A pthread worker @tid of a TSan build's loops (iter.c) binds itself to its pinned CPU. */
-void tn__pin_worker(int tid);
 
 /* ---- storages and tensors ---- */
 

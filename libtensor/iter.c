@@ -5,9 +5,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "iter.h"
 
@@ -679,171 +676,32 @@ void tn__iter_serial_for_each(const struct tn_iter *it, tn_loop2d_fn loop, void 
 	}
 }
 
-static int num_threads_env = -1;
-
-int tn__num_threads(void)
-{
-	int pinned = tn__pinned_threads();
-	return pinned > 0 ? pinned : tn__default_threads();
-}
-
-int tn__default_threads(void)
-{
-	int n = __atomic_load_n(&num_threads_env, __ATOMIC_RELAXED);
-	if (n < 0) {
-		const char *env = getenv("TN_NUM_THREADS");
-		char *end;
-		long v = env ? strtol(env, &end, 10) : 0;
-		n = (env && *env && !*end && v > 0 && v <= 1024) ? (int)v : 0;
-		__atomic_store_n(&num_threads_env, n, __ATOMIC_RELAXED);
-	}
-#ifdef _OPENMP
-	return n > 0 ? n : omp_get_max_threads();
-#else
-	return 1;
-#endif
-}
-
-#ifdef TN_TSAN
-#include <pthread.h>
-
-struct chunk {
+/* for_each's range of one thread. */
+struct for_each_ctx {
 	const struct tn_iter *it;
 	tn_loop2d_fn loop;
 	void *ctx;
-	int64_t begin, end;
-	int tid;
 };
 
-static void *run_chunk(void *arg)
+static void for_each_range(void *arg, int64_t begin, int64_t end, int tid)
 {
-	struct chunk *c = arg;
-	/* A new thread has its creator's CPU mask: take worker tid's, as libgomp's would have. */
-	tn__pin_worker(c->tid);
-	tn__iter_serial_for_each(c->it, c->loop, c->ctx, c->begin, c->end);
-	return NULL;
+	const struct for_each_ctx *c = arg;
+	(void)tid;
+	tn__iter_serial_for_each(c->it, c->loop, c->ctx, begin, end);
 }
-
-/* ThreadSanitizer does not see libgomp's barriers, so a TSan build runs the same chunks on
- * pthreads, whose joins it understands: the kernels' accesses stay checked. A thread that
- * cannot be started runs its chunk on the caller. */
-static void tsan_parallel(const struct tn_iter *it, tn_loop2d_fn loop, void *ctx, int threads)
-{
-	struct chunk c[64];
-	pthread_t th[64];
-	bool started[64] = { false };
-	if (threads > 64)
-		threads = 64;
-	int64_t per = (it->numel + threads - 1) / threads;
-	for (int t = 0; t < threads; t++) {
-		int64_t b = t * per, e = b + per < it->numel ? b + per : it->numel;
-		c[t] = (struct chunk){ it, loop, ctx, b, e, t };
-		if (t > 0)
-			started[t] = pthread_create(&th[t], NULL, run_chunk, &c[t]) == 0;
-	}
-	run_chunk(&c[0]);
-	for (int t = 1; t < threads; t++) {
-		if (started[t])
-			pthread_join(th[t], NULL);
-		else
-			run_chunk(&c[t]);
-	}
-}
-#endif
 
 void tn__iter_for_each(const struct tn_iter *it, tn_loop2d_fn loop, void *ctx, int64_t grain)
 {
 	int64_t numel = it->numel;
 	int threads = numel > grain ? tn__num_threads() : 1;
-#ifdef _OPENMP
-	/* No nested regions: a loop inside a parallel region runs on its thread. */
-	if (threads > 1 && !omp_in_parallel()) {
+
+	if (threads > 1) {
 		int64_t chunks = (numel + grain - 1) / grain;
 		if (chunks < threads)
 			threads = (int)chunks;
-#ifdef TN_TSAN
-		tsan_parallel(it, loop, ctx, threads);
-		return;
-#endif
-#pragma omp parallel num_threads(threads)
-		{
-			int t = omp_get_thread_num(), nt = omp_get_num_threads();
-			int64_t per = (numel + nt - 1) / nt;
-			int64_t b = (int64_t)t * per, e = b + per < numel ? b + per : numel;
-			tn__iter_serial_for_each(it, loop, ctx, b, e);
-		}
+		struct for_each_ctx c = { it, loop, ctx };
+		tn__parallel_for(numel, threads, for_each_range, &c);
 		return;
 	}
-#endif
-	(void)threads;
 	tn__iter_serial_for_each(it, loop, ctx, 0, numel);
-}
-
-/* ---- reductions ---- */
-
-#ifdef TN_TSAN
-struct range_chunk {
-	tn_range_fn fn;
-	void *ctx;
-	int64_t begin, end;
-	int tid;
-};
-
-static void *run_range(void *arg)
-{
-	struct range_chunk *c = arg;
-	tn__pin_worker(c->tid);
-	c->fn(c->ctx, c->begin, c->end, c->tid);
-	return NULL;
-}
-#endif
-
-int tn__parallel_for(int64_t n, int threads, tn_range_fn fn, void *ctx)
-{
-	if (threads > n)
-		threads = n > 0 ? (int)n : 1;
-#ifdef _OPENMP
-	if (threads > 1 && !omp_in_parallel()) {
-#ifdef TN_TSAN
-		/* As for_each: pthreads, whose joins ThreadSanitizer sees. */
-		struct range_chunk c[64];
-		pthread_t th[64];
-		bool started[64] = { false };
-		if (threads > 64)
-			threads = 64;
-		int64_t per = (n + threads - 1) / threads;
-		for (int t = 0; t < threads; t++) {
-			int64_t b = t * per < n ? t * per : n, e = b + per < n ? b + per : n;
-			c[t] = (struct range_chunk){ fn, ctx, b, e, t };
-			if (t > 0)
-				started[t] = pthread_create(&th[t], NULL, run_range, &c[t]) == 0;
-		}
-		run_range(&c[0]);
-		for (int t = 1; t < threads; t++) {
-			if (started[t])
-				pthread_join(th[t], NULL);
-			else
-				run_range(&c[t]);
-		}
-		return threads;
-#else
-		int used = 1;
-#pragma omp parallel num_threads(threads)
-		{
-			int t = omp_get_thread_num(), nt = omp_get_num_threads();
-			int64_t per = (n + nt - 1) / nt;
-			int64_t b = (int64_t)t * per < n ? (int64_t)t * per : n;
-			int64_t e = b + per < n ? b + per : n;
-			if (t == 0)
-				used = nt;
-			if (b < e)
-				fn(ctx, b, e, t);
-		}
-		return used;
-#endif
-	}
-#endif
-	(void)threads;
-	fn(ctx, 0, n, 0);
-	return 1;
 }

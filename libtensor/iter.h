@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "parallel.h"
 
 #define TN_ITER_MAX_OPERANDS 8
 /* for_each runs serially below this many elements (ATen's GRAIN_SIZE). */
@@ -178,23 +179,5 @@ enum tn_dtype tn__result_type(int n, const enum tn_dtype *dtypes, const enum tn_
 bool tn__can_cast(enum tn_dtype from, enum tn_dtype to);
 /* PyTorch's ScalarType name ("Float", "Long", ...). */
 const char *tn__scalar_type_name(enum tn_dtype dtype);
-
-/* The number of threads for_each uses: the pinned workers' (tn_workers_pin), else
- * tn__default_threads(). */
-int tn__num_threads(void);
-/* TN_NUM_THREADS, else OpenMP's setting. */
-int tn__default_threads(void);
-
-/* ---- reductions ---- */
-
-/* A range of a parallel loop: [begin, end) on thread @tid (0 <= tid < the threads asked). */
-typedef void (*tn_range_fn)(void *ctx, int64_t begin, int64_t end, int tid);
-
-/*
- * Run @fn over [0, @n) split into one contiguous range per thread, on at most @threads OpenMP
- * threads (serially inside a parallel region). The reductions' driver: it splits the outputs,
- * or the input of one output with per-thread partial results. Returns the threads used.
- */
-int tn__parallel_for(int64_t n, int threads, tn_range_fn fn, void *ctx);
 
 #endif /* TN_ITER_H */

@@ -5,7 +5,7 @@
  */
 #include <numaif.h>
 
-#include "../libtensor/internal.h"
+#include "numa_internal.h"
 #include <tensor/numa.h>
 
 int tn__numa_bind(void *addr, size_t len, int node)

@@ -20,7 +20,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../libtensor/internal.h"
+#include <stdatomic.h>
+
+#include "numa_internal.h"
 
 /* ---- the node count of this machine, for the placement helpers ---- */
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Binding the OpenMP workers of libtensor's parallel loops to CPUs (tn_workers_pin), and
- * TN_PIN_NODE, which does it from the environment at the first parallel loop.
+ * The parallel runtime: the loops' thread count, tn__parallel_for, and the binding of the
+ * OpenMP workers of the loops to CPUs (tn_workers_pin), with TN_PIN_NODE, which does it from
+ * the environment at the first parallel loop. Binding uses the topology of numa/ (below).
  *
  * libgomp keeps a pool of threads for each thread that opens parallel regions, and without
  * OMP_PROC_BIND hands worker i of every team the same pool thread. So binding each thread of
@@ -11,7 +12,7 @@
  *
  * The regions here read and write only atomics: ThreadSanitizer does not see libgomp's own
  * synchronisation, and a region that captures no variable gives it nothing to misjudge. A
- * TSan build's loops run on pthreads instead (iter.c), which tn__pin_worker binds.
+ * TSan build's loops run on pthreads instead (tn__parallel_for), which pin_worker binds.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -21,8 +22,8 @@
 #include <omp.h>
 #endif
 
-#include "../libtensor/internal.h"
-#include "../libtensor/iter.h"
+#include "internal.h"
+#include "parallel.h"
 
 /* CPUs a mask covers: sched_setaffinity(2) accepts masks larger than the kernel's. */
 #define MASK_BITS 8192
@@ -232,7 +233,8 @@ TN_EXPORT int tn_workers_pinned(int *ret_cpus, int max)
 	return n;
 }
 
-void tn__pin_worker(int tid)
+/* A pthread worker @tid of a TSan build's loops binds itself to its pinned CPU. */
+static TN_UNUSED void pin_worker(int tid)
 {
 	if (tid > 0 && tid < atomic_load_explicit(&pinned, memory_order_relaxed))
 		bind_self(atomic_load_explicit(&pinned_cpu[tid], memory_order_relaxed));
@@ -305,7 +307,8 @@ out:
 	errno = saved;
 }
 
-int tn__pinned_threads(void)
+/* The number of workers tn_workers_pin bound (the loops then use that many), 0 when none. */
+static int pinned_threads(void)
 {
 	if (TN_UNLIKELY(!atomic_load_explicit(&autopin_done, memory_order_acquire))) {
 #ifdef _OPENMP
@@ -318,4 +321,101 @@ int tn__pinned_threads(void)
 			autopin();
 	}
 	return atomic_load_explicit(&pinned, memory_order_relaxed);
+}
+
+/* ---- the loops' threads ---- */
+
+static int num_threads_env = -1;
+
+int tn__num_threads(void)
+{
+	int n = pinned_threads();
+	return n > 0 ? n : tn__default_threads();
+}
+
+int tn__default_threads(void)
+{
+	int n = __atomic_load_n(&num_threads_env, __ATOMIC_RELAXED);
+	if (n < 0) {
+		const char *env = getenv("TN_NUM_THREADS");
+		char *end;
+		long v = env ? strtol(env, &end, 10) : 0;
+		n = (env && *env && !*end && v > 0 && v <= 1024) ? (int)v : 0;
+		__atomic_store_n(&num_threads_env, n, __ATOMIC_RELAXED);
+	}
+#ifdef _OPENMP
+	return n > 0 ? n : omp_get_max_threads();
+#else
+	return 1;
+#endif
+}
+
+
+#ifdef TN_TSAN
+struct range_chunk {
+	tn_range_fn fn;
+	void *ctx;
+	int64_t begin, end;
+	int tid;
+};
+
+static void *run_range(void *arg)
+{
+	struct range_chunk *c = arg;
+	pin_worker(c->tid);
+	c->fn(c->ctx, c->begin, c->end, c->tid);
+	return NULL;
+}
+#endif
+
+int tn__parallel_for(int64_t n, int threads, tn_range_fn fn, void *ctx)
+{
+	if (threads > n)
+		threads = n > 0 ? (int)n : 1;
+#ifdef _OPENMP
+	if (threads > 1 && !omp_in_parallel()) {
+#ifdef TN_TSAN
+		/* ThreadSanitizer does not see libgomp's barriers, so a TSan build runs the
+		 * same ranges on pthreads, whose joins it understands: the kernels' accesses
+		 * stay checked. A thread that cannot be started runs its range on the caller. */
+		struct range_chunk c[64];
+		pthread_t th[64];
+		bool started[64] = { false };
+		if (threads > 64)
+			threads = 64;
+		int64_t per = (n + threads - 1) / threads;
+		for (int t = 0; t < threads; t++) {
+			int64_t b = t * per < n ? t * per : n, e = b + per < n ? b + per : n;
+			c[t] = (struct range_chunk){ fn, ctx, b, e, t };
+			if (t > 0)
+				started[t] = pthread_create(&th[t], NULL, run_range, &c[t]) == 0;
+		}
+		run_range(&c[0]);
+		for (int t = 1; t < threads; t++) {
+			if (started[t])
+				pthread_join(th[t], NULL);
+			else
+				run_range(&c[t]);
+		}
+		return threads;
+#else
+		int used = 1;
+#pragma omp parallel num_threads(threads)
+		{
+			int t = omp_get_thread_num(), nt = omp_get_num_threads();
+			int64_t per = (n + nt - 1) / nt;
+			int64_t b = (int64_t)t * per < n ? (int64_t)t * per : n;
+			int64_t e = b + per < n ? b + per : n;
+			if (t == 0)
+				used = nt;
+			if (b < e)
+				fn(ctx, b, e, t);
+		}
+		return used;
+#endif
+	}
+#endif
+	(void)threads;
+	fn(ctx, 0, n, 0);
+	return 1;
 }

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include <tensor/version.h>
+
+#include "base.h"
 
 #define TN_ERROR_MSG_MAX 1024
 
@@ -41,15 +43,21 @@ TN_EXPORT void tn_clear_error(void)
 	last_error[0] = '\0';
 }
 
+int tn__verror(int code, const char *fmt, va_list ap)
+{
+	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	last_code = code;
+	error_seq++;
+	return code;
+}
+
 int tn__error(int code, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	tn__verror(code, fmt, ap);
 	va_end(ap);
-	last_code = code;
-	error_seq++;
 	return code;
 }
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Memory: the allocator registry, the CPU allocator with its large-block cache, the library's
- * own metadata allocations, fault injection and the handle quarantine.
+ * The CPU allocator: 64-byte aligned blocks, a per-thread cache of small blocks, and a cache
+ * of large blocks on huge pages, with statistics, a fill mode for debugging and a NUMA node.
  *
  * Why a cache: glibc (like jemalloc and mimalloc) returns a freed 64 MiB block to the kernel,
  * so a loop that makes and drops a tensor of that size pays a page fault for every 4 KiB page
@@ -9,6 +9,7 @@
  * advised for transparent huge pages, and kept on free (up to a byte limit) for the next
  * allocation of the same rounded size.
  */
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -21,55 +22,10 @@
 #define HUGE_PAGE ((size_t)2 << 20)
 #define CACHE_SLOTS 256
 #define DEFAULT_CACHE_LIMIT ((size_t)1 << 30)
-#define QUARANTINE 1024
-
-/* ---- fault injection --------------------------------------------------------------------- */
-
-/* Relaxed is enough: the counters order nothing else, and a test that injects faults drives
- * allocation from one thread. */
-static _Atomic uint64_t fault_attempts;
-static _Atomic uint64_t fault_nth;
-
-TN_EXPORT uint64_t tn_alloc_fail_nth(uint64_t nth)
-{
-	uint64_t attempts = atomic_exchange_explicit(&fault_attempts, 0, memory_order_relaxed);
-	atomic_store_explicit(&fault_nth, nth, memory_order_relaxed);
-	return attempts;
-}
-
-bool tn__fault_fires(void)
-{
-	uint64_t n = atomic_fetch_add_explicit(&fault_attempts, 1, memory_order_relaxed) + 1;
-	uint64_t nth = atomic_load_explicit(&fault_nth, memory_order_relaxed);
-	if (TN_LIKELY(nth == 0) || n != nth)
-		return false;
-	atomic_store_explicit(&fault_nth, 0, memory_order_relaxed);
-	return true;
-}
-
-void *tn__malloc(size_t size)
-{
-	return tn__fault_fires() ? NULL : malloc(size ? size : 1);
-}
-
-void *tn__calloc(size_t n, size_t size)
-{
-	return tn__fault_fires() ? NULL : calloc(n ? n : 1, size ? size : 1);
-}
-
-void tn__free(void *ptr)
-{
-	free(ptr);
-}
-
-/* ---- handles ------------------------------------------------------------------------------- */
-
-static _Atomic uint64_t live_handles;
 
 /*
- * Per-thread state: the handle quarantine and the small-block cache. Both are per thread so
- * that making and dropping a small tensor takes no lock (a process-wide ring behind a mutex
- * cost ~25 ns of a ~100 ns operator). A thread's state is released when the thread exits.
+ * Small blocks are cached per thread so that making and dropping a small tensor takes no lock.
+ * A thread's cache is released when the thread exits.
  */
 #define SMALL_CLASSES 11 /* 64 B, 128 B, ... 64 KiB */
 #define SMALL_MIN_SHIFT 6
@@ -82,135 +38,27 @@ static _Atomic uint64_t live_handles;
 #define SMALL_CACHE 1
 #endif
 
-struct thread_state {
-	void *quarantine[QUARANTINE];
-	unsigned quarantine_next;
-	unsigned small_count[SMALL_CLASSES];
-	void *small[SMALL_CLASSES][SMALL_DEPTH];
+struct small_cache {
+	unsigned count[SMALL_CLASSES];
+	void *block[SMALL_CLASSES][SMALL_DEPTH];
 };
 
-static pthread_key_t state_key;
-static pthread_once_t state_once = PTHREAD_ONCE_INIT;
-static _Thread_local struct thread_state *tls_state;
-static bool state_key_ok;
-
-static void small_release(struct thread_state *ts);
-
-static void state_destroy(void *arg)
+static void small_release(struct small_cache *sc)
 {
-	struct thread_state *ts = arg;
-	for (unsigned i = 0; i < QUARANTINE; i++)
-		free(ts->quarantine[i]);
-	small_release(ts);
-	free(ts);
-}
-
-static void state_key_init(void)
-{
-	state_key_ok = pthread_key_create(&state_key, state_destroy) == 0;
-}
-
-/* The calling thread's state, made on first use; NULL when out of memory (callers then fall
- * back to plain malloc and free). */
-static struct thread_state *thread_state(void)
-{
-	struct thread_state *ts = tls_state;
-	if (TN_LIKELY(ts != NULL))
-		return ts;
-	pthread_once(&state_once, state_key_init);
-	if (!state_key_ok || !(ts = calloc(1, sizeof(*ts))))
-		return NULL;
-	if (pthread_setspecific(state_key, ts) != 0) {
-		free(ts);
-		return NULL;
+	for (unsigned c = 0; c < SMALL_CLASSES; c++) {
+		while (sc->count[c])
+			free(sc->block[c][--sc->count[c]]);
 	}
-	tls_state = ts;
-	return ts;
 }
 
-void *tn__handle_alloc(size_t size, uint32_t magic)
+static void small_cache_destroy(void *arg)
 {
-	/* malloc and memset, not calloc: glibc's calloc bypasses its per-thread cache. */
-	uint32_t *h = tn__malloc(size);
-	if (!h)
-		return NULL;
-	memset(h, 0, size);
-	*h = magic;
-	atomic_fetch_add_explicit(&live_handles, 1, memory_order_relaxed);
-	return h;
+	small_release(arg);
+	free(arg);
 }
 
-void tn__handle_free(void *handle)
-{
-	struct thread_state *ts;
-
-	if (!handle)
-		return;
-	*(volatile uint32_t *)handle = TN_MAGIC_DEAD;
-	atomic_fetch_sub_explicit(&live_handles, 1, memory_order_relaxed);
-	/* The freed handle's memory stays allocated (and marked dead) until QUARANTINE later
-	 * handles have been freed on this thread, so a stale pointer is recognised instead of
-	 * read after free. */
-	if (!(ts = thread_state())) {
-		free(handle);
-		return;
-	}
-	void *old = ts->quarantine[ts->quarantine_next];
-	ts->quarantine[ts->quarantine_next] = handle;
-	ts->quarantine_next = (ts->quarantine_next + 1) % QUARANTINE;
-	free(old);
-}
-
-uint64_t tn__live_handles(void)
-{
-	return atomic_load_explicit(&live_handles, memory_order_relaxed);
-}
-
-/* ---- the registry ---------------------------------------------------------------------------- */
-
-static const tn_allocator cpu_allocator_struct;
-static _Atomic(const tn_allocator *) registry[TN_NUM_DEVICE_TYPES];
-
-static const tn_allocator *default_allocator(enum tn_device_type type)
-{
-	return type == TN_DEVICE_CPU ? &cpu_allocator_struct
-	       : type == TN_DEVICE_CUDA ? tn_cuda_caching_allocator()
-					: NULL;
-}
-
-TN_EXPORT int tn_allocator_set(enum tn_device_type type, const tn_allocator *allocator)
-{
-	if ((unsigned)type >= TN_NUM_DEVICE_TYPES)
-		return tn__error(TN_EINVAL, "tn_allocator_set: invalid device type %d", (int)type);
-	if (type == TN_DEVICE_META)
-		return tn__error(TN_EINVAL, "tn_allocator_set: meta tensors have no memory");
-	if (allocator && (!allocator->alloc || !allocator->free))
-		return tn__error(TN_EINVAL, "tn_allocator_set: allocator '%s' lacks alloc or free",
-				 allocator->name ? allocator->name : "(unnamed)");
-	/* Release pairs with the acquire in tn_allocator_get: a storage made on another thread
-	 * after the switch sees a fully written allocator struct. */
-	atomic_store_explicit(&registry[type], allocator, memory_order_release);
-	return 0;
-}
-
-static _Thread_local const tn_allocator *thread_cpu_allocator;
-
-void tn__allocator_set_thread(const tn_allocator *allocator)
-{
-	thread_cpu_allocator = allocator;
-}
-
-TN_EXPORT const tn_allocator *tn_allocator_get(enum tn_device_type type)
-{
-	if ((unsigned)type >= TN_NUM_DEVICE_TYPES)
-		return NULL;
-	if (type == TN_DEVICE_CPU && thread_cpu_allocator)
-		return thread_cpu_allocator;
-	const tn_allocator *a = atomic_load_explicit(&registry[type], memory_order_acquire);
-	return a ? a : default_allocator(type);
-}
-
-/* ---- the CPU allocator ----------------------------------------------------------------------- */
+TN_THREAD_KEY(small_key, struct small_cache, small_cache_destroy);
+static _Thread_local struct small_cache *tls_small;
 
 struct cache_entry {
 	void *ptr;
@@ -352,11 +200,11 @@ static unsigned small_class(size_t nbytes)
 static void *small_alloc(size_t nbytes)
 {
 	unsigned c = small_class(nbytes);
-	struct thread_state *ts = SMALL_CACHE ? thread_state() : NULL;
+	struct small_cache *sc = SMALL_CACHE ? tn__thread_state(&small_key, &tls_small) : NULL;
 	void *p;
 
-	if (ts && ts->small_count[c])
-		return ts->small[c][--ts->small_count[c]];
+	if (sc && sc->count[c])
+		return sc->block[c][--sc->count[c]];
 	if (posix_memalign(&p, TN_CPU_ALIGNMENT, SMALL_CACHE ? (size_t)1 << (SMALL_MIN_SHIFT + c)
 							    : nbytes))
 		return NULL;
@@ -366,21 +214,13 @@ static void *small_alloc(size_t nbytes)
 static void small_free(void *ptr, size_t nbytes)
 {
 	unsigned c = small_class(nbytes);
-	struct thread_state *ts = SMALL_CACHE ? thread_state() : NULL;
+	struct small_cache *sc = SMALL_CACHE ? tn__thread_state(&small_key, &tls_small) : NULL;
 
-	if (ts && ts->small_count[c] < SMALL_DEPTH) {
-		ts->small[c][ts->small_count[c]++] = ptr;
+	if (sc && sc->count[c] < SMALL_DEPTH) {
+		sc->block[c][sc->count[c]++] = ptr;
 		return;
 	}
 	free(ptr);
-}
-
-static void small_release(struct thread_state *ts)
-{
-	for (unsigned c = 0; c < SMALL_CLASSES; c++) {
-		while (ts->small_count[c])
-			free(ts->small[c][--ts->small_count[c]]);
-	}
 }
 
 static void *cpu_alloc(void *ctx, size_t nbytes)
@@ -546,10 +386,10 @@ TN_EXPORT size_t tn_cpu_allocator_trim(void)
 	released = cache_shrink_locked(0, victims, &n);
 	pthread_mutex_unlock(&cpu.lock);
 	unmap_victims(victims, n);
-	if (tls_state) {
+	if (tls_small) {
 		for (unsigned c = 0; c < SMALL_CLASSES; c++)
-			released += (size_t)tls_state->small_count[c] << (SMALL_MIN_SHIFT + c);
-		small_release(tls_state);
+			released += (size_t)tls_small->count[c] << (SMALL_MIN_SHIFT + c);
+		small_release(tls_small);
 	}
 	return released;
 }
