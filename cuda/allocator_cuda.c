@@ -145,7 +145,7 @@ static int get_cca(struct tn__cca **ret)
 	pthread_mutex_lock(&init_lock);
 	cca = atomic_load_explicit(&global, memory_order_relaxed);
 	if (!cca) {
-		int n = tn_cuda_device_count();
+		int n = tn__cuda_api_device_count();
 		if (n <= 0)
 			r = tn__error(TN_ENODEV, "no CUDA device (cudaGetDeviceCount found none)");
 		else
@@ -167,7 +167,7 @@ static int get_cca_device(int device, struct tn__cca **ret_cca, int *ret_device)
 	return r;
 }
 
-TN_EXPORT int tn_cuda_allocator_stats(int device, tn_cuda_memory_stats *ret)
+int tn__cuda_api_allocator_stats(int device, tn_cuda_memory_stats *ret)
 {
 	if (!ret)
 		return tn__error(TN_EINVAL, "tn_cuda_memory_stats: NULL ret");
@@ -177,7 +177,7 @@ TN_EXPORT int tn_cuda_allocator_stats(int device, tn_cuda_memory_stats *ret)
 	return r ? r : tn__cca_stats(cca, d, ret);
 }
 
-TN_EXPORT int tn_cuda_reset_peak_memory_stats(int device)
+int tn__cuda_api_reset_peak_memory_stats(int device)
 {
 	struct tn__cca *cca;
 	int d;
@@ -185,7 +185,7 @@ TN_EXPORT int tn_cuda_reset_peak_memory_stats(int device)
 	return r ? r : tn__cca_reset_peak(cca, d);
 }
 
-TN_EXPORT int tn_cuda_set_memory_limit(int device, uint64_t bytes)
+int tn__cuda_api_set_memory_limit(int device, uint64_t bytes)
 {
 	struct tn__cca *cca;
 	int d;
@@ -193,7 +193,7 @@ TN_EXPORT int tn_cuda_set_memory_limit(int device, uint64_t bytes)
 	return r ? r : tn__cca_set_limit(cca, d, bytes);
 }
 
-TN_EXPORT int64_t tn_cuda_empty_cache(void)
+int64_t tn__cuda_api_empty_cache(void)
 {
 	/* Before the first allocation nothing is cached: no need to make the instance. */
 	struct tn__cca *cca = atomic_load_explicit(&global, memory_order_acquire);
@@ -233,7 +233,7 @@ static const tn_allocator caching_allocator = {
 	.free = caching_free,
 };
 
-TN_EXPORT const tn_allocator *tn_cuda_caching_allocator(void)
+const tn_allocator *tn__cuda_api_caching_allocator(void)
 {
 	return &caching_allocator;
 }
@@ -264,7 +264,7 @@ int tn__cuda_storage_segment(const tn_storage *storage, void **ret_base, size_t 
 	return r ? r : tn__cca_segment_of(cca, storage->data, ret_base, ret_size);
 }
 
-TN_EXPORT int tn_cuda_record_stream(const tn_storage *storage, tn_cuda_stream stream)
+int tn__cuda_api_record_stream(const tn_storage *storage, tn_cuda_stream stream)
 {
 	if (!tn__handle_is(storage, TN_MAGIC_STORAGE))
 		return tn__error(TN_EBADF, "tn_cuda_record_stream: not a live storage");

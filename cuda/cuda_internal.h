@@ -7,8 +7,36 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../libtensor/internal.h"
+#include "../libtensor/backend.h"
 #include <tensor/cuda.h>
+
+/* The backend's public functions, behind libtensor's tn_cuda_* (backend.h's list). */
+#define TN_X_(ret, name, params, args, fallback) ret tn__cuda_api_##name params;
+TN_CUDA_API_LIST(TN_X_)
+#undef TN_X_
+void tn__cuda_api_event_destroy(tn_cuda_event *event);
+bool tn__cuda_api_tensor_is_pinned(const tn_tensor *t);
+
+/* The backend's device table (backend.c), for the static builds of the tests to register. */
+extern const struct tn__device_ops tn__cuda_device_ops;
+
+/* ---- the device table's entries (runtime.c, ops.c) ---- */
+
+/* Make CUDA device @index the calling thread's current one, saving the previous in *saved;
+ * tn__cuda_device_exit puts it back. TN_ENODEV when there is no such device. */
+int tn__cuda_device_enter(int index, int *saved);
+void tn__cuda_device_exit(int saved);
+/* Run a built iterator's plan on the CUDA device of its first output, on the calling thread's
+ * current stream, computing in @compute (what the CPU loop computes in). */
+int tn__cuda_run(const struct tn_iter *it, enum tn__kernel_family kernel, int op, const void *arg,
+		 enum tn_dtype compute, double divisor);
+/* Every element of CUDA tensor @t set to the element at @elem (t's dtype). */
+int tn__cuda_fill_tensor(tn_tensor *t, const void *elem);
+/* copy_ with a CUDA tensor on either side (host<->device, device<->device, any dtypes). */
+int tn__cuda_copy_tensor(tn_tensor *dst, const tn_tensor *src, bool non_blocking);
+/* One element of CUDA tensor @t at device address @addr, read into / written from host memory. */
+int tn__cuda_element_read(const tn_tensor *t, const void *addr, void *out);
+int tn__cuda_element_write(tn_tensor *t, void *addr, const void *in);
 
 /* Map a CUDA error to a libtensor code, with "@what: CUDA error: <name>: <message>" as the
  * last error; cudaSuccess is 0. Clears CUDA's sticky last error. */

@@ -90,7 +90,7 @@ static int device_uuid(int device, uint8_t out[16])
 /* The ordinal of the device with @uuid in this process, or TN_ENODEV. */
 static int device_of_uuid(const uint8_t uuid[16], int *ret, const char *fn)
 {
-	int n = tn_cuda_device_count();
+	int n = tn__cuda_api_device_count();
 	for (int d = 0; d < n; d++) {
 		uint8_t u[16];
 		if (device_uuid(d, u) == 0 && memcmp(u, uuid, 16) == 0) {
@@ -119,7 +119,7 @@ static void export_free(struct ipc_export *e)
 	free(e);
 }
 
-TN_EXPORT int tn_cuda_ipc_export(tn_tensord *conn, const char *name, const tn_tensor *t,
+int tn__cuda_api_ipc_export(tn_tensord *conn, const char *name, const tn_tensor *t,
 				 unsigned mode)
 {
 	static const char fn[] = "tn_cuda_ipc_export";
@@ -232,7 +232,7 @@ static void park(struct ipc_export *e)
 	pthread_mutex_unlock(&ipc_lock);
 }
 
-TN_EXPORT int tn_cuda_ipc_unexport(tn_tensord *conn, const char *name)
+int tn__cuda_api_ipc_unexport(tn_tensord *conn, const char *name)
 {
 	static const char fn[] = "tn_cuda_ipc_unexport";
 	int r;
@@ -262,7 +262,7 @@ TN_EXPORT int tn_cuda_ipc_unexport(tn_tensord *conn, const char *name)
 	return 0;
 }
 
-TN_EXPORT int64_t tn_cuda_ipc_collect(void)
+int64_t tn__cuda_api_ipc_collect(void)
 {
 	pthread_mutex_lock(&ipc_lock);
 	struct ipc_export *list = withdrawn;
@@ -418,7 +418,7 @@ static int import_local(const struct tnd_cuda_info *info, tn_tensor **ret, const
 	return r;
 }
 
-TN_EXPORT int tn_cuda_ipc_import(tn_tensord *conn, const char *name, tn_tensor **ret)
+int tn__cuda_api_ipc_import(tn_tensord *conn, const char *name, tn_tensor **ret)
 {
 	static const char fn[] = "tn_cuda_ipc_import";
 	int r, saved;

@@ -68,7 +68,7 @@ static int launched(int err, const char *what)
 	return err ? tn__cuda_error((cudaError_t)err, what) : 0;
 }
 
-int tn__cuda_run(const struct tn_iter *it, enum tn__cuda_kernel kernel, int op, const void *arg,
+int tn__cuda_run(const struct tn_iter *it, enum tn__kernel_family kernel, int op, const void *arg,
 		 enum tn_dtype compute, double divisor)
 {
 	struct tn__cuda_plan p;
@@ -82,28 +82,28 @@ int tn__cuda_run(const struct tn_iter *it, enum tn__cuda_kernel kernel, int op, 
 	if ((rc = plan_enter(&p, it->ops[0].tensor->storage->device.index, &saved)) < 0)
 		return rc;
 	switch (kernel) {
-	case TN_CUDA_K_BINARY:
+	case TN_KERNEL_BINARY:
 		rc = launched(tn__cuda_binary(&p, op, arg), "binary kernel");
 		break;
-	case TN_CUDA_K_COMPARE:
+	case TN_KERNEL_COMPARE:
 		rc = launched(tn__cuda_compare(&p, op), "comparison kernel");
 		break;
-	case TN_CUDA_K_UNARY:
+	case TN_KERNEL_UNARY:
 		rc = launched(tn__cuda_unary(&p, op), "unary kernel");
 		break;
-	case TN_CUDA_K_PRED:
+	case TN_KERNEL_PRED:
 		rc = launched(tn__cuda_pred(&p, op), "predicate kernel");
 		break;
-	case TN_CUDA_K_BINARY2:
+	case TN_KERNEL_BINARY2:
 		rc = launched(tn__cuda_binary2(&p, op), "binary kernel");
 		break;
-	case TN_CUDA_K_WHERE:
+	case TN_KERNEL_WHERE:
 		rc = launched(tn__cuda_where(&p), "where kernel");
 		break;
-	case TN_CUDA_K_COPY:
+	case TN_KERNEL_COPY:
 		rc = launched(tn__cuda_copy(&p), "copy kernel");
 		break;
-	case TN_CUDA_K_REDUCE:
+	case TN_KERNEL_REDUCE:
 		rc = launched(tn__cuda_reduce(&p, op, divisor), "reduction kernel");
 		break;
 	default:
@@ -162,7 +162,7 @@ static int memcpy_plain(int device, const tn_tensor *host, void *dst, const void
 			enum cudaMemcpyKind kind, bool non_blocking)
 {
 	const void *hp = kind == cudaMemcpyHostToDevice ? src : dst;
-	if (!non_blocking || n == 0 || !tn_cuda_is_pinned(hp, n))
+	if (!non_blocking || n == 0 || !tn__cuda_api_is_pinned(hp, n))
 		return memcpy_on(device, dst, src, n, kind, !non_blocking);
 	cudaStream_t s;
 	int saved, rc;
@@ -225,7 +225,7 @@ static int copy_h2d(tn_tensor *dst, const tn_tensor *src, bool non_blocking)
 				    cudaMemcpyHostToDevice, non_blocking);
 	if ((rc = temp_like((tn_device){ TN_DEVICE_CPU, 0 }, dst->dtype, dst, &host)) < 0)
 		return rc;
-	if ((rc = tn__copy(host, src, true, "copy_")) < 0)
+	if ((rc = tn__copy_host(host, src)) < 0)
 		goto out;
 	if (dst->contiguous) {
 		rc = memcpy_on(dev, tn__data(dst), tn__data(host),
@@ -271,7 +271,7 @@ static int copy_d2h(tn_tensor *dst, const tn_tensor *src, bool non_blocking)
 			    (size_t)dst->numel * tn__itemsize(dst->dtype), cudaMemcpyDeviceToHost,
 			    true)) < 0)
 		goto out;
-	rc = tn__copy(dst, host, true, "copy_");
+	rc = tn__copy_host(dst, host);
 out:
 	tn_tensor_unref(host);
 	tn_tensor_unref(staged);
@@ -289,7 +289,7 @@ static int copy_d2d_peer(tn_tensor *dst, const tn_tensor *src)
 	    (rc = copy_between(staged, src, false)) < 0)
 		goto out;
 	/* The source's work must be done before the peer copy on the destination's stream. */
-	if ((rc = tn_cuda_stream_synchronize(tn__cuda_current_stream(src->storage->device.index))))
+	if ((rc = tn__cuda_api_stream_synchronize(tn__cuda_current_stream(src->storage->device.index))))
 		goto out;
 	tn_tensor *into = dst;
 	if (!dst->contiguous) {
@@ -329,7 +329,7 @@ static int copy_on_device(tn_tensor *dst, const tn_tensor *src)
 	tn__copy_config(&cfg, dst, src);
 	if ((rc = tn__iter_build(&it, &cfg, "copy_")) < 0)
 		return rc;
-	rc = tn__cuda_run(&it, TN_CUDA_K_COPY, 0, NULL, dst->dtype, 1.0);
+	rc = tn__cuda_run(&it, TN_KERNEL_COPY, 0, NULL, dst->dtype, 1.0);
 	tn__iter_release(&it);
 	return rc;
 }

@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../shm/arena_internal.h"
+#include "../shm/shm.h"
 #include "cuda_internal.h"
 #include "pinned.h"
 
@@ -207,7 +207,7 @@ size_t tn__pinned_count(void)
 	return atomic_load_explicit(&table_count, memory_order_relaxed);
 }
 
-TN_EXPORT bool tn_cuda_is_pinned(const void *ptr, size_t nbytes)
+bool tn__cuda_api_is_pinned(const void *ptr, size_t nbytes)
 {
 	if (!ptr || atomic_load_explicit(&table_count, memory_order_relaxed) == 0)
 		return false;
@@ -217,12 +217,12 @@ TN_EXPORT bool tn_cuda_is_pinned(const void *ptr, size_t nbytes)
 	return hit;
 }
 
-TN_EXPORT bool tn_tensor_is_pinned(const tn_tensor *t)
+bool tn__cuda_api_tensor_is_pinned(const tn_tensor *t)
 {
 	if (!tn__handle_is(t, TN_MAGIC_TENSOR))
 		return false;
 	const tn_storage *s = t->storage;
-	return s->device.type == TN_DEVICE_CPU && s->data && tn_cuda_is_pinned(s->data, s->nbytes);
+	return s->device.type == TN_DEVICE_CPU && s->data && tn__cuda_api_is_pinned(s->data, s->nbytes);
 }
 
 /* ---- deferred release of host storages under asynchronous copies ---- */
@@ -390,7 +390,7 @@ int tn__cuda_defer_release(int device, cudaStream_t stream, tn_storage *storage)
 
 static int need_device(const char *fn)
 {
-	if (tn_cuda_device_count() == 0)
+	if (tn__cuda_api_device_count() == 0)
 		return tn__error(TN_ENODEV, "%s: no CUDA GPUs are available", fn);
 	return 0;
 }
@@ -442,7 +442,7 @@ static int host_unregister(void *ptr, bool arena, const char *fn)
 	return tn__pinned_del(p, fn);
 }
 
-TN_EXPORT int tn_cuda_host_register(void *ptr, size_t nbytes, unsigned flags)
+int tn__cuda_api_host_register(void *ptr, size_t nbytes, unsigned flags)
 {
 	static const char fn[] = "tn_cuda_host_register";
 	int rc;
@@ -456,7 +456,7 @@ TN_EXPORT int tn_cuda_host_register(void *ptr, size_t nbytes, unsigned flags)
 	return host_register(ptr, nbytes, flags, fn);
 }
 
-TN_EXPORT int tn_cuda_host_unregister(void *ptr)
+int tn__cuda_api_host_unregister(void *ptr)
 {
 	static const char fn[] = "tn_cuda_host_unregister";
 	if (!ptr)
@@ -464,91 +464,106 @@ TN_EXPORT int tn_cuda_host_unregister(void *ptr)
 	return host_unregister(ptr, false, fn);
 }
 
-/* Serializes the arena handles' cuda_pinned flags. */
+/* Serializes registering and unregistering arenas' mappings. */
 static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Unregister @a's registered mappings (under arena_lock); the first error is returned. */
-static int arena_unpin(tn_arena *a, const char *fn)
+/* Whether the table holds an arena mapping that starts at @p (what this process pinned with
+ * tn_cuda_arena_register): the table is the record, the arena handle keeps none. */
+static bool arena_pinned(const void *p)
+{
+	pthread_rwlock_rdlock(&table_lock);
+	ptrdiff_t i = p ? tn__pinned_index(&table, (uintptr_t)p) : -1;
+	bool pinned = i >= 0 && (table.r[i].flags & PINNED_ARENA);
+	pthread_rwlock_unlock(&table_lock);
+	return pinned;
+}
+
+/* Unregister @map's registered mappings (under arena_lock); the first error is returned. */
+static int arena_unpin(const struct tn__arena_mapping *map, const char *fn)
 {
 	int rc = 0, r;
-	if ((a->cuda_pinned & TN__ARENA_PINNED_RO) && a->ro) {
-		if ((r = host_unregister(a->ro, true, fn)) && !rc)
-			rc = r;
-		if (!r)
-			a->cuda_pinned &= ~TN__ARENA_PINNED_RO;
-	}
-	if (a->cuda_pinned & TN__ARENA_PINNED_BASE) {
-		if ((r = host_unregister(a->base, true, fn)) && !rc)
-			rc = r;
-		if (!r)
-			a->cuda_pinned &= ~TN__ARENA_PINNED_BASE;
-	}
+	if (arena_pinned(map->ro) && (r = host_unregister(map->ro, true, fn)) && !rc)
+		rc = r;
+	if (arena_pinned(map->base) && (r = host_unregister(map->base, true, fn)) && !rc)
+		rc = r;
 	return rc;
 }
 
-TN_EXPORT int tn_cuda_arena_register(tn_arena *arena)
+/* An arena handle's mappings are about to go: CUDA must forget the pages pinned in them.
+ * Only this process's handles are reported (a fork child never ends an inherited one), and
+ * the child's table starts empty. The caller's last error is kept: the unref succeeds. */
+static void arena_unmapping(struct tn__arena_observer *self, tn_arena *arena,
+			    const struct tn__arena_mapping *map)
+{
+	struct tn__saved_error keep;
+	(void)self, (void)arena;
+	if (!arena_pinned(map->base) && !arena_pinned(map->ro))
+		return;
+	tn__error_save(&keep);
+	pthread_mutex_lock(&arena_lock);
+	(void)arena_unpin(map, "tn_arena_unref");
+	pthread_mutex_unlock(&arena_lock);
+	tn__error_restore(&keep);
+}
+
+static struct tn__arena_observer arena_observer = { arena_unmapping, NULL };
+static pthread_once_t observer_once = PTHREAD_ONCE_INIT;
+
+static void observe_arenas(void)
+{
+	tn__arena_observe(&arena_observer);
+}
+
+int tn__cuda_api_arena_register(tn_arena *arena)
 {
 	static const char fn[] = "tn_cuda_arena_register";
+	struct tn__arena_mapping map;
 	int rc;
 
-	if (!tn__arena_ok(arena))
+	if (tn__arena_mapping(arena, &map) < 0)
 		return tn__error(TN_EINVAL, "%s: not an arena handle of this process", fn);
+	/* Before the first registration: the handle's end must unregister what it pinned. */
+	pthread_once(&observer_once, observe_arenas);
 	pthread_mutex_lock(&arena_lock);
-	const unsigned want = arena->read_only ? TN__ARENA_PINNED_BASE
-					       : TN__ARENA_PINNED_BASE | TN__ARENA_PINNED_RO;
-	if ((arena->cuda_pinned & want) == want) {
+	const bool base_done = arena_pinned(map.base);
+	const bool ro_done = !map.ro || arena_pinned(map.ro);
+	if (base_done && ro_done) {
 		rc = 0; /* once per mapping */
 		goto out;
 	}
 	if ((rc = need_device(fn)))
 		goto out;
 	/* The read-write mapping (the one mapping of a read-only handle, PROT_READ there). */
-	if (!(arena->cuda_pinned & TN__ARENA_PINNED_BASE)) {
-		rc = host_register(arena->base, arena->size,
-				   PINNED_ARENA | (arena->read_only ? TN_CUDA_HOST_READ_ONLY : 0),
-				   fn);
+	if (!base_done) {
+		rc = host_register(map.base, map.size,
+				   PINNED_ARENA | (map.read_only ? TN_CUDA_HOST_READ_ONLY : 0), fn);
 		if (rc)
 			goto out;
-		arena->cuda_pinned |= TN__ARENA_PINNED_BASE;
 	}
 	/* The read-only mapping of sealed tensors: all or nothing with the first. */
-	if ((want & TN__ARENA_PINNED_RO) && !(arena->cuda_pinned & TN__ARENA_PINNED_RO)) {
-		rc = host_register(arena->ro, arena->size, PINNED_ARENA | TN_CUDA_HOST_READ_ONLY,
-				   fn);
+	if (!ro_done) {
+		rc = host_register(map.ro, map.size, PINNED_ARENA | TN_CUDA_HOST_READ_ONLY, fn);
 		if (rc) {
 			char msg[512];
 			snprintf(msg, sizeof(msg), "%s", tn_last_error());
-			(void)arena_unpin(arena, fn);
+			(void)arena_unpin(&map, fn);
 			rc = tn__error(rc, "%s", msg);
 			goto out;
 		}
-		arena->cuda_pinned |= TN__ARENA_PINNED_RO;
 	}
 out:
 	pthread_mutex_unlock(&arena_lock);
 	return rc;
 }
 
-TN_EXPORT int tn_cuda_arena_unregister(tn_arena *arena)
+int tn__cuda_api_arena_unregister(tn_arena *arena)
 {
 	static const char fn[] = "tn_cuda_arena_unregister";
-	if (!tn__arena_ok(arena))
+	struct tn__arena_mapping map;
+	if (tn__arena_mapping(arena, &map) < 0)
 		return tn__error(TN_EINVAL, "%s: not an arena handle of this process", fn);
 	pthread_mutex_lock(&arena_lock);
-	int rc = arena_unpin(arena, fn);
+	int rc = arena_unpin(&map, fn);
 	pthread_mutex_unlock(&arena_lock);
 	return rc;
-}
-
-void tn__cuda_arena_unmapping(tn_arena *a)
-{
-	/* Only this process's registrations: a handle inherited across fork() is never ended
-	 * in the child (tn_arena_unref refuses it), and the flags say what this handle did. */
-	if (!a->cuda_pinned ||
-	    a->fork_gen != atomic_load_explicit(&tn__arena_fork_gen, memory_order_relaxed))
-		return;
-	pthread_mutex_lock(&arena_lock);
-	(void)arena_unpin(a, "tn_arena_unref");
-	a->cuda_pinned = 0; /* the mappings go now, whatever CUDA said */
-	pthread_mutex_unlock(&arena_lock);
 }

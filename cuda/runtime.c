@@ -50,7 +50,7 @@ int tn__cuda_error(cudaError_t err, const char *what)
 
 static int device_count(void)
 {
-	int n = tn_cuda_device_count();
+	int n = tn__cuda_api_device_count();
 	return n > MAX_DEVICES ? MAX_DEVICES : n;
 }
 
@@ -71,7 +71,7 @@ int tn__cuda_resolve_device(int device, int *ret)
 	return 0;
 }
 
-TN_EXPORT int tn_cuda_device_count(void)
+int tn__cuda_api_device_count(void)
 {
 	int n = 0;
 	/* No driver, no device or a driver older than the runtime: all mean "no CUDA here". */
@@ -82,7 +82,7 @@ TN_EXPORT int tn_cuda_device_count(void)
 	return n;
 }
 
-TN_EXPORT int tn_cuda_get_device_properties(int device, tn_cuda_device_properties *ret)
+int tn__cuda_api_get_device_properties(int device, tn_cuda_device_properties *ret)
 {
 	struct cudaDeviceProp p;
 	int rc;
@@ -112,13 +112,13 @@ TN_EXPORT int tn_cuda_get_device_properties(int device, tn_cuda_device_propertie
 	return 0;
 }
 
-TN_EXPORT int tn_cuda_set_device(int device)
+int tn__cuda_api_set_device(int device)
 {
 	int rc = tn__cuda_resolve_device(device, &device);
 	return rc < 0 ? rc : tn__cuda_error(cudaSetDevice(device), "cudaSetDevice");
 }
 
-TN_EXPORT int tn_cuda_current_device(int *ret_device)
+int tn__cuda_api_current_device(int *ret_device)
 {
 	if (!ret_device)
 		return tn__error(TN_EINVAL, "tn_cuda_current_device: NULL ret_device");
@@ -164,7 +164,7 @@ void tn__cuda_device_exit(int saved)
 		(void)cudaSetDevice(saved);
 }
 
-TN_EXPORT int tn_cuda_synchronize(int device)
+int tn__cuda_api_synchronize(int device)
 {
 	struct guard g;
 	int rc;
@@ -177,7 +177,7 @@ TN_EXPORT int tn_cuda_synchronize(int device)
 	return rc;
 }
 
-TN_EXPORT int tn_cuda_mem_get_info(int device, size_t *ret_free, size_t *ret_total)
+int tn__cuda_api_mem_get_info(int device, size_t *ret_free, size_t *ret_total)
 {
 	struct guard g;
 	size_t f = 0, t = 0;
@@ -277,7 +277,7 @@ int tn__cuda_stream_get(tn_cuda_stream s, cudaStream_t *ret)
 	return 0;
 }
 
-TN_EXPORT tn_cuda_stream tn_cuda_default_stream(int device)
+tn_cuda_stream tn__cuda_api_default_stream(int device)
 {
 	if (device == -1 && cudaGetDevice(&device) != cudaSuccess) {
 		(void)cudaGetLastError();
@@ -286,7 +286,7 @@ TN_EXPORT tn_cuda_stream tn_cuda_default_stream(int device)
 	return (tn_cuda_stream){ device, 0 };
 }
 
-TN_EXPORT int tn_cuda_stream_from_pool(int device, bool high_priority, tn_cuda_stream *ret)
+int tn__cuda_api_stream_from_pool(int device, bool high_priority, tn_cuda_stream *ret)
 {
 	int rc;
 	if (!ret)
@@ -308,7 +308,7 @@ tn_cuda_stream tn__cuda_current_stream(int device)
 	return (tn_cuda_stream){ device, current_slot[device] };
 }
 
-TN_EXPORT int tn_cuda_current_stream(int device, tn_cuda_stream *ret)
+int tn__cuda_api_current_stream(int device, tn_cuda_stream *ret)
 {
 	int rc;
 	if (!ret)
@@ -319,7 +319,7 @@ TN_EXPORT int tn_cuda_current_stream(int device, tn_cuda_stream *ret)
 	return 0;
 }
 
-TN_EXPORT int tn_cuda_set_current_stream(tn_cuda_stream stream)
+int tn__cuda_api_set_current_stream(tn_cuda_stream stream)
 {
 	cudaStream_t h;
 	int rc = tn__cuda_stream_get(stream, &h); /* a pool stream must exist to be current */
@@ -329,7 +329,7 @@ TN_EXPORT int tn_cuda_set_current_stream(tn_cuda_stream stream)
 	return 0;
 }
 
-TN_EXPORT int tn_cuda_stream_synchronize(tn_cuda_stream stream)
+int tn__cuda_api_stream_synchronize(tn_cuda_stream stream)
 {
 	cudaStream_t h;
 	struct guard g;
@@ -343,7 +343,7 @@ TN_EXPORT int tn_cuda_stream_synchronize(tn_cuda_stream stream)
 	return rc;
 }
 
-TN_EXPORT int tn_cuda_stream_query(tn_cuda_stream stream)
+int tn__cuda_api_stream_query(tn_cuda_stream stream)
 {
 	cudaStream_t h;
 	struct guard g;
@@ -359,7 +359,7 @@ TN_EXPORT int tn_cuda_stream_query(tn_cuda_stream stream)
 	return err == cudaSuccess ? 1 : tn__cuda_error(err, "cudaStreamQuery");
 }
 
-TN_EXPORT int tn_cuda_stream_handle(tn_cuda_stream stream, void **ret_handle)
+int tn__cuda_api_stream_handle(tn_cuda_stream stream, void **ret_handle)
 {
 	cudaStream_t h;
 	int rc;
@@ -382,7 +382,7 @@ struct tn_cuda_event {
 	bool created;
 };
 
-TN_EXPORT int tn_cuda_event_create(unsigned flags, tn_cuda_event **ret_event)
+int tn__cuda_api_event_create(unsigned flags, tn_cuda_event **ret_event)
 {
 	const unsigned all = TN_CUDA_EVENT_TIMING | TN_CUDA_EVENT_BLOCKING |
 			     TN_CUDA_EVENT_INTERPROCESS;
@@ -402,7 +402,7 @@ TN_EXPORT int tn_cuda_event_create(unsigned flags, tn_cuda_event **ret_event)
 	return 0;
 }
 
-TN_EXPORT void tn_cuda_event_destroy(tn_cuda_event *event)
+void tn__cuda_api_event_destroy(tn_cuda_event *event)
 {
 	if (!event)
 		return;
@@ -416,7 +416,7 @@ TN_EXPORT void tn_cuda_event_destroy(tn_cuda_event *event)
 	tn__free(event);
 }
 
-TN_EXPORT int tn_cuda_event_record(tn_cuda_event *event, tn_cuda_stream stream)
+int tn__cuda_api_event_record(tn_cuda_event *event, tn_cuda_stream stream)
 {
 	cudaStream_t h;
 	struct guard g;
@@ -451,7 +451,7 @@ TN_EXPORT int tn_cuda_event_record(tn_cuda_event *event, tn_cuda_stream stream)
 	return rc;
 }
 
-TN_EXPORT int tn_cuda_event_query(tn_cuda_event *event)
+int tn__cuda_api_event_query(tn_cuda_event *event)
 {
 	if (!event)
 		return tn__error(TN_EINVAL, "tn_cuda_event_query: NULL event");
@@ -465,7 +465,7 @@ TN_EXPORT int tn_cuda_event_query(tn_cuda_event *event)
 	return err == cudaSuccess ? 1 : tn__cuda_error(err, "cudaEventQuery");
 }
 
-TN_EXPORT int tn_cuda_event_synchronize(tn_cuda_event *event)
+int tn__cuda_api_event_synchronize(tn_cuda_event *event)
 {
 	if (!event)
 		return tn__error(TN_EINVAL, "tn_cuda_event_synchronize: NULL event");
@@ -474,7 +474,7 @@ TN_EXPORT int tn_cuda_event_synchronize(tn_cuda_event *event)
 	return tn__cuda_error(cudaEventSynchronize(event->event), "cudaEventSynchronize");
 }
 
-TN_EXPORT int tn_cuda_stream_wait_event(tn_cuda_stream stream, tn_cuda_event *event)
+int tn__cuda_api_stream_wait_event(tn_cuda_stream stream, tn_cuda_event *event)
 {
 	cudaStream_t h;
 	struct guard g;
@@ -492,7 +492,7 @@ TN_EXPORT int tn_cuda_stream_wait_event(tn_cuda_stream stream, tn_cuda_event *ev
 	return rc;
 }
 
-TN_EXPORT int tn_cuda_event_elapsed_ms(tn_cuda_event *start, tn_cuda_event *end, float *ret_ms)
+int tn__cuda_api_event_elapsed_ms(tn_cuda_event *start, tn_cuda_event *end, float *ret_ms)
 {
 	if (!start || !end || !ret_ms)
 		return tn__error(TN_EINVAL, "tn_cuda_event_elapsed_ms: NULL argument");

@@ -4,15 +4,25 @@
  * and a per-thread override of the CPU one (tn_arena_use makes a thread's new CPU storages
  * come from an arena).
  */
-#include "internal.h"
+#include "backend.h"
 
 static _Atomic(const tn_allocator *) registry[TN_NUM_DEVICE_TYPES];
 
+/* The CPU's own, a backend's (loading it: the first allocation on a device is a first use),
+ * none for Meta. Asking leaves the caller's last error as it was. */
 static const tn_allocator *default_allocator(enum tn_device_type type)
 {
-	return type == TN_DEVICE_CPU ? tn_cpu_allocator()
-	       : type == TN_DEVICE_CUDA ? tn_cuda_caching_allocator()
-					: NULL;
+	const struct tn__device_ops *dev;
+	struct tn__saved_error keep;
+
+	if (type == TN_DEVICE_CPU)
+		return tn_cpu_allocator();
+	if (type == TN_DEVICE_META)
+		return NULL;
+	tn__error_save(&keep);
+	int r = tn__device_get(type, &dev, "tn_allocator_get");
+	tn__error_restore(&keep);
+	return r < 0 ? NULL : dev->allocator();
 }
 
 TN_EXPORT int tn_allocator_set(enum tn_device_type type, const tn_allocator *allocator)

@@ -14,6 +14,7 @@
  */
 #include <string.h>
 
+#include "backend.h"
 #include "binary_internal.h"
 #include "ops_kernels.h"
 
@@ -258,10 +259,12 @@ static int binary_trivial(bool cmp, int op, tn_tensor *out, const tn_tensor *a,
 
 /*
  * The one implementation: out = a OP (alpha *) b. @out NULL allocates (functional), @out == a
- * is in place. @b_scalar, when not NULL, replaces @b. @run false builds only (Meta).
+ * is in place. @b_scalar, when not NULL, replaces @b. @key is the dispatch key of the kernel
+ * (tn__key_runs).
  */
 static int binary_impl(bool cmp, int op, tn_tensor *out, const tn_tensor *a, const tn_tensor *b,
-		       const tn_scalar *b_scalar, tn_scalar alpha, bool run, tn_tensor **ret)
+		       const tn_scalar *b_scalar, tn_scalar alpha, enum tn_dispatch_key key,
+		       tn_tensor **ret)
 {
 	const char *who = cmp ? cmp_names[op] : op_names[op];
 	struct tn_iter_config cfg;
@@ -269,7 +272,8 @@ static int binary_impl(bool cmp, int op, tn_tensor *out, const tn_tensor *a, con
 	tn_tensor *wrapped = NULL;
 	int rc;
 
-	if (run && (rc = binary_trivial(cmp, op, out, a, b, b_scalar, alpha, ret, who)) != 0)
+	if (key == TN_KEY_CPU &&
+	    (rc = binary_trivial(cmp, op, out, a, b, b_scalar, alpha, ret, who)) != 0)
 		return rc < 0 ? rc : 0;
 	if (b_scalar) {
 		if ((rc = tn__wrap_scalar(*b_scalar, a, &wrapped)) < 0)
@@ -298,12 +302,12 @@ static int binary_impl(bool cmp, int op, tn_tensor *out, const tn_tensor *a, con
 	struct bin_ctx c;
 	if ((rc = binary_setup(cmp, op, ct, it.ops[1].dtype, it.ops[2].dtype, alpha, &c)) < 0)
 		goto out;
-	if (run && it.numel > 0 && tn__is_cuda(it.ops[0].tensor)) {
-		rc = cmp ? tn__cuda_run(&it, TN_CUDA_K_COMPARE, op, NULL, ct, 1.0)
-			 : tn__cuda_run(&it, TN_CUDA_K_BINARY, op, &c.alpha, ct, 1.0);
+	if (tn__key_on_backend(key) && it.numel > 0) {
+		rc = cmp ? tn__device_run(key, &it, TN_KERNEL_COMPARE, op, NULL, ct, 1.0)
+			 : tn__device_run(key, &it, TN_KERNEL_BINARY, op, &c.alpha, ct, 1.0);
 		if (rc < 0)
 			goto out;
-	} else if (run && it.numel > 0) {
+	} else if (key == TN_KEY_CPU && it.numel > 0) {
 		if (cmp)
 			c.cmp = (tn__compare_fn)tn__stub_get(&tn__compare_stub);
 		else
@@ -320,15 +324,16 @@ out:
 }
 
 static int binary(int op, tn_tensor *out, const tn_tensor *a, const tn_tensor *b,
-		  const tn_scalar *b_scalar, tn_scalar alpha, bool run, tn_tensor **ret)
+		  const tn_scalar *b_scalar, tn_scalar alpha, enum tn_dispatch_key key,
+		  tn_tensor **ret)
 {
-	return binary_impl(false, op, out, a, b, b_scalar, alpha, run, ret);
+	return binary_impl(false, op, out, a, b, b_scalar, alpha, key, ret);
 }
 
 static int compare(int op, tn_tensor *out, const tn_tensor *a, const tn_tensor *b,
-		   const tn_scalar *b_scalar, bool run, tn_tensor **ret)
+		   const tn_scalar *b_scalar, enum tn_dispatch_key key, tn_tensor **ret)
 {
-	return binary_impl(true, op, out, a, b, b_scalar, tn_scalar_int(1), run, ret);
+	return binary_impl(true, op, out, a, b, b_scalar, tn_scalar_int(1), key, ret);
 }
 
 static int need_ret(void *ret, const char *who)
@@ -338,160 +343,110 @@ static int need_ret(void *ret, const char *who)
 
 #define need_out tn__check_live
 
-/* The kernels of the table: per operator, functional / out= / in place / Scalar, CPU and Meta. */
-#define ALPHA_KERNELS(NAME, OP)                                                              \
-	static int NAME##_fn(const tn_tensor *self, const tn_tensor *other, tn_scalar alpha,    \
-			     bool run, tn_tensor **ret)                                         \
-	{                                                                                    \
-		int rc = need_ret(ret, #NAME);                                               \
-		return rc ? rc : binary(OP, NULL, self, other, NULL, alpha, run, ret);        \
-	}                                                                                    \
-	int tn__##NAME##_cpu(const tn_tensor *self, const tn_tensor *other, tn_scalar alpha,    \
-			     tn_tensor **ret_tensor)                                            \
-	{                                                                                    \
-		return NAME##_fn(self, other, alpha, true, ret_tensor);                       \
-	}                                                                                    \
-	int tn__##NAME##_meta(const tn_tensor *self, const tn_tensor *other, tn_scalar alpha,   \
-			      tn_tensor **ret_tensor)                                           \
-	{                                                                                    \
-		return NAME##_fn(self, other, alpha, false, ret_tensor);                      \
-	}                                                                                    \
-	int tn__##NAME##_out_cpu(const tn_tensor *self, const tn_tensor *other, tn_scalar alpha, \
-				 tn_tensor *out)                                                \
-	{                                                                                    \
-		int rc = need_out(out, #NAME);                                               \
-		return rc ? rc : binary(OP, out, self, other, NULL, alpha, true, NULL);       \
-	}                                                                                    \
-	int tn__##NAME##_out_meta(const tn_tensor *self, const tn_tensor *other,                \
-				  tn_scalar alpha, tn_tensor *out)                              \
-	{                                                                                    \
-		int rc = need_out(out, #NAME);                                               \
-		return rc ? rc : binary(OP, out, self, other, NULL, alpha, false, NULL);      \
-	}                                                                                    \
-	int tn__##NAME##__cpu(tn_tensor *self, const tn_tensor *other, tn_scalar alpha)         \
-	{                                                                                    \
-		int rc = need_out(self, #NAME "_");                                          \
-		return rc ? rc : binary(OP, self, self, other, NULL, alpha, true, NULL);      \
-	}                                                                                    \
-	int tn__##NAME##__meta(tn_tensor *self, const tn_tensor *other, tn_scalar alpha)        \
-	{                                                                                    \
-		int rc = need_out(self, #NAME "_");                                          \
-		return rc ? rc : binary(OP, self, self, other, NULL, alpha, false, NULL);     \
-	}                                                                                    \
-	int tn__##NAME##_scalar_cpu(const tn_tensor *self, tn_scalar other, tn_scalar alpha,    \
-				    tn_tensor **ret_tensor)                                     \
+/*
+ * The kernels of the table: per operator, functional / out= / in place / Scalar, for each
+ * dispatch key (SUFFIX cpu, cuda, meta; KEY its enum value).
+ */
+#define ALPHA_KERNELS_KEY(NAME, OP, SUFFIX, KEY)                                             \
+	int tn__##NAME##_##SUFFIX(const tn_tensor *self, const tn_tensor *other,                \
+				  tn_scalar alpha, tn_tensor **ret_tensor)                      \
 	{                                                                                    \
 		int rc = need_ret(ret_tensor, #NAME);                                        \
-		return rc ? rc : binary(OP, NULL, self, NULL, &other, alpha, true, ret_tensor); \
+		return rc ? rc : binary(OP, NULL, self, other, NULL, alpha, KEY, ret_tensor); \
 	}                                                                                    \
-	int tn__##NAME##_scalar_meta(const tn_tensor *self, tn_scalar other, tn_scalar alpha,   \
-				     tn_tensor **ret_tensor)                                    \
+	int tn__##NAME##_out_##SUFFIX(const tn_tensor *self, const tn_tensor *other,            \
+				      tn_scalar alpha, tn_tensor *out)                          \
+	{                                                                                    \
+		int rc = need_out(out, #NAME);                                               \
+		return rc ? rc : binary(OP, out, self, other, NULL, alpha, KEY, NULL);        \
+	}                                                                                    \
+	int tn__##NAME##__##SUFFIX(tn_tensor *self, const tn_tensor *other, tn_scalar alpha)    \
+	{                                                                                    \
+		int rc = need_out(self, #NAME "_");                                          \
+		return rc ? rc : binary(OP, self, self, other, NULL, alpha, KEY, NULL);       \
+	}                                                                                    \
+	int tn__##NAME##_scalar_##SUFFIX(const tn_tensor *self, tn_scalar other,                \
+					 tn_scalar alpha, tn_tensor **ret_tensor)               \
 	{                                                                                    \
 		int rc = need_ret(ret_tensor, #NAME);                                        \
-		return rc ? rc                                                               \
-			  : binary(OP, NULL, self, NULL, &other, alpha, false, ret_tensor);   \
+		return rc ? rc : binary(OP, NULL, self, NULL, &other, alpha, KEY, ret_tensor); \
 	}
 
-#define PLAIN_KERNELS(NAME, OP)                                                              \
-	int tn__##NAME##_cpu(const tn_tensor *self, const tn_tensor *other, tn_tensor **ret_tensor) \
+#define PLAIN_KERNELS_KEY(NAME, OP, SUFFIX, KEY)                                             \
+	int tn__##NAME##_##SUFFIX(const tn_tensor *self, const tn_tensor *other,                \
+				  tn_tensor **ret_tensor)                                       \
 	{                                                                                    \
 		int rc = need_ret(ret_tensor, #NAME);                                        \
 		return rc ? rc                                                               \
-			  : binary(OP, NULL, self, other, NULL, tn_scalar_int(1), true,       \
+			  : binary(OP, NULL, self, other, NULL, tn_scalar_int(1), KEY,        \
 				   ret_tensor);                                                \
 	}                                                                                    \
-	int tn__##NAME##_meta(const tn_tensor *self, const tn_tensor *other,                    \
-			      tn_tensor **ret_tensor)                                           \
-	{                                                                                    \
-		int rc = need_ret(ret_tensor, #NAME);                                        \
-		return rc ? rc                                                               \
-			  : binary(OP, NULL, self, other, NULL, tn_scalar_int(1), false,      \
-				   ret_tensor);                                                \
-	}                                                                                    \
-	int tn__##NAME##_out_cpu(const tn_tensor *self, const tn_tensor *other, tn_tensor *out) \
+	int tn__##NAME##_out_##SUFFIX(const tn_tensor *self, const tn_tensor *other,            \
+				      tn_tensor *out)                                           \
 	{                                                                                    \
 		int rc = need_out(out, #NAME);                                               \
-		return rc ? rc : binary(OP, out, self, other, NULL, tn_scalar_int(1), true, NULL); \
+		return rc ? rc : binary(OP, out, self, other, NULL, tn_scalar_int(1), KEY, NULL); \
 	}                                                                                    \
-	int tn__##NAME##_out_meta(const tn_tensor *self, const tn_tensor *other, tn_tensor *out) \
-	{                                                                                    \
-		int rc = need_out(out, #NAME);                                               \
-		return rc ? rc                                                               \
-			  : binary(OP, out, self, other, NULL, tn_scalar_int(1), false, NULL); \
-	}                                                                                    \
-	int tn__##NAME##__cpu(tn_tensor *self, const tn_tensor *other)                          \
+	int tn__##NAME##__##SUFFIX(tn_tensor *self, const tn_tensor *other)                     \
 	{                                                                                    \
 		int rc = need_out(self, #NAME "_");                                          \
-		return rc ? rc                                                               \
-			  : binary(OP, self, self, other, NULL, tn_scalar_int(1), true, NULL); \
+		return rc ? rc : binary(OP, self, self, other, NULL, tn_scalar_int(1), KEY, NULL); \
 	}                                                                                    \
-	int tn__##NAME##__meta(tn_tensor *self, const tn_tensor *other)                         \
-	{                                                                                    \
-		int rc = need_out(self, #NAME "_");                                          \
-		return rc ? rc                                                               \
-			  : binary(OP, self, self, other, NULL, tn_scalar_int(1), false, NULL); \
-	}                                                                                    \
-	int tn__##NAME##_scalar_cpu(const tn_tensor *self, tn_scalar other, tn_tensor **ret_tensor) \
+	int tn__##NAME##_scalar_##SUFFIX(const tn_tensor *self, tn_scalar other,                \
+					 tn_tensor **ret_tensor)                                \
 	{                                                                                    \
 		int rc = need_ret(ret_tensor, #NAME);                                        \
 		return rc ? rc                                                               \
-			  : binary(OP, NULL, self, NULL, &other, tn_scalar_int(1), true,      \
-				   ret_tensor);                                                \
-	}                                                                                    \
-	int tn__##NAME##_scalar_meta(const tn_tensor *self, tn_scalar other,                    \
-				     tn_tensor **ret_tensor)                                    \
-	{                                                                                    \
-		int rc = need_ret(ret_tensor, #NAME);                                        \
-		return rc ? rc                                                               \
-			  : binary(OP, NULL, self, NULL, &other, tn_scalar_int(1), false,     \
+			  : binary(OP, NULL, self, NULL, &other, tn_scalar_int(1), KEY,       \
 				   ret_tensor);                                                \
 	}
+
+#define ALPHA_KERNELS(NAME, OP) TN_FOR_EACH_KEY(ALPHA_KERNELS_KEY, NAME, OP)
+#define PLAIN_KERNELS(NAME, OP) TN_FOR_EACH_KEY(PLAIN_KERNELS_KEY, NAME, OP)
 
 ALPHA_KERNELS(add, TN_BINOP_ADD)
 ALPHA_KERNELS(sub, TN_BINOP_SUB)
 PLAIN_KERNELS(mul, TN_BINOP_MUL)
 PLAIN_KERNELS(div, TN_BINOP_DIV)
 
-/* Comparisons: .Tensor, .Scalar, .Tensor_out, .Scalar_out, _.Tensor, _.Scalar; CPU and Meta. */
-#define CMP_KERNELS_RUN(NAME, OP, SUFFIX, RUN)                                               \
+/* Comparisons: .Tensor, .Scalar, .Tensor_out, .Scalar_out, _.Tensor, _.Scalar; each key. */
+#define CMP_KERNELS_RUN(NAME, OP, SUFFIX, KEY)                                               \
 	int tn__##NAME##_##SUFFIX(const tn_tensor *self, const tn_tensor *other,                \
 				  tn_tensor **ret_tensor)                                       \
 	{                                                                                    \
 		int rc = need_ret(ret_tensor, #NAME);                                        \
-		return rc ? rc : compare(OP, NULL, self, other, NULL, RUN, ret_tensor);       \
+		return rc ? rc : compare(OP, NULL, self, other, NULL, KEY, ret_tensor);       \
 	}                                                                                    \
 	int tn__##NAME##_scalar_##SUFFIX(const tn_tensor *self, tn_scalar other,                \
 					 tn_tensor **ret_tensor)                                \
 	{                                                                                    \
 		int rc = need_ret(ret_tensor, #NAME);                                        \
-		return rc ? rc : compare(OP, NULL, self, NULL, &other, RUN, ret_tensor);      \
+		return rc ? rc : compare(OP, NULL, self, NULL, &other, KEY, ret_tensor);      \
 	}                                                                                    \
 	int tn__##NAME##_out_##SUFFIX(const tn_tensor *self, const tn_tensor *other,            \
 				      tn_tensor *out)                                           \
 	{                                                                                    \
 		int rc = need_out(out, #NAME);                                               \
-		return rc ? rc : compare(OP, out, self, other, NULL, RUN, NULL);              \
+		return rc ? rc : compare(OP, out, self, other, NULL, KEY, NULL);              \
 	}                                                                                    \
 	int tn__##NAME##_scalar_out_##SUFFIX(const tn_tensor *self, tn_scalar other,            \
 					     tn_tensor *out)                                    \
 	{                                                                                    \
 		int rc = need_out(out, #NAME);                                               \
-		return rc ? rc : compare(OP, out, self, NULL, &other, RUN, NULL);             \
+		return rc ? rc : compare(OP, out, self, NULL, &other, KEY, NULL);             \
 	}                                                                                    \
 	int tn__##NAME##__##SUFFIX(tn_tensor *self, const tn_tensor *other)                     \
 	{                                                                                    \
 		int rc = need_out(self, #NAME "_");                                          \
-		return rc ? rc : compare(OP, self, self, other, NULL, RUN, NULL);             \
+		return rc ? rc : compare(OP, self, self, other, NULL, KEY, NULL);             \
 	}                                                                                    \
 	int tn__##NAME##_scalar__##SUFFIX(tn_tensor *self, tn_scalar other)                     \
 	{                                                                                    \
 		int rc = need_out(self, #NAME "_");                                          \
-		return rc ? rc : compare(OP, self, self, NULL, &other, RUN, NULL);            \
+		return rc ? rc : compare(OP, self, self, NULL, &other, KEY, NULL);            \
 	}
 
-#define CMP_KERNELS(NAME, OP)                    \
-	CMP_KERNELS_RUN(NAME, OP, cpu, true)     \
-	CMP_KERNELS_RUN(NAME, OP, meta, false)
+#define CMP_KERNELS(NAME, OP) TN_FOR_EACH_KEY(CMP_KERNELS_RUN, NAME, OP)
 
 CMP_KERNELS(eq, TN_CMP_EQ)
 CMP_KERNELS(ne, TN_CMP_NE)

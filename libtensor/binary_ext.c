@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "backend.h"
 #include "binary_internal.h"
 #include "ops_kernels.h"
 
@@ -234,10 +235,12 @@ static int check_exponent(enum tn_dtype ct, tn_scalar e)
 
 /*
  * out = a OP b for operator @x: @out NULL allocates (functional), @out == a is in place. A
- * Scalar replaces a (@a_scalar) or b (@b_scalar). @run false builds only (Meta).
+ * Scalar replaces a (@a_scalar) or b (@b_scalar). @key is the kernel's dispatch key
+ * (tn__key_runs).
  */
 static int ext(int x, tn_tensor *out, const tn_tensor *a, const tn_scalar *a_scalar,
-	       const tn_tensor *b, const tn_scalar *b_scalar, bool run, tn_tensor **ret)
+	       const tn_tensor *b, const tn_scalar *b_scalar, enum tn_dispatch_key key,
+	       tn_tensor **ret)
 {
 	const struct ext_op *d = &ext_ops[x];
 	struct tn_iter_config cfg;
@@ -249,8 +252,7 @@ static int ext(int x, tn_tensor *out, const tn_tensor *a, const tn_scalar *a_sca
 		/* PyTorch's pow_out(Scalar, Tensor, out) fills out, whatever its shape and
 		 * dtype; the functional form allocates the promoted result and fills it. */
 		if (out)
-			return run ? tn__fill_cpu(out, tn_scalar_int(1))
-				   : tn__fill_meta(out, tn_scalar_int(1));
+			return tn__fill_key(out, tn_scalar_int(1), key);
 		d = &ext_ops[x = X_POW_ONES];
 	}
 	if (x == X_POW_TS) {
@@ -299,7 +301,7 @@ static int ext(int x, tn_tensor *out, const tn_tensor *a, const tn_scalar *a_sca
 	bool converts = false;
 	if (x == X_POW_TS)
 		kop = pow_scalar_kop(ct, *b_scalar, &converts);
-	if (run) {
+	if (tn__key_runs(key)) {
 		/* PyTorch's kernels refuse these dtypes; ones and copies never reach one. */
 		bool refused = ct == TN_BOOL ? d->refuse & NO_BOOL
 					     : tn__is_floating(ct) && (d->refuse & NO_FLOAT);
@@ -313,14 +315,15 @@ static int ext(int x, tn_tensor *out, const tn_tensor *a, const tn_scalar *a_sca
 		/* The scan reads the divisor on the host; on CUDA, as in PyTorch, an integer
 		 * division by zero is not detected (the kernel's result is undefined). */
 		if (d->int_divisor && tn_dtype_is_integral(ct) && it.numel > 0 &&
-		    !tn__is_cuda(it.ops[0].tensor) && has_zero_divisor(&it)) {
+		    key == TN_KEY_CPU && has_zero_divisor(&it)) {
 			rc = tn__error(TN_EINVAL, "ZeroDivisionError");
 			goto out;
 		}
-		if (it.numel > 0 && tn__is_cuda(it.ops[0].tensor)) {
+		if (it.numel > 0 && tn__key_on_backend(key)) {
 			static const struct tn__alpha one = { 1.0, 1, true };
-			rc = kop < 0 ? tn__cuda_run(&it, TN_CUDA_K_BINARY, TN_BINOP_DIV, &one, ct, 1.0)
-				     : tn__cuda_run(&it, TN_CUDA_K_BINARY2, kop, NULL, ct, 1.0);
+			rc = kop < 0 ? tn__device_run(key, &it, TN_KERNEL_BINARY, TN_BINOP_DIV, &one,
+						      ct, 1.0)
+				     : tn__device_run(key, &it, TN_KERNEL_BINARY2, kop, NULL, ct, 1.0);
 		} else if (it.numel > 0) {
 			struct ext_ctx c = { .kop = kop };
 			if (kop < 0)
@@ -358,130 +361,131 @@ static int div_mode(const char *mode)
 			 mode);
 }
 
-/* ---- the kernels of the table, CPU (run) and Meta (build only) ---- */
+/* ---- the kernels of the table, for each dispatch key ---- */
 
 /* Tensor OP Tensor: functional, out=, in place. */
-#define TT_RUN(NAME, X, SUFFIX, RUN)                                                         \
+#define TT_RUN(NAME, X, SUFFIX, KEY)                                                         \
 	int tn__##NAME##_##SUFFIX(const tn_tensor *self, const tn_tensor *other,                \
 				  tn_tensor **ret_tensor)                                       \
 	{                                                                                    \
 		int rc = need_ret(ret_tensor, ext_ops[X].name);                              \
-		return rc ? rc : ext(X, NULL, self, NULL, other, NULL, RUN, ret_tensor);      \
+		return rc ? rc : ext(X, NULL, self, NULL, other, NULL, KEY, ret_tensor);      \
 	}                                                                                    \
 	int tn__##NAME##_out_##SUFFIX(const tn_tensor *self, const tn_tensor *other,            \
 				      tn_tensor *out)                                           \
 	{                                                                                    \
 		int rc = tn__check_live(out, ext_ops[X].name);                               \
-		return rc ? rc : ext(X, out, self, NULL, other, NULL, RUN, NULL);             \
+		return rc ? rc : ext(X, out, self, NULL, other, NULL, KEY, NULL);             \
 	}
-#define TT_INPLACE_RUN(NAME, X, SUFFIX, RUN)                                                 \
+#define TT_INPLACE_RUN(NAME, X, SUFFIX, KEY)                                                 \
 	int tn__##NAME##__##SUFFIX(tn_tensor *self, const tn_tensor *other)                     \
 	{                                                                                    \
 		int rc = tn__check_live(self, ext_ops[X].name);                              \
-		return rc ? rc : ext(X, self, self, NULL, other, NULL, RUN, NULL);            \
+		return rc ? rc : ext(X, self, self, NULL, other, NULL, KEY, NULL);            \
 	}
 /* Tensor OP Scalar: functional, out=, in place (NAME is the C name's stem, name_scalar). */
-#define TS_RUN(NAME, X, SUFFIX, RUN)                                                         \
+#define TS_RUN(NAME, X, SUFFIX, KEY)                                                         \
 	int tn__##NAME##_##SUFFIX(const tn_tensor *self, tn_scalar other, tn_tensor **ret_tensor) \
 	{                                                                                    \
 		int rc = need_ret(ret_tensor, ext_ops[X].name);                              \
-		return rc ? rc : ext(X, NULL, self, NULL, NULL, &other, RUN, ret_tensor);     \
+		return rc ? rc : ext(X, NULL, self, NULL, NULL, &other, KEY, ret_tensor);     \
 	}                                                                                    \
 	int tn__##NAME##_out_##SUFFIX(const tn_tensor *self, tn_scalar other, tn_tensor *out)   \
 	{                                                                                    \
 		int rc = tn__check_live(out, ext_ops[X].name);                               \
-		return rc ? rc : ext(X, out, self, NULL, NULL, &other, RUN, NULL);            \
+		return rc ? rc : ext(X, out, self, NULL, NULL, &other, KEY, NULL);            \
 	}                                                                                    \
 	int tn__##NAME##__##SUFFIX(tn_tensor *self, tn_scalar other)                            \
 	{                                                                                    \
 		int rc = tn__check_live(self, ext_ops[X].name);                              \
-		return rc ? rc : ext(X, self, self, NULL, NULL, &other, RUN, NULL);           \
+		return rc ? rc : ext(X, self, self, NULL, NULL, &other, KEY, NULL);           \
 	}
 /* Scalar OP Tensor: functional and out= (NAME: name_scalar_tensor). */
-#define ST_RUN(NAME, X, SUFFIX, RUN)                                                         \
+#define ST_RUN(NAME, X, SUFFIX, KEY)                                                         \
 	int tn__##NAME##_##SUFFIX(tn_scalar self, const tn_tensor *other, tn_tensor **ret_tensor) \
 	{                                                                                    \
 		int rc = need_ret(ret_tensor, ext_ops[X].name);                              \
-		return rc ? rc : ext(X, NULL, NULL, &self, other, NULL, RUN, ret_tensor);     \
+		return rc ? rc : ext(X, NULL, NULL, &self, other, NULL, KEY, ret_tensor);     \
 	}                                                                                    \
 	int tn__##NAME##_out_##SUFFIX(tn_scalar self, const tn_tensor *other, tn_tensor *out)   \
 	{                                                                                    \
 		int rc = tn__check_live(out, ext_ops[X].name);                               \
-		return rc ? rc : ext(X, out, NULL, &self, other, NULL, RUN, NULL);            \
+		return rc ? rc : ext(X, out, NULL, &self, other, NULL, KEY, NULL);            \
 	}
 
-#define BOTH(FORM, NAME, X) FORM(NAME, X, cpu, true) FORM(NAME, X, meta, false)
+#define ALL_KEYS(FORM, NAME, X) TN_FOR_EACH_KEY(FORM, NAME, X)
 
 /* The families with every form: Tensor, Scalar (and Scalar_Tensor), out=, in place. */
 #define FULL_FAMILY(NAME, X)                           \
-	BOTH(TT_RUN, NAME, X)                          \
-	BOTH(TT_INPLACE_RUN, NAME, X)                  \
-	BOTH(TS_RUN, NAME##_scalar, X)
+	ALL_KEYS(TT_RUN, NAME, X)                          \
+	ALL_KEYS(TT_INPLACE_RUN, NAME, X)                  \
+	ALL_KEYS(TS_RUN, NAME##_scalar, X)
 
 FULL_FAMILY(remainder, X_REMAINDER)
-BOTH(ST_RUN, remainder_scalar_tensor, X_REMAINDER)
+ALL_KEYS(ST_RUN, remainder_scalar_tensor, X_REMAINDER)
 FULL_FAMILY(fmod, X_FMOD)
 FULL_FAMILY(bitwise_and, X_BITWISE_AND)
-BOTH(ST_RUN, bitwise_and_scalar_tensor, X_BITWISE_AND)
+ALL_KEYS(ST_RUN, bitwise_and_scalar_tensor, X_BITWISE_AND)
 FULL_FAMILY(bitwise_or, X_BITWISE_OR)
-BOTH(ST_RUN, bitwise_or_scalar_tensor, X_BITWISE_OR)
+ALL_KEYS(ST_RUN, bitwise_or_scalar_tensor, X_BITWISE_OR)
 FULL_FAMILY(bitwise_xor, X_BITWISE_XOR)
-BOTH(ST_RUN, bitwise_xor_scalar_tensor, X_BITWISE_XOR)
+ALL_KEYS(ST_RUN, bitwise_xor_scalar_tensor, X_BITWISE_XOR)
 FULL_FAMILY(bitwise_left_shift, X_LSHIFT)
-BOTH(ST_RUN, bitwise_left_shift_scalar_tensor, X_LSHIFT)
+ALL_KEYS(ST_RUN, bitwise_left_shift_scalar_tensor, X_LSHIFT)
 FULL_FAMILY(bitwise_right_shift, X_RSHIFT)
-BOTH(ST_RUN, bitwise_right_shift_scalar_tensor, X_RSHIFT)
+ALL_KEYS(ST_RUN, bitwise_right_shift_scalar_tensor, X_RSHIFT)
 
-BOTH(TT_RUN, pow, X_POW)
-BOTH(TT_INPLACE_RUN, pow, X_POW)
-BOTH(TS_RUN, pow_scalar, X_POW_TS)
-BOTH(ST_RUN, pow_scalar_tensor, X_POW_ST)
+ALL_KEYS(TT_RUN, pow, X_POW)
+ALL_KEYS(TT_INPLACE_RUN, pow, X_POW)
+ALL_KEYS(TS_RUN, pow_scalar, X_POW_TS)
+ALL_KEYS(ST_RUN, pow_scalar_tensor, X_POW_ST)
 
 /* maximum and minimum have no in-place form in PyTorch. */
-BOTH(TT_RUN, maximum, X_MAXIMUM)
-BOTH(TT_RUN, minimum, X_MINIMUM)
-BOTH(TT_RUN, atan2, X_ATAN2)
-BOTH(TT_INPLACE_RUN, atan2, X_ATAN2)
-BOTH(TT_RUN, logical_and, X_LOGICAL_AND)
-BOTH(TT_INPLACE_RUN, logical_and, X_LOGICAL_AND)
-BOTH(TT_RUN, logical_or, X_LOGICAL_OR)
-BOTH(TT_INPLACE_RUN, logical_or, X_LOGICAL_OR)
-BOTH(TT_RUN, logical_xor, X_LOGICAL_XOR)
-BOTH(TT_INPLACE_RUN, logical_xor, X_LOGICAL_XOR)
+ALL_KEYS(TT_RUN, maximum, X_MAXIMUM)
+ALL_KEYS(TT_RUN, minimum, X_MINIMUM)
+ALL_KEYS(TT_RUN, atan2, X_ATAN2)
+ALL_KEYS(TT_INPLACE_RUN, atan2, X_ATAN2)
+ALL_KEYS(TT_RUN, logical_and, X_LOGICAL_AND)
+ALL_KEYS(TT_INPLACE_RUN, logical_and, X_LOGICAL_AND)
+ALL_KEYS(TT_RUN, logical_or, X_LOGICAL_OR)
+ALL_KEYS(TT_INPLACE_RUN, logical_or, X_LOGICAL_OR)
+ALL_KEYS(TT_RUN, logical_xor, X_LOGICAL_XOR)
+ALL_KEYS(TT_INPLACE_RUN, logical_xor, X_LOGICAL_XOR)
 
 /* div with a rounding mode: .Tensor_mode, .Scalar_mode, .out_mode, _.Tensor_mode,
  * _.Scalar_mode. The mode is checked first, as PyTorch does. */
-#define DIV_MODE_RUN(SUFFIX, RUN)                                                            \
+#define DIV_MODE_RUN(SUFFIX, KEY)                                                            \
 	int tn__div_mode_##SUFFIX(const tn_tensor *self, const tn_tensor *other,                \
 				  const char *rounding_mode, tn_tensor **ret_tensor)            \
 	{                                                                                    \
 		int x = div_mode(rounding_mode), rc = x < 0 ? x : need_ret(ret_tensor, "div"); \
-		return rc ? rc : ext(x, NULL, self, NULL, other, NULL, RUN, ret_tensor);      \
+		return rc ? rc : ext(x, NULL, self, NULL, other, NULL, KEY, ret_tensor);      \
 	}                                                                                    \
 	int tn__div_scalar_mode_##SUFFIX(const tn_tensor *self, tn_scalar other,                \
 					 const char *rounding_mode, tn_tensor **ret_tensor)     \
 	{                                                                                    \
 		int x = div_mode(rounding_mode), rc = x < 0 ? x : need_ret(ret_tensor, "div"); \
-		return rc ? rc : ext(x, NULL, self, NULL, NULL, &other, RUN, ret_tensor);     \
+		return rc ? rc : ext(x, NULL, self, NULL, NULL, &other, KEY, ret_tensor);     \
 	}                                                                                    \
 	int tn__div_out_mode_##SUFFIX(const tn_tensor *self, const tn_tensor *other,            \
 				      const char *rounding_mode, tn_tensor *out)                \
 	{                                                                                    \
 		int x = div_mode(rounding_mode), rc = x < 0 ? x : tn__check_live(out, "div"); \
-		return rc ? rc : ext(x, out, self, NULL, other, NULL, RUN, NULL);             \
+		return rc ? rc : ext(x, out, self, NULL, other, NULL, KEY, NULL);             \
 	}                                                                                    \
 	int tn__div_mode__##SUFFIX(tn_tensor *self, const tn_tensor *other,                     \
 				   const char *rounding_mode)                                   \
 	{                                                                                    \
 		int x = div_mode(rounding_mode), rc = x < 0 ? x : tn__check_live(self, "div_"); \
-		return rc ? rc : ext(x, self, self, NULL, other, NULL, RUN, NULL);            \
+		return rc ? rc : ext(x, self, self, NULL, other, NULL, KEY, NULL);            \
 	}                                                                                    \
 	int tn__div_scalar_mode__##SUFFIX(tn_tensor *self, tn_scalar other,                     \
 					  const char *rounding_mode)                            \
 	{                                                                                    \
 		int x = div_mode(rounding_mode), rc = x < 0 ? x : tn__check_live(self, "div_"); \
-		return rc ? rc : ext(x, self, self, NULL, NULL, &other, RUN, NULL);           \
+		return rc ? rc : ext(x, self, self, NULL, NULL, &other, KEY, NULL);           \
 	}
 
-DIV_MODE_RUN(cpu, true)
-DIV_MODE_RUN(meta, false)
+DIV_MODE_RUN(cpu, TN_KEY_CPU)
+DIV_MODE_RUN(cuda, TN_KEY_CUDA)
+DIV_MODE_RUN(meta, TN_KEY_META)

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Copies and fills: copy_ (any dtypes, any strides, a broadcast source) runs on the
- * TensorIterator with the per-capability cast kernel; clone, contiguous and reshape's copies
- * go through it. fill_ and zero_ use the per-capability fill kernel on each dense run.
+ * TensorIterator with the per-capability cast kernel on the CPU, and through the backend's
+ * copy when a device tensor is involved (the CUDA key's kernel). clone, contiguous and to are
+ * composites, as ATen's _to_copy: a new tensor, then copy_ through the dispatcher, which
+ * picks the device. fill_ and zero_ use the per-capability fill kernel on each dense run, or
+ * the backend's fill.
  */
 #include <string.h>
 
-#include "internal.h"
+#include "backend.h"
 #include "ops_kernels.h"
 #include "stub.h"
 #include "iter.h"
@@ -82,7 +85,7 @@ void tn__copy_config(struct tn_iter_config *cfg, const tn_tensor *dst, const tn_
 	cfg->check_all_same_dtype = false;
 }
 
-int tn__copy(tn_tensor *dst, const tn_tensor *src, bool run, const char *who)
+int tn__copy(tn_tensor *dst, const tn_tensor *src, enum tn_dispatch_key key, const char *who)
 {
 	struct tn_iter_config cfg;
 	struct tn_iter it;
@@ -92,11 +95,15 @@ int tn__copy(tn_tensor *dst, const tn_tensor *src, bool run, const char *who)
 		return rc;
 	if (dst == src)
 		return 0;
-	if (run && (tn__is_cuda(dst) || tn__is_cuda(src)))
-		return tn__cuda_copy_tensor(dst, src, false);
+	if (tn__key_on_backend(key)) {
+		const struct tn__device_ops *dev;
+		if ((rc = tn__device_get((enum tn_device_type)key, &dev, who)) < 0)
+			return rc;
+		return dev->copy(dst, src, false);
+	}
 	/* Small contiguous tensors of one shape in separate storages: one kernel call. */
 	const tn_tensor *shape;
-	if (run && dst->storage != src->storage &&
+	if (key == TN_KEY_CPU && dst->storage != src->storage &&
 	    tn__iter_trivial(dst, dst->dtype, src, NULL, &shape) >= 0) {
 		if (src->numel == 0) /* empty tensors have no data pointer */
 			return 0;
@@ -108,7 +115,7 @@ int tn__copy(tn_tensor *dst, const tn_tensor *src, bool run, const char *who)
 	tn__copy_config(&cfg, dst, src);
 	if ((rc = tn__iter_build(&it, &cfg, who)) < 0)
 		return rc;
-	if (run && it.numel > 0) {
+	if (key == TN_KEY_CPU && it.numel > 0) {
 		struct cast_ctx c = { (tn__cast_fn)tn__stub_get(&tn__cast_stub),
 				      (tn__transpose32_fn)tn__stub_get(&tn__transpose32_stub),
 				      dst->dtype, src->dtype };
@@ -118,29 +125,37 @@ int tn__copy(tn_tensor *dst, const tn_tensor *src, bool run, const char *who)
 	return 0;
 }
 
+int tn__copy_host(tn_tensor *dst, const tn_tensor *src)
+{
+	return tn__copy(dst, src, TN_KEY_CPU, "copy_");
+}
+
 int tn__copy_cpu(tn_tensor *self, const tn_tensor *src, bool non_blocking)
 {
 	(void)non_blocking;
-	return tn__copy(self, src, true, "copy_");
+	return tn__copy(self, src, TN_KEY_CPU, "copy_");
 }
 
 /* copy_ with a CUDA tensor on either side: non_blocking lets a plain host<->device copy
  * return before the DMA ends (wait on the stream before reusing the host memory). */
 int tn__copy_cuda(tn_tensor *self, const tn_tensor *src, bool non_blocking)
 {
+	const struct tn__device_ops *dev;
 	int rc;
 	if ((rc = tn__check_tensor_args(self, self, "copy_")) ||
 	    (rc = tn__check_tensor_args(src, src, "copy_")))
 		return rc;
 	if (self == src)
 		return 0;
-	return tn__cuda_copy_tensor(self, src, non_blocking);
+	if ((rc = tn__device_get(TN_DEVICE_CUDA, &dev, "copy_")) < 0)
+		return rc;
+	return dev->copy(self, src, non_blocking);
 }
 
 int tn__copy_meta(tn_tensor *self, const tn_tensor *src, bool non_blocking)
 {
 	(void)non_blocking;
-	return tn__copy(self, src, false, "copy_");
+	return tn__copy(self, src, TN_KEY_META, "copy_");
 }
 
 /* PyTorch's infer_dense_strides: dense strides in the order of @t's strides (smallest
@@ -220,10 +235,10 @@ static int copy_to(const tn_tensor *t, tn_device device, enum tn_memory_format f
 	if ((r = tn__empty_like_device(device, dtype, t->ndim, t->sizes,
 				       use_strides ? strides : NULL, &out, who)))
 		return r;
-	if (copy_data && (tn__is_cuda(out) || tn__is_cuda(t)))
-		r = tn__cuda_copy_tensor(out, t, non_blocking);
-	else if (copy_data)
-		r = tn__copy(out, t, true, who);
+	/* copy_ through the dispatcher, which picks the device from both tensors (ATen's
+	 * _to_copy does r.copy_(self)). */
+	if (copy_data)
+		r = tn_copy_(out, t, non_blocking);
 	if (r < 0) {
 		tn_tensor_unref(out);
 		return r;
@@ -239,8 +254,7 @@ static int clone_impl(const tn_tensor *t, enum tn_memory_format fmt, bool copy_d
 	return r ? r : copy_as(t, fmt, t->dtype, copy_data, ret, who);
 }
 
-int tn__clone_cpu(const tn_tensor *self, enum tn_memory_format memory_format,
-		  tn_tensor **ret_tensor)
+int tn__clone(const tn_tensor *self, enum tn_memory_format memory_format, tn_tensor **ret_tensor)
 {
 	return clone_impl(self, memory_format, true, ret_tensor, "clone");
 }
@@ -268,8 +282,8 @@ static int contiguous_impl(const tn_tensor *t, enum tn_memory_format fmt, bool c
 	return clone_impl(t, fmt, copy_data, ret, "contiguous");
 }
 
-int tn__contiguous_cpu(const tn_tensor *self, enum tn_memory_format memory_format,
-		       tn_tensor **ret_tensor)
+int tn__contiguous(const tn_tensor *self, enum tn_memory_format memory_format,
+		   tn_tensor **ret_tensor)
 {
 	return contiguous_impl(self, memory_format, true, ret_tensor);
 }
@@ -280,8 +294,9 @@ int tn__contiguous_meta(const tn_tensor *self, enum tn_memory_format memory_form
 	return contiguous_impl(self, memory_format, false, ret_tensor);
 }
 
-/* fill_ on any strides: the contiguous kernel per run of elements. */
-static int fill_impl(tn_tensor *t, tn_scalar value, bool write, const char *who)
+/* fill_ on any strides, by the kernels of dispatch key @key: the contiguous CPU kernel per
+ * run of elements, or the backend's fill; Meta only checks. */
+static int fill_impl(tn_tensor *t, tn_scalar value, enum tn_dispatch_key key, const char *who)
 {
 	unsigned char elem[8];
 	int r;
@@ -290,10 +305,14 @@ static int fill_impl(tn_tensor *t, tn_scalar value, bool write, const char *who)
 		return r;
 	if ((r = tn__scalar_to_element(value, t->dtype, elem)))
 		return r;
-	if (!write || t->numel == 0)
+	if (!tn__key_runs(key) || t->numel == 0)
 		return 0;
-	if (tn__is_cuda(t))
-		return tn__cuda_fill_tensor(t, elem);
+	if (tn__key_on_backend(key)) {
+		const struct tn__device_ops *dev;
+		if ((r = tn__device_get((enum tn_device_type)key, &dev, who)) < 0)
+			return r;
+		return dev->fill(t, elem);
+	}
 	size_t isz = tn_dtype_size(t->dtype);
 	unsigned char *base = tn_tensor_data(t);
 	if (t->contiguous || tn__is_non_overlapping_and_dense(t)) {
@@ -322,25 +341,21 @@ static int fill_impl(tn_tensor *t, tn_scalar value, bool write, const char *who)
 	}
 }
 
-int tn__fill_cpu(tn_tensor *self, tn_scalar value)
+int tn__fill_key(tn_tensor *t, tn_scalar value, enum tn_dispatch_key key)
 {
-	return fill_impl(self, value, true, "fill_");
+	return fill_impl(t, value, key, "fill_");
 }
 
-int tn__fill_meta(tn_tensor *self, tn_scalar value)
-{
-	return fill_impl(self, value, false, "fill_");
-}
-
-int tn__zero_cpu(tn_tensor *self)
-{
-	return fill_impl(self, tn_scalar_int(0), true, "zero_");
-}
-
-int tn__zero_meta(tn_tensor *self)
-{
-	return fill_impl(self, tn_scalar_int(0), false, "zero_");
-}
+#define FILL_KERNELS(NAME, OP, SUFFIX, KEY)                                    \
+	int tn__fill_##SUFFIX(tn_tensor *self, tn_scalar value)                 \
+	{                                                                      \
+		return fill_impl(self, value, KEY, "fill_");                   \
+	}                                                                      \
+	int tn__zero_##SUFFIX(tn_tensor *self)                                  \
+	{                                                                      \
+		return fill_impl(self, tn_scalar_int(0), KEY, "zero_");        \
+	}
+TN_FOR_EACH_KEY(FILL_KERNELS, fill, 0)
 
 /* PyTorch's is_channels_last_strides_2d_s4 and _3d_s5: strides ordered as NHWC (NDHWC), with
  * its tie-breaks towards NCHW for ambiguous size-1 dimensions. */
@@ -397,10 +412,10 @@ static int to_impl(const tn_tensor *self, enum tn_dtype dtype, bool copy,
 	return copy_as(self, fmt, dtype, copy_data, ret, "to");
 }
 
-int tn__to_dtype_cpu(const tn_tensor *self, enum tn_dtype dtype, bool non_blocking, bool copy,
-		     const enum tn_memory_format *memory_format, tn_tensor **ret_tensor)
+int tn__to_dtype(const tn_tensor *self, enum tn_dtype dtype, bool non_blocking, bool copy,
+		 const enum tn_memory_format *memory_format, tn_tensor **ret_tensor)
 {
-	(void)non_blocking; /* CPU copies are synchronous */
+	(void)non_blocking; /* a copy on one device is ordered on its stream */
 	return to_impl(self, dtype, copy, memory_format, true, ret_tensor);
 }
 
@@ -439,9 +454,9 @@ static int to_device_impl(const tn_tensor *self, tn_device device, enum tn_dtype
 	return copy_to(self, device, fmt, dtype, true, non_blocking, ret_tensor, "to");
 }
 
-int tn__to_device_cpu(const tn_tensor *self, tn_device device, enum tn_dtype dtype,
-		      bool non_blocking, bool copy, const enum tn_memory_format *memory_format,
-		      tn_tensor **ret_tensor)
+int tn__to_device(const tn_tensor *self, tn_device device, enum tn_dtype dtype,
+		  bool non_blocking, bool copy, const enum tn_memory_format *memory_format,
+		  tn_tensor **ret_tensor)
 {
 	return to_device_impl(self, device, dtype, non_blocking, copy, memory_format, true,
 			      ret_tensor);

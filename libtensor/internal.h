@@ -22,41 +22,6 @@
 /* The calling thread's allocator for CPU storages, ahead of the registry (tn_arena_use). */
 void tn__allocator_set_thread(const tn_allocator *allocator);
 
-/* ---- CUDA (cuda/runtime.c; device.c without CUDA) ---- */
-
-/* Make CUDA device @index the calling thread's current one, saving the previous in *saved;
- * tn__cuda_device_exit puts it back. TN_ENODEV when there is no such device. */
-int tn__cuda_device_enter(int index, int *saved);
-void tn__cuda_device_exit(int saved);
-struct tn_arena;
-/* An arena handle's mappings are about to be unmapped: unregister those it pinned
- * (tn_cuda_arena_register). Defined in cuda/pinned.c; a no-op without CUDA. */
-void tn__cuda_arena_unmapping(struct tn_arena *a);
-
-/* The kernel families of the CUDA backend (cuda/plan.h). */
-enum tn__cuda_kernel {
-	TN_CUDA_K_BINARY,  /* op: TN_BINOP_*, arg: const struct tn__alpha * */
-	TN_CUDA_K_COMPARE, /* op: TN_CMP_* */
-	TN_CUDA_K_UNARY,   /* op: TN_UN_* */
-	TN_CUDA_K_PRED,    /* op: TN_PRED_* */
-	TN_CUDA_K_BINARY2, /* op: TN_BIN2_* */
-	TN_CUDA_K_WHERE,
-	TN_CUDA_K_COPY,
-	TN_CUDA_K_REDUCE, /* op: TN_RED_*, divisor: mean's element count (1 otherwise) */
-};
-struct tn_iter;
-/* Run a built iterator's plan on the CUDA device of its first output, on the calling thread's
- * current stream, computing in @compute (what the CPU loop computes in). */
-int tn__cuda_run(const struct tn_iter *it, enum tn__cuda_kernel kernel, int op, const void *arg,
-		 enum tn_dtype compute, double divisor);
-/* Every element of CUDA tensor @t set to the element at @elem (t's dtype). */
-int tn__cuda_fill_tensor(tn_tensor *t, const void *elem);
-/* copy_ with a CUDA tensor on either side (host<->device, device<->device, any dtypes). */
-int tn__cuda_copy_tensor(tn_tensor *dst, const tn_tensor *src, bool non_blocking);
-/* One element of CUDA tensor @t at device address @addr, read into / written from host memory. */
-int tn__cuda_element_read(const tn_tensor *t, const void *addr, void *out);
-int tn__cuda_element_write(tn_tensor *t, void *addr, const void *in);
-
 /* ---- storages and tensors ---- */
 
 struct tn_storage {
@@ -119,9 +84,30 @@ static inline char *tn__data(const tn_tensor *t)
 	return base ? base + t->offset * (int64_t)tn__itemsize(t->dtype) : NULL;
 }
 
-/* Whether a live tensor's bytes are on a CUDA device. */static inline bool tn__is_cuda(const tn_tensor *t)
+/* What a kernel reached through dispatch key @key does: Meta kernels check and allocate only;
+ * CPU kernels run the CPU loops; the kernels of any other key run on its backend
+ * (tn__device_run, backend.h). The dispatcher chose the key once, from the arguments. */
+static inline bool tn__key_runs(enum tn_dispatch_key key)
 {
-	return t->storage->device.type == TN_DEVICE_CUDA;
+	return key != TN_KEY_META;
+}
+static inline bool tn__key_on_backend(enum tn_dispatch_key key)
+{
+	return key != TN_KEY_CPU && key != TN_KEY_META;
+}
+
+/* A kernel family's definitions for every dispatch key: KERNELS_KEY(NAME, OP, SUFFIX, KEY)
+ * defines the tn__<NAME>..._<SUFFIX> kernels of the op table for key KEY. */
+#define TN_FOR_EACH_KEY(KERNELS_KEY, NAME, OP)      \
+	KERNELS_KEY(NAME, OP, cpu, TN_KEY_CPU)      \
+	KERNELS_KEY(NAME, OP, cuda, TN_KEY_CUDA)    \
+	KERNELS_KEY(NAME, OP, meta, TN_KEY_META)
+
+/* Whether a live tensor's bytes are in this process's memory (a CPU or Meta storage), not on
+ * a backend's device. */
+static inline bool tn__on_host(const tn_tensor *t)
+{
+	return t->storage->device.type == TN_DEVICE_CPU || t->storage->device.type == TN_DEVICE_META;
 }
 
 /* Make a tensor over @storage (a new reference is taken) after checking every argument and the
@@ -174,9 +160,14 @@ int tn__empty_like(const tn_tensor *t, int ndim, const int64_t *sizes, const int
 int tn__empty_like_device(tn_device device, enum tn_dtype dtype, int ndim, const int64_t *sizes,
 			  const int64_t *strides, tn_tensor **ret, const char *who);
 
-/* copy_: @src into @dst (broadcast, any dtypes and strides), through the TensorIterator on
- * OpenMP threads; @run false only checks (the Meta kernel). */
-int tn__copy(tn_tensor *dst, const tn_tensor *src, bool run, const char *who);
+/* copy_: @src into @dst (broadcast, any dtypes and strides) by the kernels of dispatch key
+ * @key: the CPU's through the TensorIterator on OpenMP threads, a backend's copy, or for
+ * Meta only the checks. */
+int tn__copy(tn_tensor *dst, const tn_tensor *src, enum tn_dispatch_key key, const char *who);
+/* fill_ by the kernels of dispatch key @key (operators that fill a result they made). */
+int tn__fill_key(tn_tensor *t, tn_scalar value, enum tn_dispatch_key key);
+/* tn__copy on the CPU (both tensors in host memory), for backends staging a copy. */
+int tn__copy_host(tn_tensor *dst, const tn_tensor *src);
 
 /* The dtype PyTorch gives a Scalar operand's wrapped-number tensor: bool, int64 or float64. */
 static inline enum tn_dtype tn__wrapped_scalar_dtype(tn_scalar v)

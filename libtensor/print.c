@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "backend.h"
 
 #define PRECISION 4
 #define THRESHOLD 1000
@@ -311,12 +311,14 @@ TN_EXPORT int tn_tensor_repr(const tn_tensor *tensor, char **ret_string)
 	if (tensor->storage->device.type == TN_DEVICE_META)
 		return tn__error(TN_ENOTSUP, "tn_tensor_repr: a meta tensor has no values to print");
 	tn_tensor *host = NULL;
-	if (tn__is_cuda(tensor)) {
+	if (!tn__on_host(tensor)) {
 		/* As PyTorch: the values come to the host; the device is named after them. */
+		const struct tn__device_ops *ops;
 		int r = tn__empty_like_device((tn_device){ TN_DEVICE_CPU, 0 }, tensor->dtype,
 					      tensor->ndim, tensor->sizes, NULL, &host,
 					      "tn_tensor_repr");
-		if (r < 0 || (r = tn__cuda_copy_tensor(host, tensor, false)) < 0) {
+		if (r < 0 || (r = tn__device_of(tensor, &ops, "tn_tensor_repr")) < 0 ||
+		    (r = ops->copy(host, tensor, false)) < 0) {
 			tn_tensor_unref(host);
 			return r;
 		}

@@ -22,6 +22,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "backend.h"
 #include "iter.h"
 #include "ops_kernels.h"
 #include "stub.h"
@@ -548,36 +549,36 @@ static void divide(tn_tensor *acc, int64_t count)
 }
 
 /*
- * A value reduction of a CUDA tensor: one kernel accumulates in @acc_dt and writes the result
- * dtype of @view, divided by the count for mean. An empty input gives the identity (mean:
- * NaN, 0/0), as on the CPU.
+ * A value reduction on the backend of dispatch key @key: one kernel accumulates in @acc_dt
+ * and writes the result dtype of @view, divided by the count for mean. An empty input gives
+ * the identity (mean: NaN, 0/0), as on the CPU.
  */
-static int cuda_reduce(enum kind k, tn_tensor *view, const tn_tensor *in, enum tn_dtype acc_dt,
-		       const char *who)
+static int device_reduce(enum tn_dispatch_key key, enum kind k, tn_tensor *view,
+			 const tn_tensor *in, enum tn_dtype acc_dt, const char *who)
 {
 	struct tn_iter_config cfg;
 	struct tn_iter it;
 	int rc;
 
 	if (in->numel == 0)
-		return tn__fill_cpu(view, k == K_MEAN ? tn_scalar_double(NAN)
-						      : identity(kinds[k].op, view->dtype));
+		return tn__fill_key(view, k == K_MEAN ? tn_scalar_double(NAN)
+						      : identity(kinds[k].op, view->dtype), key);
 	reduction_config(&cfg, view, in);
 	if ((rc = tn__iter_build(&it, &cfg, who)) < 0)
 		return rc;
 	double divisor = k == K_MEAN && view->numel > 0 ? (double)(in->numel / view->numel) : 1.0;
-	rc = tn__cuda_run(&it, TN_CUDA_K_REDUCE, kinds[k].op, NULL, acc_dt, divisor);
+	rc = tn__device_run(key, &it, TN_KERNEL_REDUCE, kinds[k].op, NULL, acc_dt, divisor);
 	tn__iter_release(&it);
 	return rc;
 }
 
 /*
  * The one implementation of the value reductions: @dims NULL reduces everything. @out NULL
- * allocates the result into *ret; @run false checks and allocates only (Meta).
+ * allocates the result into *ret; @key is the kernel's dispatch key (tn__key_runs).
  */
 static int value_reduce(enum kind k, const tn_tensor *self, int ndims, const int64_t *dims,
-			bool keepdim, const enum tn_dtype *dtype, tn_tensor *out, bool run,
-			tn_tensor **ret)
+			bool keepdim, const enum tn_dtype *dtype, tn_tensor *out,
+			enum tn_dispatch_key key, tn_tensor **ret)
 {
 	const char *who = kinds[k].name;
 	tn_tensor *res = NULL, *view = NULL, *acc = NULL, *acc_view = NULL;
@@ -612,7 +613,7 @@ static int value_reduce(enum kind k, const tn_tensor *self, int ndims, const int
 	bool one = true;
 	for (int d = 0; d < self->ndim; d++)
 		one &= (mask >> d & 1) || self->sizes[d] == 1;
-	if (run && one && !out && acc_dt == dt && flat_ok(self, kdt)) {
+	if (key == TN_KEY_CPU && one && !out && acc_dt == dt && flat_ok(self, kdt)) {
 		int64_t ones[TN_MAX_DIMS];
 		int n = keepdim ? self->ndim : 0;
 		for (int d = 0; d < n; d++)
@@ -631,8 +632,9 @@ static int value_reduce(enum kind k, const tn_tensor *self, int ndims, const int
 	}
 	if ((rc = make_result(self, mask, keepdim, dt, out, &res, &view, who)) < 0)
 		return rc;
-	if (run && tn__is_cuda(self)) {
-		rc = cuda_reduce(k, view, self, acc_dt, who);
+	const bool run = key == TN_KEY_CPU;
+	if (tn__key_on_backend(key)) {
+		rc = device_reduce(key, k, view, self, acc_dt, who);
 	} else if (!run || (acc_dt == dt && k != K_MEAN)) {
 		rc = reduce_into(kinds[k].op, view, self, kdt, run, who);
 	} else {
@@ -645,7 +647,7 @@ static int value_reduce(enum kind k, const tn_tensor *self, int ndims, const int
 		/* The count of a mean: the reduced elements per output (0 when empty: NaN). */
 		if (k == K_MEAN && acc->numel > 0)
 			divide(acc, self->numel / acc->numel);
-		rc = tn__copy(res, acc, true, who);
+		rc = tn__copy(res, acc, TN_KEY_CPU, who);
 	}
 out:
 	tn_tensor_unref(acc_view);
@@ -767,7 +769,7 @@ static int index_reduce(int op, const char *who, const tn_tensor *self, const in
 		/* The flattened tensor (a view when the strides allow it, as reshape), and a
 		 * 1-element view of the result, whose shape is all ones (keepdim) or 0-dim. */
 		int64_t n = self->numel, one = 1;
-		if ((rc = (run ? tn__reshape_cpu : tn__reshape_meta)(self, 1, &n, &flat)) < 0)
+		if ((rc = (run ? tn__reshape : tn__reshape_meta)(self, 1, &n, &flat)) < 0)
 			goto out;
 		src = flat;
 		uint64_t all = self->ndim == 64 ? ~(uint64_t)0 : (((uint64_t)1 << self->ndim) - 1);
@@ -861,144 +863,146 @@ out:
 	return rc;
 }
 
-/* ---- the kernels of the table: CPU (run) and Meta (check and allocate only) ---- */
+/* ---- the kernels of the table: value reductions for each dispatch key, index reductions
+ * for the CPU (run) and Meta (check and allocate only) ---- */
 
-#define VALUE_KERNELS(SUFFIX, RUN)                                                            \
+#define VALUE_KERNELS(SUFFIX, KEY)                                                            \
 	int tn__sum_##SUFFIX(const tn_tensor *self, const enum tn_dtype *dtype,               \
 			     tn_tensor **ret_tensor)                                          \
 	{                                                                                     \
-		return value_reduce(K_SUM, self, 0, NULL, false, dtype, NULL, RUN, ret_tensor); \
+		return value_reduce(K_SUM, self, 0, NULL, false, dtype, NULL, KEY, ret_tensor); \
 	}                                                                                     \
 	int tn__sum_out_##SUFFIX(const tn_tensor *self, const enum tn_dtype *dtype,           \
 				 tn_tensor *out)                                              \
 	{                                                                                     \
 		int rc = tn__check_live(out, "sum");                                          \
-		return rc ? rc : value_reduce(K_SUM, self, 0, NULL, false, dtype, out, RUN, NULL); \
+		return rc ? rc : value_reduce(K_SUM, self, 0, NULL, false, dtype, out, KEY, NULL); \
 	}                                                                                     \
 	int tn__sum_dim_##SUFFIX(const tn_tensor *self, int ndim, const int64_t *dim,          \
 				 bool keepdim, const enum tn_dtype *dtype, tn_tensor **ret_tensor) \
 	{                                                                                     \
-		return value_reduce(K_SUM, self, ndim, dim, keepdim, dtype, NULL, RUN,         \
+		return value_reduce(K_SUM, self, ndim, dim, keepdim, dtype, NULL, KEY,         \
 				    ret_tensor);                                              \
 	}                                                                                     \
 	int tn__sum_dim_out_##SUFFIX(const tn_tensor *self, int ndim, const int64_t *dim,      \
 				     bool keepdim, const enum tn_dtype *dtype, tn_tensor *out) \
 	{                                                                                     \
 		int rc = tn__check_live(out, "sum");                                          \
-		return rc ? rc : value_reduce(K_SUM, self, ndim, dim, keepdim, dtype, out, RUN, NULL); \
+		return rc ? rc : value_reduce(K_SUM, self, ndim, dim, keepdim, dtype, out, KEY, NULL); \
 	}                                                                                     \
 	int tn__mean_##SUFFIX(const tn_tensor *self, const enum tn_dtype *dtype,              \
 			      tn_tensor **ret_tensor)                                         \
 	{                                                                                     \
-		return value_reduce(K_MEAN, self, 0, NULL, false, dtype, NULL, RUN, ret_tensor); \
+		return value_reduce(K_MEAN, self, 0, NULL, false, dtype, NULL, KEY, ret_tensor); \
 	}                                                                                     \
 	int tn__mean_dim_##SUFFIX(const tn_tensor *self, int ndim, const int64_t *dim,         \
 				  bool keepdim, const enum tn_dtype *dtype, tn_tensor **ret_tensor) \
 	{                                                                                     \
-		return value_reduce(K_MEAN, self, ndim, dim, keepdim, dtype, NULL, RUN,        \
+		return value_reduce(K_MEAN, self, ndim, dim, keepdim, dtype, NULL, KEY,        \
 				    ret_tensor);                                              \
 	}                                                                                     \
 	int tn__mean_dim_out_##SUFFIX(const tn_tensor *self, int ndim, const int64_t *dim,     \
 				      bool keepdim, const enum tn_dtype *dtype, tn_tensor *out) \
 	{                                                                                     \
 		int rc = tn__check_live(out, "mean");                                         \
-		return rc ? rc : value_reduce(K_MEAN, self, ndim, dim, keepdim, dtype, out, RUN, NULL); \
+		return rc ? rc : value_reduce(K_MEAN, self, ndim, dim, keepdim, dtype, out, KEY, NULL); \
 	}                                                                                     \
 	int tn__prod_##SUFFIX(const tn_tensor *self, const enum tn_dtype *dtype,              \
 			      tn_tensor **ret_tensor)                                         \
 	{                                                                                     \
-		return value_reduce(K_PROD, self, 0, NULL, false, dtype, NULL, RUN, ret_tensor); \
+		return value_reduce(K_PROD, self, 0, NULL, false, dtype, NULL, KEY, ret_tensor); \
 	}                                                                                     \
 	int tn__prod_out_##SUFFIX(const tn_tensor *self, const enum tn_dtype *dtype,          \
 				  tn_tensor *out)                                             \
 	{                                                                                     \
 		int rc = tn__check_live(out, "prod");                                         \
-		return rc ? rc : value_reduce(K_PROD, self, 0, NULL, false, dtype, out, RUN, NULL); \
+		return rc ? rc : value_reduce(K_PROD, self, 0, NULL, false, dtype, out, KEY, NULL); \
 	}                                                                                     \
 	int tn__prod_dim_##SUFFIX(const tn_tensor *self, int64_t dim, bool keepdim,            \
 				  const enum tn_dtype *dtype, tn_tensor **ret_tensor)         \
 	{                                                                                     \
-		return value_reduce(K_PROD, self, 1, &dim, keepdim, dtype, NULL, RUN, ret_tensor); \
+		return value_reduce(K_PROD, self, 1, &dim, keepdim, dtype, NULL, KEY, ret_tensor); \
 	}                                                                                     \
 	int tn__prod_dim_out_##SUFFIX(const tn_tensor *self, int64_t dim, bool keepdim,        \
 				      const enum tn_dtype *dtype, tn_tensor *out)             \
 	{                                                                                     \
 		int rc = tn__check_live(out, "prod");                                         \
-		return rc ? rc : value_reduce(K_PROD, self, 1, &dim, keepdim, dtype, out, RUN, NULL); \
+		return rc ? rc : value_reduce(K_PROD, self, 1, &dim, keepdim, dtype, out, KEY, NULL); \
 	}                                                                                     \
 	int tn__amax_##SUFFIX(const tn_tensor *self, int ndim, const int64_t *dim, bool keepdim, \
 			      tn_tensor **ret_tensor)                                         \
 	{                                                                                     \
-		return value_reduce(K_AMAX, self, ndim, dim, keepdim, NULL, NULL, RUN, ret_tensor); \
+		return value_reduce(K_AMAX, self, ndim, dim, keepdim, NULL, NULL, KEY, ret_tensor); \
 	}                                                                                     \
 	int tn__amax_out_##SUFFIX(const tn_tensor *self, int ndim, const int64_t *dim,         \
 				  bool keepdim, tn_tensor *out)                               \
 	{                                                                                     \
 		int rc = tn__check_live(out, "amax");                                         \
-		return rc ? rc : value_reduce(K_AMAX, self, ndim, dim, keepdim, NULL, out, RUN, NULL); \
+		return rc ? rc : value_reduce(K_AMAX, self, ndim, dim, keepdim, NULL, out, KEY, NULL); \
 	}                                                                                     \
 	int tn__amin_##SUFFIX(const tn_tensor *self, int ndim, const int64_t *dim, bool keepdim, \
 			      tn_tensor **ret_tensor)                                         \
 	{                                                                                     \
-		return value_reduce(K_AMIN, self, ndim, dim, keepdim, NULL, NULL, RUN, ret_tensor); \
+		return value_reduce(K_AMIN, self, ndim, dim, keepdim, NULL, NULL, KEY, ret_tensor); \
 	}                                                                                     \
 	int tn__amin_out_##SUFFIX(const tn_tensor *self, int ndim, const int64_t *dim,         \
 				  bool keepdim, tn_tensor *out)                               \
 	{                                                                                     \
 		int rc = tn__check_live(out, "amin");                                         \
-		return rc ? rc : value_reduce(K_AMIN, self, ndim, dim, keepdim, NULL, out, RUN, NULL); \
+		return rc ? rc : value_reduce(K_AMIN, self, ndim, dim, keepdim, NULL, out, KEY, NULL); \
 	}                                                                                     \
 	int tn__max_##SUFFIX(const tn_tensor *self, tn_tensor **ret_tensor)                    \
 	{                                                                                     \
-		return value_reduce(K_MAX, self, 0, NULL, false, NULL, NULL, RUN, ret_tensor); \
+		return value_reduce(K_MAX, self, 0, NULL, false, NULL, NULL, KEY, ret_tensor); \
 	}                                                                                     \
 	int tn__min_##SUFFIX(const tn_tensor *self, tn_tensor **ret_tensor)                    \
 	{                                                                                     \
-		return value_reduce(K_MIN, self, 0, NULL, false, NULL, NULL, RUN, ret_tensor); \
+		return value_reduce(K_MIN, self, 0, NULL, false, NULL, NULL, KEY, ret_tensor); \
 	}                                                                                     \
 	int tn__all_##SUFFIX(const tn_tensor *self, tn_tensor **ret_tensor)                    \
 	{                                                                                     \
-		return value_reduce(K_ALL, self, 0, NULL, false, NULL, NULL, RUN, ret_tensor); \
+		return value_reduce(K_ALL, self, 0, NULL, false, NULL, NULL, KEY, ret_tensor); \
 	}                                                                                     \
 	int tn__all_out_##SUFFIX(const tn_tensor *self, tn_tensor *out)                        \
 	{                                                                                     \
 		int rc = tn__check_live(out, "all");                                          \
-		return rc ? rc : value_reduce(K_ALL, self, 0, NULL, false, NULL, out, RUN, NULL); \
+		return rc ? rc : value_reduce(K_ALL, self, 0, NULL, false, NULL, out, KEY, NULL); \
 	}                                                                                     \
 	int tn__all_dim_##SUFFIX(const tn_tensor *self, int64_t dim, bool keepdim,             \
 				 tn_tensor **ret_tensor)                                      \
 	{                                                                                     \
-		return value_reduce(K_ALL, self, 1, &dim, keepdim, NULL, NULL, RUN, ret_tensor); \
+		return value_reduce(K_ALL, self, 1, &dim, keepdim, NULL, NULL, KEY, ret_tensor); \
 	}                                                                                     \
 	int tn__all_dim_out_##SUFFIX(const tn_tensor *self, int64_t dim, bool keepdim,         \
 				     tn_tensor *out)                                          \
 	{                                                                                     \
 		int rc = tn__check_live(out, "all");                                          \
-		return rc ? rc : value_reduce(K_ALL, self, 1, &dim, keepdim, NULL, out, RUN, NULL); \
+		return rc ? rc : value_reduce(K_ALL, self, 1, &dim, keepdim, NULL, out, KEY, NULL); \
 	}                                                                                     \
 	int tn__any_##SUFFIX(const tn_tensor *self, tn_tensor **ret_tensor)                    \
 	{                                                                                     \
-		return value_reduce(K_ANY, self, 0, NULL, false, NULL, NULL, RUN, ret_tensor); \
+		return value_reduce(K_ANY, self, 0, NULL, false, NULL, NULL, KEY, ret_tensor); \
 	}                                                                                     \
 	int tn__any_out_##SUFFIX(const tn_tensor *self, tn_tensor *out)                        \
 	{                                                                                     \
 		int rc = tn__check_live(out, "any");                                          \
-		return rc ? rc : value_reduce(K_ANY, self, 0, NULL, false, NULL, out, RUN, NULL); \
+		return rc ? rc : value_reduce(K_ANY, self, 0, NULL, false, NULL, out, KEY, NULL); \
 	}                                                                                     \
 	int tn__any_dim_##SUFFIX(const tn_tensor *self, int64_t dim, bool keepdim,             \
 				 tn_tensor **ret_tensor)                                      \
 	{                                                                                     \
-		return value_reduce(K_ANY, self, 1, &dim, keepdim, NULL, NULL, RUN, ret_tensor); \
+		return value_reduce(K_ANY, self, 1, &dim, keepdim, NULL, NULL, KEY, ret_tensor); \
 	}                                                                                     \
 	int tn__any_dim_out_##SUFFIX(const tn_tensor *self, int64_t dim, bool keepdim,         \
 				     tn_tensor *out)                                          \
 	{                                                                                     \
 		int rc = tn__check_live(out, "any");                                          \
-		return rc ? rc : value_reduce(K_ANY, self, 1, &dim, keepdim, NULL, out, RUN, NULL); \
+		return rc ? rc : value_reduce(K_ANY, self, 1, &dim, keepdim, NULL, out, KEY, NULL); \
 	}
 
-VALUE_KERNELS(cpu, true)
-VALUE_KERNELS(meta, false)
+VALUE_KERNELS(cpu, TN_KEY_CPU)
+VALUE_KERNELS(cuda, TN_KEY_CUDA)
+VALUE_KERNELS(meta, TN_KEY_META)
 
 #define INDEX_KERNELS(SUFFIX, RUN)                                                            \
 	int tn__max_dim_##SUFFIX(const tn_tensor *self, int64_t dim, bool keepdim,             \

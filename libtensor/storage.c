@@ -6,9 +6,10 @@
  * all the strong ones together. Dropping the last strong reference releases the bytes and then
  * that collective weak reference; dropping the last weak reference frees the handle.
  */
+#include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "backend.h"
 
 static bool storage_ok(const tn_storage *s)
 {
@@ -40,16 +41,13 @@ TN_EXPORT int tn_storage_new_with_allocator(tn_device device, size_t nbytes,
 		return tn__error(TN_EINVAL, "tn_storage_new: NULL ret_storage");
 	if ((r = check_device(device, "tn_storage_new")))
 		return r;
-	/* A blob's device is the caller's word; memory libtensor allocates needs the device. */
-	if (device.type == TN_DEVICE_CUDA && allocator && nbytes) {
-		int n = tn_cuda_device_count();
-		if (device.index >= n)
-			return n == 0 ? tn__error(TN_ENODEV, "tn_storage_new: no CUDA GPUs are "
-							     "available")
-				      : tn__error(TN_ENODEV, "tn_storage_new: CUDA error: invalid "
-						  "device ordinal %d (%d device%s)", device.index, n,
-						  n == 1 ? "" : "s");
-	}
+	/* A blob's device is the caller's word; memory libtensor allocates on a backend's device
+	 * needs the backend, and the device, which the backend's guard checks. */
+	const struct tn__device_ops *dev = NULL;
+	const bool backend = device.type != TN_DEVICE_CPU && device.type != TN_DEVICE_META;
+	if (backend && (allocator ? nbytes > 0 : true) &&
+	    (r = tn__device_get(device.type, &dev, "tn_storage_new")) < 0)
+		return r;
 	if (device.type != TN_DEVICE_META && !allocator)
 		return tn__error(TN_ENODEV, "tn_storage_new: no allocator is registered for %s",
 				 tn_device_type_name(device.type));
@@ -62,18 +60,19 @@ TN_EXPORT int tn_storage_new_with_allocator(tn_device device, size_t nbytes,
 	if (!s)
 		return tn__error(TN_ENOMEM, "tn_storage_new: out of memory");
 	if (allocator && nbytes) {
-		/* A CUDA allocator allocates on the current device: make it the storage's. */
+		/* A device's allocator allocates on the current device: make it the storage's. */
 		int saved = 0;
-		if (device.type == TN_DEVICE_CUDA &&
-		    (r = tn__cuda_device_enter(device.index, &saved)) < 0) {
+		if (dev && (r = dev->enter(device.index, &saved)) < 0) {
+			char why[512];
+			snprintf(why, sizeof(why), "%s", tn_last_error());
 			tn__handle_free(s);
-			return r;
+			return tn__error(r, "tn_storage_new: %s", why);
 		}
 		/* An allocator may explain its failure (CUDA out of memory). */
 		const uint64_t seq = tn__error_seq();
 		s->data = allocator->alloc(allocator->ctx, nbytes);
-		if (device.type == TN_DEVICE_CUDA)
-			tn__cuda_device_exit(saved);
+		if (dev)
+			dev->leave(saved);
 		if (!s->data) {
 			tn__handle_free(s);
 			if (tn__error_seq() != seq && (r = tn__last_error_code()) < 0)

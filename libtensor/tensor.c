@@ -8,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "internal.h"
+#include "backend.h"
 #include "ops_kernels.h"
 
 #define SHAPE_BUF 256
@@ -431,8 +431,10 @@ static enum tn_dtype dtype_of_scalar(tn_scalar v)
 	return v.kind == TN_SCALAR_BOOL ? TN_BOOL : v.kind == TN_SCALAR_INT ? TN_INT64 : TN_FLOAT32;
 }
 
+/* A tensor of @value on @device, filled by the kernels of dispatch key @key (none: Meta). */
 static int full_impl(int nsize, const int64_t *size, tn_scalar value, enum tn_dtype dtype,
-		     tn_device device, bool fill, tn_tensor **ret_tensor, const char *who)
+		     tn_device device, enum tn_dispatch_key key, tn_tensor **ret_tensor,
+		     const char *who)
 {
 	unsigned char elem[8];
 	tn_tensor *t;
@@ -447,53 +449,38 @@ static int full_impl(int nsize, const int64_t *size, tn_scalar value, enum tn_dt
 		return r;
 	if ((r = empty_impl(nsize, size, NULL, dtype, device, &t, who)))
 		return r;
-	if (fill && device.type == TN_DEVICE_CUDA && (r = tn__cuda_fill_tensor(t, elem)) < 0) {
+	if (key == TN_KEY_CPU) {
+		tn__fill_elements(tn_tensor_data(t), elem, tn_dtype_size(dtype), t->numel);
+	} else if (tn__key_on_backend(key) && (r = tn__fill_key(t, value, key)) < 0) {
 		tn_tensor_unref(t);
 		return r;
 	}
-	if (fill && device.type != TN_DEVICE_CUDA)
-		tn__fill_elements(tn_tensor_data(t), elem, tn_dtype_size(dtype), t->numel);
 	*ret_tensor = t;
 	return 0;
 }
 
-int tn__full_cpu(int nsize, const int64_t *size, tn_scalar fill_value, const enum tn_dtype *dtype,
-		 tn_device device, tn_tensor **ret_tensor)
-{
-	return full_impl(nsize, size, fill_value, dtype ? *dtype : dtype_of_scalar(fill_value),
-			 device, true, ret_tensor, "full");
-}
-
-int tn__full_meta(int nsize, const int64_t *size, tn_scalar fill_value, const enum tn_dtype *dtype,
-		  tn_device device, tn_tensor **ret_tensor)
-{
-	return full_impl(nsize, size, fill_value, dtype ? *dtype : dtype_of_scalar(fill_value),
-			 device, false, ret_tensor, "full");
-}
-
-int tn__zeros_cpu(int nsize, const int64_t *size, enum tn_dtype dtype, tn_device device,
-		  tn_tensor **ret_tensor)
-{
-	return full_impl(nsize, size, tn_scalar_int(0), dtype, device, true, ret_tensor, "zeros");
-}
-
-int tn__zeros_meta(int nsize, const int64_t *size, enum tn_dtype dtype, tn_device device,
-		   tn_tensor **ret_tensor)
-{
-	return full_impl(nsize, size, tn_scalar_int(0), dtype, device, false, ret_tensor, "zeros");
-}
-
-int tn__ones_cpu(int nsize, const int64_t *size, enum tn_dtype dtype, tn_device device,
-		 tn_tensor **ret_tensor)
-{
-	return full_impl(nsize, size, tn_scalar_int(1), dtype, device, true, ret_tensor, "ones");
-}
-
-int tn__ones_meta(int nsize, const int64_t *size, enum tn_dtype dtype, tn_device device,
-		  tn_tensor **ret_tensor)
-{
-	return full_impl(nsize, size, tn_scalar_int(1), dtype, device, false, ret_tensor, "ones");
-}
+/* full, zeros and ones for each dispatch key (the device argument's). */
+#define FULL_KERNELS(NAME, OP, SUFFIX, KEY)                                                      \
+	int tn__full_##SUFFIX(int nsize, const int64_t *size, tn_scalar fill_value,                 \
+			      const enum tn_dtype *dtype, tn_device device, tn_tensor **ret_tensor) \
+	{                                                                                        \
+		return full_impl(nsize, size, fill_value,                                        \
+				 dtype ? *dtype : dtype_of_scalar(fill_value), device, KEY,       \
+				 ret_tensor, "full");                                            \
+	}                                                                                        \
+	int tn__zeros_##SUFFIX(int nsize, const int64_t *size, enum tn_dtype dtype,                 \
+			       tn_device device, tn_tensor **ret_tensor)                            \
+	{                                                                                        \
+		return full_impl(nsize, size, tn_scalar_int(0), dtype, device, KEY, ret_tensor,   \
+				 "zeros");                                                       \
+	}                                                                                        \
+	int tn__ones_##SUFFIX(int nsize, const int64_t *size, enum tn_dtype dtype,                  \
+			      tn_device device, tn_tensor **ret_tensor)                             \
+	{                                                                                        \
+		return full_impl(nsize, size, tn_scalar_int(1), dtype, device, KEY, ret_tensor,   \
+				 "ones");                                                        \
+	}
+TN_FOR_EACH_KEY(FULL_KERNELS, full, 0)
 
 TN_EXPORT int tn_from_blob(void *data, int ndim, const int64_t *sizes, const int64_t *strides,
 			   enum tn_dtype dtype, tn_deleter deleter, void *ctx,
@@ -785,9 +772,11 @@ TN_EXPORT int tn_tensor_get(const tn_tensor *tensor, int nindex, const int64_t *
 		return tn__error(TN_EINVAL, "tn_tensor_get: NULL ret_value");
 	if ((r = element_address(tensor, nindex, index, "tn_tensor_get", &p)))
 		return r;
-	if (tn__is_cuda(tensor)) { /* one element to the host, after the stream's work */
+	if (!tn__on_host(tensor)) { /* one element to the host, after the device's work */
 		_Alignas(8) unsigned char elem[8];
-		if ((r = tn__cuda_element_read(tensor, p, elem)) < 0)
+		const struct tn__device_ops *dev;
+		if ((r = tn__device_of(tensor, &dev, "tn_tensor_get")) < 0 ||
+		    (r = dev->element_read(tensor, p, elem)) < 0)
 			return r;
 		*ret_value = tn__element_to_scalar(tensor->dtype, elem);
 		return 0;
@@ -807,11 +796,13 @@ TN_EXPORT int tn_tensor_set(tn_tensor *tensor, int nindex, const int64_t *index,
 		return tn__error(TN_EPERM, "tn_tensor_set: the tensor is sealed, which is read-only");
 	if ((r = element_address(tensor, nindex, index, "tn_tensor_set", &p)))
 		return r;
-	if (tn__is_cuda(tensor)) {
+	if (!tn__on_host(tensor)) {
 		_Alignas(8) unsigned char elem[8];
-		if ((r = tn__scalar_to_element(value, tensor->dtype, elem)) < 0)
+		const struct tn__device_ops *dev;
+		if ((r = tn__scalar_to_element(value, tensor->dtype, elem)) < 0 ||
+		    (r = tn__device_of(tensor, &dev, "tn_tensor_set")) < 0)
 			return r;
-		return tn__cuda_element_write(tensor, p, elem);
+		return dev->element_write(tensor, p, elem);
 	}
 	return tn__scalar_to_element(value, tensor->dtype, p);
 }

@@ -11,6 +11,7 @@
  */
 #include <string.h>
 
+#include "backend.h"
 #include "iter.h"
 #include "loops.h"
 #include "ops_kernels.h"
@@ -80,12 +81,13 @@ static void unary_config(struct tn_iter_config *cfg, tn_tensor *out, const tn_te
 }
 
 /*
- * out = f(a): @out NULL allocates, @out == a is in place; @run false builds only (Meta).
+ * out = f(a): @out NULL allocates, @out == a is in place; @key is the kernel's dispatch key
+ * (tn__key_runs).
  * @bad_arg, when not NULL, is the message for an argument found bad after the iterator's
  * checks and before the dtype's (gelu's approximate).
  */
-static int unary_impl(int op, tn_tensor *out, const tn_tensor *a, bool run, tn_tensor **ret,
-		      const char *bad_arg)
+static int unary_impl(int op, tn_tensor *out, const tn_tensor *a, enum tn_dispatch_key key,
+		      tn_tensor **ret, const char *bad_arg)
 {
 	const char *who = unops[op].name;
 	struct tn_iter_config cfg;
@@ -115,9 +117,9 @@ static int unary_impl(int op, tn_tensor *out, const tn_tensor *a, bool run, tn_t
 			       tn__scalar_type_name(ct));
 		goto out;
 	}
-	if (run && tn__is_cuda(it.ops[0].tensor)) {
-		rc = tn__cuda_run(&it, TN_CUDA_K_UNARY, op, NULL, ct, 1.0);
-	} else if (run) {
+	if (tn__key_on_backend(key)) {
+		rc = tn__device_run(key, &it, TN_KERNEL_UNARY, op, NULL, ct, 1.0);
+	} else if (key == TN_KEY_CPU) {
 		struct un_ctx c = { (tn__unary_fn)tn__stub_get(&tn__unary_stub), op, ct };
 		tn__chunked_for_each(&it, (const enum tn_dtype[]){ ct, ct }, unary_row, &c);
 	}
@@ -128,32 +130,31 @@ out:
 	return rc;
 }
 
-static int unary(int op, tn_tensor *out, const tn_tensor *a, bool run, tn_tensor **ret)
+static int unary(int op, tn_tensor *out, const tn_tensor *a, enum tn_dispatch_key key,
+		 tn_tensor **ret)
 {
-	return unary_impl(op, out, a, run, ret, NULL);
+	return unary_impl(op, out, a, key, ret, NULL);
 }
 
-#define UNARY_KERNELS_RUN(NAME, OP, SUFFIX, RUN)                                             \
+#define UNARY_KERNELS_KEY(NAME, OP, SUFFIX, KEY)                                             \
 	int tn__##NAME##_##SUFFIX(const tn_tensor *self, tn_tensor **ret_tensor)                \
 	{                                                                                    \
 		if (!ret_tensor)                                                             \
 			return tn__error(TN_EINVAL, "%s: NULL ret_tensor", #NAME);           \
-		return unary(OP, NULL, self, RUN, ret_tensor);                               \
+		return unary(OP, NULL, self, KEY, ret_tensor);                               \
 	}                                                                                    \
 	int tn__##NAME##_out_##SUFFIX(const tn_tensor *self, tn_tensor *out)                    \
 	{                                                                                    \
 		int rc = tn__check_live(out, #NAME);                                         \
-		return rc ? rc : unary(OP, out, self, RUN, NULL);                            \
+		return rc ? rc : unary(OP, out, self, KEY, NULL);                            \
 	}                                                                                    \
 	int tn__##NAME##__##SUFFIX(tn_tensor *self)                                             \
 	{                                                                                    \
 		int rc = tn__check_live(self, #NAME "_");                                    \
-		return rc ? rc : unary(OP, self, self, RUN, NULL);                           \
+		return rc ? rc : unary(OP, self, self, KEY, NULL);                           \
 	}
 
-#define UNARY_KERNELS(NAME, OP)                      \
-	UNARY_KERNELS_RUN(NAME, OP, cpu, true)       \
-	UNARY_KERNELS_RUN(NAME, OP, meta, false)
+#define UNARY_KERNELS(NAME, OP) TN_FOR_EACH_KEY(UNARY_KERNELS_KEY, NAME, OP)
 
 UNARY_KERNELS(neg, TN_UN_NEG)
 UNARY_KERNELS(abs, TN_UN_ABS)
@@ -179,38 +180,39 @@ UNARY_KERNELS(trunc, TN_UN_TRUNC)
 UNARY_KERNELS(reciprocal, TN_UN_RECIPROCAL)
 
 /* gelu: approximate "none" or "tanh", checked before the dtype as ATen's gelu_out_cpu does. */
-static int gelu(tn_tensor *out, const tn_tensor *a, const char *approximate, bool run,
-		tn_tensor **ret)
+static int gelu(tn_tensor *out, const tn_tensor *a, const char *approximate,
+		enum tn_dispatch_key key, tn_tensor **ret)
 {
 	if (approximate && strcmp(approximate, "none") == 0)
-		return unary(TN_UN_GELU, out, a, run, ret);
+		return unary(TN_UN_GELU, out, a, key, ret);
 	if (approximate && strcmp(approximate, "tanh") == 0)
-		return unary(TN_UN_GELU_TANH, out, a, run, ret);
-	return unary_impl(TN_UN_GELU, out, a, false, NULL,
+		return unary(TN_UN_GELU_TANH, out, a, key, ret);
+	return unary_impl(TN_UN_GELU, out, a, TN_KEY_META, NULL,
 			  "approximate argument must be either none or tanh.");
 }
 
-#define GELU_KERNELS(SUFFIX, RUN)                                                            \
+#define GELU_KERNELS(SUFFIX, KEY)                                                            \
 	int tn__gelu_##SUFFIX(const tn_tensor *self, const char *approximate,                   \
 			      tn_tensor **ret_tensor)                                           \
 	{                                                                                    \
 		if (!ret_tensor)                                                             \
 			return tn__error(TN_EINVAL, "gelu: NULL ret_tensor");                \
-		return gelu(NULL, self, approximate, RUN, ret_tensor);                       \
+		return gelu(NULL, self, approximate, KEY, ret_tensor);                       \
 	}                                                                                    \
 	int tn__gelu_out_##SUFFIX(const tn_tensor *self, const char *approximate, tn_tensor *out) \
 	{                                                                                    \
 		int rc = tn__check_live(out, "gelu");                                        \
-		return rc ? rc : gelu(out, self, approximate, RUN, NULL);                    \
+		return rc ? rc : gelu(out, self, approximate, KEY, NULL);                    \
 	}                                                                                    \
 	int tn__gelu__##SUFFIX(tn_tensor *self, const char *approximate)                        \
 	{                                                                                    \
 		int rc = tn__check_live(self, "gelu_");                                      \
-		return rc ? rc : gelu(self, self, approximate, RUN, NULL);                   \
+		return rc ? rc : gelu(self, self, approximate, KEY, NULL);                   \
 	}
 
-GELU_KERNELS(cpu, true)
-GELU_KERNELS(meta, false)
+GELU_KERNELS(cpu, TN_KEY_CPU)
+GELU_KERNELS(cuda, TN_KEY_CUDA)
+GELU_KERNELS(meta, TN_KEY_META)
 UNARY_KERNELS(bitwise_not, TN_UN_BITWISE_NOT)
 
 /* ---- predicates: bool results, out= of any dtype ---- */
@@ -233,7 +235,8 @@ static void pred_row(const void *vctx, char *const *p, const int64_t *s, int64_t
  * out = p(a) as bool, as ATen's logical_not_out: no dtype rule, a functional result is bool,
  * an out= (or in-place) tensor of another dtype receives 0 and 1 converted.
  */
-static int predicate(int op, tn_tensor *out, const tn_tensor *a, bool run, tn_tensor **ret)
+static int predicate(int op, tn_tensor *out, const tn_tensor *a, enum tn_dispatch_key key,
+		     tn_tensor **ret)
 {
 	struct tn_iter_config cfg;
 	struct tn_iter it;
@@ -245,9 +248,9 @@ static int predicate(int op, tn_tensor *out, const tn_tensor *a, bool run, tn_te
 	cfg.output_dtype = TN_BOOL;
 	if ((rc = tn__iter_build(&it, &cfg, pred_names[op])) < 0)
 		return rc;
-	if (run && tn__is_cuda(it.ops[0].tensor)) {
-		rc = tn__cuda_run(&it, TN_CUDA_K_PRED, op, NULL, it.ops[1].dtype, 1.0);
-	} else if (run) {
+	if (tn__key_on_backend(key)) {
+		rc = tn__device_run(key, &it, TN_KERNEL_PRED, op, NULL, it.ops[1].dtype, 1.0);
+	} else if (key == TN_KEY_CPU) {
 		struct pred_ctx c = { (tn__pred_fn)tn__stub_get(&tn__pred_stub), op,
 				      it.ops[1].dtype };
 		tn__chunked_for_each(&it, (const enum tn_dtype[]){ TN_BOOL, it.ops[1].dtype },
@@ -259,40 +262,32 @@ static int predicate(int op, tn_tensor *out, const tn_tensor *a, bool run, tn_te
 	return rc;
 }
 
-#define PRED_FN_KERNELS(NAME, OP, SUFFIX, RUN)                                               \
+#define PRED_FN_KERNELS(NAME, OP, SUFFIX, KEY)                                               \
 	int tn__##NAME##_##SUFFIX(const tn_tensor *self, tn_tensor **ret_tensor)                \
 	{                                                                                    \
 		if (!ret_tensor)                                                             \
 			return tn__error(TN_EINVAL, "%s: NULL ret_tensor", #NAME);           \
-		return predicate(OP, NULL, self, RUN, ret_tensor);                           \
+		return predicate(OP, NULL, self, KEY, ret_tensor);                           \
 	}
-#define PRED_OUT_KERNELS(NAME, OP, SUFFIX, RUN)                                              \
+#define PRED_OUT_KERNELS(NAME, OP, SUFFIX, KEY)                                              \
 	int tn__##NAME##_out_##SUFFIX(const tn_tensor *self, tn_tensor *out)                    \
 	{                                                                                    \
 		int rc = tn__check_live(out, #NAME);                                         \
-		return rc ? rc : predicate(OP, out, self, RUN, NULL);                        \
+		return rc ? rc : predicate(OP, out, self, KEY, NULL);                        \
 	}
-#define PRED_KERNELS(NAME, OP, SUFFIX, RUN)     \
-	PRED_FN_KERNELS(NAME, OP, SUFFIX, RUN)  \
-	PRED_OUT_KERNELS(NAME, OP, SUFFIX, RUN)
+#define PRED_KERNELS(NAME, OP, SUFFIX, KEY)     \
+	PRED_FN_KERNELS(NAME, OP, SUFFIX, KEY)  \
+	PRED_OUT_KERNELS(NAME, OP, SUFFIX, KEY)
 
-PRED_KERNELS(logical_not, TN_PRED_LOGICAL_NOT, cpu, true)
-PRED_KERNELS(logical_not, TN_PRED_LOGICAL_NOT, meta, false)
-PRED_KERNELS(isnan, TN_PRED_ISNAN, cpu, true)
-PRED_KERNELS(isnan, TN_PRED_ISNAN, meta, false)
-PRED_KERNELS(isinf, TN_PRED_ISINF, cpu, true)
-PRED_KERNELS(isinf, TN_PRED_ISINF, meta, false)
-PRED_FN_KERNELS(isfinite, TN_PRED_ISFINITE, cpu, true)
-PRED_FN_KERNELS(isfinite, TN_PRED_ISFINITE, meta, false)
+#define LOGICAL_NOT_INPLACE(NAME, OP, SUFFIX, KEY)                                           \
+	int tn__##NAME##__##SUFFIX(tn_tensor *self)                                             \
+	{                                                                                    \
+		int rc = tn__check_live(self, #NAME "_");                                    \
+		return rc ? rc : predicate(OP, self, self, KEY, NULL);                       \
+	}
 
-int tn__logical_not__cpu(tn_tensor *self)
-{
-	int rc = tn__check_live(self, "logical_not_");
-	return rc ? rc : predicate(TN_PRED_LOGICAL_NOT, self, self, true, NULL);
-}
-
-int tn__logical_not__meta(tn_tensor *self)
-{
-	int rc = tn__check_live(self, "logical_not_");
-	return rc ? rc : predicate(TN_PRED_LOGICAL_NOT, self, self, false, NULL);
-}
+TN_FOR_EACH_KEY(PRED_KERNELS, logical_not, TN_PRED_LOGICAL_NOT)
+TN_FOR_EACH_KEY(LOGICAL_NOT_INPLACE, logical_not, TN_PRED_LOGICAL_NOT)
+TN_FOR_EACH_KEY(PRED_KERNELS, isnan, TN_PRED_ISNAN)
+TN_FOR_EACH_KEY(PRED_KERNELS, isinf, TN_PRED_ISINF)
+TN_FOR_EACH_KEY(PRED_FN_KERNELS, isfinite, TN_PRED_ISFINITE)

@@ -165,7 +165,7 @@ static int reshape_impl(const tn_tensor *tensor, int ndim, const int64_t *shape,
 		return make_view(tensor, tensor->offset, ndim, sizes, strides, ret_tensor);
 	/* The strides cannot express the shape: copy into contiguous memory, as PyTorch does
 	 * (a Meta tensor gets the same geometry without data). */
-	if ((r = copy_data ? tn__clone_cpu(tensor, TN_CONTIGUOUS_FORMAT, &copy)
+	if ((r = copy_data ? tn__clone(tensor, TN_CONTIGUOUS_FORMAT, &copy)
 			   : tn__clone_meta(tensor, TN_CONTIGUOUS_FORMAT, &copy)))
 		return r;
 	r = tn__view(copy, ndim, sizes, ret_tensor);
@@ -173,8 +173,7 @@ static int reshape_impl(const tn_tensor *tensor, int ndim, const int64_t *shape,
 	return r;
 }
 
-int tn__reshape_cpu(const tn_tensor *self, int nshape, const int64_t *shape,
-		    tn_tensor **ret_tensor)
+int tn__reshape(const tn_tensor *self, int nshape, const int64_t *shape, tn_tensor **ret_tensor)
 {
 	return reshape_impl(self, nshape, shape, true, ret_tensor);
 }

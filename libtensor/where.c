@@ -12,6 +12,7 @@
  */
 #include <string.h>
 
+#include "backend.h"
 #include "iter.h"
 #include "loops.h"
 #include "ops_kernels.h"
@@ -44,11 +45,11 @@ static int scalar_tensor(tn_scalar v, enum tn_dtype dtype, tn_device dev, tn_ten
 
 /*
  * out = cond ? a : b. @as / @bs, when not NULL, replace @a / @b by a Scalar. @out NULL
- * allocates. @run false checks and builds only (Meta).
+ * allocates. @key is the kernel's dispatch key (tn__key_runs).
  */
 static int where_impl(tn_tensor *out, const tn_tensor *cond, const tn_tensor *a,
-		      const tn_tensor *b, const tn_scalar *as, const tn_scalar *bs, bool run,
-		      tn_tensor **ret)
+		      const tn_tensor *b, const tn_scalar *as, const tn_scalar *bs,
+		      enum tn_dispatch_key key, tn_tensor **ret)
 {
 	const tn_tensor *ops[2] = { a, b };
 	const tn_scalar *scalars[2] = { as, bs };
@@ -113,9 +114,9 @@ static int where_impl(tn_tensor *out, const tn_tensor *cond, const tn_tensor *a,
 			       tn__scalar_type_name(rt), tn__scalar_type_name(it.ops[0].dtype));
 		goto out;
 	}
-	if (run && tn__is_cuda(it.ops[0].tensor)) {
-		rc = tn__cuda_run(&it, TN_CUDA_K_WHERE, 0, NULL, rt, 1.0);
-	} else if (run) {
+	if (tn__key_on_backend(key)) {
+		rc = tn__device_run(key, &it, TN_KERNEL_WHERE, 0, NULL, rt, 1.0);
+	} else if (key == TN_KEY_CPU) {
 		struct where_ctx c = { (tn__where_fn)tn__stub_get(&tn__where_stub),
 				       tn__itemsize(rt) };
 		tn__chunked_for_each(&it, (const enum tn_dtype[]){ rt, cond->dtype, rt, rt },
@@ -136,42 +137,43 @@ static int need_ret(void *ret)
 	return ret ? 0 : tn__error(TN_EINVAL, "where: NULL ret_tensor");
 }
 
-#define WHERE_KERNELS(SUFFIX, RUN)                                                           \
+#define WHERE_KERNELS(SUFFIX, KEY)                                                           \
 	int tn__where_##SUFFIX(const tn_tensor *condition, const tn_tensor *self,               \
 			       const tn_tensor *other, tn_tensor **ret_tensor)                  \
 	{                                                                                    \
 		int rc = need_ret(ret_tensor);                                               \
 		return rc ? rc                                                               \
-			  : where_impl(NULL, condition, self, other, NULL, NULL, RUN, ret_tensor); \
+			  : where_impl(NULL, condition, self, other, NULL, NULL, KEY, ret_tensor); \
 	}                                                                                    \
 	int tn__where_out_##SUFFIX(const tn_tensor *condition, const tn_tensor *self,           \
 				   const tn_tensor *other, tn_tensor *out)                      \
 	{                                                                                    \
 		int rc = tn__check_live(out, "where");                                       \
-		return rc ? rc : where_impl(out, condition, self, other, NULL, NULL, RUN, NULL); \
+		return rc ? rc : where_impl(out, condition, self, other, NULL, NULL, KEY, NULL); \
 	}                                                                                    \
 	int tn__where_scalar_self_##SUFFIX(const tn_tensor *condition, tn_scalar self,          \
 					   const tn_tensor *other, tn_tensor **ret_tensor)      \
 	{                                                                                    \
 		int rc = need_ret(ret_tensor);                                               \
 		return rc ? rc                                                               \
-			  : where_impl(NULL, condition, NULL, other, &self, NULL, RUN, ret_tensor); \
+			  : where_impl(NULL, condition, NULL, other, &self, NULL, KEY, ret_tensor); \
 	}                                                                                    \
 	int tn__where_scalar_other_##SUFFIX(const tn_tensor *condition, const tn_tensor *self,  \
 					    tn_scalar other, tn_tensor **ret_tensor)            \
 	{                                                                                    \
 		int rc = need_ret(ret_tensor);                                               \
 		return rc ? rc                                                               \
-			  : where_impl(NULL, condition, self, NULL, NULL, &other, RUN, ret_tensor); \
+			  : where_impl(NULL, condition, self, NULL, NULL, &other, KEY, ret_tensor); \
 	}                                                                                    \
 	int tn__where_scalar_##SUFFIX(const tn_tensor *condition, tn_scalar self,               \
 				      tn_scalar other, tn_tensor **ret_tensor)                  \
 	{                                                                                    \
 		int rc = need_ret(ret_tensor);                                               \
 		return rc ? rc                                                               \
-			  : where_impl(NULL, condition, NULL, NULL, &self, &other, RUN,       \
+			  : where_impl(NULL, condition, NULL, NULL, &self, &other, KEY,       \
 				       ret_tensor);                                            \
 	}
 
-WHERE_KERNELS(cpu, true)
-WHERE_KERNELS(meta, false)
+WHERE_KERNELS(cpu, TN_KEY_CPU)
+WHERE_KERNELS(cuda, TN_KEY_CUDA)
+WHERE_KERNELS(meta, TN_KEY_META)

@@ -1440,11 +1440,36 @@ static void *map_aligned(int fd, uint64_t size, int prot)
 	return p;
 }
 
+/* Observers, newest first; pushed with release stores, walked after an acquire load. */
+static _Atomic(struct tn__arena_observer *) observers;
+
+void tn__arena_observe(struct tn__arena_observer *observer)
+{
+	struct tn__arena_observer *head = atomic_load_explicit(&observers, memory_order_relaxed);
+	do
+		observer->next = head;
+	while (!atomic_compare_exchange_weak_explicit(&observers, &head, observer,
+						      memory_order_release, memory_order_relaxed));
+}
+
+int tn__arena_mapping(const tn_arena *a, struct tn__arena_mapping *ret)
+{
+	if (!tn__arena_ok(a))
+		return tn__error(TN_EINVAL, "not an arena handle of this process");
+	*ret = (struct tn__arena_mapping){ a->base, a->ro, (size_t)a->size, a->read_only };
+	return 0;
+}
+
 static void destroy_handle(tn_arena *a)
 {
 	tcache_forget(a);
-	/* CUDA must forget the pages it pinned before they are unmapped. */
-	tn__cuda_arena_unmapping(a);
+	/* An observer that pinned the pages (a backend, for DMA) must forget them before they are
+	 * unmapped. A fork child's inherited handle is never destroyed (tn_arena_unref refuses
+	 * it), so observers hear only of handles this process made. */
+	struct tn__arena_mapping map = { a->base, a->ro, (size_t)a->size, a->read_only };
+	for (struct tn__arena_observer *o = atomic_load_explicit(&observers, memory_order_acquire);
+	     o; o = o->next)
+		o->unmapping(o, a, &map);
 	if (a->ro)
 		munmap(a->ro, a->size);
 	if (a->base)

@@ -23,6 +23,7 @@
 
 #include "../libtensor/internal.h"
 #include "arena_remote.h"
+#include "shm.h"
 #include <tensor/arena.h>
 
 #define ARENA_MAGIC UINT64_C(0x31414e4552414e54) /* "TNARENA1", little endian */
@@ -164,9 +165,6 @@ struct local_hold {
 
 #define TN_MAGIC_ARENA 0x4152454eu /* "AREN" */
 
-#define TN__ARENA_PINNED_BASE 1u
-#define TN__ARENA_PINNED_RO 2u
-
 struct tn_arena {
 	uint32_t magic;
 	_Atomic int64_t refcount;
@@ -183,9 +181,6 @@ struct tn_arena {
 	uint8_t *base;     /* read-write mapping (read-only for a read-only handle) */
 	uint8_t *ro;       /* read-only mapping of the same file (NULL for a read-only handle) */
 	uint64_t size;
-	/* TN__ARENA_PINNED_*: the mappings this handle registered with CUDA
-	 * (tn_cuda_arena_register, cuda/pinned.c), unregistered before they are unmapped. */
-	unsigned cuda_pinned;
 	/* The header's geometry, copied once validated: never read again from the shared
 	 * file, where another process (or damage) could change it under us. */
 	uint64_t clients_off, dir_off, data_off, data_size, page_size, max_names;

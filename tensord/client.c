@@ -19,7 +19,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "backend.h"
 #include "../shm/arena_remote.h"
 #include "client.h"
 #include "proto.h"
@@ -358,12 +358,21 @@ static int connect_locked(tn_tensord *c, const char *fn)
 	return 0;
 }
 
+/* What a backend may call of the client (CUDA IPC): given to the core's registry at the first
+ * connection, since a backend meets the client only through one. */
+#define TN_CLIENT_FILL_(ret, name, params, args, fallback) .name = name,
+#define TN_CLIENT_VFILL_(name, params, args) .name = name,
+static const struct tn__client_api client_api = {
+	TN_CLIENT_API_LIST(TN_CLIENT_FILL_, TN_CLIENT_VFILL_)
+};
+
 TN_EXPORT int tn_tensord_connect(const char *path, tn_tensord **ret)
 {
 	static const char fn[] = "tn_tensord_connect";
 	int r, saved = errno;
 	if (!ret)
 		return tn__error(TN_EINVAL, "%s: NULL ret_conn", fn);
+	tn__backend_provide_client(&client_api);
 	tn_tensord *c = tn__calloc(1, sizeof(*c));
 	if (!c)
 		return tn__error(TN_ENOMEM, "%s: out of memory", fn);

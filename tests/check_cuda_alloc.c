@@ -15,6 +15,9 @@
 #include <cuda_runtime_api.h>
 
 #include "testutil.h"
+#include "backend.h"
+
+extern const struct tn__device_ops tn__cuda_device_ops;
 
 #include "allocator.h"
 
@@ -1101,6 +1104,10 @@ END_TEST
 
 static Suite *cuda_alloc_suite(void)
 {
+	/* The backend's sources are linked into this program with the library's internal copy:
+	 * they serve CUDA here, rather than a libtensor-cuda.so loaded beside them. */
+	if (tn__device_register(&tn__cuda_device_ops) < 0)
+		ck_abort_msg("%s", tn_last_error());
 	Suite *s = suite_create("cuda_alloc");
 	TCase *tc = tcase_create("core");
 	tcase_add_checked_fixture(tc, setup, teardown);

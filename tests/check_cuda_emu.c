@@ -21,6 +21,9 @@
 #include <stdlib.h>
 
 #include "testutil.h"
+#include "backend.h"
+
+extern const struct tn__device_ops tn__cuda_device_ops;
 
 #include "../cuda/emulate.h"
 #include "binary_internal.h"
@@ -971,6 +974,10 @@ END_TEST
 
 static Suite *cuda_emu_suite(void)
 {
+	/* The backend's sources are linked into this program with the library's internal copy:
+	 * they serve CUDA here, rather than a libtensor-cuda.so loaded beside them. */
+	if (tn__device_register(&tn__cuda_device_ops) < 0)
+		ck_abort_msg("%s", tn_last_error());
 	Suite *s = suite_create("cuda_emu");
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 600);

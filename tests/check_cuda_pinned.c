@@ -18,6 +18,9 @@
 #include <unistd.h>
 
 #include "arena_testutil.h"
+#include "backend.h"
+
+extern const struct tn__device_ops tn__cuda_device_ops;
 
 #include "../shm/arena_remote.h"
 #include "pinned.h"
@@ -464,6 +467,10 @@ END_TEST
 
 static Suite *cuda_pinned_suite(void)
 {
+	/* The backend's sources are linked into this program with the library's internal copy:
+	 * they serve CUDA here, rather than a libtensor-cuda.so loaded beside them. */
+	if (tn__device_register(&tn__cuda_device_ops) < 0)
+		ck_abort_msg("%s", tn_last_error());
 	Suite *s = suite_create("cuda_pinned");
 	TCase *tc = tcase_create("table");
 	tcase_add_test(tc, test_table_overlaps);

@@ -2,6 +2,8 @@
 /* Storages: strong and weak counts, blobs and deleters, resizing, devices, bad handles. */
 #include <pthread.h>
 
+#include <string.h>
+
 #include "testutil.h"
 
 static const tn_device cpu = { TN_DEVICE_CPU, 0 };
@@ -161,11 +163,16 @@ START_TEST(test_devices)
 	ck_assert_tn_ok(tn_storage_resize(s, 10));
 	ck_assert_uint_eq(tn_storage_nbytes(s), 10);
 	tn_storage_unref(s);
-	/* CUDA: no allocator in a build without it; with it, the device must exist. */
-	if (!tn_cuda_caching_allocator())
-		ck_assert_tn_error(tn_storage_new(cuda, 8, &s), TN_ENODEV,
-				   "tn_storage_new: no allocator is registered for cuda");
-	else if (tn_cuda_device_count() == 0)
+	/* CUDA: without its backend (a build without it, or libtensor-cuda not loadable) the
+	 * reason; with it, the device must exist. */
+	if (!tn_cuda_caching_allocator()) {
+		ck_assert_int_eq(tn_storage_new(cuda, 8, &s), TN_ENODEV);
+		ck_assert_msg(strncmp(tn_last_error(), "tn_storage_new: libtensor was built without "
+					"cuda (configure --with-cuda)", 72) == 0 ||
+				      strncmp(tn_last_error(), "tn_storage_new: the cuda backend could "
+					      "not be loaded: ", 54) == 0,
+			      "%s", tn_last_error());
+	} else if (tn_cuda_device_count() == 0)
 		ck_assert_tn_error(tn_storage_new(cuda, 8, &s), TN_ENODEV,
 				   "tn_storage_new: no CUDA GPUs are available");
 	if (tn_cuda_device_count() > 0)
