@@ -354,9 +354,11 @@ int tn__format_strides(int ndim, const int64_t *sizes, enum tn_memory_format fmt
 	return 0;
 }
 
+/* The CPU and Meta have one device, index 0; a backend's devices are checked by its guard
+ * when the storage is made (a negative index is refused there too). */
 static int factory_device(tn_device device, const char *who)
 {
-	if (device.index != 0)
+	if ((device.type == TN_DEVICE_CPU || device.type == TN_DEVICE_META) && device.index != 0)
 		return tn__error(TN_EINVAL, "%s: device index %d of %s: only index 0 exists", who,
 				 device.index, tn_device_type_name(device.type));
 	return 0;
