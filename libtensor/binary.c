@@ -18,52 +18,29 @@
 #include "binary_internal.h"
 #include "ops_kernels.h"
 
-#define CHUNK 256
-/* Bytes of output computed per block before they are streamed out. */
-#define STREAM_BLOCK 4096
-
 struct bin_ctx {
-	struct tn__bin_loop loop; /* first: the loop's context */
 	tn__binary_fn fn;   /* arithmetic */
 	tn__compare_fn cmp; /* comparisons */
 	int op;
+	enum tn_dtype ct; /* the inputs' compute dtype */
 	struct tn__alpha alpha;
 };
 
-static void run_row(const struct tn__bin_loop *l, char *o, int64_t so, const char *a, int64_t sa,
-		    const char *b, int64_t sb, int64_t n)
+/* One row of out = a OP b: operands 0 (out), 1 and 2 in the chunked loop's compute dtypes. */
+static void run_row(const void *vctx, char *const *p, const int64_t *s, int64_t n)
 {
-	const struct bin_ctx *c = (const struct bin_ctx *)l;
+	const struct bin_ctx *c = vctx;
 	if (c->cmp)
-		c->cmp(c->op, l->ct, o, so, a, sa, b, sb, n);
+		c->cmp(c->op, c->ct, p[0], s[0], p[1], s[1], p[2], s[2], n);
 	else
-		c->fn(c->op, l->ct, o, so, a, sa, b, sb, n, &c->alpha);
+		c->fn(c->op, c->ct, p[0], s[0], p[1], s[1], p[2], s[2], n, &c->alpha);
 }
 
 /* An arithmetic row whose output is past the caches: the kernel streams its stores. */
-static void run_row_stream(const struct tn__bin_loop *l, char *o, int64_t so, const char *a,
-			   int64_t sa, const char *b, int64_t sb, int64_t n)
+static void run_row_stream(const void *vctx, char *const *p, const int64_t *s, int64_t n)
 {
-	const struct bin_ctx *c = (const struct bin_ctx *)l;
-	c->fn(c->op | TN_BINOP_STREAM, l->ct, o, so, a, sa, b, sb, n, &c->alpha);
-}
-
-void tn__bin_loop_run(struct tn__bin_loop *c, tn__bin_row_fn row, const struct tn_iter *it,
-		      enum tn_dtype out_ct)
-{
-	c->row = row;
-	c->cast = (tn__cast_fn)tn__stub_get(&tn__cast_stub);
-	c->ct = it->common_dtype;
-	c->out_ct = out_ct;
-	c->cast_any = false;
-	c->stream = NULL;
-	if (it->numel * (int64_t)tn__itemsize(out_ct) >= TN_STREAM_BYTES)
-		c->stream = (tn__stream_copy_fn)tn__stub_get(&tn__stream_copy_stub);
-	for (int k = 0; k < 3; k++) {
-		c->dt[k] = it->ops[k].dtype;
-		c->cast_any |= c->dt[k] != (k == 0 ? out_ct : c->ct);
-	}
-	tn__iter_for_each(it, tn__binary_loop, c, TN_GRAIN_SIZE);
+	const struct bin_ctx *c = vctx;
+	c->fn(c->op | TN_BINOP_STREAM, c->ct, p[0], s[0], p[1], s[1], p[2], s[2], n, &c->alpha);
 }
 
 void tn__bin_config(struct tn_iter_config *cfg, const tn_tensor *out, const tn_tensor *a,
@@ -78,68 +55,6 @@ void tn__bin_config(struct tn_iter_config *cfg, const tn_tensor *out, const tn_t
 	cfg->wrapped[1] = a_wrapped;
 	cfg->wrapped[2] = b_wrapped;
 	cfg->promote_inputs_to_common_dtype = true;
-}
-
-void tn__binary_loop(void *vctx, char **data, const int64_t *strides, int64_t n0, int64_t n1)
-{
-	const struct tn__bin_loop *c = vctx;
-	const int64_t w = (int64_t)tn__itemsize(c->ct), wo = (int64_t)tn__itemsize(c->out_ct);
-	_Alignas(64) unsigned char buf[3][CHUNK * 8];
-	_Alignas(64) unsigned char sbuf[STREAM_BLOCK];
-
-	for (int64_t j = 0; j < n1; j++) {
-		char *p[3];
-		for (int k = 0; k < 3; k++)
-			p[k] = data[k] + j * strides[3 + k];
-		if (c->stream && !c->cast_any && strides[0] == wo && c->row_stream) {
-			c->row_stream(c, p[0], wo, p[1], strides[1], p[2], strides[2], n0);
-			continue;
-		}
-		if (c->stream && !c->cast_any && strides[0] == wo) {
-			/* A large output: blocks computed in L1, then streamed out. */
-			const int64_t blk = STREAM_BLOCK / wo;
-			for (int64_t i = 0; i < n0; i += blk) {
-				int64_t m = n0 - i < blk ? n0 - i : blk;
-				c->row(c, (char *)sbuf, wo, p[1] + i * strides[1], strides[1],
-				       p[2] + i * strides[2], strides[2], m);
-				c->stream(p[0] + i * wo, sbuf, (size_t)(m * wo));
-			}
-			continue;
-		}
-		if (!c->cast_any) {
-			c->row(c, p[0], strides[0], p[1], strides[1], p[2], strides[2], n0);
-			continue;
-		}
-		for (int64_t i = 0; i < n0; i += CHUNK) {
-			int64_t m = n0 - i < CHUNK ? n0 - i : CHUNK;
-			char *q[3];
-			int64_t qs[3];
-			for (int k = 1; k < 3; k++) {
-				char *src = p[k] + i * strides[k];
-				if (c->dt[k] == c->ct) {
-					q[k] = src;
-					qs[k] = strides[k];
-				} else if (strides[k] == 0) { /* a broadcast value: convert it once */
-					c->cast((char *)buf[k], c->ct, w, src, c->dt[k], 0, 1);
-					q[k] = (char *)buf[k];
-					qs[k] = 0;
-				} else {
-					c->cast((char *)buf[k], c->ct, w, src, c->dt[k], strides[k], m);
-					q[k] = (char *)buf[k];
-					qs[k] = w;
-				}
-			}
-			char *dst = p[0] + i * strides[0];
-			bool out_cast = c->dt[0] != c->out_ct;
-			q[0] = out_cast ? (char *)buf[0] : dst;
-			qs[0] = out_cast ? wo : strides[0];
-			c->row(c, q[0], qs[0], q[1], qs[1], q[2], qs[2], m);
-			if (out_cast)
-				c->cast(dst, c->dt[0], strides[0], (char *)buf[0], c->out_ct, wo, m);
-		}
-	}
-	if (c->stream)
-		tn__store_fence();
 }
 
 static const char *const op_names[] = { "add", "sub", "mul", "div" };
@@ -312,8 +227,9 @@ static int binary_impl(bool cmp, int op, tn_tensor *out, const tn_tensor *a, con
 			c.cmp = (tn__compare_fn)tn__stub_get(&tn__compare_stub);
 		else
 			c.fn = (tn__binary_fn)tn__stub_get(&tn__binary_stub);
-		c.loop.row_stream = cmp ? NULL : run_row_stream;
-		tn__bin_loop_run(&c.loop, run_row, &it, cmp ? TN_BOOL : ct);
+		c.ct = ct;
+		tn__chunked_for_each_streamed(&it, (const enum tn_dtype[]){ cmp ? TN_BOOL : ct, ct, ct },
+					      run_row, cmp ? NULL : run_row_stream, &c);
 	}
 	if (ret)
 		*ret = tn__iter_output(&it, 0);

@@ -82,21 +82,21 @@ static const struct ext_op ext_ops[] = {
 };
 
 struct ext_ctx {
-	struct tn__bin_loop loop; /* first: the loop's context */
 	tn__binary2_fn fn;
 	tn__binary_fn div; /* true division */
 	int kop;
+	enum tn_dtype ct; /* the inputs' compute dtype */
 };
 
-static void ext_row(const struct tn__bin_loop *l, char *o, int64_t so, const char *a, int64_t sa,
-		    const char *b, int64_t sb, int64_t n)
+/* One row of out = a OP b: operands 0 (out), 1 and 2 in the chunked loop's compute dtypes. */
+static void ext_row(const void *vctx, char *const *p, const int64_t *s, int64_t n)
 {
 	static const struct tn__alpha one = { 1.0, 1, true };
-	const struct ext_ctx *c = (const struct ext_ctx *)l;
+	const struct ext_ctx *c = vctx;
 	if (c->div)
-		c->div(TN_BINOP_DIV, l->ct, o, so, a, sa, b, sb, n, &one);
+		c->div(TN_BINOP_DIV, c->ct, p[0], s[0], p[1], s[1], p[2], s[2], n, &one);
 	else
-		c->fn(c->kop, l->ct, o, so, a, sa, b, sb, n);
+		c->fn(c->kop, c->ct, p[0], s[0], p[1], s[1], p[2], s[2], n);
 }
 
 /* ---- integer division by zero: the divisor is read before anything is written ---- */
@@ -325,12 +325,14 @@ static int ext(int x, tn_tensor *out, const tn_tensor *a, const tn_scalar *a_sca
 						      ct, 1.0)
 				     : tn__device_run(key, &it, TN_KERNEL_BINARY2, kop, NULL, ct, 1.0);
 		} else if (it.numel > 0) {
-			struct ext_ctx c = { .kop = kop };
+			struct ext_ctx c = { .kop = kop, .ct = ct };
 			if (kop < 0)
 				c.div = (tn__binary_fn)tn__stub_get(&tn__binary_stub);
 			else
 				c.fn = (tn__binary2_fn)tn__stub_get(&tn__binary2_stub);
-			tn__bin_loop_run(&c.loop, ext_row, &it, d->kind == K_LOGICAL ? TN_BOOL : ct);
+			const enum tn_dtype out_ct = d->kind == K_LOGICAL ? TN_BOOL : ct;
+			tn__chunked_for_each_streamed(&it, (const enum tn_dtype[]){ out_ct, ct, ct },
+						      ext_row, NULL, &c);
 		}
 	}
 	if (ret && rc == 0)

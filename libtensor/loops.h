@@ -25,4 +25,11 @@ typedef void (*tn__row_fn)(const void *ctx, char *const *data, const int64_t *st
 void tn__chunked_for_each(const struct tn_iter *it, const enum tn_dtype *compute, tn__row_fn row,
 			  const void *ctx);
 
+/* tn__chunked_for_each for operators whose output may be past the caches: an output (operand
+ * 0) of TN_STREAM_BYTES or more, when no operand is converted, is written with streaming stores,
+ * by @row_stream when not NULL (a kernel that streams its own stores), else computed in blocks
+ * in L1 that are streamed out. */
+void tn__chunked_for_each_streamed(const struct tn_iter *it, const enum tn_dtype *compute,
+				   tn__row_fn row, tn__row_fn row_stream, const void *ctx);
+
 #endif /* TN_LOOPS_H */

@@ -717,6 +717,65 @@ START_TEST(test_kernels_under_each_capability)
 }
 END_TEST
 
+/*
+ * Outputs past TN_STREAM_BYTES (8 MiB) are written with streaming stores: by the kernel itself
+ * (add), or computed in blocks and streamed out (comparisons into bool, remainder), with a
+ * broadcast row; a mixed-dtype operation of the same size takes the converting path. Every
+ * element is checked.
+ */
+START_TEST(test_streamed_outputs)
+{
+	const int64_t rows = 1024, cols = 3072; /* 3 Mi elements: 12 MiB of float32 */
+	int64_t sizes[] = { rows, cols }, rsizes[] = { 1, cols };
+	tn_tensor *a = NULL, *r = NULL, *sum = NULL, *eq = NULL, *rem = NULL, *d = NULL, *mix = NULL;
+	ck_assert_tn_ok(tn_empty(2, sizes, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, &a));
+	ck_assert_tn_ok(tn_empty(2, rsizes, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, &r));
+	float *pa = tn_tensor_data(a), *pr = tn_tensor_data(r);
+	for (int64_t i = 0; i < rows * cols; i++)
+		pa[i] = (float)(i % 1000) - 500.0f;
+	for (int64_t j = 0; j < cols; j++)
+		pr[j] = (float)(j % 7) + 1.0f;
+	ck_assert_tn_ok(tn_add(a, r, tn_scalar_int(2), &sum));
+	ck_assert_tn_ok(tn_remainder(a, r, &rem));
+	ck_assert_tn_ok(tn_to(a, TN_FLOAT64, false, false, NULL, &d));
+	ck_assert_tn_ok(tn_mul(d, r, &mix)); /* float64 result: r converted per chunk */
+	const float *ps = tn_tensor_data(sum), *pm = tn_tensor_data(rem);
+	const double *px = tn_tensor_data(mix);
+	for (int64_t i = 0; i < rows; i++)
+		for (int64_t j = 0; j < cols; j++) {
+			int64_t k = i * cols + j;
+			float want_rem = fmodf(pa[k], pr[j]);
+			if (want_rem != 0 && (want_rem < 0) != (pr[j] < 0))
+				want_rem += pr[j];
+			if (ps[k] != pa[k] + 2 * pr[j] || pm[k] != want_rem ||
+			    px[k] != (double)pa[k] * (double)pr[j])
+				ck_abort_msg("element %lld: %g %g %g", (long long)k, ps[k], pm[k], px[k]);
+		}
+	/* 9 Mi bools, 9 MiB: the comparison's output is streamed too. */
+	int64_t bsizes[] = { 3 * rows, cols };
+	tn_tensor *big = NULL, *bigr = NULL;
+	ck_assert_tn_ok(tn_empty(2, bsizes, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, &big));
+	float *pb = tn_tensor_data(big);
+	for (int64_t i = 0; i < 3 * rows * cols; i++)
+		pb[i] = (float)(i % 5);
+	ck_assert_tn_ok(tn_view(r, 1, &cols, &bigr));
+	ck_assert_tn_ok(tn_eq(big, bigr, &eq));
+	const bool *pe = tn_tensor_data(eq);
+	for (int64_t k = 0; k < 3 * rows * cols; k++)
+		if (pe[k] != (pb[k] == pr[k % cols]))
+			ck_abort_msg("eq element %lld", (long long)k);
+	tn_tensor_unref(big);
+	tn_tensor_unref(bigr);
+	tn_tensor_unref(a);
+	tn_tensor_unref(r);
+	tn_tensor_unref(sum);
+	tn_tensor_unref(eq);
+	tn_tensor_unref(rem);
+	tn_tensor_unref(d);
+	tn_tensor_unref(mix);
+}
+END_TEST
+
 static Suite *binary_suite(void)
 {
 	Suite *s = suite_create("binary");
@@ -729,6 +788,7 @@ static Suite *binary_suite(void)
 	tcase_add_test(tc, test_zero_division);
 	tcase_add_test(tc, test_errors);
 	tcase_add_test(tc, test_logical_outputs);
+	tcase_add_test(tc, test_streamed_outputs);
 	tcase_add_loop_test(tc, test_kernels_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);

@@ -200,68 +200,68 @@ static inline float bf16_to_float(tn_bfloat16 v)
 #define MUL_I64(a, b) ((int64_t)((uint64_t)(a) * (uint64_t)(b)))
 
 /* sum (bool: "or", as PyTorch adds bools) */
-DEFINE_REDUCER(sum_b, bool, bool, bool, ID, ID, ID, OR, false)
-DEFINE_REDUCER(sum_u8, uint8_t, uint8_t, uint8_t, ID, ID, ID, ADD_U8, 0)
-DEFINE_REDUCER(sum_i8, int8_t, int8_t, int8_t, ID, ID, ID, ADD_I8, 0)
-DEFINE_REDUCER(sum_i16, int16_t, int16_t, int16_t, ID, ID, ID, ADD_I16, 0)
-DEFINE_REDUCER(sum_i32, int32_t, int32_t, int32_t, ID, ID, ID, ADD_I32, 0)
-DEFINE_REDUCER(sum_i64, int64_t, int64_t, int64_t, ID, ID, ID, ADD_I64, 0)
-DEFINE_REDUCER(sum_f16, tn_half, float, float, HALF_F, ID, ID, ADD, 0.0f)
-DEFINE_REDUCER(sum_bf16, tn_bfloat16, float, float, BF16_F, ID, ID, ADD, 0.0f)
-DEFINE_REDUCER(sum_f32, float, float, float, ID, ID, ID, ADD, 0.0f)
-DEFINE_REDUCER(sum_f64, double, double, double, ID, ID, ID, ADD, 0.0)
+DEFINE_REDUCER(sum_TN_BOOL, bool, bool, bool, ID, ID, ID, OR, false)
+DEFINE_REDUCER(sum_TN_UINT8, uint8_t, uint8_t, uint8_t, ID, ID, ID, ADD_U8, 0)
+DEFINE_REDUCER(sum_TN_INT8, int8_t, int8_t, int8_t, ID, ID, ID, ADD_I8, 0)
+DEFINE_REDUCER(sum_TN_INT16, int16_t, int16_t, int16_t, ID, ID, ID, ADD_I16, 0)
+DEFINE_REDUCER(sum_TN_INT32, int32_t, int32_t, int32_t, ID, ID, ID, ADD_I32, 0)
+DEFINE_REDUCER(sum_TN_INT64, int64_t, int64_t, int64_t, ID, ID, ID, ADD_I64, 0)
+DEFINE_REDUCER(sum_TN_FLOAT16, tn_half, float, float, HALF_F, ID, ID, ADD, 0.0f)
+DEFINE_REDUCER(sum_TN_BFLOAT16, tn_bfloat16, float, float, BF16_F, ID, ID, ADD, 0.0f)
+DEFINE_REDUCER(sum_TN_FLOAT32, float, float, float, ID, ID, ID, ADD, 0.0f)
+DEFINE_REDUCER(sum_TN_FLOAT64, double, double, double, ID, ID, ID, ADD, 0.0)
 /* prod (bool: "and") */
-DEFINE_REDUCER(prod_b, bool, bool, bool, ID, ID, ID, AND, true)
-DEFINE_REDUCER(prod_u8, uint8_t, uint8_t, uint8_t, ID, ID, ID, MUL_U8, 1)
-DEFINE_REDUCER(prod_i8, int8_t, int8_t, int8_t, ID, ID, ID, MUL_I8, 1)
-DEFINE_REDUCER(prod_i16, int16_t, int16_t, int16_t, ID, ID, ID, MUL_I16, 1)
-DEFINE_REDUCER(prod_i32, int32_t, int32_t, int32_t, ID, ID, ID, MUL_I32, 1)
-DEFINE_REDUCER(prod_i64, int64_t, int64_t, int64_t, ID, ID, ID, MUL_I64, 1)
-DEFINE_REDUCER(prod_f16, tn_half, float, float, HALF_F, ID, ID, MUL, 1.0f)
-DEFINE_REDUCER(prod_bf16, tn_bfloat16, float, float, BF16_F, ID, ID, MUL, 1.0f)
-DEFINE_REDUCER(prod_f32, float, float, float, ID, ID, ID, MUL, 1.0f)
-DEFINE_REDUCER(prod_f64, double, double, double, ID, ID, ID, MUL, 1.0)
+DEFINE_REDUCER(prod_TN_BOOL, bool, bool, bool, ID, ID, ID, AND, true)
+DEFINE_REDUCER(prod_TN_UINT8, uint8_t, uint8_t, uint8_t, ID, ID, ID, MUL_U8, 1)
+DEFINE_REDUCER(prod_TN_INT8, int8_t, int8_t, int8_t, ID, ID, ID, MUL_I8, 1)
+DEFINE_REDUCER(prod_TN_INT16, int16_t, int16_t, int16_t, ID, ID, ID, MUL_I16, 1)
+DEFINE_REDUCER(prod_TN_INT32, int32_t, int32_t, int32_t, ID, ID, ID, MUL_I32, 1)
+DEFINE_REDUCER(prod_TN_INT64, int64_t, int64_t, int64_t, ID, ID, ID, MUL_I64, 1)
+DEFINE_REDUCER(prod_TN_FLOAT16, tn_half, float, float, HALF_F, ID, ID, MUL, 1.0f)
+DEFINE_REDUCER(prod_TN_BFLOAT16, tn_bfloat16, float, float, BF16_F, ID, ID, MUL, 1.0f)
+DEFINE_REDUCER(prod_TN_FLOAT32, float, float, float, ID, ID, ID, MUL, 1.0f)
+DEFINE_REDUCER(prod_TN_FLOAT64, double, double, double, ID, ID, ID, MUL, 1.0)
 /* max and min: the output keeps the input's dtype; 16-bit floats compare as float */
 #define MINMAX(OPN, C, CF, IDF, IDI8, IDU8, IDI16, IDI32, IDI64, IDB)                              \
-	DEFINE_REDUCER(OPN##_b, bool, bool, bool, ID, ID, ID, C, IDB)                          \
-	DEFINE_REDUCER(OPN##_u8, uint8_t, uint8_t, uint8_t, ID, ID, ID, C, IDU8)               \
-	DEFINE_REDUCER(OPN##_i8, int8_t, int8_t, int8_t, ID, ID, ID, C, IDI8)                  \
-	DEFINE_REDUCER(OPN##_i16, int16_t, int16_t, int16_t, ID, ID, ID, C, IDI16)             \
-	DEFINE_REDUCER(OPN##_i32, int32_t, int32_t, int32_t, ID, ID, ID, C, IDI32)             \
-	DEFINE_REDUCER(OPN##_i64, int64_t, int64_t, int64_t, ID, ID, ID, C, IDI64)             \
-	DEFINE_REDUCER(OPN##_f16, tn_half, float, tn_half, HALF_F, HALF_F, F_HALF, CF, IDF)    \
-	DEFINE_REDUCER(OPN##_bf16, tn_bfloat16, float, tn_bfloat16, BF16_F, BF16_F, F_BF16, CF, IDF) \
-	DEFINE_REDUCER(OPN##_f32, float, float, float, ID, ID, ID, CF, IDF)                    \
-	DEFINE_REDUCER(OPN##_f64, double, double, double, ID, ID, ID, CF, (double)IDF)
+	DEFINE_REDUCER(OPN##_TN_BOOL, bool, bool, bool, ID, ID, ID, C, IDB)                          \
+	DEFINE_REDUCER(OPN##_TN_UINT8, uint8_t, uint8_t, uint8_t, ID, ID, ID, C, IDU8)               \
+	DEFINE_REDUCER(OPN##_TN_INT8, int8_t, int8_t, int8_t, ID, ID, ID, C, IDI8)                  \
+	DEFINE_REDUCER(OPN##_TN_INT16, int16_t, int16_t, int16_t, ID, ID, ID, C, IDI16)             \
+	DEFINE_REDUCER(OPN##_TN_INT32, int32_t, int32_t, int32_t, ID, ID, ID, C, IDI32)             \
+	DEFINE_REDUCER(OPN##_TN_INT64, int64_t, int64_t, int64_t, ID, ID, ID, C, IDI64)             \
+	DEFINE_REDUCER(OPN##_TN_FLOAT16, tn_half, float, tn_half, HALF_F, HALF_F, F_HALF, CF, IDF)    \
+	DEFINE_REDUCER(OPN##_TN_BFLOAT16, tn_bfloat16, float, tn_bfloat16, BF16_F, BF16_F, F_BF16, CF, IDF) \
+	DEFINE_REDUCER(OPN##_TN_FLOAT32, float, float, float, ID, ID, ID, CF, IDF)                    \
+	DEFINE_REDUCER(OPN##_TN_FLOAT64, double, double, double, ID, ID, ID, CF, (double)IDF)
 MINMAX(max, MAXI, MAXF, -INFINITY, INT8_MIN, 0, INT16_MIN, INT32_MIN, INT64_MIN, false)
 MINMAX(min, MINI, MINF, INFINITY, INT8_MAX, UINT8_MAX, INT16_MAX, INT32_MAX, INT64_MAX, true)
 /* all and any: 0/1 bytes from any input dtype */
 #define LOGICAL(OPN, C, IDENT)                                                                 \
-	DEFINE_REDUCER(OPN##_b, bool, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)                  \
-	DEFINE_REDUCER(OPN##_u8, uint8_t, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)              \
-	DEFINE_REDUCER(OPN##_i8, int8_t, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)               \
-	DEFINE_REDUCER(OPN##_i16, int16_t, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)             \
-	DEFINE_REDUCER(OPN##_i32, int32_t, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)             \
-	DEFINE_REDUCER(OPN##_i64, int64_t, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)             \
-	DEFINE_REDUCER(OPN##_f16, tn_half, uint8_t, uint8_t, NZ16, ID, ID, C, IDENT)           \
-	DEFINE_REDUCER(OPN##_bf16, tn_bfloat16, uint8_t, uint8_t, NZ16, ID, ID, C, IDENT)      \
-	DEFINE_REDUCER(OPN##_f32, float, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)               \
-	DEFINE_REDUCER(OPN##_f64, double, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)
+	DEFINE_REDUCER(OPN##_TN_BOOL, bool, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)                  \
+	DEFINE_REDUCER(OPN##_TN_UINT8, uint8_t, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)              \
+	DEFINE_REDUCER(OPN##_TN_INT8, int8_t, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)               \
+	DEFINE_REDUCER(OPN##_TN_INT16, int16_t, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)             \
+	DEFINE_REDUCER(OPN##_TN_INT32, int32_t, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)             \
+	DEFINE_REDUCER(OPN##_TN_INT64, int64_t, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)             \
+	DEFINE_REDUCER(OPN##_TN_FLOAT16, tn_half, uint8_t, uint8_t, NZ16, ID, ID, C, IDENT)           \
+	DEFINE_REDUCER(OPN##_TN_BFLOAT16, tn_bfloat16, uint8_t, uint8_t, NZ16, ID, ID, C, IDENT)      \
+	DEFINE_REDUCER(OPN##_TN_FLOAT32, float, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)               \
+	DEFINE_REDUCER(OPN##_TN_FLOAT64, double, uint8_t, uint8_t, NZ, ID, ID, C, IDENT)
 LOGICAL(all, AND, 1)
 LOGICAL(any, OR, 0)
 
 typedef void (*reducer_fn)(char *, const int64_t *, const char *, const int64_t *, int64_t,
 			   int64_t);
 
-#define ROW(OPN)                                                                               \
-	{                                                                                      \
-		OPN##_b, OPN##_u8, OPN##_i8, OPN##_i16, OPN##_i32, OPN##_i64, OPN##_f16,       \
-			OPN##_bf16, OPN##_f32, OPN##_f64                                       \
-	}
-
-/* [op][dtype], in the order of enum tn__redop and of the dtype list. */
-static const reducer_fn reducers[][TN_NUM_DTYPES] = { ROW(sum), ROW(prod), ROW(max),
-						       ROW(min), ROW(all), ROW(any) };
+/* [dtype][op]: one row per dtype of the dtype list, so a dtype without its reducers does not
+ * compile, and each op at its enum tn__redop index. */
+#define TN_REDUCER_ROW_(e, ctype, name, size, cat, sgn)                                        \
+	[e] = { [TN_RED_SUM] = sum_##e, [TN_RED_PROD] = prod_##e, [TN_RED_MAX] = max_##e,     \
+		[TN_RED_MIN] = min_##e, [TN_RED_ALL] = all_##e, [TN_RED_ANY] = any_##e },
+static const reducer_fn reducers[TN_NUM_DTYPES][TN_RED_ANY + 1] = {
+	TN_DTYPE_LIST(TN_REDUCER_ROW_)
+};
+#undef TN_REDUCER_ROW_
 
 void TN_KERNEL_FN(tn__reduce_kernel)(int op, enum tn_dtype dt, char *out,
 				       const int64_t *out_strides, const char *in,
@@ -269,7 +269,7 @@ void TN_KERNEL_FN(tn__reduce_kernel)(int op, enum tn_dtype dt, char *out,
 {
 	if ((unsigned)op > TN_RED_ANY || (unsigned)dt >= TN_NUM_DTYPES)
 		return;
-	reducers[op][dt](out, out_strides, in, in_strides, size0, size1);
+	reducers[dt][op](out, out_strides, in, in_strides, size0, size1);
 }
 
 /* ---- argmax / argmin ---- */
@@ -340,22 +340,25 @@ void TN_KERNEL_FN(tn__reduce_kernel)(int op, enum tn_dtype dt, char *out,
 	}
 
 #define ARGS(OPN, BEATS_I, BEATS)                                                              \
-	DEFINE_ARG(OPN##_b, bool, int, ID, BEATS_I)                                            \
-	DEFINE_ARG(OPN##_u8, uint8_t, uint8_t, ID, BEATS_I)                                    \
-	DEFINE_ARG(OPN##_i8, int8_t, int8_t, ID, BEATS_I)                                      \
-	DEFINE_ARG(OPN##_i16, int16_t, int16_t, ID, BEATS_I)                                   \
-	DEFINE_ARG(OPN##_i32, int32_t, int32_t, ID, BEATS_I)                                   \
-	DEFINE_ARG(OPN##_i64, int64_t, int64_t, ID, BEATS_I)                                   \
-	DEFINE_ARG(OPN##_f16, tn_half, float, HALF_F, BEATS)                                   \
-	DEFINE_ARG(OPN##_bf16, tn_bfloat16, float, BF16_F, BEATS)                              \
-	DEFINE_ARG(OPN##_f32, float, float, ID, BEATS)                                         \
-	DEFINE_ARG(OPN##_f64, double, double, ID, BEATS)
+	DEFINE_ARG(OPN##_TN_BOOL, bool, int, ID, BEATS_I)                                            \
+	DEFINE_ARG(OPN##_TN_UINT8, uint8_t, uint8_t, ID, BEATS_I)                                    \
+	DEFINE_ARG(OPN##_TN_INT8, int8_t, int8_t, ID, BEATS_I)                                      \
+	DEFINE_ARG(OPN##_TN_INT16, int16_t, int16_t, ID, BEATS_I)                                   \
+	DEFINE_ARG(OPN##_TN_INT32, int32_t, int32_t, ID, BEATS_I)                                   \
+	DEFINE_ARG(OPN##_TN_INT64, int64_t, int64_t, ID, BEATS_I)                                   \
+	DEFINE_ARG(OPN##_TN_FLOAT16, tn_half, float, HALF_F, BEATS)                                   \
+	DEFINE_ARG(OPN##_TN_BFLOAT16, tn_bfloat16, float, BF16_F, BEATS)                              \
+	DEFINE_ARG(OPN##_TN_FLOAT32, float, float, ID, BEATS)                                         \
+	DEFINE_ARG(OPN##_TN_FLOAT64, double, double, ID, BEATS)
 ARGS(argmax, BEATS_MAX_I, BEATS_MAX)
 ARGS(argmin, BEATS_MIN_I, BEATS_MIN)
 
 typedef void (*arg_fn)(const char *, int64_t, int64_t, int64_t, int64_t, char *, int64_t, char *,
 		       int64_t, int64_t);
-static const arg_fn args[2][TN_NUM_DTYPES] = { ROW(argmax), ROW(argmin) };
+/* [dtype][0: argmax, 1: argmin], one row per dtype of the dtype list. */
+#define TN_ARG_ROW_(e, ctype, name, size, cat, sgn) [e] = { argmax_##e, argmin_##e },
+static const arg_fn args[TN_NUM_DTYPES][2] = { TN_DTYPE_LIST(TN_ARG_ROW_) };
+#undef TN_ARG_ROW_
 
 void TN_KERNEL_FN(tn__argreduce_kernel)(int op, enum tn_dtype dt, const char *in, int64_t s_red,
 					  int64_t nred, int64_t s_out, int64_t nout, char *vals,
@@ -363,5 +366,5 @@ void TN_KERNEL_FN(tn__argreduce_kernel)(int op, enum tn_dtype dt, const char *in
 {
 	if ((op != TN_RED_MAX && op != TN_RED_MIN) || (unsigned)dt >= TN_NUM_DTYPES || nred < 1)
 		return;
-	args[op == TN_RED_MIN][dt](in, s_red, nred, s_out, nout, vals, s_vals, idx, s_idx, base);
+	args[dt][op == TN_RED_MIN](in, s_red, nred, s_out, nout, vals, s_vals, idx, s_idx, base);
 }
