@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tensord's internal interfaces: configuration (config.c), logging (log.c), the SIGBUS guard
- * (guard.c), and the daemon itself (tensord.c: the io_uring loop, clients, arenas, access
- * control, reclamation).
+ * (guard.c), the CUDA export table (cudashare.c), and the daemon's own records and state
+ * (struct tnd_arena, struct tnd_client, tnd_d), which its files share.
  */
 #ifndef TENSORD_DAEMON_H
 #define TENSORD_DAEMON_H
@@ -11,9 +11,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
 
 #include <tensor.h>
+
+#include "proto.h"
 
 enum tnd_log_level { TND_LOG_ERROR = 0, TND_LOG_WARN = 1, TND_LOG_INFO = 2, TND_LOG_DEBUG = 3 };
 enum tnd_log_target { TND_LOG_STDERR = 0, TND_LOG_SYSLOG = 1 };
@@ -119,5 +124,133 @@ void tnd_log(enum tnd_log_level level, const char *fmt, ...) __attribute__((form
 #define tnd_warn(...) tnd_log(TND_LOG_WARN, __VA_ARGS__)
 #define tnd_info(...) tnd_log(TND_LOG_INFO, __VA_ARGS__)
 #define tnd_debug(...) tnd_log(TND_LOG_DEBUG, __VA_ARGS__)
+
+/* ---- the daemon's records and state, shared by its files ------------------------------------- */
+
+/* An arena the daemon serves: its own attachment and the record kept in NAME.meta. */
+struct tnd_arena {
+	struct tnd_arena *next;
+	char name[TND_NAME_SIZE];
+	tn_arena *a; /* the daemon's own attachment */
+	char path[PATH_MAX];
+	uint32_t owner_uid, owner_gid, mode;
+	uint32_t ngrants;
+	struct tnd_grant grants[TND_MAX_GRANTS];
+	uint64_t created;
+	int transfers; /* LOAD/SAVE running on it */
+	uint8_t uuid[16];
+	uint64_t size; /* of the file, when the daemon mapped it */
+	bool damaged; /* its file shrank under the mapping: only destroy --force is served */
+	struct tnd_guard guard; /* the SIGBUS guard's entries for its mappings */
+	/* NUMA residency costs a move_pages over every page: sampled at most once a second. */
+	uint64_t resident[TND_MAX_NODES];
+	uint32_t nnodes;
+	uint64_t resident_ns;
+};
+
+/* A slot the daemon assigned to a client (or the client re-registered). */
+struct tnd_slot {
+	struct tnd_arena *arena;
+	int slot;
+	uint64_t state;
+	bool read_only;
+};
+
+/* What a completion of the ring is for: its user data points at one of these. */
+enum tnd_ring_kind {
+	TND_RING_ACCEPT = 1,
+	TND_RING_RECV,
+	TND_RING_SEND,
+	TND_RING_SIGNAL,
+	TND_RING_EVENT,
+	TND_RING_TIMER
+};
+
+struct tnd_ring_op {
+	enum tnd_ring_kind kind;
+	struct tnd_client *client;
+};
+
+struct tnd_outmsg; /* a queued reply (the loop's) */
+
+/* A connection. */
+struct tnd_client {
+	struct tnd_client *next, *prev;
+	int fd;
+	uint32_t id;
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	int ngroups;
+	gid_t groups[64];
+	uint64_t start_time;
+	uint64_t connected;
+	uint64_t requests;
+	char program[32];
+	bool hello_done;
+	uint16_t version; /* the protocol version HELLO chose */
+	bool closing;   /* no more receives; freed when nothing is in flight */
+	int inflight;   /* submitted operations that have not completed */
+	bool transfer;  /* a LOAD or SAVE is running for it */
+	_Atomic bool cancel;
+	size_t nslots, capslots;
+	struct tnd_slot *slots;
+	struct tnd_outmsg *out_head, *out_tail;
+	size_t outq_bytes; /* queued replies: past OUTQ_MAX, no more requests are read */
+	bool recv_paused;
+	bool sending;
+	struct tnd_ring_op recv_op, send_op;
+	struct msghdr rmh;
+	struct iovec riov;
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int) * 4)];
+	} rctl;
+	union {
+		struct tnd_hdr hdr;
+		uint64_t align;
+		unsigned char bytes[TND_MSG_MAX + 64];
+	} rbuf;
+	struct msghdr smh;
+	struct iovec siov;
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} sctl;
+};
+
+/* What more than one of the daemon's files reads or writes. Everything here belongs to the
+ * loop's thread; worker threads (LOAD and SAVE) touch none of it. */
+struct tnd_daemon {
+	struct tnd_config cfg;
+	uid_t uid; /* the daemon's effective uid */
+	int listen_fd, signal_fd, event_fd;
+	uint64_t instance, started, started_ns;
+	char hugedir[PATH_MAX]; /* "" : no hugetlbfs mount to create arenas in */
+	struct tnd_arena *arenas;
+	unsigned narenas;
+	struct tnd_client *clients;
+	unsigned nclients;
+	uint64_t requests, reclaimed_slots, protocol_errors;
+	bool stop;
+};
+extern struct tnd_daemon tnd_d;
+
+/* Access an arena's client may have (TND_ACC_*). */
+#define TND_ACC_READ 1u
+#define TND_ACC_WRITE 2u
+#define TND_ACC_ADMIN 4u
+
+static inline uint64_t tnd_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t tnd_wall_s(void)
+{
+	return (uint64_t)time(NULL);
+}
 
 #endif /* TENSORD_DAEMON_H */
