@@ -20,6 +20,7 @@
  * them. After a restart the daemon reopens the arenas from their records, repairs them, and
  * clients that are still alive re-register their slots (REATTACH) when they reconnect.
  */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -663,8 +664,8 @@ static void tnd_arena_fill_info(struct tnd_arena *ar, struct tnd_arena_info *w)
 	memcpy(w->resident_pages, ar->resident, sizeof(w->resident_pages));
 }
 
-static int do_create(struct tnd_client *c, const struct tnd_hdr *h,
-		     const struct tnd_arena_create *m)
+static int do_ARENA_CREATE(struct tnd_client *c, const struct tnd_hdr *h,
+			   const struct tnd_arena_create *m, int fd)
 {
 	if (!tnd_may_create(c))
 		return tnd_reply_error(c, h, TN_EACCES,
@@ -775,12 +776,13 @@ static int do_create(struct tnd_client *c, const struct tnd_hdr *h,
 
 #define SLOTS_PER_USER 32u
 
-static int do_open(struct tnd_client *c, const struct tnd_hdr *h, const char *name, uint32_t flags)
+static int do_ARENA_OPEN(struct tnd_client *c, const struct tnd_hdr *h,
+			 const struct tnd_arena_open *m, int fd)
 {
-	struct tnd_arena *ar = tnd_arena_for(c, h, name, TND_ACC_READ);
+	struct tnd_arena *ar = tnd_arena_for(c, h, m->name, TND_ACC_READ);
 	if (!ar)
 		return 0;
-	bool ro = (flags & TND_OPEN_READ_ONLY) || !(tnd_access_of(ar, c) & TND_ACC_WRITE);
+	bool ro = (m->flags & TND_OPEN_READ_ONLY) || !(tnd_access_of(ar, c) & TND_ACC_WRITE);
 	/* An arena has 256 client slots; someone who only has a grant or a mode bit may not
 	 * take them all from its owner. */
 	if (!(tnd_access_of(ar, c) & TND_ACC_ADMIN)) {
@@ -790,27 +792,25 @@ static int do_open(struct tnd_client *c, const struct tnd_hdr *h, const char *na
 				for (size_t i = 0; i < o->nslots; i++)
 					mine += o->slots[i].arena == ar;
 		if (mine >= SLOTS_PER_USER)
-			return tnd_reply_error(
-				c, h, TN_EBUSY,
-				"arena \"%s\": uid %u has %u of its "
-				"client slots open already, the most a user other than "
-				"its owner may",
-				name, (unsigned)c->uid, mine);
+			return tnd_reply_error(c, h, TN_EBUSY, "arena \"%s\": uid %u has %u of its "
+					       "client slots open already, the most a user other "
+					       "than its owner may", m->name, (unsigned)c->uid,
+					       mine);
 	}
-	int fd = ro ? open(ar->path, O_RDONLY | O_CLOEXEC)
-		    : fcntl(tn_arena_fd(ar->a), F_DUPFD_CLOEXEC, 3);
-	if (fd < 0)
-		return tnd_reply_error(c, h, TN_EIO, "arena \"%s\": %s", name, strerror(errno));
+	int arena_fd = ro ? open(ar->path, O_RDONLY | O_CLOEXEC)
+			  : fcntl(tn_arena_fd(ar->a), F_DUPFD_CLOEXEC, 3);
+	if (arena_fd < 0)
+		return tnd_reply_error(c, h, TN_EIO, "arena \"%s\": %s", m->name, strerror(errno));
 	int slot;
 	uint64_t state;
 	int r = tn__arena_assign_slot(ar->a, c->pid, c->start_time, &slot, &state);
 	if (r) {
-		close(fd);
+		close(arena_fd);
 		return tnd_reply_tn(c, h, r);
 	}
 	if (tnd_slot_add(c, ar, slot, state, ro)) {
 		tn__arena_reclaim_if(ar->a, slot, state, NULL);
-		close(fd);
+		close(arena_fd);
 		return tnd_reply_error(c, h, TN_ENOMEM, "out of memory");
 	}
 	struct tnd_arena_open_reply rep = { .slot = (uint32_t)slot,
@@ -820,12 +820,13 @@ static int do_open(struct tnd_client *c, const struct tnd_hdr *h, const char *na
 		rep.size = s.size;
 		memcpy(rep.uuid, s.uuid, 16);
 	}
-	tnd_debug("arena %s: slot %d to pid %d (%s)", name, slot, (int)c->pid, ro ? "ro" : "rw");
-	tnd_queue_msg(c, h->op, h->seq, 0, 0, &rep, sizeof(rep), fd);
+	tnd_debug("arena %s: slot %d to pid %d (%s)", m->name, slot, (int)c->pid, ro ? "ro" : "rw");
+	tnd_queue_msg(c, h->op, h->seq, 0, 0, &rep, sizeof(rep), arena_fd);
 	return 0;
 }
 
-static int do_reattach(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_reattach *m)
+static int do_REATTACH(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_reattach *m,
+		       int fd)
 {
 	struct tnd_arena *ar = tnd_arena_for(c, h, m->name, TND_ACC_READ);
 	if (!ar)
@@ -853,7 +854,8 @@ static int do_reattach(struct tnd_client *c, const struct tnd_hdr *h, const stru
 	return 0;
 }
 
-static int do_destroy(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_arena_ref *m)
+static int do_ARENA_DESTROY(struct tnd_client *c, const struct tnd_hdr *h,
+			    const struct tnd_arena_ref *m, int fd)
 {
 	struct tnd_arena *ar = tnd_arena_for(c, h, m->name, TND_ACC_ADMIN);
 	if (!ar)
@@ -914,7 +916,8 @@ static int do_destroy(struct tnd_client *c, const struct tnd_hdr *h, const struc
 	return 0;
 }
 
-static int do_grant(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_arena_grant *m)
+static int do_ARENA_GRANT(struct tnd_client *c, const struct tnd_hdr *h,
+			  const struct tnd_arena_grant *m, int fd)
 {
 	struct tnd_arena *ar = tnd_arena_for(c, h, m->name, TND_ACC_ADMIN);
 	if (!ar)
@@ -955,7 +958,7 @@ static int do_grant(struct tnd_client *c, const struct tnd_hdr *h, const struct 
 	return 0;
 }
 
-static int do_list(struct tnd_client *c, const struct tnd_hdr *h)
+static int do_ARENA_LIST(struct tnd_client *c, const struct tnd_hdr *h, const void *m, int fd)
 {
 	struct tnd_arena_info w;
 	uint64_t count = 0;
@@ -973,7 +976,19 @@ static int do_list(struct tnd_client *c, const struct tnd_hdr *h)
 	return 0;
 }
 
-static int do_clients(struct tnd_client *c, const struct tnd_hdr *h)
+static int do_ARENA_STAT(struct tnd_client *c, const struct tnd_hdr *h,
+			 const struct tnd_arena_ref *m, int fd)
+{
+	struct tnd_arena *ar = tnd_arena_for(c, h, m->name, TND_ACC_READ);
+	if (ar) {
+		struct tnd_arena_info w;
+		tnd_arena_fill_info(ar, &w);
+		tnd_reply(c, h, &w, sizeof(w));
+	}
+	return 0;
+}
+
+static int do_CLIENTS(struct tnd_client *c, const struct tnd_hdr *h, const void *m, int fd)
 {
 	struct tnd_client_info w;
 	uint64_t count = 0;
@@ -998,7 +1013,8 @@ static int do_clients(struct tnd_client *c, const struct tnd_hdr *h)
 	return 0;
 }
 
-static int do_fsck(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_arena_ref *m)
+static int do_FSCK(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_arena_ref *m,
+		   int fd)
 {
 	struct tnd_arena *ar = tnd_arena_for(c, h, m->name, TND_ACC_ADMIN);
 	if (!ar)
@@ -1021,7 +1037,8 @@ static int do_fsck(struct tnd_client *c, const struct tnd_hdr *h, const struct t
 	return 0;
 }
 
-static int do_gc(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_arena_ref *m)
+static int do_GC(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_arena_ref *m,
+		 int fd)
 {
 	struct tnd_gc_reply w = { 0 };
 	for (struct tnd_arena *ar = tnd_d.arenas; ar; ar = ar->next) {
@@ -1067,7 +1084,7 @@ static struct tnd_slot *slot_of(struct tnd_client *c, const struct tnd_hdr *h, c
 	return s;
 }
 
-static int do_hold(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_hold *m)
+static int do_HOLD(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_hold *m, int fd)
 {
 	struct tnd_slot *s = slot_of(c, h, m->name, (int)m->slot, m->uuid);
 	if (!s)
@@ -1091,7 +1108,8 @@ static int do_hold(struct tnd_client *c, const struct tnd_hdr *h, const struct t
 	return 0;
 }
 
-static int do_release(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_release *m)
+static int do_RELEASE(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_release *m,
+		      int fd)
 {
 	struct tnd_slot *s = slot_of(c, h, m->name, (int)m->slot, m->uuid);
 	if (!s)
@@ -1103,7 +1121,8 @@ static int do_release(struct tnd_client *c, const struct tnd_hdr *h, const struc
 	return 0;
 }
 
-static int do_detach(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_detach *m)
+static int do_DETACH(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_detach *m,
+		     int fd)
 {
 	struct tnd_slot *s = slot_of(c, h, m->name, (int)m->slot, m->uuid);
 	if (!s)
@@ -1228,6 +1247,18 @@ static int tnd_transfer_start(struct tnd_client *c, const struct tnd_hdr *h,
 	return 0;
 }
 
+static int do_LOAD(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_transfer *m,
+		   int fd)
+{
+	return tnd_transfer_start(c, h, m, fd);
+}
+
+static int do_SAVE(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_transfer *m,
+		   int fd)
+{
+	return tnd_transfer_start(c, h, m, fd);
+}
+
 static void tnd_client_maybe_free(struct tnd_client *c);
 
 static void tnd_transfer_events(void)
@@ -1303,7 +1334,105 @@ static void tnd_protocol_error(struct tnd_client *c, const char *why)
 	tnd_client_drop(c, why);
 }
 
-static void do_cuda(struct tnd_client *c, const struct tnd_hdr *h, const void *b);
+/* ---- session requests ----------------------------------------------------------------------- */
+
+static int do_HELLO(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_hello *m,
+		    int fd)
+{
+	if (m->min_version > TND_VERSION || m->max_version < TND_VERSION_MIN) {
+		tnd_reply_error(c, h, TN_EPROTO, "tensord speaks protocol versions %d to %d, "
+				"the client %u to %u", TND_VERSION_MIN, TND_VERSION,
+				m->min_version, m->max_version);
+		tnd_protocol_error(c, "no common protocol version");
+		return 0;
+	}
+	memcpy(c->program, m->program, sizeof(c->program));
+	if (!unlimited_user(c->uid)) {
+		unsigned n = 0;
+		for (struct tnd_client *o = tnd_d.clients; o; o = o->next)
+			n += o != c && o->uid == c->uid && o->hello_done && !o->closing;
+		if (n >= tnd_d.cfg.max_clients_per_user) {
+			tnd_reply_error(c, h, TN_EBUSY, "uid %u has %u connections open, its "
+					"limit (max_clients_per_user)", (unsigned)c->uid, n);
+			tnd_client_drop(c, "over max_clients_per_user");
+			return 0;
+		}
+	}
+	c->hello_done = true;
+	c->version = (uint16_t)(m->max_version < TND_VERSION ? m->max_version : TND_VERSION);
+	tnd_cuda_connected(c->pid, c->start_time);
+	struct tnd_hello_reply r = { .version = c->version, .daemon_pid = getpid(),
+				     .client_id = c->id, .uid = c->uid, .gid = c->gid,
+				     .max_msg = TND_MSG_MAX, .instance = tnd_d.instance };
+	tnd_reply(c, h, &r, sizeof(r));
+	return 0;
+}
+
+static int do_STATUS(struct tnd_client *c, const struct tnd_hdr *h, const void *m, int fd)
+{
+	struct tnd_status s = { .daemon_pid = getpid(), .uid = tnd_d.uid,
+				.instance = tnd_d.instance, .started = tnd_d.started,
+				.uptime_ns = tnd_now_ns() - tnd_d.started_ns,
+				.arenas = tnd_d.narenas, .clients = tnd_d.nclients,
+				.requests = tnd_d.requests,
+				.reclaimed_slots = tnd_d.reclaimed_slots,
+				.protocol_errors = tnd_d.protocol_errors };
+	snprintf(s.arena_dir, sizeof(s.arena_dir), "%.255s", tnd_d.cfg.arena_dir);
+	tnd_reply(c, h, &s, sizeof(s));
+	return 0;
+}
+
+static int do_SHUTDOWN(struct tnd_client *c, const struct tnd_hdr *h, const void *m, int fd)
+{
+	if (!tnd_privileged(c))
+		return tnd_reply_error(c, h, TN_EACCES, "only root or uid %u may stop tensord",
+				       (unsigned)tnd_d.uid);
+	tnd_info("shutdown requested by pid %d (uid %u)", (int)c->pid, (unsigned)c->uid);
+	tnd_reply(c, h, NULL, 0);
+	tnd_d.stop = true;
+	return 0;
+}
+
+/* ---- dispatch -------------------------------------------------------------------------------- */
+
+/*
+ * Requests are dispatched through one table with a row per operation of the wire list
+ * (TND_OP_LIST in proto.h), built from that list. Each operation's handler is do_<NAME>,
+ * declared here from the list too: the body it is given has the request type the list names
+ * (const void * for an empty body), so a handler that reads another body does not compile, and
+ * an operation added to the list without a handler does not link. A handler answers through
+ * tnd_reply*() (a refusal is a reply, so it returns 0); @fd is the descriptor that came with
+ * the request, which the handler owns: only LOAD and SAVE carry one (proto.c checks that), the
+ * others get -1.
+ */
+#define TND_X_(name, value, req, rep)                                                            \
+	static int do_##name(struct tnd_client *c, const struct tnd_hdr *h, const req *m, int fd);
+TND_OP_LIST(TND_X_)
+#undef TND_X_
+
+/* A row: the handler, reached through a thunk that turns the received bytes into its request
+ * type (calling it through a pointer of another type would be undefined), and the size of the
+ * request body, which tnd_check_request() has already held the message to: the table repeats
+ * it so that the dispatch can tell a handler never reads past what arrived. */
+struct handler {
+	int (*fn)(struct tnd_client *c, const struct tnd_hdr *h, const void *body, int fd);
+	size_t body;
+};
+
+#define TND_X_(name, value, req, rep)                                                            \
+	static int call_##name(struct tnd_client *c, const struct tnd_hdr *h, const void *body, \
+			       int fd)                                                           \
+	{                                                                                        \
+		return do_##name(c, h, body, fd);                                                \
+	}
+TND_OP_LIST(TND_X_)
+#undef TND_X_
+
+static const struct handler handlers[TND_OP_MAX_] = {
+#define TND_X_(name, value, req, rep) [value] = { call_##name, TND_BODY_SIZE(req) },
+	TND_OP_LIST(TND_X_)
+#undef TND_X_
+};
 
 static void tnd_handle_request(struct tnd_client *c, size_t len, int fd)
 {
@@ -1326,7 +1455,6 @@ static void tnd_handle_request(struct tnd_client *c, size_t len, int fd)
 	}
 	tnd_d.requests++;
 	c->requests++;
-	const void *b = h + 1;
 	if (!c->hello_done && h->op != TND_OP_HELLO) {
 		if (fd >= 0)
 			tnd_close_passed(fd);
@@ -1342,125 +1470,9 @@ static void tnd_handle_request(struct tnd_client *c, size_t len, int fd)
 		tnd_protocol_error(c, "message of another protocol version");
 		return;
 	}
-	switch (h->op) {
-	case TND_OP_HELLO: {
-		const struct tnd_hello *m = b;
-		if (m->min_version > TND_VERSION || m->max_version < TND_VERSION_MIN) {
-			tnd_reply_error(c, h, TN_EPROTO,
-					"tensord speaks protocol versions %d to %d, "
-					"the client %u to %u",
-					TND_VERSION_MIN, TND_VERSION, m->min_version,
-					m->max_version);
-			tnd_protocol_error(c, "no common protocol version");
-			return;
-		}
-		memcpy(c->program, m->program, sizeof(c->program));
-		if (!unlimited_user(c->uid)) {
-			unsigned n = 0;
-			for (struct tnd_client *o = tnd_d.clients; o; o = o->next)
-				n += o != c && o->uid == c->uid && o->hello_done && !o->closing;
-			if (n >= tnd_d.cfg.max_clients_per_user) {
-				tnd_reply_error(c, h, TN_EBUSY,
-						"uid %u has %u connections open, its "
-						"limit (max_clients_per_user)",
-						(unsigned)c->uid, n);
-				tnd_client_drop(c, "over max_clients_per_user");
-				return;
-			}
-		}
-		c->hello_done = true;
-		c->version =
-			(uint16_t)(m->max_version < TND_VERSION ? m->max_version : TND_VERSION);
-		tnd_cuda_connected(c->pid, c->start_time);
-		struct tnd_hello_reply r = { .version = c->version, .daemon_pid = getpid(),
-					     .client_id = c->id, .uid = c->uid, .gid = c->gid,
-					     .max_msg = TND_MSG_MAX, .instance = tnd_d.instance };
-		tnd_reply(c, h, &r, sizeof(r));
-		return;
-	}
-	case TND_OP_STATUS: {
-		struct tnd_status s = { .daemon_pid = getpid(), .uid = tnd_d.uid,
-					.instance = tnd_d.instance, .started = tnd_d.started,
-					.uptime_ns = tnd_now_ns() - tnd_d.started_ns,
-					.arenas = tnd_d.narenas, .clients = tnd_d.nclients,
-					.requests = tnd_d.requests,
-					.reclaimed_slots = tnd_d.reclaimed_slots,
-					.protocol_errors = tnd_d.protocol_errors };
-		snprintf(s.arena_dir, sizeof(s.arena_dir), "%.255s", tnd_d.cfg.arena_dir);
-		tnd_reply(c, h, &s, sizeof(s));
-		return;
-	}
-	case TND_OP_ARENA_CREATE:
-		do_create(c, h, b);
-		return;
-	case TND_OP_ARENA_OPEN: {
-		const struct tnd_arena_open *m = b;
-		do_open(c, h, m->name, m->flags);
-		return;
-	}
-	case TND_OP_REATTACH:
-		do_reattach(c, h, b);
-		return;
-	case TND_OP_ARENA_LIST:
-		do_list(c, h);
-		return;
-	case TND_OP_ARENA_STAT: {
-		const struct tnd_arena_ref *m = b;
-		struct tnd_arena *ar = tnd_arena_for(c, h, m->name, TND_ACC_READ);
-		if (ar) {
-			struct tnd_arena_info w;
-			tnd_arena_fill_info(ar, &w);
-			tnd_reply(c, h, &w, sizeof(w));
-		}
-		return;
-	}
-	case TND_OP_ARENA_DESTROY:
-		do_destroy(c, h, b);
-		return;
-	case TND_OP_ARENA_GRANT:
-		do_grant(c, h, b);
-		return;
-	case TND_OP_CLIENTS:
-		do_clients(c, h);
-		return;
-	case TND_OP_FSCK:
-		do_fsck(c, h, b);
-		return;
-	case TND_OP_GC:
-		do_gc(c, h, b);
-		return;
-	case TND_OP_LOAD:
-	case TND_OP_SAVE:
-		tnd_transfer_start(c, h, b, fd);
-		return;
-	case TND_OP_SHUTDOWN:
-		if (!tnd_privileged(c)) {
-			tnd_reply_error(c, h, TN_EACCES, "only root or uid %u may stop tensord",
-					(unsigned)tnd_d.uid);
-			return;
-		}
-		tnd_info("shutdown requested by pid %d (uid %u)", (int)c->pid, (unsigned)c->uid);
-		tnd_reply(c, h, NULL, 0);
-		tnd_d.stop = true;
-		return;
-	case TND_OP_HOLD:
-		do_hold(c, h, b);
-		return;
-	case TND_OP_RELEASE:
-		do_release(c, h, b);
-		return;
-	case TND_OP_DETACH:
-		do_detach(c, h, b);
-		return;
-	case TND_OP_CUDA_EXPORT:
-	case TND_OP_CUDA_IMPORT:
-	case TND_OP_CUDA_RELEASE:
-	case TND_OP_CUDA_UNEXPORT:
-	case TND_OP_CUDA_STAT:
-	case TND_OP_CUDA_LIST:
-		do_cuda(c, h, b);
-		return;
-	}
+	const struct handler *hd = &handlers[h->op];
+	assert(hd->fn && len == sizeof(*h) + hd->body);
+	hd->fn(c, h, h + 1, fd);
 }
 
 /* ---- CUDA exports (cudashare.c) ----------------------------------------------------------- */
@@ -1493,40 +1505,69 @@ static void cuda_list_item(void *ctx, const struct tnd_cuda_info *w)
 	x->count++;
 }
 
-static void do_cuda(struct tnd_client *c, const struct tnd_hdr *h, const void *b)
+/* The final reply of a CUDA request whose answer is an export's record. */
+static int cuda_reply(struct tnd_client *c, const struct tnd_hdr *h, int r,
+		      const struct tnd_cuda_info *w)
+{
+	if (r)
+		return tnd_reply_tn(c, h, r);
+	tnd_reply(c, h, w, sizeof(*w));
+	return 0;
+}
+
+static int do_CUDA_EXPORT(struct tnd_client *c, const struct tnd_hdr *h,
+			  const struct tnd_cuda_export *m, int fd)
 {
 	struct tnd_peer p = peer_of(c);
 	struct tnd_cuda_info w;
-	int r = 0;
-	switch (h->op) {
-	case TND_OP_CUDA_EXPORT:
-		r = tnd_cuda_export(&p, b, &w);
-		break;
-	case TND_OP_CUDA_IMPORT:
-		r = tnd_cuda_import(&p, b, &w);
-		break;
-	case TND_OP_CUDA_RELEASE:
-		if (!(r = tnd_cuda_release(&p, b)))
-			tnd_reply(c, h, NULL, 0);
-		break;
-	case TND_OP_CUDA_UNEXPORT:
-		r = tnd_cuda_unexport(&p, b, &w);
-		break;
-	case TND_OP_CUDA_STAT:
-		r = tnd_cuda_stat(&p, b, &w);
-		break;
-	case TND_OP_CUDA_LIST: {
-		struct cuda_list_ctx x = { c, h, 0 };
-		tnd_cuda_list(&p, cuda_list_item, &x);
-		memset(&w, 0, sizeof(w));
-		w.count = x.count;
-		break;
-	}
-	}
+	return cuda_reply(c, h, tnd_cuda_export(&p, m, &w), &w);
+}
+
+static int do_CUDA_IMPORT(struct tnd_client *c, const struct tnd_hdr *h,
+			  const struct tnd_cuda_ref *m, int fd)
+{
+	struct tnd_peer p = peer_of(c);
+	struct tnd_cuda_info w;
+	return cuda_reply(c, h, tnd_cuda_import(&p, m, &w), &w);
+}
+
+static int do_CUDA_RELEASE(struct tnd_client *c, const struct tnd_hdr *h,
+			   const struct tnd_cuda_ref *m, int fd)
+{
+	struct tnd_peer p = peer_of(c);
+	int r = tnd_cuda_release(&p, m);
 	if (r)
-		tnd_reply_tn(c, h, r);
-	else if (h->op != TND_OP_CUDA_RELEASE)
-		tnd_reply(c, h, &w, sizeof(w));
+		return tnd_reply_tn(c, h, r);
+	tnd_reply(c, h, NULL, 0);
+	return 0;
+}
+
+static int do_CUDA_UNEXPORT(struct tnd_client *c, const struct tnd_hdr *h,
+			    const struct tnd_cuda_ref *m, int fd)
+{
+	struct tnd_peer p = peer_of(c);
+	struct tnd_cuda_info w;
+	return cuda_reply(c, h, tnd_cuda_unexport(&p, m, &w), &w);
+}
+
+static int do_CUDA_STAT(struct tnd_client *c, const struct tnd_hdr *h,
+			const struct tnd_cuda_ref *m, int fd)
+{
+	struct tnd_peer p = peer_of(c);
+	struct tnd_cuda_info w;
+	return cuda_reply(c, h, tnd_cuda_stat(&p, m, &w), &w);
+}
+
+static int do_CUDA_LIST(struct tnd_client *c, const struct tnd_hdr *h, const void *m, int fd)
+{
+	struct tnd_peer p = peer_of(c);
+	struct cuda_list_ctx x = { c, h, 0 };
+	struct tnd_cuda_info w;
+	tnd_cuda_list(&p, cuda_list_item, &x);
+	memset(&w, 0, sizeof(w));
+	w.count = x.count;
+	tnd_reply(c, h, &w, sizeof(w));
+	return 0;
 }
 
 /* ---- clients --------------------------------------------------------------------------------- */
