@@ -241,6 +241,92 @@ extern struct tnd_daemon tnd_d;
 #define TND_ACC_WRITE 2u
 #define TND_ACC_ADMIN 4u
 
+/* arenas.c: the daemon's arena records (NAME.meta beside NAME.arena), recovery at start. */
+struct tnd_arena *tnd_arena_find(const char *name);
+/* Whether @ar's file still covers the daemon's mapping; logs and marks it damaged if not. */
+bool tnd_arena_intact(struct tnd_arena *ar);
+/* Register a newly mapped arena with the SIGBUS guard. */
+void tnd_arena_guard(struct tnd_arena *ar);
+/* The size of an arena's file; 0 when it cannot be told. */
+uint64_t tnd_arena_file_size(tn_arena *a);
+/* Write @ar's record atomically; 0 or -errno. */
+int tnd_arena_write_record(const struct tnd_arena *ar);
+/* Put a new or recovered arena on the daemon's list. */
+void tnd_arena_add(struct tnd_arena *ar);
+/* Take @ar off the list and remove its file and record; the caller frees @ar. */
+void tnd_arena_remove(struct tnd_arena *ar, bool intact);
+/* The wire record of an arena (ARENA_LIST, ARENA_STAT). */
+void tnd_arena_fill_info(struct tnd_arena *ar, struct tnd_arena_info *w);
+/* Reopen the arenas recorded in arena_dir (after a restart, or a clean stop). */
+void tnd_arenas_recover(void);
+
+/* access.c: who may do what (owner, mode bits, grants, create_users) and the per-user quotas.
+ * The functions that take a request header answer it when they refuse. */
+bool tnd_privileged(const struct tnd_client *c);
+unsigned tnd_access_of(const struct tnd_arena *ar, const struct tnd_client *c);
+bool tnd_may_create(const struct tnd_client *c);
+/* The arena @name if @c has @need (TND_ACC_*) on it, else NULL after answering @h. */
+struct tnd_arena *tnd_arena_for(struct tnd_client *c, const struct tnd_hdr *h, const char *name,
+				unsigned need);
+bool tnd_quota_arena(struct tnd_client *c, const struct tnd_hdr *h, uint64_t size);
+bool tnd_quota_slots(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_arena *ar);
+bool tnd_quota_clients(struct tnd_client *c, const struct tnd_hdr *h);
+
+/* loop.c: the io_uring loop, the connections' receives and sends, the replies' queue. */
+int tnd_loop_init(void);
+void tnd_loop_run(void);
+void tnd_loop_fini(void);
+/* Poll every 10 ms from now on while tnd_reclaim_waiting() (see reclaim.c). */
+void tnd_loop_poll_soon(void);
+void tnd_submit_recv(struct tnd_client *c);
+/* Close a descriptor a client passed, through the ring (its close may block). */
+void tnd_close_passed(int fd);
+/* Queue a message for @c with @fd to pass (-1: none; it is closed once sent). */
+void tnd_queue_msg(struct tnd_client *c, unsigned op, uint32_t seq, int32_t status,
+		   uint32_t flags, const void *body, size_t len, int fd);
+void tnd_free_outq(struct tnd_client *c);
+/* The final reply to @req: a body, an error with a message (returns 0, so a handler can return
+ * it), or a libtensor failure with its code and tn_last_error(). */
+void tnd_reply(struct tnd_client *c, const struct tnd_hdr *req, const void *body, size_t len);
+int tnd_reply_error(struct tnd_client *c, const struct tnd_hdr *req, int code, const char *fmt,
+		    ...) __attribute__((format(printf, 4, 5)));
+int tnd_reply_tn(struct tnd_client *c, const struct tnd_hdr *req, int code);
+
+/* clients.c: connections and the slots they hold. */
+void tnd_client_new(int fd);
+/* Free a closing connection once nothing of it is in flight. */
+void tnd_client_maybe_free(struct tnd_client *c);
+void tnd_client_close(struct tnd_client *c);
+void tnd_client_drop(struct tnd_client *c, const char *why);
+void tnd_protocol_error(struct tnd_client *c, const char *why);
+int tnd_slot_add(struct tnd_client *c, struct tnd_arena *ar, int slot, uint64_t state, bool ro);
+/* @c's slot in @ar (@slot: that one, or -1 any), or NULL. */
+struct tnd_slot *tnd_slot_find(struct tnd_client *c, const struct tnd_arena *ar, int slot);
+void tnd_slot_drop(struct tnd_client *c, struct tnd_slot *s);
+/* Whether a process (pid and start time) has a connection that said HELLO. */
+bool tnd_process_connected(pid_t pid, uint64_t start_time);
+
+/* reclaim.c: giving back the slots of processes that are gone. */
+void tnd_reclaim_slot(struct tnd_arena *ar, int slot, uint64_t state, pid_t pid);
+void tnd_reclaim_later(const struct tnd_client *c);
+bool tnd_reclaim_waiting(void);
+void tnd_reclaim_check(void);
+void tnd_reclaim_sweep(void);
+void tnd_forget_arena(struct tnd_arena *ar);
+
+/* transfer.c: LOAD and SAVE on worker threads. */
+int tnd_transfer_start(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_transfer *m,
+		       int fd);
+/* Pass on what the workers reported (the loop read the event fd). */
+void tnd_transfer_events(void);
+void tnd_transfer_wait(void);
+
+/* handlers.c: a request received on @c, @len bytes in c->rbuf, with @fd passed (-1: none). */
+void tnd_handle_request(struct tnd_client *c, size_t len, int fd);
+
+/* tensord.c: SIGHUP. */
+void tnd_reload_config(void);
+
 static inline uint64_t tnd_now_ns(void)
 {
 	struct timespec ts;

@@ -115,8 +115,6 @@ static int lock_fd;
 static char config_path[PATH_MAX];
 static bool config_required, level_from_cli;
 
-static bool tnd_arena_intact(struct tnd_arena *ar);
-
 /* ---- arena records --------------------------------------------------------------------------- */
 
 static void meta_path(char *buf, size_t len, const char *name)
@@ -125,7 +123,7 @@ static void meta_path(char *buf, size_t len, const char *name)
 }
 
 /* Write NAME.meta atomically (temporary file, fsync, rename). */
-static int tnd_arena_write_record(const struct tnd_arena *ar)
+int tnd_arena_write_record(const struct tnd_arena *ar)
 {
 	char path[PATH_MAX], tmp[PATH_MAX + 8];
 	meta_path(path, sizeof(path), ar->name);
@@ -214,7 +212,7 @@ bad:
 	return -1;
 }
 
-static struct tnd_arena *tnd_arena_find(const char *name)
+struct tnd_arena *tnd_arena_find(const char *name)
 {
 	for (struct tnd_arena *ar = tnd_d.arenas; ar; ar = ar->next)
 		if (!strcmp(ar->name, name))
@@ -233,7 +231,7 @@ static void split_path(const char *path, char *dir, size_t dlen, const char **fi
 
 /* ---- access control -------------------------------------------------------------------------- */
 
-static bool tnd_privileged(const struct tnd_client *c)
+bool tnd_privileged(const struct tnd_client *c)
 {
 	return c->uid == 0 || c->uid == tnd_d.uid;
 }
@@ -248,7 +246,7 @@ static bool in_group(const struct tnd_client *c, uint32_t gid)
 	return false;
 }
 
-static unsigned tnd_access_of(const struct tnd_arena *ar, const struct tnd_client *c)
+unsigned tnd_access_of(const struct tnd_arena *ar, const struct tnd_client *c)
 {
 	if (tnd_privileged(c) || c->uid == ar->owner_uid)
 		return TND_ACC_READ | TND_ACC_WRITE | TND_ACC_ADMIN;
@@ -271,7 +269,7 @@ static bool unlimited_user(uid_t uid)
 	return uid == 0 || uid == tnd_d.uid;
 }
 
-static bool tnd_may_create(const struct tnd_client *c)
+bool tnd_may_create(const struct tnd_client *c)
 {
 	if (tnd_privileged(c) || tnd_d.cfg.create_all)
 		return true;
@@ -287,14 +285,13 @@ static bool tnd_may_create(const struct tnd_client *c)
 /* ---- replies --------------------------------------------------------------------------------- */
 
 static void submit_send(struct tnd_client *c);
-static void tnd_close_passed(int fd);
 
 /* A client that does not read its replies gets no more of its requests read once this much
  * waits for it, so it cannot grow the daemon's memory. */
 #define OUTQ_MAX ((size_t)256 << 10)
 
-static void tnd_queue_msg(struct tnd_client *c, unsigned op, uint32_t seq, int32_t status,
-			  uint32_t flags, const void *body, size_t len, int fd)
+void tnd_queue_msg(struct tnd_client *c, unsigned op, uint32_t seq, int32_t status,
+		   uint32_t flags, const void *body, size_t len, int fd)
 {
 	if (c->closing) {
 		if (fd >= 0)
@@ -327,15 +324,13 @@ static void tnd_queue_msg(struct tnd_client *c, unsigned op, uint32_t seq, int32
 	submit_send(c);
 }
 
-static void tnd_reply(struct tnd_client *c, const struct tnd_hdr *req, const void *body, size_t len)
+void tnd_reply(struct tnd_client *c, const struct tnd_hdr *req, const void *body, size_t len)
 {
 	tnd_queue_msg(c, req->op, req->seq, 0, 0, body, len, -1);
 }
 
-static int tnd_reply_error(struct tnd_client *c, const struct tnd_hdr *req, int code,
-			   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int tnd_reply_error(struct tnd_client *c, const struct tnd_hdr *req, int code,
-			   const char *fmt, ...)
+int tnd_reply_error(struct tnd_client *c, const struct tnd_hdr *req, int code,
+		    const char *fmt, ...)
 {
 	struct tnd_error e = { { 0 } };
 	va_list ap;
@@ -349,9 +344,78 @@ static int tnd_reply_error(struct tnd_client *c, const struct tnd_hdr *req, int 
 }
 
 /* A libtensor failure: its code and last message. */
-static int tnd_reply_tn(struct tnd_client *c, const struct tnd_hdr *req, int code)
+int tnd_reply_tn(struct tnd_client *c, const struct tnd_hdr *req, int code)
 {
 	return tnd_reply_error(c, req, code, "%s", tn_last_error());
+}
+
+/* The per-user quotas: each answers @h and returns false when @c is over its limit. */
+
+/* One more arena of @size bytes (max_arenas_per_user, max_bytes_per_user). */
+bool tnd_quota_arena(struct tnd_client *c, const struct tnd_hdr *h, uint64_t size)
+{
+	if (unlimited_user(c->uid))
+		return true;
+	unsigned owned = 0;
+	uint64_t bytes = 0;
+	for (struct tnd_arena *a = tnd_d.arenas; a; a = a->next)
+		if (a->owner_uid == c->uid) {
+			owned++;
+			bytes += a->size;
+		}
+	if (owned >= tnd_d.cfg.max_arenas_per_user) {
+		tnd_reply_error(c, h, TN_ENOSPC, "uid %u owns %u arenas, its limit "
+				"(max_arenas_per_user)", (unsigned)c->uid, owned);
+		return false;
+	}
+	if (tnd_d.cfg.max_bytes_per_user && (size > tnd_d.cfg.max_bytes_per_user ||
+					     bytes > tnd_d.cfg.max_bytes_per_user - size)) {
+		tnd_reply_error(c, h, TN_ENOSPC, "uid %u owns arenas of %" PRIu64 " bytes: "
+				"%" PRIu64 " more would pass its limit of %" PRIu64
+				" (max_bytes_per_user)", (unsigned)c->uid, bytes, size,
+				tnd_d.cfg.max_bytes_per_user);
+		return false;
+	}
+	return true;
+}
+
+#define SLOTS_PER_USER 32u
+
+/* One more client slot of @ar. An arena has 256 client slots; someone who only has a grant or
+ * a mode bit may not take them all from its owner. */
+bool tnd_quota_slots(struct tnd_client *c, const struct tnd_hdr *h,
+		     const struct tnd_arena *ar)
+{
+	if (tnd_access_of(ar, c) & TND_ACC_ADMIN)
+		return true;
+	unsigned mine = 0;
+	for (struct tnd_client *o = tnd_d.clients; o; o = o->next)
+		if (o->uid == c->uid)
+			for (size_t i = 0; i < o->nslots; i++)
+				mine += o->slots[i].arena == ar;
+	if (mine >= SLOTS_PER_USER) {
+		tnd_reply_error(c, h, TN_EBUSY, "arena \"%s\": uid %u has %u of its client slots "
+				"open already, the most a user other than its owner may", ar->name,
+				(unsigned)c->uid, mine);
+		return false;
+	}
+	return true;
+}
+
+/* One more connection that said HELLO (max_clients_per_user). */
+bool tnd_quota_clients(struct tnd_client *c, const struct tnd_hdr *h)
+{
+	if (unlimited_user(c->uid))
+		return true;
+	unsigned n = 0;
+	for (struct tnd_client *o = tnd_d.clients; o; o = o->next)
+		n += o != c && o->uid == c->uid && o->hello_done && !o->closing;
+	if (n >= tnd_d.cfg.max_clients_per_user) {
+		tnd_reply_error(c, h, TN_EBUSY, "uid %u has %u connections open, its limit "
+				"(max_clients_per_user)", (unsigned)c->uid, n);
+		return false;
+	}
+	return true;
 }
 
 /* ---- io_uring plumbing ---------------------------------------------------------------------- */
@@ -370,7 +434,7 @@ static struct io_uring_sqe *get_sqe(void)
  * file system's daemon, which the client may run), so it goes through the ring: io_uring
  * closes a file that has a flush method on one of its io-wq workers, never in this thread.
  * The completion carries no op and is ignored. */
-static void tnd_close_passed(int fd)
+void tnd_close_passed(int fd)
 {
 	struct io_uring_sqe *sqe = get_sqe();
 	if (!sqe) {
@@ -389,7 +453,7 @@ static void arm_accept(void)
 	L.accept_armed = true;
 }
 
-static void tnd_submit_recv(struct tnd_client *c)
+void tnd_submit_recv(struct tnd_client *c)
 {
 	c->riov.iov_base = c->rbuf.bytes;
 	c->riov.iov_len = sizeof(c->rbuf.bytes);
@@ -431,7 +495,7 @@ static void submit_send(struct tnd_client *c)
 	c->inflight++;
 }
 
-static void tnd_free_outq(struct tnd_client *c)
+void tnd_free_outq(struct tnd_client *c)
 {
 	while (c->out_head) {
 		struct tnd_outmsg *m = c->out_head;
@@ -446,8 +510,8 @@ static void tnd_free_outq(struct tnd_client *c)
 
 /* ---- slots and reclamation ------------------------------------------------------------------- */
 
-static int tnd_slot_add(struct tnd_client *c, struct tnd_arena *ar, int slot, uint64_t state,
-			bool ro)
+int tnd_slot_add(struct tnd_client *c, struct tnd_arena *ar, int slot, uint64_t state,
+		 bool ro)
 {
 	if (c->nslots == c->capslots) {
 		size_t cap = c->capslots ? 2 * c->capslots : 4;
@@ -461,7 +525,7 @@ static int tnd_slot_add(struct tnd_client *c, struct tnd_arena *ar, int slot, ui
 	return 0;
 }
 
-static struct tnd_slot *tnd_slot_find(struct tnd_client *c, const struct tnd_arena *ar, int slot)
+struct tnd_slot *tnd_slot_find(struct tnd_client *c, const struct tnd_arena *ar, int slot)
 {
 	for (size_t i = 0; i < c->nslots; i++)
 		if (c->slots[i].arena == ar && (slot < 0 || c->slots[i].slot == slot))
@@ -469,12 +533,12 @@ static struct tnd_slot *tnd_slot_find(struct tnd_client *c, const struct tnd_are
 	return NULL;
 }
 
-static void tnd_slot_drop(struct tnd_client *c, struct tnd_slot *s)
+void tnd_slot_drop(struct tnd_client *c, struct tnd_slot *s)
 {
 	*s = c->slots[--c->nslots];
 }
 
-static void tnd_reclaim_slot(struct tnd_arena *ar, int slot, uint64_t state, pid_t pid)
+void tnd_reclaim_slot(struct tnd_arena *ar, int slot, uint64_t state, pid_t pid)
 {
 	uint64_t freed = 0;
 	if (!tnd_arena_intact(ar))
@@ -492,7 +556,7 @@ static void tnd_reclaim_slot(struct tnd_arena *ar, int slot, uint64_t state, pid
 /* Check the pending slots of closed connections: reclaim those whose process is gone. A
  * process still alive after the deadline closed its connection but lives on; its slot is
  * left to the periodic sweep, which reclaims it when it dies. */
-static void tnd_reclaim_check(void)
+void tnd_reclaim_check(void)
 {
 	cuda_waiting = tnd_cuda_sweep();
 	uint64_t now = tnd_now_ns();
@@ -511,7 +575,28 @@ static void tnd_reclaim_check(void)
 	}
 }
 
-static void tnd_reclaim_sweep(void)
+/* Hand the slots of a closing connection to the pending list, to be reclaimed once its
+ * process is gone. */
+void tnd_reclaim_later(const struct tnd_client *c)
+{
+	uint64_t deadline = tnd_now_ns() + 5000000000u;
+	for (size_t i = 0; i < c->nslots; i++) {
+		struct pending *p = malloc(sizeof(*p));
+		if (!p)
+			continue; /* the periodic sweep still reclaims it */
+		*p = (struct pending){ pending_list, c->slots[i].arena, c->slots[i].slot,
+				       c->slots[i].state, c->pid, c->start_time, deadline };
+		pending_list = p;
+	}
+}
+
+/* Whether slots or CUDA records wait for a process to go (then the loop polls every 10 ms). */
+bool tnd_reclaim_waiting(void)
+{
+	return pending_list || cuda_waiting;
+}
+
+void tnd_reclaim_sweep(void)
 {
 	for (struct tnd_arena *ar = tnd_d.arenas; ar; ar = ar->next) {
 		tn_arena_stats before, after;
@@ -528,7 +613,7 @@ static void tnd_reclaim_sweep(void)
 }
 
 /* Forget every connection's record of an arena (it is being destroyed). */
-static void tnd_forget_arena(struct tnd_arena *ar)
+void tnd_forget_arena(struct tnd_arena *ar)
 {
 	for (struct tnd_client *c = tnd_d.clients; c; c = c->next)
 		for (size_t i = 0; i < c->nslots;)
@@ -549,7 +634,7 @@ static void tnd_forget_arena(struct tnd_arena *ar)
 
 /* ---- requests -------------------------------------------------------------------------------- */
 
-static uint64_t tnd_arena_file_size(tn_arena *a)
+uint64_t tnd_arena_file_size(tn_arena *a)
 {
 	struct stat st;
 	return fstat(tn_arena_fd(a), &st) == 0 ? (uint64_t)st.st_size : 0;
@@ -559,7 +644,7 @@ static uint64_t tnd_arena_file_size(tn_arena *a)
  * the mapping past the new end raises SIGBUS in the daemon. Check the size before serving an
  * arena, and from then on serve only its destruction. A shrink between this check and an
  * access is caught by the SIGBUS guard (guard.c), which this check reads too. */
-static bool tnd_arena_intact(struct tnd_arena *ar)
+bool tnd_arena_intact(struct tnd_arena *ar)
 {
 	struct stat st;
 	if (ar->damaged)
@@ -582,16 +667,58 @@ static bool tnd_arena_intact(struct tnd_arena *ar)
 	return true;
 }
 
+/* Put a new or recovered arena on the daemon's list. */
+void tnd_arena_add(struct tnd_arena *ar)
+{
+	ar->next = tnd_d.arenas;
+	tnd_d.arenas = ar;
+	tnd_d.narenas++;
+}
+
+/* Take @ar off the daemon's list and remove its file and record (@intact: what
+ * tnd_arena_intact said of it). @ar itself stays for the caller to report and free. */
+void tnd_arena_remove(struct tnd_arena *ar, bool intact)
+{
+	char dir[PATH_MAX], mp[PATH_MAX];
+	const char *file;
+	split_path(ar->path, dir, sizeof(dir), &file);
+	tnd_forget_arena(ar);
+	/* A damaged arena's mapping is left alone (letting go of the slot would touch pages
+	 * past the end of the file): it stays mapped, unused, until the daemon exits. */
+	if (intact) {
+		tnd_guard_forget(&ar->guard);
+		tn_arena_unref(ar->a);
+	} else {
+		tn_arena **p = realloc(abandoned, (nabandoned + 1) * sizeof(*p));
+		if (p) {
+			p[nabandoned++] = ar->a;
+			abandoned = p;
+		}
+	}
+	ar->a = NULL;
+	int r = tn_arena_destroy(file, dir, TN_ARENA_FORCE);
+	if (r && r != TN_ENOENT)
+		tnd_warn("arena %s: removing %s: %s", ar->name, ar->path, tn_last_error());
+	meta_path(mp, sizeof(mp), ar->name);
+	unlink(mp);
+	for (struct tnd_arena **pp = &tnd_d.arenas; *pp; pp = &(*pp)->next)
+		if (*pp == ar) {
+			*pp = ar->next;
+			break;
+		}
+	tnd_d.narenas--;
+}
+
 /* Register a newly mapped arena with the SIGBUS guard. */
-static void tnd_arena_guard(struct tnd_arena *ar)
+void tnd_arena_guard(struct tnd_arena *ar)
 {
 	if (tnd_guard_add(ar->a, &ar->guard))
 		tnd_warn("arena %s: not guarded against a shrinking file (no room in the guard's "
 			 "table)", ar->name);
 }
 
-static struct tnd_arena *tnd_arena_for(struct tnd_client *c, const struct tnd_hdr *h,
-				       const char *name, unsigned need)
+struct tnd_arena *tnd_arena_for(struct tnd_client *c, const struct tnd_hdr *h,
+				const char *name, unsigned need)
 {
 	struct tnd_arena *ar = tnd_arena_find(name);
 	/* Someone who may not even see the arena learns nothing about it: both errors read
@@ -618,7 +745,7 @@ static struct tnd_arena *tnd_arena_for(struct tnd_client *c, const struct tnd_hd
 	return ar;
 }
 
-static void tnd_arena_fill_info(struct tnd_arena *ar, struct tnd_arena_info *w)
+void tnd_arena_fill_info(struct tnd_arena *ar, struct tnd_arena_info *w)
 {
 	memset(w, 0, sizeof(*w));
 	memcpy(w->name, ar->name, sizeof(w->name));
@@ -678,26 +805,8 @@ static int do_ARENA_CREATE(struct tnd_client *c, const struct tnd_hdr *h,
 		return tnd_reply_error(c, h, TN_ENOSPC, "the daemon holds its limit of %u arenas "
 				       "(max_arenas)", tnd_d.cfg.max_arenas);
 	uint64_t size = m->size ? m->size : tnd_d.cfg.default_arena_size;
-	if (!unlimited_user(c->uid)) {
-		unsigned owned = 0;
-		uint64_t bytes = 0;
-		for (struct tnd_arena *a = tnd_d.arenas; a; a = a->next)
-			if (a->owner_uid == c->uid) {
-				owned++;
-				bytes += a->size;
-			}
-		if (owned >= tnd_d.cfg.max_arenas_per_user)
-			return tnd_reply_error(c, h, TN_ENOSPC, "uid %u owns %u arenas, its limit "
-					       "(max_arenas_per_user)", (unsigned)c->uid, owned);
-		if (tnd_d.cfg.max_bytes_per_user && (size > tnd_d.cfg.max_bytes_per_user ||
-						     bytes > tnd_d.cfg.max_bytes_per_user - size))
-			return tnd_reply_error(c, h, TN_ENOSPC,
-					       "uid %u owns arenas of %" PRIu64 " bytes: "
-					       "%" PRIu64 " more would pass its limit of %" PRIu64
-					       " (max_bytes_per_user)",
-					       (unsigned)c->uid, bytes, size,
-					       tnd_d.cfg.max_bytes_per_user);
-	}
+	if (!tnd_quota_arena(c, h, size))
+		return 0;
 	if (tnd_d.cfg.max_arena_size && size > tnd_d.cfg.max_arena_size)
 		return tnd_reply_error(c, h, TN_EINVAL,
 				       "arena size %" PRIu64 " exceeds max_arena_size "
@@ -765,16 +874,12 @@ static int do_ARENA_CREATE(struct tnd_client *c, const struct tnd_hdr *h,
 		return tnd_reply_error(c, h, TN_EIO, "cannot write the arena's record: %s",
 				       strerror(-r));
 	}
-	ar->next = tnd_d.arenas;
-	tnd_d.arenas = ar;
-	tnd_d.narenas++;
+	tnd_arena_add(ar);
 	tnd_info("arena %s created by uid %u (pid %d): %" PRIu64 " bytes in %s", ar->name,
 		 (unsigned)c->uid, (int)c->pid, size, ar->path);
 	tnd_reply(c, h, NULL, 0);
 	return 0;
 }
-
-#define SLOTS_PER_USER 32u
 
 static int do_ARENA_OPEN(struct tnd_client *c, const struct tnd_hdr *h,
 			 const struct tnd_arena_open *m, int fd)
@@ -783,20 +888,8 @@ static int do_ARENA_OPEN(struct tnd_client *c, const struct tnd_hdr *h,
 	if (!ar)
 		return 0;
 	bool ro = (m->flags & TND_OPEN_READ_ONLY) || !(tnd_access_of(ar, c) & TND_ACC_WRITE);
-	/* An arena has 256 client slots; someone who only has a grant or a mode bit may not
-	 * take them all from its owner. */
-	if (!(tnd_access_of(ar, c) & TND_ACC_ADMIN)) {
-		unsigned mine = 0;
-		for (struct tnd_client *o = tnd_d.clients; o; o = o->next)
-			if (o->uid == c->uid)
-				for (size_t i = 0; i < o->nslots; i++)
-					mine += o->slots[i].arena == ar;
-		if (mine >= SLOTS_PER_USER)
-			return tnd_reply_error(c, h, TN_EBUSY, "arena \"%s\": uid %u has %u of its "
-					       "client slots open already, the most a user other "
-					       "than its owner may", m->name, (unsigned)c->uid,
-					       mine);
-	}
+	if (!tnd_quota_slots(c, h, ar))
+		return 0;
 	int arena_fd = ro ? open(ar->path, O_RDONLY | O_CLOEXEC)
 			  : fcntl(tn_arena_fd(ar->a), F_DUPFD_CLOEXEC, 3);
 	if (arena_fd < 0)
@@ -881,34 +974,7 @@ static int do_ARENA_DESTROY(struct tnd_client *c, const struct tnd_hdr *h,
 					       "(pid %d first); --force destroys it anyway",
 					       m->name, live, (int)first);
 	}
-	char dir[PATH_MAX], mp[PATH_MAX];
-	const char *file;
-	split_path(ar->path, dir, sizeof(dir), &file);
-	tnd_forget_arena(ar);
-	/* A damaged arena's mapping is left alone (letting go of the slot would touch pages
-	 * past the end of the file): it stays mapped, unused, until the daemon exits. */
-	if (intact) {
-		tnd_guard_forget(&ar->guard);
-		tn_arena_unref(ar->a);
-	} else {
-		tn_arena **p = realloc(abandoned, (nabandoned + 1) * sizeof(*p));
-		if (p) {
-			p[nabandoned++] = ar->a;
-			abandoned = p;
-		}
-	}
-	ar->a = NULL;
-	int r = tn_arena_destroy(file, dir, TN_ARENA_FORCE);
-	if (r && r != TN_ENOENT)
-		tnd_warn("arena %s: removing %s: %s", ar->name, ar->path, tn_last_error());
-	meta_path(mp, sizeof(mp), ar->name);
-	unlink(mp);
-	for (struct tnd_arena **pp = &tnd_d.arenas; *pp; pp = &(*pp)->next)
-		if (*pp == ar) {
-			*pp = ar->next;
-			break;
-		}
-	tnd_d.narenas--;
+	tnd_arena_remove(ar, intact);
 	tnd_info("arena %s destroyed by uid %u%s", ar->name, (unsigned)c->uid,
 		 m->flags & TND_DESTROY_FORCE ? " (forced)" : "");
 	free(ar);
@@ -1201,8 +1267,8 @@ static void *job_run(void *arg)
 	return NULL;
 }
 
-static int tnd_transfer_start(struct tnd_client *c, const struct tnd_hdr *h,
-			      const struct tnd_transfer *m, int fd)
+int tnd_transfer_start(struct tnd_client *c, const struct tnd_hdr *h,
+		       const struct tnd_transfer *m, int fd)
 {
 	struct tnd_arena *ar =
 		tnd_arena_for(c, h, m->name, h->op == TND_OP_LOAD ? TND_ACC_WRITE : TND_ACC_READ);
@@ -1259,9 +1325,14 @@ static int do_SAVE(struct tnd_client *c, const struct tnd_hdr *h, const struct t
 	return tnd_transfer_start(c, h, m, fd);
 }
 
-static void tnd_client_maybe_free(struct tnd_client *c);
+/* Give the workers up to 3 s to see their cancel flags and end. */
+void tnd_transfer_wait(void)
+{
+	for (int i = 0; i < 3000 && atomic_load(&workers) > 0; i++)
+		usleep(1000);
+}
 
-static void tnd_transfer_events(void)
+void tnd_transfer_events(void)
 {
 	pthread_mutex_lock(&event_lock);
 	struct event *list = events;
@@ -1319,7 +1390,7 @@ static void tnd_transfer_events(void)
 
 /* Stop reading @c; the error reply already queued still goes out (a closing client's queue
  * drains), then client_maybe_free closes the connection. */
-static void tnd_client_drop(struct tnd_client *c, const char *why)
+void tnd_client_drop(struct tnd_client *c, const char *why)
 {
 	tnd_warn("client %u (pid %d, uid %u): %s: dropping the connection", c->id, (int)c->pid,
 		 (unsigned)c->uid, why);
@@ -1328,7 +1399,7 @@ static void tnd_client_drop(struct tnd_client *c, const char *why)
 	shutdown(c->fd, SHUT_RD);
 }
 
-static void tnd_protocol_error(struct tnd_client *c, const char *why)
+void tnd_protocol_error(struct tnd_client *c, const char *why)
 {
 	tnd_d.protocol_errors++;
 	tnd_client_drop(c, why);
@@ -1347,16 +1418,9 @@ static int do_HELLO(struct tnd_client *c, const struct tnd_hdr *h, const struct 
 		return 0;
 	}
 	memcpy(c->program, m->program, sizeof(c->program));
-	if (!unlimited_user(c->uid)) {
-		unsigned n = 0;
-		for (struct tnd_client *o = tnd_d.clients; o; o = o->next)
-			n += o != c && o->uid == c->uid && o->hello_done && !o->closing;
-		if (n >= tnd_d.cfg.max_clients_per_user) {
-			tnd_reply_error(c, h, TN_EBUSY, "uid %u has %u connections open, its "
-					"limit (max_clients_per_user)", (unsigned)c->uid, n);
-			tnd_client_drop(c, "over max_clients_per_user");
-			return 0;
-		}
+	if (!tnd_quota_clients(c, h)) {
+		tnd_client_drop(c, "over max_clients_per_user");
+		return 0;
 	}
 	c->hello_done = true;
 	c->version = (uint16_t)(m->max_version < TND_VERSION ? m->max_version : TND_VERSION);
@@ -1434,7 +1498,7 @@ static const struct handler handlers[TND_OP_MAX_] = {
 #undef TND_X_
 };
 
-static void tnd_handle_request(struct tnd_client *c, size_t len, int fd)
+void tnd_handle_request(struct tnd_client *c, size_t len, int fd)
 {
 	const struct tnd_hdr *h = &c->rbuf.hdr;
 	if (tnd_check_request(c->rbuf.bytes, len, fd >= 0)) {
@@ -1484,7 +1548,7 @@ static struct tnd_peer peer_of(const struct tnd_client *c)
 				  .ngroups = c->ngroups, .groups = c->groups };
 }
 
-static bool tnd_process_connected(pid_t pid, uint64_t start_time)
+bool tnd_process_connected(pid_t pid, uint64_t start_time)
 {
 	for (struct tnd_client *o = tnd_d.clients; o; o = o->next)
 		if (o->pid == pid && o->start_time == start_time && o->hello_done && !o->closing)
@@ -1572,7 +1636,7 @@ static int do_CUDA_LIST(struct tnd_client *c, const struct tnd_hdr *h, const voi
 
 /* ---- clients --------------------------------------------------------------------------------- */
 
-static void tnd_client_new(int fd)
+void tnd_client_new(int fd)
 {
 	if (tnd_d.nclients >= tnd_d.cfg.max_clients) {
 		tnd_warn("refusing a connection: %u clients is the limit (max_clients)",
@@ -1614,20 +1678,12 @@ static void tnd_client_new(int fd)
 	tnd_submit_recv(c);
 }
 
-static void tnd_client_maybe_free(struct tnd_client *c)
+void tnd_client_maybe_free(struct tnd_client *c)
 {
 	if (!c->closing || c->inflight || c->transfer)
 		return;
 	/* Slots go to the pending list: reclaimed once the process is gone. */
-	uint64_t deadline = tnd_now_ns() + 5000000000u;
-	for (size_t i = 0; i < c->nslots; i++) {
-		struct pending *p = malloc(sizeof(*p));
-		if (!p)
-			continue; /* the periodic sweep still reclaims it */
-		*p = (struct pending){ pending_list, c->slots[i].arena, c->slots[i].slot,
-				       c->slots[i].state, c->pid, c->start_time, deadline };
-		pending_list = p;
-	}
+	tnd_reclaim_later(c);
 	free(c->slots);
 	tnd_free_outq(c);
 	close(c->fd);
@@ -1647,17 +1703,11 @@ static void tnd_client_maybe_free(struct tnd_client *c)
 		tnd_cuda_disconnected(pid, start_time);
 	tnd_reclaim_check();
 	/* Slots and CUDA records wait for their process now: poll every 10 ms from here, not
-	 * at the end of a reclaim interval armed when nothing was pending. The cancelled
-	 * timeout completes (-ECANCELED) and its handler arms the short one. */
-	if ((pending_list || cuda_waiting) && !L.timer_short && !L.timer_cancelling) {
-		struct io_uring_sqe *sqe = get_sqe();
-		io_uring_prep_timeout_remove(sqe, (__u64)(uintptr_t)&L.timer_op, 0);
-		io_uring_sqe_set_data(sqe, NULL);
-		L.timer_cancelling = true;
-	}
+	 * at the end of a reclaim interval armed when nothing was pending. */
+	tnd_loop_poll_soon();
 }
 
-static void tnd_client_close(struct tnd_client *c)
+void tnd_client_close(struct tnd_client *c)
 {
 	/* A send blocked on a client that stopped reading ends with an error now. */
 	if (!c->closing)
@@ -1769,7 +1819,7 @@ static int mkdir_private(const char *dir)
 }
 
 /* Reopen the arenas recorded in arena_dir (after a restart, or a clean stop). */
-static void tnd_arenas_recover(void)
+void tnd_arenas_recover(void)
 {
 	DIR *d = opendir(tnd_d.cfg.arena_dir);
 	if (!d)
@@ -1825,9 +1875,7 @@ static void tnd_arenas_recover(void)
 		memset(&ar->resident_ns, 0, sizeof(ar->resident_ns));
 		tn__arena_uuid(ar->a, ar->uuid);
 		ar->size = tnd_arena_file_size(ar->a);
-		ar->next = tnd_d.arenas;
-		tnd_d.arenas = ar;
-		tnd_d.narenas++;
+		tnd_arena_add(ar);
 		tnd_info("arena %s recovered from %s (%d dead slots reclaimed)", ar->name, ar->path,
 			 k > 0 ? k : 0);
 	}
@@ -2086,6 +2134,37 @@ static int parse_args(int argc, char **argv, bool *foreground, char *cfg_err, si
 	return 0;
 }
 
+void tnd_reload_config(void)
+{
+	/* Re-read the config file: the log level (unless --log-level set it), the limits
+	 * and who may create arenas change; the socket, the directories, the log target
+	 * and the defaults of new arenas stay as they were at start. */
+	struct tnd_config n;
+	char err[600];
+	tnd_config_defaults(&n);
+	if (tnd_config_load(&n, config_path, config_required, err, sizeof(err))) {
+		tnd_error("SIGHUP: %s: keeping the current configuration", err);
+		return;
+	}
+	if (!level_from_cli)
+		tnd_d.cfg.log_level = n.log_level;
+	tnd_d.cfg.max_arena_size = n.max_arena_size;
+	tnd_d.cfg.max_arenas = n.max_arenas;
+	tnd_d.cfg.max_clients = n.max_clients;
+	tnd_d.cfg.max_clients_per_user = n.max_clients_per_user;
+	tnd_d.cfg.max_arenas_per_user = n.max_arenas_per_user;
+	tnd_d.cfg.max_bytes_per_user = n.max_bytes_per_user;
+	tnd_d.cfg.reclaim_interval_ms = n.reclaim_interval_ms;
+	tnd_d.cfg.create_all = n.create_all;
+	tnd_d.cfg.ncreate_uids = n.ncreate_uids;
+	tnd_d.cfg.ncreate_gids = n.ncreate_gids;
+	memcpy(tnd_d.cfg.create_uids, n.create_uids, sizeof(n.create_uids));
+	memcpy(tnd_d.cfg.create_gids, n.create_gids, sizeof(n.create_gids));
+	tnd_log_setup(tnd_d.cfg.log_target, tnd_d.cfg.log_level);
+	tnd_info("SIGHUP: re-read %s (log level, limits, quotas, create_users)",
+		 config_path);
+}
+
 /* ---- the loop -------------------------------------------------------------------------------- */
 
 static void arm_signal(void)
@@ -2105,15 +2184,27 @@ static void arm_event(void)
 static void arm_timer(void)
 {
 	/* 10 ms while closed connections wait for their process to go, else the sweep. */
-	uint64_t ms = pending_list || cuda_waiting || !L.accept_armed ? 10
-								       : tnd_d.cfg.reclaim_interval_ms;
-	L.timer_short = pending_list != NULL || cuda_waiting;
+	bool waiting = tnd_reclaim_waiting();
+	uint64_t ms = waiting || !L.accept_armed ? 10 : tnd_d.cfg.reclaim_interval_ms;
+	L.timer_short = waiting;
 	L.timer_cancelling = false;
 	L.timer_ts.tv_sec = (long long)(ms / 1000);
 	L.timer_ts.tv_nsec = (long long)(ms % 1000) * 1000000;
 	struct io_uring_sqe *sqe = get_sqe();
 	io_uring_prep_timeout(sqe, &L.timer_ts, 0, 0);
 	io_uring_sqe_set_data(sqe, &L.timer_op);
+}
+
+/* Cut the long timeout short when something starts waiting for a process: the cancelled
+ * timeout completes (-ECANCELED) and its handler arms the short one. */
+void tnd_loop_poll_soon(void)
+{
+	if (tnd_reclaim_waiting() && !L.timer_short && !L.timer_cancelling) {
+		struct io_uring_sqe *sqe = get_sqe();
+		io_uring_prep_timeout_remove(sqe, (__u64)(uintptr_t)&L.timer_op, 0);
+		io_uring_sqe_set_data(sqe, NULL);
+		L.timer_cancelling = true;
+	}
 }
 
 static void on_signal(void)
@@ -2124,42 +2215,15 @@ static void on_signal(void)
 		tnd_info("signal %u: shutting down", L.siginfo.ssi_signo);
 		tnd_d.stop = true;
 		break;
-	case SIGHUP: {
-		/* Re-read the config file: the log level (unless --log-level set it), the limits
-		 * and who may create arenas change; the socket, the directories, the log target
-		 * and the defaults of new arenas stay as they were at start. */
-		struct tnd_config n;
-		char err[600];
-		tnd_config_defaults(&n);
-		if (tnd_config_load(&n, config_path, config_required, err, sizeof(err))) {
-			tnd_error("SIGHUP: %s: keeping the current configuration", err);
-			break;
-		}
-		if (!level_from_cli)
-			tnd_d.cfg.log_level = n.log_level;
-		tnd_d.cfg.max_arena_size = n.max_arena_size;
-		tnd_d.cfg.max_arenas = n.max_arenas;
-		tnd_d.cfg.max_clients = n.max_clients;
-		tnd_d.cfg.max_clients_per_user = n.max_clients_per_user;
-		tnd_d.cfg.max_arenas_per_user = n.max_arenas_per_user;
-		tnd_d.cfg.max_bytes_per_user = n.max_bytes_per_user;
-		tnd_d.cfg.reclaim_interval_ms = n.reclaim_interval_ms;
-		tnd_d.cfg.create_all = n.create_all;
-		tnd_d.cfg.ncreate_uids = n.ncreate_uids;
-		tnd_d.cfg.ncreate_gids = n.ncreate_gids;
-		memcpy(tnd_d.cfg.create_uids, n.create_uids, sizeof(n.create_uids));
-		memcpy(tnd_d.cfg.create_gids, n.create_gids, sizeof(n.create_gids));
-		tnd_log_setup(tnd_d.cfg.log_target, tnd_d.cfg.log_level);
-		tnd_info("SIGHUP: re-read %s (log level, limits, quotas, create_users)",
-			 config_path);
+	case SIGHUP:
+		tnd_reload_config();
 		break;
-	}
 	default:
 		break;
 	}
 }
 
-static int run(void)
+void tnd_loop_run(void)
 {
 	uint64_t last_sweep = tnd_now_ns();
 	arm_accept();
@@ -2233,7 +2297,27 @@ static int run(void)
 		if (!L.accept_armed && !tnd_d.stop && tnd_now_ns() >= L.accept_pause_until)
 			arm_accept();
 	}
+}
+
+int tnd_loop_init(void)
+{
+	L.accept_op.kind = TND_RING_ACCEPT;
+	L.signal_op.kind = TND_RING_SIGNAL;
+	L.event_op.kind = TND_RING_EVENT;
+	L.timer_op.kind = TND_RING_TIMER;
+	/* Room for a receive and a send per client at once without waiting on a submit. */
+	struct io_uring_params params = { .flags = IORING_SETUP_CQSIZE, .cq_entries = 16384 };
+	int r = io_uring_queue_init_params(4096, &L.ring, &params);
+	if (r) {
+		tnd_error("io_uring_queue_init: %s (io_uring disabled?)", strerror(-r));
+		return -1;
+	}
 	return 0;
+}
+
+void tnd_loop_fini(void)
+{
+	io_uring_queue_exit(&L.ring);
 }
 
 static void shutdown_daemon(void)
@@ -2242,8 +2326,7 @@ static void shutdown_daemon(void)
 	/* Transfers see the cancel flag and end; wait for them (they use the arenas). */
 	for (struct tnd_client *c = tnd_d.clients; c; c = c->next)
 		atomic_store(&c->cancel, true);
-	for (int i = 0; i < 3000 && atomic_load(&workers) > 0; i++)
-		usleep(1000);
+	tnd_transfer_wait();
 	close(tnd_d.listen_fd);
 	unlink(tnd_d.cfg.socket);
 	/* The lock file stays: removing it would let a daemon that opened it before and one
@@ -2257,7 +2340,7 @@ static void shutdown_daemon(void)
 		if (tnd_arena_intact(ar))
 			tn_arena_unref(ar->a);
 	tnd_cuda_fini(); /* its file stays for the next daemon */
-	io_uring_queue_exit(&L.ring);
+	tnd_loop_fini();
 	tnd_info("stopped");
 }
 
@@ -2320,10 +2403,6 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	tnd_d.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC);
 	tnd_d.event_fd = eventfd(0, EFD_CLOEXEC);
-	L.accept_op.kind = TND_RING_ACCEPT;
-	L.signal_op.kind = TND_RING_SIGNAL;
-	L.event_op.kind = TND_RING_EVENT;
-	L.timer_op.kind = TND_RING_TIMER;
 	int r;
 	if ((r = tnd_guard_init())) {
 		tnd_error("cannot install the SIGBUS guard: %s", strerror(-r));
@@ -2332,12 +2411,8 @@ int main(int argc, char **argv)
 	if (tnd_d.signal_fd < 0 || tnd_d.event_fd < 0 || mkdir_private(tnd_d.cfg.arena_dir) ||
 	    open_socket())
 		goto fail;
-	/* Room for a receive and a send per client at once without waiting on a submit. */
-	struct io_uring_params params = { .flags = IORING_SETUP_CQSIZE, .cq_entries = 16384 };
-	if ((r = io_uring_queue_init_params(4096, &L.ring, &params))) {
-		tnd_error("io_uring_queue_init: %s (io_uring disabled?)", strerror(-r));
+	if (tnd_loop_init())
 		goto fail;
-	}
 	find_hugedir();
 	int rnd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
 	if (rnd < 0 || read(rnd, &tnd_d.instance, sizeof(tnd_d.instance)) != sizeof(tnd_d.instance))
@@ -2359,7 +2434,7 @@ int main(int argc, char **argv)
 		(void)n;
 		close(ready[1]);
 	}
-	run();
+	tnd_loop_run();
 	shutdown_daemon();
 	return 0;
 fail:
