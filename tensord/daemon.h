@@ -196,7 +196,7 @@ struct tnd_client {
 	size_t nslots, capslots;
 	struct tnd_slot *slots;
 	struct tnd_outmsg *out_head, *out_tail;
-	size_t outq_bytes; /* queued replies: past OUTQ_MAX, no more requests are read */
+	size_t outq_bytes; /* queued replies: past OUTQ_MAX (loop.c), no more requests are read */
 	bool recv_paused;
 	bool sending;
 	struct tnd_ring_op recv_op, send_op;
@@ -219,8 +219,8 @@ struct tnd_client {
 	} sctl;
 };
 
-/* What more than one of the daemon's files reads or writes. Everything here belongs to the
- * loop's thread; worker threads (LOAD and SAVE) touch none of it. */
+/* What more than one of the daemon's files reads or writes. Only the loop's thread uses it: a
+ * worker thread (LOAD, SAVE) uses its arena's handle and its client's cancel flag, no more. */
 struct tnd_daemon {
 	struct tnd_config cfg;
 	uid_t uid; /* the daemon's effective uid */
@@ -236,7 +236,7 @@ struct tnd_daemon {
 };
 extern struct tnd_daemon tnd_d;
 
-/* Access an arena's client may have (TND_ACC_*). */
+/* The access a client may have to an arena (tnd_access_of, tnd_arena_for). */
 #define TND_ACC_READ 1u
 #define TND_ACC_WRITE 2u
 #define TND_ACC_ADMIN 4u
