@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tensord's internal interfaces: configuration (config.c), logging (log.c), the SIGBUS guard
- * (guard.c), and the daemon itself (tensord.c: the io_uring loop, clients, arenas, access
- * control, reclamation).
+ * (guard.c), the CUDA export table (cudashare.c), and the daemon's own records and state
+ * (struct tnd_arena, struct tnd_client, tnd_d), which its files share.
  */
 #ifndef TENSORD_DAEMON_H
 #define TENSORD_DAEMON_H
@@ -11,9 +11,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
 
 #include <tensor.h>
+
+#include "proto.h"
 
 enum tnd_log_level { TND_LOG_ERROR = 0, TND_LOG_WARN = 1, TND_LOG_INFO = 2, TND_LOG_DEBUG = 3 };
 enum tnd_log_target { TND_LOG_STDERR = 0, TND_LOG_SYSLOG = 1 };
@@ -119,5 +124,219 @@ void tnd_log(enum tnd_log_level level, const char *fmt, ...) __attribute__((form
 #define tnd_warn(...) tnd_log(TND_LOG_WARN, __VA_ARGS__)
 #define tnd_info(...) tnd_log(TND_LOG_INFO, __VA_ARGS__)
 #define tnd_debug(...) tnd_log(TND_LOG_DEBUG, __VA_ARGS__)
+
+/* ---- the daemon's records and state, shared by its files ------------------------------------- */
+
+/* An arena the daemon serves: its own attachment and the record kept in NAME.meta. */
+struct tnd_arena {
+	struct tnd_arena *next;
+	char name[TND_NAME_SIZE];
+	tn_arena *a; /* the daemon's own attachment */
+	char path[PATH_MAX];
+	uint32_t owner_uid, owner_gid, mode;
+	uint32_t ngrants;
+	struct tnd_grant grants[TND_MAX_GRANTS];
+	uint64_t created;
+	int transfers; /* LOAD/SAVE running on it */
+	uint8_t uuid[16];
+	uint64_t size; /* of the file, when the daemon mapped it */
+	bool damaged; /* its file shrank under the mapping: only destroy --force is served */
+	struct tnd_guard guard; /* the SIGBUS guard's entries for its mappings */
+	/* NUMA residency costs a move_pages over every page: sampled at most once a second. */
+	uint64_t resident[TND_MAX_NODES];
+	uint32_t nnodes;
+	uint64_t resident_ns;
+};
+
+/* A slot the daemon assigned to a client (or the client re-registered). */
+struct tnd_slot {
+	struct tnd_arena *arena;
+	int slot;
+	uint64_t state;
+	bool read_only;
+};
+
+/* What a completion of the ring is for: its user data points at one of these. */
+enum tnd_ring_kind {
+	TND_RING_ACCEPT = 1,
+	TND_RING_RECV,
+	TND_RING_SEND,
+	TND_RING_SIGNAL,
+	TND_RING_EVENT,
+	TND_RING_TIMER
+};
+
+struct tnd_ring_op {
+	enum tnd_ring_kind kind;
+	struct tnd_client *client;
+};
+
+struct tnd_outmsg; /* a queued reply (the loop's) */
+
+/* A connection. */
+struct tnd_client {
+	struct tnd_client *next, *prev;
+	int fd;
+	uint32_t id;
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	int ngroups;
+	gid_t groups[64];
+	uint64_t start_time;
+	uint64_t connected;
+	uint64_t requests;
+	char program[32];
+	bool hello_done;
+	uint16_t version; /* the protocol version HELLO chose */
+	bool closing;   /* no more receives; freed when nothing is in flight */
+	int inflight;   /* submitted operations that have not completed */
+	bool transfer;  /* a LOAD or SAVE is running for it */
+	_Atomic bool cancel;
+	size_t nslots, capslots;
+	struct tnd_slot *slots;
+	struct tnd_outmsg *out_head, *out_tail;
+	size_t outq_bytes; /* queued replies: past OUTQ_MAX (loop.c), no more requests are read */
+	bool recv_paused;
+	bool sending;
+	struct tnd_ring_op recv_op, send_op;
+	struct msghdr rmh;
+	struct iovec riov;
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int) * 4)];
+	} rctl;
+	union {
+		struct tnd_hdr hdr;
+		uint64_t align;
+		unsigned char bytes[TND_MSG_MAX + 64];
+	} rbuf;
+	struct msghdr smh;
+	struct iovec siov;
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} sctl;
+};
+
+/* What more than one of the daemon's files reads or writes. Only the loop's thread uses it: a
+ * worker thread (LOAD, SAVE) uses its arena's handle and its client's cancel flag, no more. */
+struct tnd_daemon {
+	struct tnd_config cfg;
+	uid_t uid; /* the daemon's effective uid */
+	int listen_fd, signal_fd, event_fd;
+	uint64_t instance, started, started_ns;
+	char hugedir[PATH_MAX]; /* "" : no hugetlbfs mount to create arenas in */
+	struct tnd_arena *arenas;
+	unsigned narenas;
+	struct tnd_client *clients;
+	unsigned nclients;
+	uint64_t requests, reclaimed_slots, protocol_errors;
+	bool stop;
+};
+extern struct tnd_daemon tnd_d;
+
+/* The access a client may have to an arena (tnd_access_of, tnd_arena_for). */
+#define TND_ACC_READ 1u
+#define TND_ACC_WRITE 2u
+#define TND_ACC_ADMIN 4u
+
+/* arenas.c: the daemon's arena records (NAME.meta beside NAME.arena), recovery at start. */
+struct tnd_arena *tnd_arena_find(const char *name);
+/* Whether @ar's file still covers the daemon's mapping; logs and marks it damaged if not. */
+bool tnd_arena_intact(struct tnd_arena *ar);
+/* Register a newly mapped arena with the SIGBUS guard. */
+void tnd_arena_guard(struct tnd_arena *ar);
+/* The size of an arena's file; 0 when it cannot be told. */
+uint64_t tnd_arena_file_size(tn_arena *a);
+/* Write @ar's record atomically; 0 or -errno. */
+int tnd_arena_write_record(const struct tnd_arena *ar);
+/* Put a new or recovered arena on the daemon's list. */
+void tnd_arena_add(struct tnd_arena *ar);
+/* Take @ar off the list and remove its file and record; the caller frees @ar. */
+void tnd_arena_remove(struct tnd_arena *ar, bool intact);
+/* The wire record of an arena (ARENA_LIST, ARENA_STAT). */
+void tnd_arena_fill_info(struct tnd_arena *ar, struct tnd_arena_info *w);
+/* Reopen the arenas recorded in arena_dir (after a restart, or a clean stop). */
+void tnd_arenas_recover(void);
+
+/* access.c: who may do what (owner, mode bits, grants, create_users) and the per-user quotas.
+ * The functions that take a request header answer it when they refuse. */
+bool tnd_privileged(const struct tnd_client *c);
+unsigned tnd_access_of(const struct tnd_arena *ar, const struct tnd_client *c);
+bool tnd_may_create(const struct tnd_client *c);
+/* The arena @name if @c has @need (TND_ACC_*) on it, else NULL after answering @h. */
+struct tnd_arena *tnd_arena_for(struct tnd_client *c, const struct tnd_hdr *h, const char *name,
+				unsigned need);
+bool tnd_quota_arena(struct tnd_client *c, const struct tnd_hdr *h, uint64_t size);
+bool tnd_quota_slots(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_arena *ar);
+bool tnd_quota_clients(struct tnd_client *c, const struct tnd_hdr *h);
+
+/* loop.c: the io_uring loop, the connections' receives and sends, the replies' queue. */
+int tnd_loop_init(void);
+void tnd_loop_run(void);
+void tnd_loop_fini(void);
+/* Poll every 10 ms from now on while tnd_reclaim_waiting() (see reclaim.c). */
+void tnd_loop_poll_soon(void);
+void tnd_submit_recv(struct tnd_client *c);
+/* Close a descriptor a client passed, through the ring (its close may block). */
+void tnd_close_passed(int fd);
+/* Queue a message for @c with @fd to pass (-1: none; it is closed once sent). */
+void tnd_queue_msg(struct tnd_client *c, unsigned op, uint32_t seq, int32_t status,
+		   uint32_t flags, const void *body, size_t len, int fd);
+void tnd_free_outq(struct tnd_client *c);
+/* The final reply to @req: a body, an error with a message (returns 0, so a handler can return
+ * it), or a libtensor failure with its code and tn_last_error(). */
+void tnd_reply(struct tnd_client *c, const struct tnd_hdr *req, const void *body, size_t len);
+int tnd_reply_error(struct tnd_client *c, const struct tnd_hdr *req, int code, const char *fmt,
+		    ...) __attribute__((format(printf, 4, 5)));
+int tnd_reply_tn(struct tnd_client *c, const struct tnd_hdr *req, int code);
+
+/* clients.c: connections and the slots they hold. */
+void tnd_client_new(int fd);
+/* Free a closing connection once nothing of it is in flight. */
+void tnd_client_maybe_free(struct tnd_client *c);
+void tnd_client_close(struct tnd_client *c);
+void tnd_client_drop(struct tnd_client *c, const char *why);
+void tnd_protocol_error(struct tnd_client *c, const char *why);
+int tnd_slot_add(struct tnd_client *c, struct tnd_arena *ar, int slot, uint64_t state, bool ro);
+/* @c's slot in @ar (@slot: that one, or -1 any), or NULL. */
+struct tnd_slot *tnd_slot_find(struct tnd_client *c, const struct tnd_arena *ar, int slot);
+void tnd_slot_drop(struct tnd_client *c, struct tnd_slot *s);
+/* Whether a process (pid and start time) has a connection that said HELLO. */
+bool tnd_process_connected(pid_t pid, uint64_t start_time);
+
+/* reclaim.c: giving back the slots of processes that are gone. */
+void tnd_reclaim_slot(struct tnd_arena *ar, int slot, uint64_t state, pid_t pid);
+void tnd_reclaim_later(const struct tnd_client *c);
+bool tnd_reclaim_waiting(void);
+void tnd_reclaim_check(void);
+void tnd_reclaim_sweep(void);
+void tnd_forget_arena(struct tnd_arena *ar);
+
+/* transfer.c: LOAD and SAVE on worker threads. */
+int tnd_transfer_start(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_transfer *m,
+		       int fd);
+/* Pass on what the workers reported (the loop read the event fd). */
+void tnd_transfer_events(void);
+void tnd_transfer_wait(void);
+
+/* handlers.c: a request received on @c, @len bytes in c->rbuf, with @fd passed (-1: none). */
+void tnd_handle_request(struct tnd_client *c, size_t len, int fd);
+
+/* tensord.c: SIGHUP. */
+void tnd_reload_config(void);
+
+static inline uint64_t tnd_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t tnd_wall_s(void)
+{
+	return (uint64_t)time(NULL);
+}
 
 #endif /* TENSORD_DAEMON_H */

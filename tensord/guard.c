@@ -5,7 +5,7 @@
  * A read-write client holds a writable descriptor of the arena file (it needs one to map the
  * arena writable), and any writable descriptor can ftruncate the file. Past the new end, the
  * daemon's own mappings of the file raise SIGBUS. tensord checks an arena's size before it
- * serves it (arena_intact in tensord.c), but a shrink can land between that check and an
+ * serves it (tnd_arena_intact in arenas.c), but a shrink can land between that check and an
  * access, and a LOAD or SAVE works on an arena for seconds. The guard makes such an access
  * harmless:
  *

@@ -9,17 +9,15 @@
 #include "internal.h"
 #include "proto.h"
 
-/* Body sizes by operation; "void" bodies are empty (GNU C gives sizeof(void) == 1, hence the
- * test for void first). */
+/* Body sizes by operation. */
 static const struct {
 	const char *name;
 	int64_t req, rep;
 } ops[TND_OP_MAX_] = {
-#define TND_SZ_(type) (__builtin_types_compatible_p(type, void) ? 0 : (int64_t)sizeof(type))
-#define TND_X_(nm, value, reqt, rept) [value] = { #nm, TND_SZ_(reqt), TND_SZ_(rept) },
+#define TND_X_(nm, value, reqt, rept)                                                            \
+	[value] = { #nm, (int64_t)TND_BODY_SIZE(reqt), (int64_t)TND_BODY_SIZE(rept) },
 	TND_OP_LIST(TND_X_)
 #undef TND_X_
-#undef TND_SZ_
 };
 
 _Static_assert(sizeof(struct tnd_hdr) == 32, "the header is 32 bytes");

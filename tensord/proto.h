@@ -83,6 +83,10 @@ enum tnd_op {
 	TND_OP_MAX_
 };
 
+/* The size of a body of @type as TND_OP_LIST names it: "void" bodies are empty (GNU C gives
+ * sizeof(void) == 1, hence the test for void first). */
+#define TND_BODY_SIZE(type) (__builtin_types_compatible_p(type, void) ? 0 : sizeof(type))
+
 /* Header flags. */
 #define TND_F_MORE 0x1u     /* a reply: more items of a list follow */
 #define TND_F_PROGRESS 0x2u /* a reply: a struct tnd_progress, the final reply follows */

@@ -1,36 +1,31 @@
 // SPDX-License-Identifier: MIT
 /*
- * tensord(8): the daemon that owns the arenas.
+ * tensord(8): the daemon that owns the arenas. This file starts and stops it: the command line
+ * and the configuration file (re-read on SIGHUP), the socket and the lock beside it, the arena
+ * and hugetlbfs directories, daemonising and systemd's notifications, and the order in which
+ * the pieces start and stop. The pieces, which share the records and state of daemon.h:
  *
- * One thread runs an io_uring loop: a multishot accept on the listening socket, one recvmsg
- * per client, one sendmsg at a time per client from its queue of replies (replies to one
- * client must not be reordered), a read of a signalfd, a read of an eventfd through which
- * worker threads report, and a timeout that drives reclamation. Requests are validated
- * (proto.c) and answered in the loop, except LOAD and SAVE, which run on a worker thread
- * (loadsave.c) and report progress through the eventfd queue.
+ *   loop.c       the io_uring loop: accept, each connection's receives and queued replies,
+ *                signals, the workers' events and the reclamation timer;
+ *   clients.c    connections, their credentials and the arena slots they hold;
+ *   handlers.c   the requests, dispatched through one table built from the wire protocol's
+ *                list of operations (proto.h, validated by proto.c);
+ *   access.c     owner, mode bits, grants, create_users, and the per-user quotas;
+ *   arenas.c     the arena records (NAME.meta beside NAME.arena) and recovery at start;
+ *   reclaim.c    giving back the slots of processes that are gone;
+ *   transfer.c   LOAD and SAVE on worker threads (loadsave.c moves the data);
+ *   cudashare.c  the table of CUDA exports; guard.c  the SIGBUS guard over the arena mappings;
+ *   config.c     tensord.conf; log.c  the log.
  *
- * Access: the peer's uid, gid and groups come from SO_PEERCRED and SO_PEERGROUPS. Arenas have
- * an owner, a mode and grants, kept in NAME.meta beside the arena file NAME.arena in the
- * daemon's directory (0700, files 0600): clients never need file system access to them.
- *
- * Lifetimes: the daemon assigns client slots (shm/arena_remote.h) and remembers, per
- * connection, each slot and its state word. When the connection closes, the slots are
- * reclaimed as soon as the process is gone (checked every 10 ms); every
- * reclaim_interval_ms, dead processes' slots in every arena are reclaimed whoever attached
- * them. After a restart the daemon reopens the arenas from their records, repairs them, and
- * clients that are still alive re-register their slots (REATTACH) when they reconnect.
+ * Restarts: a stopped daemon leaves the arenas, their records and its clients' slots in place.
+ * The next one reopens the arenas from their records and repairs them, and clients that are
+ * still alive re-register their slots (REATTACH) when they reconnect.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <grp.h>
-#include <inttypes.h>
-#include <liburing.h>
 #include <pthread.h>
-#include <pwd.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,1733 +37,18 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "../libtensor/internal.h"
 #include "../shm/arena_remote.h"
 #include "daemon.h"
-#include "loadsave.h"
-#include "proto.h"
 
-/* ---- state ----------------------------------------------------------------------------------- */
+struct tnd_daemon tnd_d;
 
-struct arena {
-	struct arena *next;
-	char name[TND_NAME_SIZE];
-	tn_arena *a; /* the daemon's own attachment */
-	char path[PATH_MAX];
-	uint32_t owner_uid, owner_gid, mode;
-	uint32_t ngrants;
-	struct tnd_grant grants[TND_MAX_GRANTS];
-	uint64_t created;
-	int transfers; /* LOAD/SAVE running on it */
-	uint8_t uuid[16];
-	uint64_t size; /* of the file, when the daemon mapped it */
-	bool damaged; /* its file shrank under the mapping: only destroy --force is served */
-	struct tnd_guard guard; /* the SIGBUS guard's entries for its mappings */
-	/* NUMA residency costs a move_pages over every page: sampled at most once a second. */
-	uint64_t resident[TND_MAX_NODES];
-	uint32_t nnodes;
-	uint64_t resident_ns;
-};
+static int lock_fd;
+static char config_path[PATH_MAX];
+static bool config_required, level_from_cli;
 
-/* A slot the daemon assigned to a client (or the client re-registered). */
-struct slot_rec {
-	struct arena *arena;
-	int slot;
-	uint64_t state;
-	bool read_only;
-};
-
-struct outmsg {
-	struct outmsg *next;
-	size_t len;
-	int fd; /* to pass with it, closed after sending; -1 none */
-	union {
-		struct tnd_hdr hdr;
-		unsigned char bytes[TND_MSG_MAX];
-	} u;
-};
-
-enum op_kind { OP_ACCEPT = 1, OP_RECV, OP_SEND, OP_SIGNAL, OP_EVENT, OP_TIMER };
-
-struct op {
-	enum op_kind kind;
-	struct client *client;
-};
-
-struct client {
-	struct client *next, *prev;
-	int fd;
-	uint32_t id;
-	pid_t pid;
-	uid_t uid;
-	gid_t gid;
-	int ngroups;
-	gid_t groups[64];
-	uint64_t start_time;
-	uint64_t connected;
-	uint64_t requests;
-	char program[32];
-	bool hello_done;
-	uint16_t version; /* the protocol version HELLO chose */
-	bool closing;   /* no more receives; freed when nothing is in flight */
-	int inflight;   /* submitted operations that have not completed */
-	bool transfer;  /* a LOAD or SAVE is running for it */
-	_Atomic bool cancel;
-	size_t nslots, capslots;
-	struct slot_rec *slots;
-	struct outmsg *out_head, *out_tail;
-	size_t outq_bytes; /* queued replies: past OUTQ_MAX, no more requests are read */
-	bool recv_paused;
-	bool sending;
-	struct op recv_op, send_op;
-	struct msghdr rmh;
-	struct iovec riov;
-	union {
-		struct cmsghdr align;
-		char buf[CMSG_SPACE(sizeof(int) * 4)];
-	} rctl;
-	union {
-		struct tnd_hdr hdr;
-		uint64_t align;
-		unsigned char bytes[TND_MSG_MAX + 64];
-	} rbuf;
-	struct msghdr smh;
-	struct iovec siov;
-	union {
-		struct cmsghdr align;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} sctl;
-};
-
-/* A connection closed while its process may still be exiting: its slots wait here. */
-struct pending {
-	struct pending *next;
-	struct arena *arena;
-	int slot;
-	uint64_t state;
-	pid_t pid;
-	uint64_t start_time;
-	uint64_t deadline_ns;
-};
-
-/* Events from worker threads. */
-struct event {
-	struct event *next;
-	struct client *client; /* may be closing, never freed while a transfer runs */
-	uint32_t seq;
-	unsigned op;
-	bool done;
-	int status;
-	char message[TND_MESSAGE_SIZE];
-	struct tnd_progress progress;
-	struct tnd_transfer_reply reply;
-};
-
-static struct {
-	struct tnd_config cfg;
-	struct io_uring ring;
-	int listen_fd, signal_fd, event_fd, lock_fd;
-	uint64_t instance, started, started_ns;
-	struct arena *arenas;
-	unsigned narenas;
-	struct client *clients;
-	unsigned nclients;
-	uint32_t next_client_id;
-	struct pending *pending;
-	uint64_t requests, reclaimed_slots, protocol_errors;
-	bool stop;
-	uid_t uid;
-	char hugedir[PATH_MAX];
-	struct op accept_op, signal_op, event_op, timer_op;
-	struct signalfd_siginfo siginfo;
-	uint64_t event_count;
-	struct __kernel_timespec timer_ts;
-	pthread_mutex_t event_lock;
-	struct event *events;
-	_Atomic int workers;
-	bool accept_armed;
-	bool timer_short;     /* the armed timeout is the 10 ms one of pending slots */
-	bool cuda_waiting;    /* CUDA records of a closed connection's process: poll it */
-	bool timer_cancelling; /* a TIMEOUT_REMOVE of the long one is in flight */
-	char config_path[PATH_MAX];
-	bool config_required, level_from_cli;
-	uint64_t accept_pause_until; /* out of descriptors: accept again after this */
-	tn_arena **abandoned; /* handles of destroyed damaged arenas: mapped until exit */
-	size_t nabandoned;
-} D;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t wall_s(void)
-{
-	return (uint64_t)time(NULL);
-}
-
-static bool arena_intact(struct arena *ar);
-
-/* ---- arena records --------------------------------------------------------------------------- */
-
-static void meta_path(char *buf, size_t len, const char *name)
-{
-	snprintf(buf, len, "%.3700s/%.63s.meta", D.cfg.arena_dir, name);
-}
-
-/* Write NAME.meta atomically (temporary file, fsync, rename). */
-static int meta_write(const struct arena *ar)
-{
-	char path[PATH_MAX], tmp[PATH_MAX + 8];
-	meta_path(path, sizeof(path), ar->name);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	FILE *f = fopen(tmp, "we");
-	if (!f)
-		return -errno;
-	fchmod(fileno(f), 0600);
-	fprintf(f, "# tensord arena record; written by tensord, do not edit\nversion = 1\n"
-		   "name = %s\npath = %s\nowner_uid = %u\nowner_gid = %u\nmode = %o\n"
-		   "created = %" PRIu64 "\n",
-		ar->name, ar->path, ar->owner_uid, ar->owner_gid, ar->mode, ar->created);
-	for (uint32_t i = 0; i < ar->ngrants; i++)
-		fprintf(f, "grant = %s:%u:%s\n",
-			ar->grants[i].kind == TND_GRANT_USER ? "user" : "group", ar->grants[i].id,
-			ar->grants[i].access == TND_ACCESS_READ ? "ro" : "rw");
-	int e = fflush(f) || fsync(fileno(f)) ? errno : 0;
-	if (fclose(f) && !e)
-		e = errno;
-	if (!e && rename(tmp, path))
-		e = errno;
-	if (e)
-		unlink(tmp);
-	return -e;
-}
-
-/* Read a record; returns 0 or -1 with a reason. */
-static int meta_read(const char *file, struct arena *ar, char *why, size_t whylen)
-{
-	FILE *f = fopen(file, "re");
-	if (!f) {
-		snprintf(why, whylen, "%s", strerror(errno));
-		return -1;
-	}
-	char line[PATH_MAX + 64];
-	unsigned version = 0;
-	bool have_owner = false;
-	memset(ar, 0, sizeof(*ar));
-	while (fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = 0;
-		if (!line[0] || line[0] == '#')
-			continue;
-		char *eq = strstr(line, " = ");
-		if (!eq) {
-			snprintf(why, whylen, "malformed line \"%.60s\"", line);
-			goto bad;
-		}
-		*eq = 0;
-		const char *k = line, *v = eq + 3;
-		char kind[8], acc[4];
-		unsigned id;
-		if (!strcmp(k, "version")) {
-			version = (unsigned)strtoul(v, NULL, 10);
-		} else if (!strcmp(k, "name")) {
-			snprintf(ar->name, sizeof(ar->name), "%s", v);
-		} else if (!strcmp(k, "path")) {
-			snprintf(ar->path, sizeof(ar->path), "%s", v);
-		} else if (!strcmp(k, "owner_uid")) {
-			ar->owner_uid = (uint32_t)strtoul(v, NULL, 10);
-			have_owner = true;
-		} else if (!strcmp(k, "owner_gid")) {
-			ar->owner_gid = (uint32_t)strtoul(v, NULL, 10);
-		} else if (!strcmp(k, "mode")) {
-			ar->mode = (uint32_t)strtoul(v, NULL, 8) & 0077;
-		} else if (!strcmp(k, "created")) {
-			ar->created = strtoull(v, NULL, 10);
-		} else if (!strcmp(k, "grant") && ar->ngrants < TND_MAX_GRANTS &&
-			   sscanf(v, "%7[a-z]:%u:%3[a-z]", kind, &id, acc) == 3) {
-			struct tnd_grant *g = &ar->grants[ar->ngrants++];
-			g->kind = !strcmp(kind, "user") ? TND_GRANT_USER : TND_GRANT_GROUP;
-			g->id = id;
-			g->access = !strcmp(acc, "ro") ? TND_ACCESS_READ : TND_ACCESS_READ_WRITE;
-		} else {
-			snprintf(why, whylen, "unknown key \"%.40s\"", k);
-			goto bad;
-		}
-	}
-	fclose(f);
-	if (version != 1 || !tnd_name_ok(ar->name) || !ar->path[0] || !have_owner) {
-		snprintf(why, whylen, "incomplete record (version %u)", version);
-		return -1;
-	}
-	return 0;
-bad:
-	fclose(f);
-	return -1;
-}
-
-static struct arena *arena_find(const char *name)
-{
-	for (struct arena *ar = D.arenas; ar; ar = ar->next)
-		if (!strcmp(ar->name, name))
-			return ar;
-	return NULL;
-}
-
-/* The directory and file name of an arena file path. */
-static void split_path(const char *path, char *dir, size_t dlen, const char **file)
-{
-	const char *slash = strrchr(path, '/');
-	size_t n = (size_t)(slash - path);
-	snprintf(dir, dlen, "%.*s", (int)n, path);
-	*file = slash + 1;
-}
-
-/* ---- access control -------------------------------------------------------------------------- */
-
-#define ACC_READ 1u
-#define ACC_WRITE 2u
-#define ACC_ADMIN 4u
-
-static bool privileged(const struct client *c)
-{
-	return c->uid == 0 || c->uid == D.uid;
-}
-
-static bool in_group(const struct client *c, uint32_t gid)
-{
-	if (c->gid == gid)
-		return true;
-	for (int i = 0; i < c->ngroups; i++)
-		if (c->groups[i] == gid)
-			return true;
-	return false;
-}
-
-static unsigned access_of(const struct arena *ar, const struct client *c)
-{
-	if (privileged(c) || c->uid == ar->owner_uid)
-		return ACC_READ | ACC_WRITE | ACC_ADMIN;
-	unsigned bits = in_group(c, ar->owner_gid) ? (ar->mode >> 3) & 7 : ar->mode & 7;
-	unsigned acc = (bits & 4 ? ACC_READ : 0) | (bits & 2 ? ACC_READ | ACC_WRITE : 0);
-	for (uint32_t i = 0; i < ar->ngrants; i++) {
-		const struct tnd_grant *g = &ar->grants[i];
-		bool match = g->kind == TND_GRANT_USER ? g->id == c->uid : in_group(c, g->id);
-		if (match)
-			acc |= g->access == TND_ACCESS_READ_WRITE ? ACC_READ | ACC_WRITE : ACC_READ;
-	}
-	return acc;
-}
-
-/* Root and the daemon's own user are not held to the per-user quotas. */
-static bool unlimited_user(uid_t uid)
-{
-	return uid == 0 || uid == D.uid;
-}
-
-static bool may_create(const struct client *c)
-{
-	if (privileged(c) || D.cfg.create_all)
-		return true;
-	for (unsigned i = 0; i < D.cfg.ncreate_uids; i++)
-		if (D.cfg.create_uids[i] == c->uid)
-			return true;
-	for (unsigned i = 0; i < D.cfg.ncreate_gids; i++)
-		if (in_group(c, D.cfg.create_gids[i]))
-			return true;
-	return false;
-}
-
-/* ---- replies --------------------------------------------------------------------------------- */
-
-static void submit_send(struct client *c);
-static void close_passed(int fd);
-
-/* A client that does not read its replies gets no more of its requests read once this much
- * waits for it, so it cannot grow the daemon's memory. */
-#define OUTQ_MAX ((size_t)256 << 10)
-
-static void queue_msg(struct client *c, unsigned op, uint32_t seq, int32_t status,
-		      uint32_t flags, const void *body, size_t len, int fd)
-{
-	if (c->closing) {
-		if (fd >= 0)
-			close_passed(fd);
-		return;
-	}
-	struct outmsg *m = malloc(sizeof(*m));
-	if (!m) {
-		/* Out of memory: the client cannot be answered, so it is dropped. */
-		if (fd >= 0)
-			close_passed(fd);
-		tnd_error("client %u: out of memory for a reply: dropping it", c->id);
-		shutdown(c->fd, SHUT_RDWR);
-		return;
-	}
-	m->next = NULL;
-	m->fd = fd;
-	tnd_init_hdr(&m->u.hdr, op, len, seq, status, flags | (fd >= 0 ? TND_F_FD : 0));
-	if (c->version)
-		m->u.hdr.version = c->version; /* what the client speaks */
-	if (len)
-		memcpy(m->u.bytes + sizeof(m->u.hdr), body, len);
-	m->len = sizeof(m->u.hdr) + len;
-	c->outq_bytes += m->len;
-	if (c->out_tail)
-		c->out_tail->next = m;
-	else
-		c->out_head = m;
-	c->out_tail = m;
-	submit_send(c);
-}
-
-static void reply(struct client *c, const struct tnd_hdr *req, const void *body, size_t len)
-{
-	queue_msg(c, req->op, req->seq, 0, 0, body, len, -1);
-}
-
-static int reply_error(struct client *c, const struct tnd_hdr *req, int code, const char *fmt,
-		       ...) __attribute__((format(printf, 4, 5)));
-static int reply_error(struct client *c, const struct tnd_hdr *req, int code, const char *fmt,
-		       ...)
-{
-	struct tnd_error e = { { 0 } };
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(e.message, sizeof(e.message), fmt, ap);
-	va_end(ap);
-	tnd_debug("client %u (pid %d): %s: %s", c->id, (int)c->pid, tnd_op_name(req->op),
-		  e.message);
-	queue_msg(c, req->op, req->seq, code < 0 ? code : TN_EIO, 0, &e, sizeof(e), -1);
-	return 0;
-}
-
-/* A libtensor failure: its code and last message. */
-static int reply_tn(struct client *c, const struct tnd_hdr *req, int code)
-{
-	return reply_error(c, req, code, "%s", tn_last_error());
-}
-
-/* ---- io_uring plumbing ---------------------------------------------------------------------- */
-
-static struct io_uring_sqe *get_sqe(void)
-{
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&D.ring);
-	if (!sqe) {
-		io_uring_submit(&D.ring);
-		sqe = io_uring_get_sqe(&D.ring);
-	}
-	return sqe; /* the ring has room after a submit: entries >= what one pass submits */
-}
-
-/* Close a descriptor a client passed. Its close may block (a FUSE file's flush waits for the
- * file system's daemon, which the client may run), so it goes through the ring: io_uring
- * closes a file that has a flush method on one of its io-wq workers, never in this thread.
- * The completion carries no op and is ignored. */
-static void close_passed(int fd)
-{
-	struct io_uring_sqe *sqe = get_sqe();
-	if (!sqe) {
-		close(fd);
-		return;
-	}
-	io_uring_prep_close(sqe, fd);
-	io_uring_sqe_set_data(sqe, NULL);
-}
-
-static void arm_accept(void)
-{
-	struct io_uring_sqe *sqe = get_sqe();
-	io_uring_prep_multishot_accept(sqe, D.listen_fd, NULL, NULL, SOCK_CLOEXEC);
-	io_uring_sqe_set_data(sqe, &D.accept_op);
-	D.accept_armed = true;
-}
-
-static void submit_recv(struct client *c)
-{
-	c->riov.iov_base = c->rbuf.bytes;
-	c->riov.iov_len = sizeof(c->rbuf.bytes);
-	memset(&c->rmh, 0, sizeof(c->rmh));
-	c->rmh.msg_iov = &c->riov;
-	c->rmh.msg_iovlen = 1;
-	c->rmh.msg_control = c->rctl.buf;
-	c->rmh.msg_controllen = sizeof(c->rctl.buf);
-	struct io_uring_sqe *sqe = get_sqe();
-	io_uring_prep_recvmsg(sqe, c->fd, &c->rmh, MSG_CMSG_CLOEXEC);
-	io_uring_sqe_set_data(sqe, &c->recv_op);
-	c->inflight++;
-}
-
-static void submit_send(struct client *c)
-{
-	if (c->sending || !c->out_head)
-		return;
-	struct outmsg *m = c->out_head;
-	c->siov.iov_base = m->u.bytes;
-	c->siov.iov_len = m->len;
-	memset(&c->smh, 0, sizeof(c->smh));
-	c->smh.msg_iov = &c->siov;
-	c->smh.msg_iovlen = 1;
-	if (m->fd >= 0) {
-		memset(&c->sctl, 0, sizeof(c->sctl));
-		c->smh.msg_control = c->sctl.buf;
-		c->smh.msg_controllen = sizeof(c->sctl.buf);
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&c->smh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &m->fd, sizeof(int));
-	}
-	struct io_uring_sqe *sqe = get_sqe();
-	io_uring_prep_sendmsg(sqe, c->fd, &c->smh, MSG_NOSIGNAL);
-	io_uring_sqe_set_data(sqe, &c->send_op);
-	c->sending = true;
-	c->inflight++;
-}
-
-static void free_outq(struct client *c)
-{
-	while (c->out_head) {
-		struct outmsg *m = c->out_head;
-		c->out_head = m->next;
-		if (m->fd >= 0)
-			close(m->fd);
-		free(m);
-	}
-	c->out_tail = NULL;
-	c->outq_bytes = 0;
-}
-
-/* ---- slots and reclamation ------------------------------------------------------------------- */
-
-static int add_slot(struct client *c, struct arena *ar, int slot, uint64_t state, bool ro)
-{
-	if (c->nslots == c->capslots) {
-		size_t cap = c->capslots ? 2 * c->capslots : 4;
-		struct slot_rec *p = realloc(c->slots, cap * sizeof(*p));
-		if (!p)
-			return TN_ENOMEM;
-		c->slots = p;
-		c->capslots = cap;
-	}
-	c->slots[c->nslots++] = (struct slot_rec){ ar, slot, state, ro };
-	return 0;
-}
-
-static struct slot_rec *find_slot(struct client *c, const struct arena *ar, int slot)
-{
-	for (size_t i = 0; i < c->nslots; i++)
-		if (c->slots[i].arena == ar && (slot < 0 || c->slots[i].slot == slot))
-			return &c->slots[i];
-	return NULL;
-}
-
-static void drop_slot(struct client *c, struct slot_rec *s)
-{
-	*s = c->slots[--c->nslots];
-}
-
-static void reclaim_one(struct arena *ar, int slot, uint64_t state, pid_t pid)
-{
-	uint64_t freed = 0;
-	if (!arena_intact(ar))
-		return;
-	int r = tn__arena_reclaim_if(ar->a, slot, state, &freed);
-	if (r == 1) {
-		D.reclaimed_slots++;
-		tnd_info("arena %s: reclaimed slot %d of pid %d (%" PRIu64 " bytes freed)",
-			 ar->name, slot, (int)pid, freed);
-	} else if (r < 0) {
-		tnd_warn("arena %s: reclaiming slot %d: %s", ar->name, slot, tn_last_error());
-	}
-}
-
-/* Check the pending slots of closed connections: reclaim those whose process is gone. A
- * process still alive after the deadline closed its connection but lives on; its slot is
- * left to the periodic sweep, which reclaims it when it dies. */
-static void check_pending(void)
-{
-	D.cuda_waiting = tnd_cuda_sweep();
-	uint64_t now = now_ns();
-	for (struct pending **pp = &D.pending; *pp;) {
-		struct pending *p = *pp;
-		uint64_t st = tn__proc_start_time(p->pid);
-		bool dead = st == 0 || (st != UINT64_MAX && st != p->start_time);
-		if (dead)
-			reclaim_one(p->arena, p->slot, p->state, p->pid);
-		if (dead || now > p->deadline_ns) {
-			*pp = p->next;
-			free(p);
-		} else {
-			pp = &p->next;
-		}
-	}
-}
-
-static void sweep_all(void)
-{
-	for (struct arena *ar = D.arenas; ar; ar = ar->next) {
-		tn_arena_stats before, after;
-		if (!arena_intact(ar) || tn_arena_stat(ar->a, &before))
-			continue;
-		int n = tn_arena_reclaim_dead(ar->a);
-		if (n > 0 && !tn_arena_stat(ar->a, &after)) {
-			D.reclaimed_slots += (uint64_t)n;
-			tnd_info("arena %s: reclaimed %d slots of dead processes (%" PRIu64
-				 " bytes freed)", ar->name, n, after.free_bytes - before.free_bytes);
-		}
-	}
-}
-
-/* Forget every connection's record of an arena (it is being destroyed). */
-static void forget_arena(struct arena *ar)
-{
-	for (struct client *c = D.clients; c; c = c->next)
-		for (size_t i = 0; i < c->nslots;)
-			if (c->slots[i].arena == ar)
-				drop_slot(c, &c->slots[i]);
-			else
-				i++;
-	for (struct pending **pp = &D.pending; *pp;) {
-		if ((*pp)->arena == ar) {
-			struct pending *p = *pp;
-			*pp = p->next;
-			free(p);
-		} else {
-			pp = &(*pp)->next;
-		}
-	}
-}
-
-/* ---- requests -------------------------------------------------------------------------------- */
-
-static uint64_t size_of(tn_arena *a)
-{
-	struct stat st;
-	return fstat(tn_arena_fd(a), &st) == 0 ? (uint64_t)st.st_size : 0;
-}
-
-/* A read-write client can ftruncate the arena file (any writable descriptor can); touching
- * the mapping past the new end raises SIGBUS in the daemon. Check the size before serving an
- * arena, and from then on serve only its destruction. A shrink between this check and an
- * access is caught by the SIGBUS guard (guard.c), which this check reads too. */
-static bool arena_intact(struct arena *ar)
-{
-	struct stat st;
-	if (ar->damaged)
-		return false;
-	if (tnd_guard_hit(&ar->guard)) {
-		ar->damaged = true;
-		tnd_error("arena %s: its file shrank while the daemon used it; the access past "
-			  "its end was caught (SIGBUS) and read zeros: serving only its destruction",
-			  ar->name);
-		return false;
-	}
-	if (fstat(tn_arena_fd(ar->a), &st) == 0 && (uint64_t)st.st_size < ar->size) {
-		ar->damaged = true;
-		tnd_error("arena %s: its file shrank to %lld bytes under a mapping of %" PRIu64
-			  ": serving only its destruction", ar->name, (long long)st.st_size,
-			  ar->size);
-		return false;
-	}
-	return true;
-}
-
-/* Register a newly mapped arena with the SIGBUS guard. */
-static void arena_guard(struct arena *ar)
-{
-	if (tnd_guard_add(ar->a, &ar->guard))
-		tnd_warn("arena %s: not guarded against a shrinking file (no room in the guard's "
-			 "table)", ar->name);
-}
-
-static struct arena *arena_for(struct client *c, const struct tnd_hdr *h, const char *name,
-			       unsigned need)
-{
-	struct arena *ar = arena_find(name);
-	/* Someone who may not even see the arena learns nothing about it: both errors read
-	 * "no arena". */
-	if (!ar || !(access_of(ar, c) & (ACC_READ | ACC_ADMIN))) {
-		reply_error(c, h, TN_ENOENT, "no arena \"%s\"", name);
-		return NULL;
-	}
-	if (!arena_intact(ar) && !(need & ACC_ADMIN)) {
-		reply_error(c, h, TN_EIO, "arena \"%s\" is damaged (its file shrank under the "
-			    "mapping); only destroy --force is served", name);
-		return NULL;
-	}
-	if ((access_of(ar, c) & need) != need) {
-		reply_error(c, h, TN_EACCES, "arena \"%s\": permission denied (uid %u needs %s "
-			    "access)", name, (unsigned)c->uid,
-			    need & ACC_ADMIN ? "owner" : need & ACC_WRITE ? "read-write" : "read");
-		return NULL;
-	}
-	return ar;
-}
-
-static void fill_info(struct arena *ar, struct tnd_arena_info *w)
-{
-	memset(w, 0, sizeof(*w));
-	memcpy(w->name, ar->name, sizeof(w->name));
-	w->owner_uid = ar->owner_uid;
-	w->owner_gid = ar->owner_gid;
-	w->mode = ar->mode;
-	w->ngrants = ar->ngrants;
-	memcpy(w->grants, ar->grants, sizeof(w->grants));
-	w->created = ar->created;
-	tn_arena_stats s;
-	if (tn_arena_stat(ar->a, &s) == 0) {
-		memcpy(w->uuid, s.uuid, 16);
-		w->backing = s.backing;
-		w->numa_policy = s.numa_policy;
-		w->numa_nodes = s.numa_nodes;
-		w->size = s.size;
-		w->page_size = s.page_size;
-		w->heap_bytes = s.heap_bytes;
-		w->used_bytes = s.used_bytes;
-		w->free_bytes = s.free_bytes;
-		w->largest_free = s.largest_free;
-		w->blocks = s.blocks;
-		w->free_blocks = s.free_blocks;
-		w->names = s.names;
-		w->max_names = s.max_names;
-		w->clients = s.clients;
-		w->num_allocs = s.num_allocs;
-		w->num_frees = s.num_frees;
-		w->lock_repairs = s.lock_repairs;
-		w->reclaimed_slots = s.reclaimed_slots;
-	}
-	if (!ar->resident_ns || now_ns() - ar->resident_ns > 1000000000u) {
-		uint64_t pages[TND_MAX_NODES];
-		if (tn_arena_residency(ar->a, pages, TND_MAX_NODES) >= 0) {
-			ar->nnodes = TND_MAX_NODES;
-			memcpy(ar->resident, pages, sizeof(pages));
-			while (ar->nnodes > 1 && !ar->resident[ar->nnodes - 1])
-				ar->nnodes--;
-		}
-		ar->resident_ns = now_ns();
-	}
-	w->nnodes = ar->nnodes;
-	memcpy(w->resident_pages, ar->resident, sizeof(w->resident_pages));
-}
-
-static int do_create(struct client *c, const struct tnd_hdr *h, const struct tnd_arena_create *m)
-{
-	if (!may_create(c))
-		return reply_error(c, h, TN_EACCES, "uid %u may not create arenas (create_users "
-				   "in tensord.conf)", (unsigned)c->uid);
-	if (arena_find(m->name))
-		return reply_error(c, h, TN_EEXIST, "arena \"%s\" exists", m->name);
-	if (D.narenas >= D.cfg.max_arenas)
-		return reply_error(c, h, TN_ENOSPC, "the daemon holds its limit of %u arenas "
-				   "(max_arenas)", D.cfg.max_arenas);
-	uint64_t size = m->size ? m->size : D.cfg.default_arena_size;
-	if (!unlimited_user(c->uid)) {
-		unsigned owned = 0;
-		uint64_t bytes = 0;
-		for (struct arena *a = D.arenas; a; a = a->next)
-			if (a->owner_uid == c->uid) {
-				owned++;
-				bytes += a->size;
-			}
-		if (owned >= D.cfg.max_arenas_per_user)
-			return reply_error(c, h, TN_ENOSPC, "uid %u owns %u arenas, its limit "
-					   "(max_arenas_per_user)", (unsigned)c->uid, owned);
-		if (D.cfg.max_bytes_per_user && (size > D.cfg.max_bytes_per_user ||
-						 bytes > D.cfg.max_bytes_per_user - size))
-			return reply_error(c, h, TN_ENOSPC, "uid %u owns arenas of %" PRIu64 " bytes: "
-					   "%" PRIu64 " more would pass its limit of %" PRIu64
-					   " (max_bytes_per_user)", (unsigned)c->uid, bytes, size,
-					   D.cfg.max_bytes_per_user);
-	}
-	if (D.cfg.max_arena_size && size > D.cfg.max_arena_size)
-		return reply_error(c, h, TN_EINVAL, "arena size %" PRIu64 " exceeds max_arena_size "
-				   "%" PRIu64, size, D.cfg.max_arena_size);
-	struct arena *ar = calloc(1, sizeof(*ar));
-	if (!ar)
-		return reply_error(c, h, TN_ENOMEM, "out of memory");
-	memcpy(ar->name, m->name, sizeof(ar->name));
-	ar->owner_uid = c->uid;
-	ar->owner_gid = c->gid;
-	ar->mode = m->mode;
-	ar->created = wall_s();
-	tn_arena_options o;
-	tn_arena_options_init(&o);
-	o.size = size;
-	o.max_names = m->max_names;
-	o.mode = 0600;
-	o.numa_policy = m->numa_policy ? (enum tn_numa_policy)m->numa_policy : D.cfg.numa_policy;
-	o.numa_nodes = m->numa_policy ? m->numa_nodes : D.cfg.numa_nodes;
-	bool huge = (m->flags & TND_CREATE_HUGEPAGES) || D.cfg.hugepages != TND_HUGE_NO;
-	const char *dir = D.cfg.arena_dir;
-	if (huge) {
-		if (!D.hugedir[0])
-			goto no_huge;
-		o.flags |= TN_ARENA_HUGEPAGES | TN_ARENA_REQUIRE_HUGEPAGES |
-			   (D.uid == 0 ? TN_ARENA_RESERVE_HUGEPAGES : 0);
-		dir = D.hugedir;
-	}
-	o.dir = dir;
-	char file[TND_NAME_SIZE + 8];
-	snprintf(file, sizeof(file), "%s.arena", m->name);
-	int r = tn_arena_create(file, &o, &ar->a);
-	if (r && huge && !(m->flags & TND_CREATE_HUGEPAGES) && D.cfg.hugepages == TND_HUGE_YES) {
-		/* hugepages = yes in the config is a preference: fall back to small pages. */
-	no_huge:
-		if ((m->flags & TND_CREATE_HUGEPAGES) || D.cfg.hugepages == TND_HUGE_REQUIRE) {
-			free(ar);
-			return reply_error(c, h, TN_ENOTSUP, "no hugetlbfs mount for huge pages "
-					   "(hugepage_dir in tensord.conf)");
-		}
-		o.flags &= ~(TN_ARENA_HUGEPAGES | TN_ARENA_REQUIRE_HUGEPAGES |
-			     TN_ARENA_RESERVE_HUGEPAGES);
-		dir = D.cfg.arena_dir;
-		o.dir = dir;
-		r = tn_arena_create(file, &o, &ar->a);
-	}
-	if (r) {
-		free(ar);
-		return reply_tn(c, h, r);
-	}
-	snprintf(ar->path, sizeof(ar->path), "%.3900s/%.71s", dir, file);
-	tn__arena_uuid(ar->a, ar->uuid);
-	ar->size = size_of(ar->a);
-	arena_guard(ar);
-	if ((r = meta_write(ar))) {
-		tnd_error("arena %s: cannot write its record: %s", ar->name, strerror(-r));
-		tnd_guard_forget(&ar->guard);
-		tn_arena_unref(ar->a);
-		tn_arena_destroy(file, dir, TN_ARENA_FORCE);
-		free(ar);
-		return reply_error(c, h, TN_EIO, "cannot write the arena's record: %s",
-				   strerror(-r));
-	}
-	ar->next = D.arenas;
-	D.arenas = ar;
-	D.narenas++;
-	tnd_info("arena %s created by uid %u (pid %d): %" PRIu64 " bytes in %s", ar->name,
-		 (unsigned)c->uid, (int)c->pid, size, ar->path);
-	reply(c, h, NULL, 0);
-	return 0;
-}
-
-#define SLOTS_PER_USER 32u
-
-static int do_open(struct client *c, const struct tnd_hdr *h, const char *name, uint32_t flags)
-{
-	struct arena *ar = arena_for(c, h, name, ACC_READ);
-	if (!ar)
-		return 0;
-	bool ro = (flags & TND_OPEN_READ_ONLY) || !(access_of(ar, c) & ACC_WRITE);
-	/* An arena has 256 client slots; someone who only has a grant or a mode bit may not
-	 * take them all from its owner. */
-	if (!(access_of(ar, c) & ACC_ADMIN)) {
-		unsigned mine = 0;
-		for (struct client *o = D.clients; o; o = o->next)
-			if (o->uid == c->uid)
-				for (size_t i = 0; i < o->nslots; i++)
-					mine += o->slots[i].arena == ar;
-		if (mine >= SLOTS_PER_USER)
-			return reply_error(c, h, TN_EBUSY, "arena \"%s\": uid %u has %u of its "
-					   "client slots open already, the most a user other than "
-					   "its owner may", name, (unsigned)c->uid, mine);
-	}
-	int fd = ro ? open(ar->path, O_RDONLY | O_CLOEXEC)
-		    : fcntl(tn_arena_fd(ar->a), F_DUPFD_CLOEXEC, 3);
-	if (fd < 0)
-		return reply_error(c, h, TN_EIO, "arena \"%s\": %s", name, strerror(errno));
-	int slot;
-	uint64_t state;
-	int r = tn__arena_assign_slot(ar->a, c->pid, c->start_time, &slot, &state);
-	if (r) {
-		close(fd);
-		return reply_tn(c, h, r);
-	}
-	if (add_slot(c, ar, slot, state, ro)) {
-		tn__arena_reclaim_if(ar->a, slot, state, NULL);
-		close(fd);
-		return reply_error(c, h, TN_ENOMEM, "out of memory");
-	}
-	struct tnd_arena_open_reply rep = { .slot = (uint32_t)slot,
-					    .flags = ro ? TND_OPEN_READ_ONLY : 0 };
-	tn_arena_stats s;
-	if (tn_arena_stat(ar->a, &s) == 0) {
-		rep.size = s.size;
-		memcpy(rep.uuid, s.uuid, 16);
-	}
-	tnd_debug("arena %s: slot %d to pid %d (%s)", name, slot, (int)c->pid, ro ? "ro" : "rw");
-	queue_msg(c, h->op, h->seq, 0, 0, &rep, sizeof(rep), fd);
-	return 0;
-}
-
-static int do_reattach(struct client *c, const struct tnd_hdr *h, const struct tnd_reattach *m)
-{
-	struct arena *ar = arena_for(c, h, m->name, ACC_READ);
-	if (!ar)
-		return 0;
-	tn_arena_stats s;
-	bool attached;
-	int32_t pid;
-	uint64_t st, state;
-	if (tn_arena_stat(ar->a, &s) || memcmp(s.uuid, m->uuid, 16))
-		return reply_error(c, h, TN_ESTALE, "arena \"%s\" is another arena now", m->name);
-	if (tn__arena_slot_info(ar->a, (int)m->slot, &attached, &pid, &st, &state) || !attached ||
-	    pid != c->pid || st != c->start_time)
-		return reply_error(c, h, TN_ESTALE, "arena \"%s\": slot %u is not this process's",
-				   m->name, m->slot);
-	bool ro = (m->flags & TND_OPEN_READ_ONLY) || !(access_of(ar, c) & ACC_WRITE);
-	if (!find_slot(c, ar, (int)m->slot) && add_slot(c, ar, (int)m->slot, state, ro))
-		return reply_error(c, h, TN_ENOMEM, "out of memory");
-	struct tnd_arena_open_reply rep = { .slot = m->slot, .flags = ro ? TND_OPEN_READ_ONLY : 0,
-					    .size = s.size };
-	memcpy(rep.uuid, s.uuid, 16);
-	tnd_info("arena %s: pid %d re-registered slot %u", m->name, (int)c->pid, m->slot);
-	reply(c, h, &rep, sizeof(rep));
-	return 0;
-}
-
-static int do_destroy(struct client *c, const struct tnd_hdr *h, const struct tnd_arena_ref *m)
-{
-	struct arena *ar = arena_for(c, h, m->name, ACC_ADMIN);
-	if (!ar)
-		return 0;
-	if (ar->transfers)
-		return reply_error(c, h, TN_EBUSY, "arena \"%s\": a load or save is running",
-				   m->name);
-	bool intact = arena_intact(ar);
-	if (!intact && !(m->flags & TND_DESTROY_FORCE))
-		return reply_error(c, h, TN_EIO, "arena \"%s\" is damaged: destroy it with --force",
-				   m->name);
-	if (!(m->flags & TND_DESTROY_FORCE)) {
-		tn_arena_client cl[TN_ARENA_MAX_CLIENTS];
-		int n = tn_arena_clients(ar->a, cl, TN_ARENA_MAX_CLIENTS);
-		int live = 0;
-		pid_t first = 0;
-		for (int i = 0; i < n; i++)
-			if (cl[i].alive && cl[i].pid != getpid() && live++ == 0)
-				first = cl[i].pid;
-		if (live)
-			return reply_error(c, h, TN_EBUSY, "arena \"%s\": %d processes are attached "
-					   "(pid %d first); --force destroys it anyway", m->name,
-					   live, (int)first);
-	}
-	char dir[PATH_MAX], mp[PATH_MAX];
-	const char *file;
-	split_path(ar->path, dir, sizeof(dir), &file);
-	forget_arena(ar);
-	/* A damaged arena's mapping is left alone (letting go of the slot would touch pages
-	 * past the end of the file): it stays mapped, unused, until the daemon exits. */
-	if (intact) {
-		tnd_guard_forget(&ar->guard);
-		tn_arena_unref(ar->a);
-	} else {
-		tn_arena **p = realloc(D.abandoned, (D.nabandoned + 1) * sizeof(*p));
-		if (p) {
-			p[D.nabandoned++] = ar->a;
-			D.abandoned = p;
-		}
-	}
-	ar->a = NULL;
-	int r = tn_arena_destroy(file, dir, TN_ARENA_FORCE);
-	if (r && r != TN_ENOENT)
-		tnd_warn("arena %s: removing %s: %s", ar->name, ar->path, tn_last_error());
-	meta_path(mp, sizeof(mp), ar->name);
-	unlink(mp);
-	for (struct arena **pp = &D.arenas; *pp; pp = &(*pp)->next)
-		if (*pp == ar) {
-			*pp = ar->next;
-			break;
-		}
-	D.narenas--;
-	tnd_info("arena %s destroyed by uid %u%s", ar->name, (unsigned)c->uid,
-		 m->flags & TND_DESTROY_FORCE ? " (forced)" : "");
-	free(ar);
-	reply(c, h, NULL, 0);
-	return 0;
-}
-
-static int do_grant(struct client *c, const struct tnd_hdr *h, const struct tnd_arena_grant *m)
-{
-	struct arena *ar = arena_for(c, h, m->name, ACC_ADMIN);
-	if (!ar)
-		return 0;
-	struct arena saved = *ar;
-	uint32_t i;
-	for (i = 0; i < ar->ngrants; i++)
-		if (ar->grants[i].kind == m->grant.kind && ar->grants[i].id == m->grant.id)
-			break;
-	if (m->grant.access == TND_ACCESS_NONE) {
-		if (i == ar->ngrants)
-			return reply_error(c, h, TN_ENOENT, "arena \"%s\" has no grant for %s %u",
-					   m->name, m->grant.kind == TND_GRANT_USER ? "uid" : "gid",
-					   m->grant.id);
-		ar->grants[i] = ar->grants[--ar->ngrants];
-	} else if (i < ar->ngrants) {
-		ar->grants[i].access = m->grant.access;
-	} else {
-		if (ar->ngrants == TND_MAX_GRANTS)
-			return reply_error(c, h, TN_ENOSPC, "arena \"%s\" has %d grants already",
-					   m->name, TND_MAX_GRANTS);
-		ar->grants[ar->ngrants++] = m->grant;
-	}
-	int r = meta_write(ar);
-	if (r) {
-		*ar = saved;
-		return reply_error(c, h, TN_EIO, "cannot write the arena's record: %s",
-				   strerror(-r));
-	}
-	tnd_info("arena %s: %s %u now has %s access (by uid %u)", ar->name,
-		 m->grant.kind == TND_GRANT_USER ? "uid" : "gid", m->grant.id,
-		 m->grant.access == TND_ACCESS_NONE   ? "no granted"
-		 : m->grant.access == TND_ACCESS_READ ? "read-only"
-						      : "read-write",
-		 (unsigned)c->uid);
-	reply(c, h, NULL, 0);
-	return 0;
-}
-
-static int do_list(struct client *c, const struct tnd_hdr *h)
-{
-	struct tnd_arena_info w;
-	uint64_t count = 0;
-	for (struct arena *ar = D.arenas; ar; ar = ar->next) {
-		if (!(access_of(ar, c) & (ACC_READ | ACC_ADMIN)) || !arena_intact(ar))
-			continue;
-		fill_info(ar, &w);
-		queue_msg(c, h->op, h->seq, 0, TND_F_MORE, &w, sizeof(w), -1);
-		count++;
-	}
-	memset(&w, 0, sizeof(w));
-	w.count = count;
-	reply(c, h, &w, sizeof(w));
-	return 0;
-}
-
-static int do_clients(struct client *c, const struct tnd_hdr *h)
-{
-	struct tnd_client_info w;
-	uint64_t count = 0;
-	for (struct client *o = D.clients; o; o = o->next) {
-		if (o->closing || (!privileged(c) && o->uid != c->uid))
-			continue;
-		memset(&w, 0, sizeof(w));
-		w.client_id = o->id;
-		w.pid = o->pid;
-		w.uid = o->uid;
-		w.gid = o->gid;
-		w.connected = o->connected;
-		memcpy(w.program, o->program, sizeof(w.program));
-		w.narenas = (uint32_t)o->nslots;
-		w.requests = o->requests;
-		queue_msg(c, h->op, h->seq, 0, TND_F_MORE, &w, sizeof(w), -1);
-		count++;
-	}
-	memset(&w, 0, sizeof(w));
-	w.count = count;
-	reply(c, h, &w, sizeof(w));
-	return 0;
-}
-
-static int do_fsck(struct client *c, const struct tnd_hdr *h, const struct tnd_arena_ref *m)
-{
-	struct arena *ar = arena_for(c, h, m->name, ACC_ADMIN);
-	if (!ar)
-		return 0;
-	tn_arena_fsck_report rep;
-	/* TN_EIO: the check ran and problems remain; the report says which (the client
-	 * library turns it back into TN_EIO). */
-	int r = tn_arena_fsck(ar->a, m->flags, &rep);
-	if (r < 0 && r != TN_EIO)
-		return reply_tn(c, h, r);
-	struct tnd_fsck_reply w = { .problems = rep.problems, .repaired = rep.repaired,
-				    .blocks = rep.blocks, .free_blocks = rep.free_blocks,
-				    .orphan_blocks = rep.orphan_blocks, .dead_holds = rep.dead_holds,
-				    .dead_clients = rep.dead_clients, .bad_names = rep.bad_names };
-	snprintf(w.first_problem, sizeof(w.first_problem), "%s", rep.first_problem);
-	if (rep.problems)
-		tnd_warn("arena %s: fsck found %" PRIu64 " problems (%" PRIu64 " repaired): %s",
-			 ar->name, rep.problems, rep.repaired, rep.first_problem);
-	reply(c, h, &w, sizeof(w));
-	return 0;
-}
-
-static int do_gc(struct client *c, const struct tnd_hdr *h, const struct tnd_arena_ref *m)
-{
-	struct tnd_gc_reply w = { 0 };
-	for (struct arena *ar = D.arenas; ar; ar = ar->next) {
-		if (m->name[0] ? strcmp(ar->name, m->name) : !(access_of(ar, c) & ACC_ADMIN))
-			continue;
-		if (m->name[0] && !arena_for(c, h, m->name, ACC_ADMIN))
-			return 0;
-		if (!arena_intact(ar))
-			continue;
-		tn_arena_stats before, after;
-		tn_arena_stat(ar->a, &before);
-		int n = tn_arena_reclaim_dead(ar->a);
-		if (n < 0)
-			return reply_tn(c, h, n);
-		int64_t t = tn_arena_trim(ar->a);
-		tn_arena_stat(ar->a, &after);
-		w.reclaimed_slots += (uint64_t)n;
-		if (after.free_bytes > before.free_bytes)
-			w.freed_bytes += after.free_bytes - before.free_bytes;
-		if (t > 0)
-			w.trimmed_bytes += (uint64_t)t;
-		D.reclaimed_slots += (uint64_t)n;
-	}
-	if (m->name[0] && !arena_find(m->name))
-		return reply_error(c, h, TN_ENOENT, "no arena \"%s\"", m->name);
-	reply(c, h, &w, sizeof(w));
-	return 0;
-}
-
-/* The slot this connection has in arena @name (@slot: a given one, or -1 any), or NULL after
- * answering TN_EBADF. */
-static struct slot_rec *slot_of(struct client *c, const struct tnd_hdr *h, const char *name,
-				int slot, const uint8_t uuid[16])
-{
-	struct arena *ar = arena_find(name);
-	struct slot_rec *s = ar ? find_slot(c, ar, slot) : NULL;
-	if (s && (memcmp(ar->uuid, uuid, 16) || !arena_intact(ar)))
-		s = NULL; /* the name was destroyed and made again, or the arena is damaged */
-	if (!s)
-		reply_error(c, h, TN_EBADF, "arena \"%s\": %s is not open on this connection", name,
-			    slot < 0 ? "it" : "that slot");
-	return s;
-}
-
-static int do_hold(struct client *c, const struct tnd_hdr *h, const struct tnd_hold *m)
-{
-	struct slot_rec *s = slot_of(c, h, m->name, (int)m->slot, m->uuid);
-	if (!s)
-		return 0;
-	struct arena *ar = s->arena;
-	tn_arena_handle hd = { .index = m->index, .generation = m->generation };
-	struct tn__arena_remote_entry e;
-	int r = tn__arena_hold_for(ar->a, s->slot, m->tensor[0] ? m->tensor : NULL,
-				   m->tensor[0] ? NULL : &hd, &e);
-	if (r)
-		return reply_tn(c, h, r);
-	struct tnd_hold_reply w = { .block = e.block, .block_bytes = e.entry.block_bytes,
-				    .index = e.entry.handle.index,
-				    .generation = e.entry.handle.generation,
-				    .dtype = (uint32_t)e.entry.dtype, .ndim = (uint32_t)e.entry.ndim,
-				    .flags = e.entry.flags,
-				    .storage_offset = e.entry.storage_offset };
-	memcpy(w.sizes, e.entry.sizes, sizeof(w.sizes));
-	memcpy(w.strides, e.entry.strides, sizeof(w.strides));
-	reply(c, h, &w, sizeof(w));
-	return 0;
-}
-
-static int do_release(struct client *c, const struct tnd_hdr *h, const struct tnd_release *m)
-{
-	struct slot_rec *s = slot_of(c, h, m->name, (int)m->slot, m->uuid);
-	if (!s)
-		return 0;
-	int r = tn__arena_release_for(s->arena->a, s->slot, m->block);
-	if (r)
-		return reply_tn(c, h, r);
-	reply(c, h, NULL, 0);
-	return 0;
-}
-
-static int do_detach(struct client *c, const struct tnd_hdr *h, const struct tnd_detach *m)
-{
-	struct slot_rec *s = slot_of(c, h, m->name, (int)m->slot, m->uuid);
-	if (!s)
-		return 0;
-	struct arena *ar = s->arena;
-	/* The process lets go of its slot: a read-only one cannot write the release itself; a
-	 * read-write one has already (then the state changed and this does nothing). */
-	reclaim_one(ar, s->slot, s->state, c->pid);
-	drop_slot(c, s);
-	reply(c, h, NULL, 0);
-	return 0;
-}
-
-/* ---- load and save on worker threads --------------------------------------------------------- */
-
-struct job {
-	struct client *client;
-	struct arena *arena;
-	unsigned op;
-	uint32_t seq;
-	int fd;
-	struct tnd_transfer req;
-	uint64_t last_progress;
-};
-
-static void post_event(struct event *ev)
-{
-	pthread_mutex_lock(&D.event_lock);
-	ev->next = D.events;
-	D.events = ev;
-	pthread_mutex_unlock(&D.event_lock);
-	uint64_t one = 1;
-	ssize_t n = write(D.event_fd, &one, sizeof(one));
-	(void)n;
-}
-
-static void job_progress(void *ctx, uint64_t done, uint64_t total)
-{
-	struct job *j = ctx;
-	struct event *ev = calloc(1, sizeof(*ev));
-	if (!ev)
-		return; /* a progress report is not worth failing for */
-	ev->client = j->client;
-	ev->seq = j->seq;
-	ev->op = j->op;
-	ev->progress.done = done;
-	ev->progress.total = total;
-	post_event(ev);
-}
-
-static void *job_run(void *arg)
-{
-	struct job *j = arg;
-	struct tnd_xfer_result res = { 0 };
-	int r = j->op == TND_OP_LOAD
-			? tnd_load(j->arena->a, j->fd, j->req.format, j->req.prefix, j->req.flags,
-				   job_progress, j, &j->client->cancel, &res)
-			: tnd_save(j->arena->a, j->fd, j->req.format, j->req.prefix, j->req.flags,
-				   job_progress, j, &j->client->cancel, &res);
-	close(j->fd);
-	/* The final event is preallocated by the loop (struct event follows the job). */
-	struct event *ev = (struct event *)(j + 1);
-	ev->client = j->client;
-	ev->seq = j->seq;
-	ev->op = j->op;
-	ev->done = true;
-	ev->status = r;
-	if (r)
-		snprintf(ev->message, sizeof(ev->message), "%s", tn_last_error());
-	ev->reply.tensors = res.tensors;
-	ev->reply.bytes = res.bytes;
-	ev->reply.file_bytes = res.file_bytes;
-	ev->reply.elapsed_ns = res.elapsed_ns;
-	tn_arena_trim(j->arena->a); /* this thread's cache goes back before it exits */
-	post_event(ev);
-	return NULL;
-}
-
-static int do_transfer(struct client *c, const struct tnd_hdr *h, const struct tnd_transfer *m,
-		       int fd)
-{
-	struct arena *ar = arena_for(c, h, m->name, h->op == TND_OP_LOAD ? ACC_WRITE : ACC_READ);
-	if (!ar) {
-		close_passed(fd);
-		return 0;
-	}
-	if (c->transfer) {
-		close_passed(fd);
-		return reply_error(c, h, TN_EBUSY, "a load or save is running on this connection");
-	}
-	struct job *j = calloc(1, sizeof(*j) + sizeof(struct event));
-	if (!j) {
-		close_passed(fd);
-		return reply_error(c, h, TN_ENOMEM, "out of memory");
-	}
-	j->client = c;
-	j->arena = ar;
-	j->op = h->op;
-	j->seq = h->seq;
-	j->fd = fd;
-	j->req = *m;
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_t t;
-	c->transfer = true;
-	ar->transfers++;
-	atomic_fetch_add(&D.workers, 1);
-	int e = pthread_create(&t, &attr, job_run, j);
-	pthread_attr_destroy(&attr);
-	if (e) {
-		c->transfer = false;
-		ar->transfers--;
-		atomic_fetch_sub(&D.workers, 1);
-		close_passed(fd);
-		free(j);
-		return reply_error(c, h, TN_ENOMEM, "cannot start a worker: %s", strerror(e));
-	}
-	tnd_info("%s of arena %s for pid %d started", tnd_op_name(h->op), ar->name, (int)c->pid);
-	return 0;
-}
-
-static void client_maybe_free(struct client *c);
-
-static void handle_events(void)
-{
-	pthread_mutex_lock(&D.event_lock);
-	struct event *list = D.events;
-	D.events = NULL;
-	pthread_mutex_unlock(&D.event_lock);
-	/* The list is newest first: reverse it so progress goes out in order. */
-	struct event *rev = NULL;
-	while (list) {
-		struct event *n = list->next;
-		list->next = rev;
-		rev = list;
-		list = n;
-	}
-	for (struct event *ev = rev, *next; ev; ev = next) {
-		next = ev->next;
-		struct client *c = ev->client;
-		if (!ev->done) {
-			queue_msg(c, ev->op, ev->seq, 0, TND_F_PROGRESS, &ev->progress,
-				  sizeof(ev->progress), -1);
-			free(ev);
-			continue;
-		}
-		struct job *j = (struct job *)ev - 1;
-		j->arena->transfers--;
-		atomic_fetch_sub(&D.workers, 1);
-		c->transfer = false;
-		if (!ev->status && !arena_intact(j->arena)) {
-			/* The file shrank under the transfer: what was read past its new end
-			 * were zeros the guard put there. */
-			ev->status = TN_EIO;
-			snprintf(ev->message, sizeof(ev->message), "arena \"%s\" is damaged: its "
-				 "file shrank during the %s; what it %s is not to be trusted",
-				 j->arena->name, ev->op == TND_OP_LOAD ? "load" : "save",
-				 ev->op == TND_OP_LOAD ? "loaded" : "saved");
-		}
-		if (ev->status) {
-			struct tnd_error e;
-			memcpy(e.message, ev->message, sizeof(e.message));
-			tnd_info("%s of arena %s for pid %d failed: %s", tnd_op_name(ev->op),
-				 j->arena->name, (int)c->pid, ev->message);
-			queue_msg(c, ev->op, ev->seq, ev->status, 0, &e, sizeof(e), -1);
-		} else {
-			tnd_info("%s of arena %s for pid %d: %" PRIu64 " tensors, %" PRIu64
-				 " bytes in %.3f s", tnd_op_name(ev->op), j->arena->name,
-				 (int)c->pid, ev->reply.tensors, ev->reply.bytes,
-				 (double)ev->reply.elapsed_ns / 1e9);
-			queue_msg(c, ev->op, ev->seq, 0, 0, &ev->reply, sizeof(ev->reply), -1);
-		}
-		free(j);
-		client_maybe_free(c);
-	}
-}
-
-/* ---- dispatch -------------------------------------------------------------------------------- */
-
-/* Stop reading @c; the error reply already queued still goes out (a closing client's queue
- * drains), then client_maybe_free closes the connection. */
-static void drop_client(struct client *c, const char *why)
-{
-	tnd_warn("client %u (pid %d, uid %u): %s: dropping the connection", c->id, (int)c->pid,
-		 (unsigned)c->uid, why);
-	c->closing = true;
-	atomic_store(&c->cancel, true);
-	shutdown(c->fd, SHUT_RD);
-}
-
-static void protocol_error(struct client *c, const char *why)
-{
-	D.protocol_errors++;
-	drop_client(c, why);
-}
-
-static void do_cuda(struct client *c, const struct tnd_hdr *h, const void *b);
-
-static void handle_request(struct client *c, size_t len, int fd)
-{
-	const struct tnd_hdr *h = &c->rbuf.hdr;
-	if (tnd_check_request(c->rbuf.bytes, len, fd >= 0)) {
-		/* Answer what can be told apart (a known operation with the right magic), then
-		 * drop the connection: it is out of step or hostile. */
-		char why[300];
-		snprintf(why, sizeof(why), "%s", tn_last_error());
-		if (fd >= 0)
-			close_passed(fd);
-		if (len >= sizeof(*h) && h->magic == TND_MAGIC) {
-			struct tnd_error e = { { 0 } };
-			snprintf(e.message, sizeof(e.message), "%.255s", why);
-			uint16_t op = h->op > 0 && h->op < TND_OP_MAX_ ? h->op : TND_OP_HELLO;
-			queue_msg(c, op, h->seq, TN_EPROTO, 0, &e, sizeof(e), -1);
-		}
-		protocol_error(c, why);
-		return;
-	}
-	D.requests++;
-	c->requests++;
-	const void *b = h + 1;
-	if (!c->hello_done && h->op != TND_OP_HELLO) {
-		if (fd >= 0)
-			close_passed(fd);
-		reply_error(c, h, TN_EPROTO, "%s before HELLO", tnd_op_name(h->op));
-		protocol_error(c, "request before HELLO");
-		return;
-	}
-	if (c->hello_done && h->version != c->version) {
-		if (fd >= 0)
-			close_passed(fd);
-		reply_error(c, h, TN_EPROTO, "%s: version %u on a connection that chose %u",
-			    tnd_op_name(h->op), h->version, c->version);
-		protocol_error(c, "message of another protocol version");
-		return;
-	}
-	switch (h->op) {
-	case TND_OP_HELLO: {
-		const struct tnd_hello *m = b;
-		if (m->min_version > TND_VERSION || m->max_version < TND_VERSION_MIN) {
-			reply_error(c, h, TN_EPROTO, "tensord speaks protocol versions %d to %d, "
-				    "the client %u to %u", TND_VERSION_MIN, TND_VERSION,
-				    m->min_version, m->max_version);
-			protocol_error(c, "no common protocol version");
-			return;
-		}
-		memcpy(c->program, m->program, sizeof(c->program));
-		if (!unlimited_user(c->uid)) {
-			unsigned n = 0;
-			for (struct client *o = D.clients; o; o = o->next)
-				n += o != c && o->uid == c->uid && o->hello_done && !o->closing;
-			if (n >= D.cfg.max_clients_per_user) {
-				reply_error(c, h, TN_EBUSY, "uid %u has %u connections open, its "
-					    "limit (max_clients_per_user)", (unsigned)c->uid, n);
-				drop_client(c, "over max_clients_per_user");
-				return;
-			}
-		}
-		c->hello_done = true;
-		c->version = (uint16_t)(m->max_version < TND_VERSION ? m->max_version : TND_VERSION);
-		tnd_cuda_connected(c->pid, c->start_time);
-		struct tnd_hello_reply r = { .version = c->version, .daemon_pid = getpid(),
-					     .client_id = c->id, .uid = c->uid, .gid = c->gid,
-					     .max_msg = TND_MSG_MAX, .instance = D.instance };
-		reply(c, h, &r, sizeof(r));
-		return;
-	}
-	case TND_OP_STATUS: {
-		struct tnd_status s = { .daemon_pid = getpid(), .uid = D.uid,
-					.instance = D.instance, .started = D.started,
-					.uptime_ns = now_ns() - D.started_ns, .arenas = D.narenas,
-					.clients = D.nclients, .requests = D.requests,
-					.reclaimed_slots = D.reclaimed_slots,
-					.protocol_errors = D.protocol_errors };
-		snprintf(s.arena_dir, sizeof(s.arena_dir), "%.255s", D.cfg.arena_dir);
-		reply(c, h, &s, sizeof(s));
-		return;
-	}
-	case TND_OP_ARENA_CREATE:
-		do_create(c, h, b);
-		return;
-	case TND_OP_ARENA_OPEN: {
-		const struct tnd_arena_open *m = b;
-		do_open(c, h, m->name, m->flags);
-		return;
-	}
-	case TND_OP_REATTACH:
-		do_reattach(c, h, b);
-		return;
-	case TND_OP_ARENA_LIST:
-		do_list(c, h);
-		return;
-	case TND_OP_ARENA_STAT: {
-		const struct tnd_arena_ref *m = b;
-		struct arena *ar = arena_for(c, h, m->name, ACC_READ);
-		if (ar) {
-			struct tnd_arena_info w;
-			fill_info(ar, &w);
-			reply(c, h, &w, sizeof(w));
-		}
-		return;
-	}
-	case TND_OP_ARENA_DESTROY:
-		do_destroy(c, h, b);
-		return;
-	case TND_OP_ARENA_GRANT:
-		do_grant(c, h, b);
-		return;
-	case TND_OP_CLIENTS:
-		do_clients(c, h);
-		return;
-	case TND_OP_FSCK:
-		do_fsck(c, h, b);
-		return;
-	case TND_OP_GC:
-		do_gc(c, h, b);
-		return;
-	case TND_OP_LOAD:
-	case TND_OP_SAVE:
-		do_transfer(c, h, b, fd);
-		return;
-	case TND_OP_SHUTDOWN:
-		if (!privileged(c)) {
-			reply_error(c, h, TN_EACCES, "only root or uid %u may stop tensord",
-				    (unsigned)D.uid);
-			return;
-		}
-		tnd_info("shutdown requested by pid %d (uid %u)", (int)c->pid, (unsigned)c->uid);
-		reply(c, h, NULL, 0);
-		D.stop = true;
-		return;
-	case TND_OP_HOLD:
-		do_hold(c, h, b);
-		return;
-	case TND_OP_RELEASE:
-		do_release(c, h, b);
-		return;
-	case TND_OP_DETACH:
-		do_detach(c, h, b);
-		return;
-	case TND_OP_CUDA_EXPORT:
-	case TND_OP_CUDA_IMPORT:
-	case TND_OP_CUDA_RELEASE:
-	case TND_OP_CUDA_UNEXPORT:
-	case TND_OP_CUDA_STAT:
-	case TND_OP_CUDA_LIST:
-		do_cuda(c, h, b);
-		return;
-	}
-}
-
-/* ---- CUDA exports (cudashare.c) ----------------------------------------------------------- */
-
-static struct tnd_peer peer_of(const struct client *c)
-{
-	return (struct tnd_peer){ .pid = c->pid, .start_time = c->start_time, .uid = c->uid,
-				  .gid = c->gid, .privileged = privileged(c),
-				  .ngroups = c->ngroups, .groups = c->groups };
-}
-
-static bool process_connected(pid_t pid, uint64_t start_time)
-{
-	for (struct client *o = D.clients; o; o = o->next)
-		if (o->pid == pid && o->start_time == start_time && o->hello_done && !o->closing)
-			return true;
-	return false;
-}
-
-struct cuda_list_ctx {
-	struct client *c;
-	const struct tnd_hdr *h;
-	uint64_t count;
-};
-
-static void cuda_list_item(void *ctx, const struct tnd_cuda_info *w)
-{
-	struct cuda_list_ctx *x = ctx;
-	queue_msg(x->c, x->h->op, x->h->seq, 0, TND_F_MORE, w, sizeof(*w), -1);
-	x->count++;
-}
-
-static void do_cuda(struct client *c, const struct tnd_hdr *h, const void *b)
-{
-	struct tnd_peer p = peer_of(c);
-	struct tnd_cuda_info w;
-	int r = 0;
-	switch (h->op) {
-	case TND_OP_CUDA_EXPORT:
-		r = tnd_cuda_export(&p, b, &w);
-		break;
-	case TND_OP_CUDA_IMPORT:
-		r = tnd_cuda_import(&p, b, &w);
-		break;
-	case TND_OP_CUDA_RELEASE:
-		if (!(r = tnd_cuda_release(&p, b)))
-			reply(c, h, NULL, 0);
-		break;
-	case TND_OP_CUDA_UNEXPORT:
-		r = tnd_cuda_unexport(&p, b, &w);
-		break;
-	case TND_OP_CUDA_STAT:
-		r = tnd_cuda_stat(&p, b, &w);
-		break;
-	case TND_OP_CUDA_LIST: {
-		struct cuda_list_ctx x = { c, h, 0 };
-		tnd_cuda_list(&p, cuda_list_item, &x);
-		memset(&w, 0, sizeof(w));
-		w.count = x.count;
-		break;
-	}
-	}
-	if (r)
-		reply_tn(c, h, r);
-	else if (h->op != TND_OP_CUDA_RELEASE)
-		reply(c, h, &w, sizeof(w));
-}
-
-/* ---- clients --------------------------------------------------------------------------------- */
-
-static void new_client(int fd)
-{
-	if (D.nclients >= D.cfg.max_clients) {
-		tnd_warn("refusing a connection: %u clients is the limit (max_clients)",
-			 D.cfg.max_clients);
-		close(fd);
-		return;
-	}
-	struct ucred cred;
-	socklen_t cl = sizeof(cred);
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl)) {
-		tnd_warn("SO_PEERCRED: %s", strerror(errno));
-		close(fd);
-		return;
-	}
-	struct client *c = calloc(1, sizeof(*c));
-	if (!c) {
-		close(fd);
-		return;
-	}
-	c->fd = fd;
-	c->id = ++D.next_client_id;
-	c->pid = cred.pid;
-	c->uid = cred.uid;
-	c->gid = cred.gid;
-	socklen_t gl = sizeof(c->groups);
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, c->groups, &gl) == 0)
-		c->ngroups = (int)(gl / sizeof(gid_t));
-	c->start_time = tn__proc_start_time(cred.pid);
-	c->connected = wall_s();
-	c->recv_op = (struct op){ OP_RECV, c };
-	c->send_op = (struct op){ OP_SEND, c };
-	c->next = D.clients;
-	if (D.clients)
-		D.clients->prev = c;
-	D.clients = c;
-	D.nclients++;
-	tnd_debug("client %u connected: pid %d uid %u gid %u", c->id, (int)c->pid,
-		  (unsigned)c->uid, (unsigned)c->gid);
-	submit_recv(c);
-}
-
-static void client_maybe_free(struct client *c)
-{
-	if (!c->closing || c->inflight || c->transfer)
-		return;
-	/* Slots go to the pending list: reclaimed once the process is gone. */
-	uint64_t deadline = now_ns() + 5000000000u;
-	for (size_t i = 0; i < c->nslots; i++) {
-		struct pending *p = malloc(sizeof(*p));
-		if (!p)
-			continue; /* the periodic sweep still reclaims it */
-		*p = (struct pending){ D.pending, c->slots[i].arena, c->slots[i].slot,
-				       c->slots[i].state, c->pid, c->start_time, deadline };
-		D.pending = p;
-	}
-	free(c->slots);
-	free_outq(c);
-	close(c->fd);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		D.clients = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	D.nclients--;
-	tnd_debug("client %u (pid %d) gone", c->id, (int)c->pid);
-	bool said_hello = c->hello_done;
-	pid_t pid = c->pid;
-	uint64_t start_time = c->start_time;
-	free(c);
-	if (said_hello)
-		tnd_cuda_disconnected(pid, start_time);
-	check_pending();
-	/* Slots and CUDA records wait for their process now: poll every 10 ms from here, not
-	 * at the end of a reclaim interval armed when nothing was pending. The cancelled
-	 * timeout completes (-ECANCELED) and its handler arms the short one. */
-	if ((D.pending || D.cuda_waiting) && !D.timer_short && !D.timer_cancelling) {
-		struct io_uring_sqe *sqe = get_sqe();
-		io_uring_prep_timeout_remove(sqe, (__u64)(uintptr_t)&D.timer_op, 0);
-		io_uring_sqe_set_data(sqe, NULL);
-		D.timer_cancelling = true;
-	}
-}
-
-static void client_close(struct client *c)
-{
-	/* A send blocked on a client that stopped reading ends with an error now. */
-	if (!c->closing)
-		shutdown(c->fd, SHUT_RDWR);
-	c->closing = true;
-	atomic_store(&c->cancel, true);
-	client_maybe_free(c);
-}
-
-static void on_recv(struct client *c, int res)
-{
-	c->inflight--;
-	if (res <= 0 || c->closing) {
-		/* Descriptors that arrived with a message we will not read. */
-		if (res > 0)
-			for (struct cmsghdr *cm = CMSG_FIRSTHDR(&c->rmh); cm;
-			     cm = CMSG_NXTHDR(&c->rmh, cm))
-				if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
-					for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-					     i++) {
-						int f;
-						memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(f));
-						close(f);
-					}
-		client_close(c);
-		return;
-	}
-	int fd = -1, nfds = 0;
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&c->rmh); cm; cm = CMSG_NXTHDR(&c->rmh, cm)) {
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
-			int f;
-			memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(f));
-			if (nfds++ == 0)
-				fd = f;
-			else
-				close(f);
-		}
-	}
-	if (nfds > 1 || (c->rmh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || (size_t)res > TND_MSG_MAX) {
-		if (fd >= 0)
-			close(fd);
-		protocol_error(c, nfds > 1 ? "more than one descriptor" : "message too long");
-		client_close(c);
-		return;
-	}
-	handle_request(c, (size_t)res, fd);
-	if (c->closing)
-		client_maybe_free(c);
-	else if (c->outq_bytes >= OUTQ_MAX)
-		c->recv_paused = true; /* resumed by on_send once the client reads */
-	else
-		submit_recv(c);
-}
-
-static void on_send(struct client *c, int res)
-{
-	c->inflight--;
-	c->sending = false;
-	struct outmsg *m = c->out_head;
-	if (m) {
-		c->out_head = m->next;
-		c->outq_bytes -= m->len;
-		if (!c->out_head)
-			c->out_tail = NULL;
-		if (m->fd >= 0)
-			close(m->fd);
-		free(m);
-	}
-	if (res < 0) {
-		tnd_debug("client %u: send: %s", c->id, strerror(-res));
-		free_outq(c);
-		c->closing = true;
-		shutdown(c->fd, SHUT_RDWR);
-	}
-	if (!c->closing || res >= 0)
-		submit_send(c);
-	if (c->recv_paused && !c->closing && c->outq_bytes < OUTQ_MAX / 2) {
-		c->recv_paused = false;
-		submit_recv(c);
-	}
-	client_maybe_free(c);
-}
-
-/* ---- startup --------------------------------------------------------------------------------- */
+/* ---- the socket and the directories ---------------------------------------------------------- */
 
 static int mkdir_private(const char *dir)
 {
@@ -1781,9 +61,9 @@ static int mkdir_private(const char *dir)
 		tnd_error("%s is not a directory", dir);
 		return -1;
 	}
-	if (st.st_uid != D.uid) {
+	if (st.st_uid != tnd_d.uid) {
 		tnd_error("%s belongs to uid %u, not to tensord's uid %u", dir, (unsigned)st.st_uid,
-			  (unsigned)D.uid);
+			  (unsigned)tnd_d.uid);
 		return -1;
 	}
 	if ((st.st_mode & 07777) != 0700 && chmod(dir, 0700)) {
@@ -1791,72 +71,6 @@ static int mkdir_private(const char *dir)
 		return -1;
 	}
 	return 0;
-}
-
-/* Reopen the arenas recorded in arena_dir (after a restart, or a clean stop). */
-static void recover(void)
-{
-	DIR *d = opendir(D.cfg.arena_dir);
-	if (!d)
-		return;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		size_t n = strlen(e->d_name);
-		if (n < 6 || strcmp(e->d_name + n - 5, ".meta"))
-			continue;
-		char file[PATH_MAX], why[200];
-		snprintf(file, sizeof(file), "%.3800s/%.255s", D.cfg.arena_dir, e->d_name);
-		struct arena *ar = malloc(sizeof(*ar));
-		if (!ar)
-			break;
-		if (meta_read(file, ar, why, sizeof(why))) {
-			tnd_warn("%s: %s: ignored", file, why);
-			free(ar);
-			continue;
-		}
-		if (strlen(ar->name) != n - 5 || strncmp(ar->name, e->d_name, n - 5) ||
-		    arena_find(ar->name)) {
-			tnd_warn("%s: names arena \"%s\": ignored", file, ar->name);
-			free(ar);
-			continue;
-		}
-		char dir[PATH_MAX];
-		const char *fname;
-		split_path(ar->path, dir, sizeof(dir), &fname);
-		int r = tn_arena_open(fname, dir, &ar->a);
-		if (r == TN_ENOENT) {
-			tnd_warn("arena %s: its file %s is gone: removing its record", ar->name,
-				 ar->path);
-			unlink(file);
-			free(ar);
-			continue;
-		}
-		if (r) {
-			tnd_error("arena %s: cannot open %s: %s", ar->name, ar->path,
-				  tn_last_error());
-			free(ar);
-			continue;
-		}
-		ar->damaged = false;
-		arena_guard(ar);
-		tn_arena_fsck_report rep;
-		if (tn_arena_fsck(ar->a, TN_ARENA_FSCK_REPAIR, &rep) >= 0 && rep.problems)
-			tnd_warn("arena %s: fsck repaired %" PRIu64 " of %" PRIu64 " problems (%s)",
-				 ar->name, rep.repaired, rep.problems, rep.first_problem);
-		int k = tn_arena_reclaim_dead(ar->a);
-		if (k > 0)
-			D.reclaimed_slots += (uint64_t)k;
-		ar->transfers = 0;
-		memset(&ar->resident_ns, 0, sizeof(ar->resident_ns));
-		tn__arena_uuid(ar->a, ar->uuid);
-	ar->size = size_of(ar->a);
-		ar->next = D.arenas;
-		D.arenas = ar;
-		D.narenas++;
-		tnd_info("arena %s recovered from %s (%d dead slots reclaimed)", ar->name, ar->path,
-			 k > 0 ? k : 0);
-	}
-	closedir(d);
 }
 
 static int sd_notify_msg(const char *msg)
@@ -1880,7 +94,7 @@ static int sd_notify_msg(const char *msg)
 /* Bind the socket, refusing when another tensord serves it. */
 static int open_socket(void)
 {
-	const char *path = D.cfg.socket;
+	const char *path = tnd_d.cfg.socket;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	if (strlen(path) >= sizeof(sa.sun_path)) {
 		tnd_error("socket path %s is %zu bytes; a UNIX socket address holds %zu", path,
@@ -1902,12 +116,12 @@ static int open_socket(void)
 	/* A lock beside the socket serialises daemons starting at the same time. */
 	char lock[PATH_MAX];
 	snprintf(lock, sizeof(lock), "%s.lock", path);
-	D.lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (D.lock_fd < 0) {
+	lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (lock_fd < 0) {
 		tnd_error("cannot open %s: %s", lock, strerror(errno));
 		return -1;
 	}
-	if (flock(D.lock_fd, LOCK_EX | LOCK_NB)) {
+	if (flock(lock_fd, LOCK_EX | LOCK_NB)) {
 		tnd_error("another tensord holds %s: it is serving or starting on %s", lock, path);
 		return -1;
 	}
@@ -1949,16 +163,17 @@ static int open_socket(void)
 	}
 	/* Access control is by credentials, not by the socket's mode: bind it 0666 (through the
 	 * umask, never a chmod by path that a symlink could redirect). */
-	D.listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	tnd_d.listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	mode_t old_mask = umask(0111);
-	int br = D.listen_fd < 0 ? -1 : bind(D.listen_fd, (struct sockaddr *)&sa, sizeof(sa));
+	int br = tnd_d.listen_fd < 0 ? -1
+				     : bind(tnd_d.listen_fd, (struct sockaddr *)&sa, sizeof(sa));
 	int be = errno;
 	umask(old_mask);
 	if (br) {
 		tnd_error("cannot bind %s: %s", path, strerror(be));
 		return -1;
 	}
-	if (listen(D.listen_fd, 4096)) {
+	if (listen(tnd_d.listen_fd, 4096)) {
 		tnd_error("listen: %s", strerror(errno));
 		return -1;
 	}
@@ -1967,7 +182,7 @@ static int open_socket(void)
 
 static void find_hugedir(void)
 {
-	const char *base = D.cfg.hugepage_dir;
+	const char *base = tnd_d.cfg.hugepage_dir;
 	char mnt[PATH_MAX] = "";
 	if (!base[0]) {
 		FILE *f = fopen("/proc/mounts", "re");
@@ -1983,13 +198,16 @@ static void find_hugedir(void)
 	}
 	if (!base[0])
 		return;
-	if (D.uid)
-		snprintf(D.hugedir, sizeof(D.hugedir), "%.3900s/tensord-%u", base, (unsigned)D.uid);
+	if (tnd_d.uid)
+		snprintf(tnd_d.hugedir, sizeof(tnd_d.hugedir), "%.3900s/tensord-%u", base,
+			 (unsigned)tnd_d.uid);
 	else
-		snprintf(D.hugedir, sizeof(D.hugedir), "%.3900s/tensord", base);
-	if (mkdir_private(D.hugedir))
-		D.hugedir[0] = 0;
+		snprintf(tnd_d.hugedir, sizeof(tnd_d.hugedir), "%.3900s/tensord", base);
+	if (mkdir_private(tnd_d.hugedir))
+		tnd_d.hugedir[0] = 0;
 }
+
+/* ---- options and configuration --------------------------------------------------------------- */
 
 static void usage(FILE *f)
 {
@@ -2032,249 +250,136 @@ static int parse_args(int argc, char **argv, bool *foreground, char *cfg_err, si
 		usage(stderr);
 		exit(2);
 	}
-	tnd_config_defaults(&D.cfg);
-	char *path = D.config_path;
-	D.level_from_cli = level != NULL;
+	tnd_config_defaults(&tnd_d.cfg);
+	char *path = config_path;
+	level_from_cli = level != NULL;
 	if (config) {
-		snprintf(D.config_path, sizeof(D.config_path), "%s", config);
-		D.config_required = true;
-		if (tnd_config_load(&D.cfg, config, true, cfg_err, errlen))
+		snprintf(config_path, sizeof(config_path), "%s", config);
+		config_required = true;
+		if (tnd_config_load(&tnd_d.cfg, config, true, cfg_err, errlen))
 			return -1;
 	} else {
 		const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
-		if (D.uid == 0)
+		if (tnd_d.uid == 0)
 			snprintf(path, PATH_MAX, "/etc/tensord.conf");
 		else if (xdg && xdg[0])
 			snprintf(path, PATH_MAX, "%.4000s/tensord.conf", xdg);
 		else
 			snprintf(path, PATH_MAX, "%.4000s/.config/tensord.conf", home ? home : "/");
-		if (tnd_config_load(&D.cfg, path, false, cfg_err, errlen))
+		if (tnd_config_load(&tnd_d.cfg, path, false, cfg_err, errlen))
 			return -1;
 	}
 	char line[PATH_MAX + 32];
 	if (level) {
 		snprintf(line, sizeof(line), "log_level = %s", level);
-		if (tnd_config_parse(&D.cfg, line, strlen(line), "--log-level", cfg_err, errlen))
+		if (tnd_config_parse(&tnd_d.cfg, line, strlen(line), "--log-level", cfg_err,
+				     errlen))
 			return -1;
 	}
 	if (target) {
 		snprintf(line, sizeof(line), "log_target = %s", target);
-		if (tnd_config_parse(&D.cfg, line, strlen(line), "--log-target", cfg_err, errlen))
+		if (tnd_config_parse(&tnd_d.cfg, line, strlen(line), "--log-target", cfg_err,
+				     errlen))
 			return -1;
-	} else if (!D.cfg.set_log_target) {
-		D.cfg.log_target = *foreground ? TND_LOG_STDERR : TND_LOG_SYSLOG;
+	} else if (!tnd_d.cfg.set_log_target) {
+		tnd_d.cfg.log_target = *foreground ? TND_LOG_STDERR : TND_LOG_SYSLOG;
 	}
 	if (dir) {
 		snprintf(line, sizeof(line), "arena_dir = %s", dir);
-		if (tnd_config_parse(&D.cfg, line, strlen(line), "--arena-dir", cfg_err, errlen))
+		if (tnd_config_parse(&tnd_d.cfg, line, strlen(line), "--arena-dir", cfg_err,
+				     errlen))
 			return -1;
 	}
 	if (sock) {
-		if (strlen(sock) >= sizeof(D.cfg.socket)) {
+		if (strlen(sock) >= sizeof(tnd_d.cfg.socket)) {
 			snprintf(cfg_err, errlen, "socket path %s is %zu bytes; a UNIX socket "
-				 "address holds %zu", sock, strlen(sock), sizeof(D.cfg.socket) - 1);
+				 "address holds %zu", sock, strlen(sock),
+				 sizeof(tnd_d.cfg.socket) - 1);
 			return -1;
 		}
-		strcpy(D.cfg.socket, sock);
+		strcpy(tnd_d.cfg.socket, sock);
 	} else if (getenv("TENSORD_SOCKET") && getenv("TENSORD_SOCKET")[0]) {
 		const char *env = getenv("TENSORD_SOCKET");
-		if (strlen(env) >= sizeof(D.cfg.socket)) {
+		if (strlen(env) >= sizeof(tnd_d.cfg.socket)) {
 			snprintf(cfg_err, errlen, "TENSORD_SOCKET is %zu bytes; a UNIX socket "
-				 "address holds %zu", strlen(env), sizeof(D.cfg.socket) - 1);
+				 "address holds %zu", strlen(env), sizeof(tnd_d.cfg.socket) - 1);
 			return -1;
 		}
-		strcpy(D.cfg.socket, env);
-	} else if (!D.cfg.set_socket) {
-		char p[sizeof(D.cfg.socket)];
+		strcpy(tnd_d.cfg.socket, env);
+	} else if (!tnd_d.cfg.set_socket) {
+		char p[sizeof(tnd_d.cfg.socket)];
 		int r = tn_tensord_socket_path(p, sizeof(p));
 		if (r < 0) {
 			snprintf(cfg_err, errlen, "%s", tn_last_error());
 			return -1;
 		}
-		strcpy(D.cfg.socket, p);
+		strcpy(tnd_d.cfg.socket, p);
 	}
-	if (!D.cfg.arena_dir[0]) {
-		if (D.uid == 0)
-			snprintf(D.cfg.arena_dir, sizeof(D.cfg.arena_dir), "/dev/shm/tensord");
+	if (!tnd_d.cfg.arena_dir[0]) {
+		if (tnd_d.uid == 0)
+			snprintf(tnd_d.cfg.arena_dir, sizeof(tnd_d.cfg.arena_dir),
+				 "/dev/shm/tensord");
 		else
-			snprintf(D.cfg.arena_dir, sizeof(D.cfg.arena_dir), "/dev/shm/tensord-%u",
-				 (unsigned)D.uid);
+			snprintf(tnd_d.cfg.arena_dir, sizeof(tnd_d.cfg.arena_dir),
+				 "/dev/shm/tensord-%u", (unsigned)tnd_d.uid);
 	}
 	return 0;
 }
 
-/* ---- the loop -------------------------------------------------------------------------------- */
-
-static void arm_signal(void)
+void tnd_reload_config(void)
 {
-	struct io_uring_sqe *sqe = get_sqe();
-	io_uring_prep_read(sqe, D.signal_fd, &D.siginfo, sizeof(D.siginfo), 0);
-	io_uring_sqe_set_data(sqe, &D.signal_op);
-}
-
-static void arm_event(void)
-{
-	struct io_uring_sqe *sqe = get_sqe();
-	io_uring_prep_read(sqe, D.event_fd, &D.event_count, sizeof(D.event_count), 0);
-	io_uring_sqe_set_data(sqe, &D.event_op);
-}
-
-static void arm_timer(void)
-{
-	/* 10 ms while closed connections wait for their process to go, else the sweep. */
-	uint64_t ms = D.pending || D.cuda_waiting || !D.accept_armed ? 10
-											: D.cfg.reclaim_interval_ms;
-	D.timer_short = D.pending != NULL || D.cuda_waiting;
-	D.timer_cancelling = false;
-	D.timer_ts.tv_sec = (long long)(ms / 1000);
-	D.timer_ts.tv_nsec = (long long)(ms % 1000) * 1000000;
-	struct io_uring_sqe *sqe = get_sqe();
-	io_uring_prep_timeout(sqe, &D.timer_ts, 0, 0);
-	io_uring_sqe_set_data(sqe, &D.timer_op);
-}
-
-static void on_signal(void)
-{
-	switch (D.siginfo.ssi_signo) {
-	case SIGTERM:
-	case SIGINT:
-		tnd_info("signal %u: shutting down", D.siginfo.ssi_signo);
-		D.stop = true;
-		break;
-	case SIGHUP: {
-		/* Re-read the config file: the log level (unless --log-level set it), the limits
-		 * and who may create arenas change; the socket, the directories, the log target
-		 * and the defaults of new arenas stay as they were at start. */
-		struct tnd_config n;
-		char err[600];
-		tnd_config_defaults(&n);
-		if (tnd_config_load(&n, D.config_path, D.config_required, err, sizeof(err))) {
-			tnd_error("SIGHUP: %s: keeping the current configuration", err);
-			break;
-		}
-		if (!D.level_from_cli)
-			D.cfg.log_level = n.log_level;
-		D.cfg.max_arena_size = n.max_arena_size;
-		D.cfg.max_arenas = n.max_arenas;
-		D.cfg.max_clients = n.max_clients;
-		D.cfg.max_clients_per_user = n.max_clients_per_user;
-		D.cfg.max_arenas_per_user = n.max_arenas_per_user;
-		D.cfg.max_bytes_per_user = n.max_bytes_per_user;
-		D.cfg.reclaim_interval_ms = n.reclaim_interval_ms;
-		D.cfg.create_all = n.create_all;
-		D.cfg.ncreate_uids = n.ncreate_uids;
-		D.cfg.ncreate_gids = n.ncreate_gids;
-		memcpy(D.cfg.create_uids, n.create_uids, sizeof(n.create_uids));
-		memcpy(D.cfg.create_gids, n.create_gids, sizeof(n.create_gids));
-		tnd_log_setup(D.cfg.log_target, D.cfg.log_level);
-		tnd_info("SIGHUP: re-read %s (log level, limits, quotas, create_users)",
-			 D.config_path);
-		break;
+	/* Re-read the config file: the log level (unless --log-level set it), the limits
+	 * and who may create arenas change; the socket, the directories, the log target
+	 * and the defaults of new arenas stay as they were at start. */
+	struct tnd_config n;
+	char err[600];
+	tnd_config_defaults(&n);
+	if (tnd_config_load(&n, config_path, config_required, err, sizeof(err))) {
+		tnd_error("SIGHUP: %s: keeping the current configuration", err);
+		return;
 	}
-	default:
-		break;
-	}
+	if (!level_from_cli)
+		tnd_d.cfg.log_level = n.log_level;
+	tnd_d.cfg.max_arena_size = n.max_arena_size;
+	tnd_d.cfg.max_arenas = n.max_arenas;
+	tnd_d.cfg.max_clients = n.max_clients;
+	tnd_d.cfg.max_clients_per_user = n.max_clients_per_user;
+	tnd_d.cfg.max_arenas_per_user = n.max_arenas_per_user;
+	tnd_d.cfg.max_bytes_per_user = n.max_bytes_per_user;
+	tnd_d.cfg.reclaim_interval_ms = n.reclaim_interval_ms;
+	tnd_d.cfg.create_all = n.create_all;
+	tnd_d.cfg.ncreate_uids = n.ncreate_uids;
+	tnd_d.cfg.ncreate_gids = n.ncreate_gids;
+	memcpy(tnd_d.cfg.create_uids, n.create_uids, sizeof(n.create_uids));
+	memcpy(tnd_d.cfg.create_gids, n.create_gids, sizeof(n.create_gids));
+	tnd_log_setup(tnd_d.cfg.log_target, tnd_d.cfg.log_level);
+	tnd_info("SIGHUP: re-read %s (log level, limits, quotas, create_users)",
+		 config_path);
 }
 
-static int run(void)
-{
-	uint64_t last_sweep = now_ns();
-	arm_accept();
-	arm_signal();
-	arm_event();
-	arm_timer();
-	uint64_t stop_deadline = 0;
-	for (;;) {
-		if (D.stop) {
-			/* Let replies already queued (the SHUTDOWN request's own) go out, for at
-			 * most a second. */
-			bool sending = false;
-			for (struct client *c = D.clients; c && !sending; c = c->next)
-				sending = c->out_head && !c->closing;
-			if (!stop_deadline)
-				stop_deadline = now_ns() + 1000000000u;
-			if (!sending || now_ns() > stop_deadline)
-				break;
-		}
-		io_uring_submit_and_wait(&D.ring, 1);
-		struct io_uring_cqe *cqe;
-		unsigned head, seen = 0;
-		io_uring_for_each_cqe(&D.ring, head, cqe)
-		{
-			seen++;
-			struct op *op = io_uring_cqe_get_data(cqe);
-			int res = cqe->res;
-			bool more = cqe->flags & IORING_CQE_F_MORE;
-			if (!op)
-				continue;
-			switch (op->kind) {
-			case OP_ACCEPT:
-				if (res >= 0)
-					new_client(res);
-				else if (res == -EMFILE || res == -ENFILE)
-					D.accept_pause_until = now_ns() + 100000000u;
-				else if (res != -EINTR && res != -ECONNABORTED)
-					tnd_warn("accept: %s", strerror(-res));
-				if (!more)
-					D.accept_armed = false;
-				break;
-			case OP_RECV:
-				on_recv(op->client, res);
-				break;
-			case OP_SEND:
-				on_send(op->client, res);
-				break;
-			case OP_SIGNAL:
-				if (res == (int)sizeof(D.siginfo))
-					on_signal();
-				arm_signal();
-				break;
-			case OP_EVENT:
-				handle_events();
-				arm_event();
-				break;
-			case OP_TIMER:
-				check_pending();
-				if (now_ns() - last_sweep >=
-				    (uint64_t)D.cfg.reclaim_interval_ms * 1000000u) {
-					sweep_all();
-					last_sweep = now_ns();
-				}
-				arm_timer();
-				break;
-			}
-		}
-		io_uring_cq_advance(&D.ring, seen);
-		/* A multishot accept ends when the kernel runs out of something (descriptors):
-		 * re-arm it, after a pause if descriptors ran out. */
-		if (!D.accept_armed && !D.stop && now_ns() >= D.accept_pause_until)
-			arm_accept();
-	}
-	return 0;
-}
+/* ---- start and stop -------------------------------------------------------------------------- */
 
 static void shutdown_daemon(void)
 {
 	sd_notify_msg("STOPPING=1");
 	/* Transfers see the cancel flag and end; wait for them (they use the arenas). */
-	for (struct client *c = D.clients; c; c = c->next)
+	for (struct tnd_client *c = tnd_d.clients; c; c = c->next)
 		atomic_store(&c->cancel, true);
-	for (int i = 0; i < 3000 && atomic_load(&D.workers) > 0; i++)
-		usleep(1000);
-	close(D.listen_fd);
-	unlink(D.cfg.socket);
+	tnd_transfer_wait();
+	close(tnd_d.listen_fd);
+	unlink(tnd_d.cfg.socket);
 	/* The lock file stays: removing it would let a daemon that opened it before and one
 	 * that creates it afresh both win the lock. */
-	close(D.lock_fd);
+	close(lock_fd);
 	/* Connections close without reclaiming: live clients keep their slots, and their
 	 * library re-registers them with the next tensord. */
-	for (struct client *c = D.clients; c; c = c->next)
+	for (struct tnd_client *c = tnd_d.clients; c; c = c->next)
 		close(c->fd);
-	for (struct arena *ar = D.arenas; ar; ar = ar->next)
-		if (arena_intact(ar))
+	for (struct tnd_arena *ar = tnd_d.arenas; ar; ar = ar->next)
+		if (tnd_arena_intact(ar))
 			tn_arena_unref(ar->a);
 	tnd_cuda_fini(); /* its file stays for the next daemon */
-	io_uring_queue_exit(&D.ring);
+	tnd_loop_fini();
 	tnd_info("stopped");
 }
 
@@ -2282,12 +387,12 @@ int main(int argc, char **argv)
 {
 	bool foreground = false;
 	char err[600];
-	D.uid = geteuid();
+	tnd_d.uid = geteuid();
 	if (parse_args(argc, argv, &foreground, err, sizeof(err))) {
 		fprintf(stderr, "tensord: %s\n", err);
 		return 1;
 	}
-	tnd_log_setup(D.cfg.log_target, D.cfg.log_level);
+	tnd_log_setup(tnd_d.cfg.log_target, tnd_d.cfg.log_level);
 	signal(SIGPIPE, SIG_IGN);
 	/* A descriptor per client: take all the kernel allows. */
 	struct rlimit rl;
@@ -2323,7 +428,7 @@ int main(int argc, char **argv)
 		if (nul >= 0) {
 			dup2(nul, 0);
 			dup2(nul, 1);
-			if (D.cfg.log_target == TND_LOG_SYSLOG)
+			if (tnd_d.cfg.log_target == TND_LOG_SYSLOG)
 				dup2(nul, 2);
 			if (nul > 2)
 				close(nul);
@@ -2335,40 +440,32 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
-	D.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC);
-	D.event_fd = eventfd(0, EFD_CLOEXEC);
-	pthread_mutex_init(&D.event_lock, NULL);
-	D.accept_op.kind = OP_ACCEPT;
-	D.signal_op.kind = OP_SIGNAL;
-	D.event_op.kind = OP_EVENT;
-	D.timer_op.kind = OP_TIMER;
+	tnd_d.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC);
+	tnd_d.event_fd = eventfd(0, EFD_CLOEXEC);
 	int r;
 	if ((r = tnd_guard_init())) {
 		tnd_error("cannot install the SIGBUS guard: %s", strerror(-r));
 		goto fail;
 	}
-	if (D.signal_fd < 0 || D.event_fd < 0 || mkdir_private(D.cfg.arena_dir) || open_socket())
+	if (tnd_d.signal_fd < 0 || tnd_d.event_fd < 0 || mkdir_private(tnd_d.cfg.arena_dir) ||
+	    open_socket())
 		goto fail;
-	/* Room for a receive and a send per client at once without waiting on a submit. */
-	struct io_uring_params params = { .flags = IORING_SETUP_CQSIZE, .cq_entries = 16384 };
-	if ((r = io_uring_queue_init_params(4096, &D.ring, &params))) {
-		tnd_error("io_uring_queue_init: %s (io_uring disabled?)", strerror(-r));
+	if (tnd_loop_init())
 		goto fail;
-	}
 	find_hugedir();
 	int rnd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-	if (rnd < 0 || read(rnd, &D.instance, sizeof(D.instance)) != sizeof(D.instance))
-		D.instance = now_ns() ^ (uint64_t)getpid() << 32;
+	if (rnd < 0 || read(rnd, &tnd_d.instance, sizeof(tnd_d.instance)) != sizeof(tnd_d.instance))
+		tnd_d.instance = tnd_now_ns() ^ (uint64_t)getpid() << 32;
 	if (rnd >= 0)
 		close(rnd);
-	D.started = wall_s();
-	D.started_ns = now_ns();
-	recover();
-	tnd_cuda_init(D.cfg.arena_dir, process_connected);
+	tnd_d.started = tnd_wall_s();
+	tnd_d.started_ns = tnd_now_ns();
+	tnd_arenas_recover();
+	tnd_cuda_init(tnd_d.cfg.arena_dir, tnd_process_connected);
 	/* From here on, this thread gives up on an arena whose lock a client keeps. */
 	tn__arena_lock_timeout_ms = 250;
-	tnd_info("listening on %s (arenas in %s, %u recovered, pid %d)", D.cfg.socket,
-		 D.cfg.arena_dir, D.narenas, (int)getpid());
+	tnd_info("listening on %s (arenas in %s, %u recovered, pid %d)", tnd_d.cfg.socket,
+		 tnd_d.cfg.arena_dir, tnd_d.narenas, (int)getpid());
 	sd_notify_msg("READY=1");
 	if (ready[1] >= 0) {
 		char ok = 0;
@@ -2376,7 +473,7 @@ int main(int argc, char **argv)
 		(void)n;
 		close(ready[1]);
 	}
-	run();
+	tnd_loop_run();
 	shutdown_daemon();
 	return 0;
 fail:
@@ -2385,7 +482,7 @@ fail:
 		ssize_t n = write(ready[1], &ok, 1);
 		(void)n;
 	}
-	if (foreground && D.cfg.log_target == TND_LOG_SYSLOG)
+	if (foreground && tnd_d.cfg.log_target == TND_LOG_SYSLOG)
 		fprintf(stderr, "tensord: failed to start (see the log)\n");
 	return 1;
 }

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tensord's reclamation of client slots (daemon.h). The daemon assigns client slots
+ * (shm/arena_remote.h) and remembers, per connection, each slot and its state word. When the
+ * connection closes, its slots wait on a pending list and are reclaimed as soon as the process
+ * is gone (checked every 10 ms for 5 s); every reclaim_interval_ms, dead processes' slots in
+ * every arena are reclaimed whoever attached them. The CUDA export table of processes that
+ * closed a connection is swept at the same pace (cudashare.c).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "../shm/arena_remote.h"
+#include "daemon.h"
+
+/* A connection closed while its process may still be exiting: its slots wait here. */
+struct pending {
+	struct pending *next;
+	struct tnd_arena *arena;
+	int slot;
+	uint64_t state;
+	pid_t pid;
+	uint64_t start_time;
+	uint64_t deadline_ns;
+};
+
+static struct pending *pending_list;
+static bool cuda_waiting; /* CUDA records of a closed connection's process: poll it */
+
+/* Reclaim @slot of @ar if its state word is still @state: a slot released and assigned again
+ * since has another and is left alone. @pid, whose slot it was, is for the log. */
+void tnd_reclaim_slot(struct tnd_arena *ar, int slot, uint64_t state, pid_t pid)
+{
+	uint64_t freed = 0;
+	if (!tnd_arena_intact(ar))
+		return;
+	int r = tn__arena_reclaim_if(ar->a, slot, state, &freed);
+	if (r == 1) {
+		tnd_d.reclaimed_slots++;
+		tnd_info("arena %s: reclaimed slot %d of pid %d (%" PRIu64 " bytes freed)",
+			 ar->name, slot, (int)pid, freed);
+	} else if (r < 0) {
+		tnd_warn("arena %s: reclaiming slot %d: %s", ar->name, slot, tn_last_error());
+	}
+}
+
+/* Check the pending slots of closed connections: reclaim those whose process is gone. A
+ * process still alive after the deadline closed its connection but lives on; its slot is
+ * left to the periodic sweep, which reclaims it when it dies. */
+void tnd_reclaim_check(void)
+{
+	cuda_waiting = tnd_cuda_sweep();
+	uint64_t now = tnd_now_ns();
+	for (struct pending **pp = &pending_list; *pp;) {
+		struct pending *p = *pp;
+		uint64_t st = tn__proc_start_time(p->pid);
+		bool dead = st == 0 || (st != UINT64_MAX && st != p->start_time);
+		if (dead)
+			tnd_reclaim_slot(p->arena, p->slot, p->state, p->pid);
+		if (dead || now > p->deadline_ns) {
+			*pp = p->next;
+			free(p);
+		} else {
+			pp = &p->next;
+		}
+	}
+}
+
+/* Hand the slots of a closing connection to the pending list, to be reclaimed once its
+ * process is gone. */
+void tnd_reclaim_later(const struct tnd_client *c)
+{
+	uint64_t deadline = tnd_now_ns() + 5000000000u;
+	for (size_t i = 0; i < c->nslots; i++) {
+		struct pending *p = malloc(sizeof(*p));
+		if (!p)
+			continue; /* the periodic sweep still reclaims it */
+		*p = (struct pending){ pending_list, c->slots[i].arena, c->slots[i].slot,
+				       c->slots[i].state, c->pid, c->start_time, deadline };
+		pending_list = p;
+	}
+}
+
+/* Whether slots or CUDA records wait for a process to go (then the loop polls every 10 ms). */
+bool tnd_reclaim_waiting(void)
+{
+	return pending_list || cuda_waiting;
+}
+
+/* Every reclaim_interval_ms: the slots of dead processes in every arena, whoever attached
+ * them (a connection's pending slots whose process outlived the deadline end up here). */
+void tnd_reclaim_sweep(void)
+{
+	for (struct tnd_arena *ar = tnd_d.arenas; ar; ar = ar->next) {
+		tn_arena_stats before, after;
+		if (!tnd_arena_intact(ar) || tn_arena_stat(ar->a, &before))
+			continue;
+		int n = tn_arena_reclaim_dead(ar->a);
+		if (n > 0 && !tn_arena_stat(ar->a, &after)) {
+			tnd_d.reclaimed_slots += (uint64_t)n;
+			tnd_info("arena %s: reclaimed %d slots of dead processes (%" PRIu64
+				 " bytes freed)", ar->name, n,
+				 after.free_bytes - before.free_bytes);
+		}
+	}
+}
+
+/* Forget every connection's record of an arena (it is being destroyed). */
+void tnd_forget_arena(struct tnd_arena *ar)
+{
+	for (struct tnd_client *c = tnd_d.clients; c; c = c->next)
+		for (size_t i = 0; i < c->nslots;)
+			if (c->slots[i].arena == ar)
+				tnd_slot_drop(c, &c->slots[i]);
+			else
+				i++;
+	for (struct pending **pp = &pending_list; *pp;) {
+		if ((*pp)->arena == ar) {
+			struct pending *p = *pp;
+			*pp = p->next;
+			free(p);
+		} else {
+			pp = &(*pp)->next;
+		}
+	}
+}
