@@ -82,15 +82,16 @@ void tn__backend_provide_client(const struct tn__client_api *client)
 
 /* ---- loading ---------------------------------------------------------------------------- */
 
-/* The device types whose backend is a library: its soname, the variable that names its file
- * instead, and whether this build made it. */
+/* The device types whose backend is a library: its name in messages, its soname, the variable
+ * that names its file instead, and whether this build made it. */
 static const struct loadable {
 	enum tn_device_type type;
+	const char *name;
 	const char *soname;
 	const char *env;
 	bool built;
 } loadables[] = {
-	{ TN_DEVICE_CUDA, TN_CUDA_SONAME, "TN_CUDA_LIBRARY",
+	{ TN_DEVICE_CUDA, "CUDA", TN_CUDA_SONAME, "TN_CUDA_LIBRARY",
 #ifdef TN_HAVE_CUDA
 	  true
 #else
@@ -129,14 +130,14 @@ static void *open_library(const char *file, char *why, size_t len)
 static void load(const struct loadable *l)
 {
 	char *why = missing[l->type];
-	const char *type = tn_device_type_name(l->type);
+	const char *type = l->name;
 	const struct tn__device_ops *ops = NULL;
 	void *h = NULL;
 
 	why[0] = '\0';
 	if (!l->built) {
 		snprintf(why, sizeof(missing[0]), "libtensor was built without %s (configure "
-			 "--with-%s)", type, type);
+			 "--with-%s)", type, tn_device_type_name(l->type));
 		return;
 	}
 	char loaded[4096];
@@ -175,7 +176,7 @@ static void load(const struct loadable *l)
 			 tn_last_error());
 	} else if (ops->type != l->type) {
 		snprintf(why, sizeof(missing[0]), "%.900s serves %s, not %s", loaded,
-			 tn_device_type_name(ops->type), type);
+			 tn_device_type_name(ops->type), tn_device_type_name(l->type));
 	} else if (tn__device_register(ops) < 0) {
 		snprintf(why, sizeof(missing[0]), "%.1000s", tn_last_error());
 	} else {
@@ -189,7 +190,8 @@ int tn__device_missing(enum tn_device_type type, const char *fn)
 	const struct tn__device_ops *ops;
 	if (tn__device_get(type, &ops, fn) == 0)
 		return tn__error(TN_ENODEV, "%s: the %s backend '%s' has no such function", fn,
-				 tn_device_type_name(type), ops->name);
+				 loadable_of(type) ? loadable_of(type)->name : tn_device_type_name(type),
+				 ops->name);
 	return tn__last_error_code();
 }
 

@@ -14,7 +14,7 @@ static const struct tn__cuda_api *cuda(const char *fn)
 	if (tn__device_get(TN_DEVICE_CUDA, &ops, fn) < 0)
 		return NULL;
 	if (!ops->api)
-		tn__error(TN_ENODEV, "%s: the cuda backend '%s' has no tn_cuda_* functions", fn,
+		tn__error(TN_ENODEV, "%s: the CUDA backend '%s' has no tn_cuda_* functions", fn,
 			  ops->name);
 	return ops->api;
 }

@@ -413,7 +413,7 @@ START_TEST(test_public_functions_without_api)
 	int dev;
 	ck_assert_int_eq(tn_cuda_device_count(), 0);
 	ck_assert_tn_error(tn_cuda_current_device(&dev), TN_ENODEV,
-			   "tn_cuda_current_device: the cuda backend 'fake-1' has no such function");
+			   "tn_cuda_current_device: the CUDA backend 'fake-1' has no such function");
 	ck_assert(!tn_cuda_is_pinned(&dev, 1));
 }
 END_TEST

@@ -168,8 +168,8 @@ START_TEST(test_devices)
 	if (!tn_cuda_caching_allocator()) {
 		ck_assert_int_eq(tn_storage_new(cuda, 8, &s), TN_ENODEV);
 		ck_assert_msg(strncmp(tn_last_error(), "tn_storage_new: libtensor was built without "
-					"cuda (configure --with-cuda)", 72) == 0 ||
-				      strncmp(tn_last_error(), "tn_storage_new: the cuda backend could "
+					"CUDA (configure --with-cuda)", 72) == 0 ||
+				      strncmp(tn_last_error(), "tn_storage_new: the CUDA backend could "
 					      "not be loaded: ", 54) == 0,
 			      "%s", tn_last_error());
 	} else if (tn_cuda_device_count() == 0)
