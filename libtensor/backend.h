@@ -114,13 +114,13 @@ static inline int tn__device_of(const tn_tensor *t, const struct tn__device_ops 
 }
 
 /* Run @family of the built iterator @it on the backend of dispatch key @key (dispatch keys
- * follow the device types). */
+ * follow the device types); @who names the operator if the backend is missing. */
 static inline int tn__device_run(enum tn_dispatch_key key, const struct tn_iter *it,
 				 enum tn__kernel_family family, int op, const void *arg,
-				 enum tn_dtype compute, double divisor)
+				 enum tn_dtype compute, double divisor, const char *who)
 {
 	const struct tn__device_ops *dev;
-	int rc = tn__device_get((enum tn_device_type)key, &dev, "kernel");
+	int rc = tn__device_get((enum tn_device_type)key, &dev, who);
 	return rc < 0 ? rc : dev->run(it, family, op, arg, compute, divisor);
 }
 

@@ -218,8 +218,8 @@ static int binary_impl(bool cmp, int op, tn_tensor *out, const tn_tensor *a, con
 	if ((rc = binary_setup(cmp, op, ct, it.ops[1].dtype, it.ops[2].dtype, alpha, &c)) < 0)
 		goto out;
 	if (tn__key_on_backend(key) && it.numel > 0) {
-		rc = cmp ? tn__device_run(key, &it, TN_KERNEL_COMPARE, op, NULL, ct, 1.0)
-			 : tn__device_run(key, &it, TN_KERNEL_BINARY, op, &c.alpha, ct, 1.0);
+		rc = cmp ? tn__device_run(key, &it, TN_KERNEL_COMPARE, op, NULL, ct, 1.0, who)
+			 : tn__device_run(key, &it, TN_KERNEL_BINARY, op, &c.alpha, ct, 1.0, who);
 		if (rc < 0)
 			goto out;
 	} else if (key == TN_KEY_CPU && it.numel > 0) {

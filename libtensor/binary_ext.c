@@ -322,8 +322,9 @@ static int ext(int x, tn_tensor *out, const tn_tensor *a, const tn_scalar *a_sca
 		if (it.numel > 0 && tn__key_on_backend(key)) {
 			static const struct tn__alpha one = { 1.0, 1, true };
 			rc = kop < 0 ? tn__device_run(key, &it, TN_KERNEL_BINARY, TN_BINOP_DIV, &one,
-						      ct, 1.0)
-				     : tn__device_run(key, &it, TN_KERNEL_BINARY2, kop, NULL, ct, 1.0);
+						      ct, 1.0, d->name)
+				     : tn__device_run(key, &it, TN_KERNEL_BINARY2, kop, NULL, ct, 1.0,
+						      d->name);
 		} else if (it.numel > 0) {
 			struct ext_ctx c = { .kop = kop, .ct = ct };
 			if (kop < 0)

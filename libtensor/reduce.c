@@ -567,7 +567,8 @@ static int device_reduce(enum tn_dispatch_key key, enum kind k, tn_tensor *view,
 	if ((rc = tn__iter_build(&it, &cfg, who)) < 0)
 		return rc;
 	double divisor = k == K_MEAN && view->numel > 0 ? (double)(in->numel / view->numel) : 1.0;
-	rc = tn__device_run(key, &it, TN_KERNEL_REDUCE, kinds[k].op, NULL, acc_dt, divisor);
+	rc = tn__device_run(key, &it, TN_KERNEL_REDUCE, kinds[k].op, NULL, acc_dt, divisor,
+			    who);
 	tn__iter_release(&it);
 	return rc;
 }

@@ -118,7 +118,7 @@ static int unary_impl(int op, tn_tensor *out, const tn_tensor *a, enum tn_dispat
 		goto out;
 	}
 	if (tn__key_on_backend(key)) {
-		rc = tn__device_run(key, &it, TN_KERNEL_UNARY, op, NULL, ct, 1.0);
+		rc = tn__device_run(key, &it, TN_KERNEL_UNARY, op, NULL, ct, 1.0, who);
 	} else if (key == TN_KEY_CPU) {
 		struct un_ctx c = { (tn__unary_fn)tn__stub_get(&tn__unary_stub), op, ct };
 		tn__chunked_for_each(&it, (const enum tn_dtype[]){ ct, ct }, unary_row, &c);
@@ -249,7 +249,8 @@ static int predicate(int op, tn_tensor *out, const tn_tensor *a, enum tn_dispatc
 	if ((rc = tn__iter_build(&it, &cfg, pred_names[op])) < 0)
 		return rc;
 	if (tn__key_on_backend(key)) {
-		rc = tn__device_run(key, &it, TN_KERNEL_PRED, op, NULL, it.ops[1].dtype, 1.0);
+		rc = tn__device_run(key, &it, TN_KERNEL_PRED, op, NULL, it.ops[1].dtype, 1.0,
+				    pred_names[op]);
 	} else if (key == TN_KEY_CPU) {
 		struct pred_ctx c = { (tn__pred_fn)tn__stub_get(&tn__pred_stub), op,
 				      it.ops[1].dtype };

@@ -115,7 +115,7 @@ static int where_impl(tn_tensor *out, const tn_tensor *cond, const tn_tensor *a,
 		goto out;
 	}
 	if (tn__key_on_backend(key)) {
-		rc = tn__device_run(key, &it, TN_KERNEL_WHERE, 0, NULL, rt, 1.0);
+		rc = tn__device_run(key, &it, TN_KERNEL_WHERE, 0, NULL, rt, 1.0, "where");
 	} else if (key == TN_KEY_CPU) {
 		struct where_ctx c = { (tn__where_fn)tn__stub_get(&tn__where_stub),
 				       tn__itemsize(rt) };

@@ -186,6 +186,25 @@ START_TEST(test_devices)
 			   "tn_storage_new: NULL ret_storage");
 	ck_assert_int_ge(tn_cuda_device_count(), 0);
 }
+	/* A CUDA storage the caller vouches for (a blob) on a machine without a GPU, or without
+	 * the backend: operators on it reach the CUDA kernels, which refuse with TN_ENODEV
+	 * naming the operator, and nothing touches the bytes. */
+	if (tn_cuda_device_count() == 0) {
+		float fake_dev[4] = { 1, 2, 3, 4 };
+		int64_t four = 4;
+		tn_tensor *t = NULL, *r = NULL;
+		ck_assert_tn_ok(tn_storage_from_blob(cuda, fake_dev, sizeof(fake_dev), NULL, NULL, &s));
+		ck_assert_tn_ok(tn_tensor_new(s, 0, 1, &four, NULL, TN_FLOAT32, &t));
+		tn_storage_unref(s);
+		ck_assert_int_eq(tn_add(t, t, tn_scalar_int(1), &r), TN_ENODEV);
+		ck_assert_msg(strstr(tn_last_error(), "no CUDA GPUs are available") ||
+				      strncmp(tn_last_error(), "add: ", 5) == 0,
+			      "%s", tn_last_error());
+		ck_assert_ptr_null(r);
+		ck_assert_int_eq(tn_neg_(t), TN_ENODEV);
+		ck_assert_float_eq(fake_dev[3], 4);
+		tn_tensor_unref(t);
+	}
 END_TEST
 
 START_TEST(test_bad_handles)
