@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Storages: strong and weak counts, blobs and deleters, resizing, devices, bad handles. */
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <string.h>
 
@@ -185,7 +189,6 @@ START_TEST(test_devices)
 	ck_assert_tn_error(tn_storage_new(cpu, 8, NULL), TN_EINVAL,
 			   "tn_storage_new: NULL ret_storage");
 	ck_assert_int_ge(tn_cuda_device_count(), 0);
-}
 	/* A CUDA storage the caller vouches for (a blob) on a machine without a GPU, or without
 	 * the backend: operators on it reach the CUDA kernels, which refuse with TN_ENODEV
 	 * naming the operator, and nothing touches the bytes. */
@@ -197,14 +200,17 @@ START_TEST(test_devices)
 		ck_assert_tn_ok(tn_tensor_new(s, 0, 1, &four, NULL, TN_FLOAT32, &t));
 		tn_storage_unref(s);
 		ck_assert_int_eq(tn_add(t, t, tn_scalar_int(1), &r), TN_ENODEV);
-		ck_assert_msg(strstr(tn_last_error(), "no CUDA GPUs are available") ||
-				      strncmp(tn_last_error(), "add: ", 5) == 0,
-			      "%s", tn_last_error());
 		ck_assert_ptr_null(r);
+		/* In place nothing is allocated: the kernel itself refuses, naming the operator
+		 * when there is no backend. */
 		ck_assert_int_eq(tn_neg_(t), TN_ENODEV);
+		ck_assert_msg(strstr(tn_last_error(), "no CUDA GPUs are available") ||
+				      strncmp(tn_last_error(), "neg: ", 5) == 0,
+			      "%s", tn_last_error());
 		ck_assert_float_eq(fake_dev[3], 4);
 		tn_tensor_unref(t);
 	}
+}
 END_TEST
 
 START_TEST(test_bad_handles)
@@ -290,6 +296,72 @@ START_TEST(test_threads_share_refcounts)
 }
 END_TEST
 
+/*
+ * The CUDA backend missing or broken: in a process of its own (the registry tries a load once
+ * per process), TN_CUDA_LIBRARY names a file that is not there, then one that is no backend.
+ * Every CUDA call says why with TN_ENODEV, and CPU work goes on. Writes the first failure
+ * to @fd and exits 0 when all held.
+ */
+static void missing_backend_child(const char *library, int fd)
+{
+	int64_t four = 4;
+	tn_tensor *t = NULL, *c = NULL;
+	setenv("TN_CUDA_LIBRARY", library, 1);
+	int dev;
+	const int r1 = tn_cuda_current_device(&dev);
+	char why[1024];
+	snprintf(why, sizeof(why), "%s", tn_last_error());
+	const int r2 = tn_zeros(1, &four, TN_FLOAT32, TN_CUDA(0), &t);
+	const int n = tn_cuda_device_count();
+	const int r3 = tn_zeros(1, &four, TN_FLOAT32, TN_CPU, &c);
+	tn_tensor *d = NULL;
+	const int r4 = r3 < 0 ? r3 : tn_add(c, c, tn_scalar_int(1), &d);
+	char msg[1200];
+	if (r1 != TN_ENODEV || r2 != TN_ENODEV || n != 0 || r3 < 0 || r4 < 0)
+		snprintf(msg, sizeof(msg), "%d %d %d %d %d: %s", r1, r2, n, r3, r4, why);
+	else
+		snprintf(msg, sizeof(msg), "%s", why);
+	(void)!write(fd, msg, strlen(msg));
+	_exit(0);
+}
+
+static void expect_missing(const char *library, const char *want1, const char *want2)
+{
+	int p[2];
+	char got[1300] = { 0 };
+	ck_assert_int_eq(pipe(p), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(p[0]);
+		missing_backend_child(library, p[1]);
+	}
+	close(p[1]);
+	ssize_t n = read(p[0], got, sizeof(got) - 1);
+	close(p[0]);
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ck_assert_int_gt(n, 0);
+	ck_assert_msg(strstr(got, want1) || (want2 && strstr(got, want2)), "%s", got);
+}
+
+START_TEST(test_missing_backend)
+{
+	/* A build without CUDA says so whatever the variable names; a CUDA build names the file
+	 * and the loader's error. */
+	expect_missing("/nonexistent/libtensor-cuda.so",
+		       "tn_cuda_current_device: libtensor was built without CUDA (configure "
+		       "--with-cuda)",
+		       "tn_cuda_current_device: the CUDA backend could not be loaded: "
+		       "/nonexistent/libtensor-cuda.so: cannot open shared object file");
+	expect_missing("libm.so.6",
+		       "tn_cuda_current_device: libtensor was built without CUDA",
+		       "tn_cuda_current_device: libm.so.6 is not a libtensor backend (no "
+		       "tn_backend_init)");
+}
+END_TEST
+
 static Suite *storage_suite(void)
 {
 	Suite *s = suite_create("storage");
@@ -299,6 +371,7 @@ static Suite *storage_suite(void)
 	tcase_add_test(tc, test_from_blob_deleter);
 	tcase_add_test(tc, test_resize);
 	tcase_add_test(tc, test_devices);
+	tcase_add_test(tc, test_missing_backend);
 	tcase_add_test(tc, test_bad_handles);
 	tcase_add_test(tc, test_threads_share_refcounts);
 	suite_add_tcase(s, tc);
