@@ -574,21 +574,7 @@ static void local_remove(tn_arena *a, struct local_hold *rec)
 	a->holds_count--;
 }
 
-static bool storage_dead(tn_storage *s)
-{
-	return s && atomic_load_explicit(&s->refcount, memory_order_acquire) == 0;
-}
-
-/* Forget weak references to storages that are gone (under local_lock). */
-void tn__local_prune(struct local_hold *rec)
-{
-	if (storage_dead(rec->weak_rw))
-		rec->weak_rw = tn_storage_weak_unref(rec->weak_rw);
-	if (storage_dead(rec->weak_ro))
-		rec->weak_ro = tn_storage_weak_unref(rec->weak_ro);
-}
-
-int tn__local_release(tn_arena *a, uint64_t block)
+int tn__arena_release(tn_arena *a, uint64_t block)
 {
 	int r = 0;
 	bool last = false;
@@ -604,11 +590,9 @@ int tn__local_release(tn_arena *a, uint64_t block)
 				 " is not a block this process holds", a->path, block);
 	}
 	if (--rec->holds > 0) {
-		tn__local_prune(rec);
 		pthread_mutex_unlock(&a->local_lock);
 		return 0;
 	}
-	tn_storage *w[2] = { rec->weak_rw, rec->weak_ro };
 	local_remove(a, rec);
 	last = true;
 	if (a->read_only) {
@@ -629,8 +613,6 @@ int tn__local_release(tn_arena *a, uint64_t block)
 		tn__arena_unlock(a);
 	}
 	pthread_mutex_unlock(&a->local_lock);
-	tn_storage_weak_unref(w[0]);
-	tn_storage_weak_unref(w[1]);
 	if (last)
 		tn_arena_unref(a);
 	return r;
@@ -793,9 +775,9 @@ static int heap_alloc_locked(tn_arena *a, size_t nbytes, uint64_t need, uint64_t
 	return r;
 }
 
-/* A block for a storage: recorded in the process's holds table (so that lookups of it, once
- * published, share the hold) and keeping the handle alive. */
-static int storage_alloc(tn_arena *a, size_t nbytes, void **ret_ptr)
+/* A block for the layer above's storage: counted as one use in the process's holds table (so
+ * that holds of it, once published, share its hold bit) and keeping the handle alive. */
+int tn__arena_alloc_held(tn_arena *a, size_t nbytes, void **ret_ptr)
 {
 	static const char fn[] = "tn_arena_allocator";
 	uint64_t need = 0, align = 0, off = 0;
@@ -823,19 +805,23 @@ static int storage_alloc(tn_arena *a, size_t nbytes, void **ret_ptr)
 	return 0;
 }
 
-/* The block under a pointer into either mapping, or 0. */
-uint64_t tn__block_of(const tn_arena *a, const void *ptr)
+uint64_t tn__arena_block_of(const tn_arena *a, const void *ptr, bool *ret_ro)
 {
 	const uint8_t *p = ptr;
 	uint64_t off;
-	if (p >= a->base && p < a->base + a->size)
+	bool ro = false;
+	if (p >= a->base && p < a->base + a->size) {
 		off = (uint64_t)(p - a->base);
-	else if (a->ro && p >= a->ro && p < a->ro + a->size)
+	} else if (a->ro && p >= a->ro && p < a->ro + a->size) {
 		off = (uint64_t)(p - a->ro);
-	else
+		ro = true;
+	} else {
 		return 0;
+	}
 	if (off < a->data_off + BLOCK_HDR || off % TN_ARENA_ALIGNMENT)
 		return 0;
+	if (ret_ro)
+		*ret_ro = ro;
 	return off - BLOCK_HDR;
 }
 
@@ -1068,7 +1054,7 @@ TN_EXPORT int tn_arena_free(tn_arena *a, void *ptr)
 
 	if (a->read_only)
 		return tn__read_only_error(a, fn);
-	off = tn__block_of(a, ptr);
+	off = tn__arena_block_of(a, ptr, NULL);
 	struct block *b = tn__block_at(a, off);
 	if (!off || (const uint8_t *)ptr != a->base + off + BLOCK_HDR || !tn__block_sane(a, off) ||
 	    tn__block_magic(b) != BLOCK_MAGIC_USED || !tn__hold_has(b, a->slot))
@@ -1103,63 +1089,6 @@ TN_EXPORT int64_t tn_arena_trim(tn_arena *a)
 	if (!tc || atomic_load_explicit(&tc->arena, memory_order_relaxed) != a)
 		return 0;
 	return (int64_t)tcache_release(tc);
-}
-
-static void *allocator_alloc(void *ctx, size_t nbytes)
-{
-	void *p = NULL;
-	return storage_alloc(ctx, nbytes, &p) ? NULL : p;
-}
-
-static void allocator_free(void *ctx, void *ptr, size_t nbytes)
-{
-	(void)nbytes;
-	tn_arena *a = ctx;
-	tn__local_release(a, tn__block_of(a, ptr));
-}
-
-TN_EXPORT const tn_allocator *tn_arena_allocator(tn_arena *a)
-{
-	return tn__arena_ok(a) ? &a->allocator : NULL;
-}
-
-/* The thread's current arena; the key's destructor drops the reference at thread exit. */
-static pthread_key_t current_key;
-static pthread_once_t current_once = PTHREAD_ONCE_INIT;
-
-static void current_dtor(void *p)
-{
-	tn_arena_unref(p);
-}
-
-static void current_init(void)
-{
-	pthread_key_create(&current_key, current_dtor);
-}
-
-TN_EXPORT int tn_arena_use(tn_arena *a)
-{
-	if (a && !tn__arena_ok(a))
-		return tn__error(TN_EBADF, "tn_arena_use: not an arena handle of this process");
-	if (a && a->read_only)
-		return tn__read_only_error(a, "tn_arena_use");
-	pthread_once(&current_once, current_init);
-	tn_arena *old = pthread_getspecific(current_key);
-	if (old == a)
-		return 0;
-	if (pthread_setspecific(current_key, a ? tn_arena_ref(a) : NULL)) {
-		tn_arena_unref(a);
-		return tn__error(TN_ENOMEM, "tn_arena_use: out of memory");
-	}
-	tn__allocator_set_thread(a ? &a->allocator : NULL);
-	tn_arena_unref(old);
-	return 0;
-}
-
-TN_EXPORT tn_arena *tn_arena_current(void)
-{
-	pthread_once(&current_once, current_init);
-	return pthread_getspecific(current_key);
 }
 
 /* ---- creating, attaching, detaching ------------------------------------------------------------ */
@@ -1460,6 +1389,25 @@ int tn__arena_mapping(const tn_arena *a, struct tn__arena_mapping *ret)
 	return 0;
 }
 
+bool tn__arena_live(const tn_arena *a)
+{
+	return tn__arena_ok(a);
+}
+
+int tn__arena_check(const tn_arena *a, bool write, const char *fn)
+{
+	if (!tn__arena_ok(a))
+		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
+	if (write && a->read_only)
+		return tn__read_only_error(a, fn);
+	return 0;
+}
+
+void *tn__arena_upper(tn_arena *a)
+{
+	return a->upper;
+}
+
 static void destroy_handle(tn_arena *a)
 {
 	tcache_forget(a);
@@ -1512,8 +1460,6 @@ static tn_arena *new_handle(void)
 	a->slot = -1;
 	atomic_init(&a->refcount, 1);
 	pthread_mutex_init(&a->local_lock, NULL);
-	a->allocator = (tn_allocator){ .name = "arena", .ctx = a, .alloc = allocator_alloc,
-				       .free = allocator_free };
 	return a;
 }
 
@@ -1948,7 +1894,7 @@ TN_EXPORT int tn_arena_place(tn_arena *a, void *ptr, enum tn_numa_policy policy,
 		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
 	if (a->read_only)
 		return tn__read_only_error(a, fn);
-	uint64_t off = tn__block_of(a, ptr);
+	uint64_t off = tn__arena_block_of(a, ptr, NULL);
 	if (!off || !tn__block_sane(a, off) ||
 	    tn__block_magic(tn__block_at(a, off)) != BLOCK_MAGIC_USED)
 		return tn__error(TN_EBADF, "%s: %p is not an allocated block of arena %s", fn, ptr,

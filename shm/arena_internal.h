@@ -21,10 +21,12 @@
 #include <inttypes.h>
 #include <stdint.h>
 
-#include "../libtensor/internal.h"
+#include <tensor/arena.h>
+
+#include "../base/base.h"
+#include "../numa/numa_internal.h"
 #include "arena_remote.h"
 #include "shm.h"
-#include <tensor/arena.h>
 
 #define ARENA_MAGIC UINT64_C(0x31414e4552414e54) /* "TNARENA1", little endian */
 #define ARENA_VERSION 1u
@@ -154,13 +156,12 @@ struct dir_entry {
 };
 _Static_assert(sizeof(struct dir_entry) == 576, "a directory entry is 576 bytes");
 
-/* The process's view of one block it holds: how many of its storages (and raw allocations)
- * use it, and weak references to its storages so that a second lookup reuses them. */
+/* The process's view of one block it holds: how many uses the layer above counted on it
+ * (tn__arena_alloc_held, tn__arena_hold). The first takes the block's hold bit for this
+ * process's slot and an arena reference; the last gives both back. */
 struct local_hold {
 	uint64_t block; /* 0: empty slot */
 	int64_t holds;
-	tn_storage *weak_rw;
-	tn_storage *weak_ro;
 };
 
 #define TN_MAGIC_ARENA 0x4152454eu /* "AREN" */
@@ -186,7 +187,8 @@ struct tn_arena {
 	uint64_t clients_off, dir_off, data_off, data_size, page_size, max_names;
 	uint32_t max_clients, dir_slots;
 	struct arena_header *hdr;
-	tn_allocator allocator;
+	/* The layer above's bytes (tn__arena_upper): its allocator adapter. */
+	alignas(16) unsigned char upper[TN__ARENA_UPPER_BYTES];
 	pthread_mutex_t local_lock; /* guards the holds table */
 	struct local_hold *holds;
 	size_t holds_cap, holds_count;
@@ -227,22 +229,16 @@ static inline uint32_t tn__block_magic(const struct block *b)
 /* Free a used block that nobody holds or names (under the lock, inside a change). */
 int tn__heap_free_block(tn_arena *a, uint64_t off);
 /* Set or clear @slot's bit in the block's holders (under the lock, inside a change). */
-/* The block under a pointer into either mapping, or 0. */
-uint64_t tn__block_of(const tn_arena *a, const void *ptr);
 void tn__hold_set(tn_arena *a, struct block *b, int slot, bool on);
 bool tn__hold_has(const struct block *b, int slot);
 bool tn__holds_none(const struct block *b);
 /* Whether a slot other than this process's holds @b. */
 bool tn__held_by_others(const tn_arena *a, const struct block *b);
-/* Register one more local use of @block; takes a hold (and an arena reference) on 0 -> 1.
- * Called with local_lock held. Returns the record or NULL on ENOMEM. */
+/* The process's record of @block, or NULL; a new record (no uses yet), or NULL on ENOMEM;
+ * room for one more record, or TN_ENOMEM with the message set. Called with local_lock held. */
 struct local_hold *tn__local_find(tn_arena *a, uint64_t block);
 struct local_hold *tn__local_insert(tn_arena *a, uint64_t block);
 int tn__local_reserve(tn_arena *a);
-void tn__local_prune(struct local_hold *rec);
-/* Drop one local use of @block: on 1 -> 0 the shared hold is dropped (and the block freed
- * when unheld and unnamed) and the arena reference released. */
-int tn__local_release(tn_arena *a, uint64_t block);
 struct client_rec *tn__client_at(const tn_arena *a, int slot);
 bool tn__client_alive(const struct client_rec *c);
 uint64_t tn__proc_start_time(int64_t pid);
