@@ -20,7 +20,7 @@
 #include "internal.h"
 #include "../shm/shm.h"
 
-/* ---- this process's storages over arena blocks ------------------------------------------------ */
+/* ---- this process's storages over arena blocks ----------------------------------------------- */
 
 /* Weak references to the storages over one block of one arena handle. */
 struct kept {
@@ -211,7 +211,7 @@ static int storage_for(tn_arena *a, const struct tn__arena_held *h, const char *
 	return 0;
 }
 
-/* ---- the directory, in tensors ------------------------------------------------------------------ */
+/* ---- the directory, in tensors --------------------------------------------------------------- */
 
 TN_EXPORT int tn_arena_publish(tn_arena *a, const char *name, const tn_tensor *t, unsigned flags,
 			       tn_arena_handle *ret_handle)
@@ -344,7 +344,7 @@ TN_EXPORT int tn_arena_seal(tn_arena *a, const char *name)
 	return 0;
 }
 
-/* ---- the allocator adapter and the thread's arena ---------------------------------------------- */
+/* ---- the allocator adapter and the thread's arena -------------------------------------------- */
 
 /* The adapter lives in the bytes each arena handle keeps for this layer, so that it lasts as
  * long as the handle, which every storage it allocated keeps alive. */
