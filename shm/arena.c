@@ -824,10 +824,9 @@ TN_EXPORT int tn_arena_slot(const tn_arena *a)
 TN_EXPORT int tn_arena_place(tn_arena *a, void *ptr, enum tn_numa_policy policy, uint64_t nodes)
 {
 	static const char fn[] = "tn_arena_place";
-	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
-	if (a->read_only)
-		return tn__read_only_error(a, fn);
+	int r = tn__arena_check(a, true, fn);
+	if (r)
+		return r;
 	uint64_t off = tn__arena_block_of(a, ptr, NULL);
 	if (!off || !tn__block_sane(a, off) ||
 	    tn__block_magic(tn__block_at(a, off)) != BLOCK_MAGIC_USED)
@@ -845,7 +844,7 @@ TN_EXPORT int tn_arena_place(tn_arena *a, void *ptr, enum tn_numa_policy policy,
 		return tn__error(TN_EINVAL, "%s: the block at %p (%" PRIu64 " bytes) shares pages "
 				 "with other blocks; blocks of 64 KiB or more can be placed", fn, ptr,
 				 len);
-	int r = tn__numa_apply(a->base + start, len, (int)policy, nodes, true);
+	r = tn__numa_apply(a->base + start, len, (int)policy, nodes, true);
 	if (r == -EINVAL)
 		return tn__error(TN_EINVAL, "%s: policy %d needs a non-empty node mask", fn,
 				 (int)policy);

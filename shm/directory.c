@@ -520,10 +520,8 @@ int tn__arena_hold_for(tn_arena *a, int slot, const char *name, const tn_arena_h
 	static const char fn[] = "tn__arena_hold_for";
 	size_t len = 0;
 	int r;
-	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
-	if (a->read_only)
-		return tn__read_only_error(a, fn);
+	if ((r = tn__arena_check(a, true, fn)))
+		return r;
 	if (!ret || (!name && !handle))
 		return tn__error(TN_EINVAL, "%s: NULL %s", fn, ret ? "name and handle" : "ret");
 	if (slot < 0 || slot >= (int)a->max_clients)

@@ -260,10 +260,9 @@ TN_EXPORT int tn_arena_free(tn_arena *a, void *ptr)
 
 TN_EXPORT int64_t tn_arena_trim(tn_arena *a)
 {
-	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "tn_arena_trim: not an arena handle of this process");
-	if (a->read_only)
-		return tn__read_only_error(a, "tn_arena_trim");
+	int r = tn__arena_check(a, true, "tn_arena_trim");
+	if (r)
+		return r;
 	struct tcache *tc = tls_tcache;
 	if (!tc || atomic_load_explicit(&tc->arena, memory_order_relaxed) != a)
 		return 0;
