@@ -181,10 +181,4 @@ void tn__format_device(char *buf, size_t size, tn_device device);
 /* PyTorch's is_non_overlapping_and_dense: some permutation of the dims is contiguous. */
 bool tn__is_non_overlapping_and_dense(const tn_tensor *t);
 
-/* What is wrong with a tensor's geometry (dtype, ndim up to TN_ARENA_MAX_DIMS, sizes, strides,
- * storage offset) against @payload bytes of storage, or NULL (shm/directory.c; also checks
- * the views of shared CUDA storages). */
-const char *tn__extent_problem(uint32_t dtype, uint32_t ndim, const int64_t *sizes,
-			       const int64_t *strides, int64_t storage_offset, uint64_t payload);
-
 #endif /* TN_INTERNAL_H */

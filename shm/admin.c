@@ -70,17 +70,15 @@ int tn__reclaim_locked(tn_arena *a, int slot)
 
 TN_EXPORT int tn_arena_reclaim(tn_arena *a, int slot)
 {
-	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "tn_arena_reclaim: not an arena handle of this process");
-	if (a->read_only)
-		return tn__read_only_error(a, "tn_arena_reclaim");
+	int r = tn__arena_check(a, true, "tn_arena_reclaim");
+	if (r)
+		return r;
 	if (slot < 0 || slot >= (int)a->max_clients)
 		return tn__error(TN_EINVAL, "tn_arena_reclaim: slot %d outside [0, %u)", slot,
 				 a->max_clients);
 	if (slot == a->slot)
 		return tn__error(TN_EINVAL, "tn_arena_reclaim: slot %d is the caller's own", slot);
-	int r = tn__arena_lock(a);
-	if (r)
+	if ((r = tn__arena_lock(a)))
 		return r;
 	struct client_rec *c = tn__client_at(a, slot);
 	if (tn__client_alive(c)) {
@@ -95,12 +93,8 @@ TN_EXPORT int tn_arena_reclaim(tn_arena *a, int slot)
 
 TN_EXPORT int tn_arena_reclaim_dead(tn_arena *a)
 {
-	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "tn_arena_reclaim_dead: not an arena handle of this process");
-	if (a->read_only)
-		return tn__read_only_error(a, "tn_arena_reclaim_dead");
-	int r = tn__arena_lock(a), n = 0;
-	if (r)
+	int r = tn__arena_check(a, true, "tn_arena_reclaim_dead"), n = 0;
+	if (r || (r = tn__arena_lock(a)))
 		return r;
 	for (int i = 0; i < (int)a->max_clients; i++) {
 		struct client_rec *c = tn__client_at(a, i);

@@ -1,33 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Arenas: creating, attaching and detaching, the robust lock and its undo log, and the heap.
+ * Arena files and handles: naming, creating and formatting the file, mapping it (read-write,
+ * and read-only for sealed tensors), validating its header, attaching and detaching handles,
+ * the observers told before a handle's mappings go, fork(), and NUMA placement of blocks.
  *
- * Crash safety rests on two things. The lock is a process-shared robust mutex: when its holder
- * dies, the next process to lock it is told so (EOWNERDEAD). And every word of metadata a
- * change writes goes through tn__tx_set, which first appends the word's old value to the
- * undo log in the header; tn__tx_commit empties the log. A process killed at any instruction
- * inside a change leaves the log describing exactly what it overwrote, and the next lock
- * holder writes the old values back in reverse order before it goes on, so every change is
- * all or nothing. Rolling back is idempotent, so a process killed while rolling back is no
- * problem either.
- *
- * The heap is a two-level segregated fit allocator (TLSF: Masmano et al., 2004) over blocks
- * with boundary tags: constant-time search through two bitmap levels, immediate coalescing,
- * so no two free blocks are ever adjacent.
+ * The lock and its undo log are in txn.c, the heap in heap.c, holds and client slots in
+ * holds.c, raw blocks and the per-thread cache in tcache.c, the directory in directory.c,
+ * statistics and fsck in admin.c, tensord's side in remote.c.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#ifdef __SANITIZE_THREAD__
-#include <sanitizer/tsan_interface.h>
-#endif
-#include <assert.h>
 #include <inttypes.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <mntent.h>
-#include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,1124 +32,6 @@
 #ifndef TMPFS_MAGIC
 #define TMPFS_MAGIC 0x01021994
 #endif
-
-static uint64_t round_up(uint64_t x, uint64_t to)
-{
-	return (x + to - 1) / to * to;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* ---- the lock and the undo log --------------------------------------------------------------- */
-
-/* Crash testing: when non-zero, counts down at the two points of every logged write (just
- * before and just after the word changes) and kills the process at zero. */
-int tn__arena_crash_countdown;
-
-static void rollback(tn_arena *a)
-{
-	struct arena_header *h = a->hdr;
-	uint64_t n = atomic_load_explicit(&h->undo_count, memory_order_acquire);
-
-	if (n > UNDO_MAX)
-		n = UNDO_MAX; /* a damaged count: undo what the log can hold */
-	for (uint64_t i = n; i-- > 0;) {
-		uint64_t off = h->undo[i].off;
-		/* Only words of the header's mutable part or of the data region: anything else is
-		 * damage, and writing there would spread it. */
-		bool in_header = off >= offsetof(struct arena_header, fl_bitmap) &&
-				 off <= offsetof(struct arena_header, undo_count) - 8;
-		bool in_rest = off >= a->clients_off && off <= a->size - 8;
-		if (off % 8 || !(in_header || in_rest))
-			continue;
-		*(uint64_t *)(a->base + off) = h->undo[i].old;
-	}
-	atomic_store_explicit(&h->undo_count, 0, memory_order_release);
-}
-
-/* Milliseconds this thread waits for an arena's lock before giving up with TN_EBUSY; 0 waits
- * for ever. tensord's loop sets it: a client that holds the lock (stopped, or hostile) must
- * not freeze the daemon for every other arena. */
-_Thread_local unsigned tn__arena_lock_timeout_ms;
-
-int tn__arena_lock(tn_arena *a)
-{
-	int r;
-	if (TN_LIKELY(!tn__arena_lock_timeout_ms)) {
-		r = pthread_mutex_lock(&a->hdr->lock);
-	} else {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += tn__arena_lock_timeout_ms / 1000;
-		ts.tv_nsec += (long)(tn__arena_lock_timeout_ms % 1000) * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		r = pthread_mutex_timedlock(&a->hdr->lock, &ts);
-#ifdef __SANITIZE_THREAD__
-		/* ThreadSanitizer's pthread_mutex_timedlock records the lock only when it returns
-		 * 0 (its lock and trylock also take EOWNERDEAD): tell it, or it reports our unlock
-		 * of a lock it never saw taken. */
-		if (r == EOWNERDEAD)
-			__tsan_mutex_post_lock(&a->hdr->lock, __tsan_mutex_try_lock, 0);
-#endif
-		if (r == ETIMEDOUT)
-			return tn__error(TN_EBUSY, "arena %s: its lock has been held for over %u ms "
-					 "(by a stopped or stuck process?)", a->path,
-					 tn__arena_lock_timeout_ms);
-	}
-
-	if (TN_LIKELY(r == 0))
-		return 0;
-	if (r == EOWNERDEAD) {
-		/* The previous holder died inside a change: undo it, then the state is as it was
-		 * before that change began. */
-		rollback(a);
-		if (a->hdr->lists_dirty)
-			tn__rebuild_free_lists(a);
-		tn__tx_set(a, &a->hdr->lock_repairs, a->hdr->lock_repairs + 1);
-		tn__tx_commit(a);
-		pthread_mutex_consistent(&a->hdr->lock);
-		return 0;
-	}
-	return tn__error(TN_EIO, "arena %s: its lock is unusable (%s)", a->path, strerror(r));
-}
-
-void tn__arena_unlock(tn_arena *a)
-{
-	pthread_mutex_unlock(&a->hdr->lock);
-}
-
-void tn__tx_set(tn_arena *a, uint64_t *word, uint64_t value)
-{
-	struct arena_header *h = a->hdr;
-	uint64_t n = atomic_load_explicit(&h->undo_count, memory_order_relaxed);
-
-	if (TN_UNLIKELY(n >= UNDO_MAX)) {
-		/* Only a process writing the header behind the lock's back gets here: start the
-		 * log again rather than write past it (the change is then not undoable; fsck
-		 * will find what it left). */
-		n = 0;
-	}
-	h->undo[n].off = (uint64_t)((uint8_t *)word - a->base);
-	h->undo[n].old = *word;
-	/* The record must be in memory before the count that makes it part of the log, and the
-	 * count before the word changes: a process killed between two of these stores leaves
-	 * either no record (and the word unchanged) or a record of the value the word had.
-	 * Release ordering on the count and a release fence after it give both orders. */
-	atomic_store_explicit(&h->undo_count, n + 1, memory_order_release);
-	atomic_thread_fence(memory_order_release);
-	if (TN_UNLIKELY(tn__arena_crash_countdown) && --tn__arena_crash_countdown == 0)
-		raise(SIGKILL);
-	*(volatile uint64_t *)word = value;
-	if (TN_UNLIKELY(tn__arena_crash_countdown) && --tn__arena_crash_countdown == 0)
-		raise(SIGKILL);
-}
-
-void tn__tx_commit(tn_arena *a)
-{
-	/* Release: every write of the change is in memory before the log is emptied. */
-	atomic_store_explicit(&a->hdr->undo_count, 0, memory_order_release);
-}
-
-/* Abandon the current change (on damage found half way): put back what it wrote. */
-static void tx_abort(tn_arena *a)
-{
-	rollback(a);
-}
-
-/* ---- blocks and free lists ------------------------------------------------------------------- */
-
-static uint64_t data_end(const tn_arena *a)
-{
-	return a->data_off + a->data_size;
-}
-
-bool tn__block_ok(const tn_arena *a, uint64_t off)
-{
-	return off >= a->data_off && off % TN_ARENA_ALIGNMENT == 0 &&
-	       off <= data_end(a) - BLOCK_MIN;
-}
-
-/* A block header whose fields agree with the heap's geometry. */
-bool tn__block_sane(const tn_arena *a, uint64_t off)
-{
-	if (!tn__block_ok(a, off))
-		return false;
-	const struct block *b = tn__block_at(a, off);
-	uint32_t m = tn__block_magic(b);
-	return (m == BLOCK_MAGIC_USED || m == BLOCK_MAGIC_FREE) && b->size >= BLOCK_MIN &&
-	       b->size % TN_ARENA_ALIGNMENT == 0 && b->size <= data_end(a) - off &&
-	       b->prev_size <= off - a->data_off;
-}
-
-static struct free_links *links_at(tn_arena *a, uint64_t off)
-{
-	return (struct free_links *)(a->base + off + BLOCK_HDR);
-}
-
-static void mapping(uint64_t size, unsigned *fl, unsigned *sl)
-{
-	unsigned f = 63u - (unsigned)__builtin_clzll(size | 1);
-	if (f >= FL_COUNT)
-		f = FL_COUNT - 1; /* no sane block is this large (arenas stop at 64 TiB) */
-	*fl = f;
-	*sl = (unsigned)(size >> (f - SL_LOG)) & (SL_COUNT - 1);
-}
-
-static void bitmap_set(tn_arena *a, unsigned fl, unsigned sl)
-{
-	struct arena_header *h = a->hdr;
-	if (!(h->sl_bitmap[fl] >> sl & 1))
-		tn__tx_set(a, &h->sl_bitmap[fl], h->sl_bitmap[fl] | UINT64_C(1) << sl);
-	if (!(h->fl_bitmap >> fl & 1))
-		tn__tx_set(a, &h->fl_bitmap, h->fl_bitmap | UINT64_C(1) << fl);
-}
-
-static void insert_free(tn_arena *a, uint64_t off)
-{
-	struct arena_header *h = a->hdr;
-	unsigned fl, sl;
-	mapping(tn__block_at(a, off)->size, &fl, &sl);
-	uint64_t head = h->bins[fl][sl];
-	struct free_links *l = links_at(a, off);
-	tn__tx_set(a, &l->next, head);
-	tn__tx_set(a, &l->prev, 0);
-	if (head)
-		tn__tx_set(a, &links_at(a, head)->prev, off);
-	tn__tx_set(a, &h->bins[fl][sl], off);
-	bitmap_set(a, fl, sl);
-}
-
-void tn__insert_free(tn_arena *a, uint64_t off)
-{
-	insert_free(a, off);
-}
-
-void tn__rebuild_free_lists(tn_arena *a)
-{
-	struct arena_header *h = a->hdr;
-	/* Too many words for the undo log: the dirty flag makes a lock taker whose predecessor
-	 * died during the rebuild do it again. The block headers, the source of truth, are
-	 * only read. */
-	h->lists_dirty = 1;
-	atomic_thread_fence(memory_order_seq_cst);
-	h->fl_bitmap = 0;
-	memset(h->sl_bitmap, 0, sizeof(h->sl_bitmap));
-	memset(h->bins, 0, sizeof(h->bins));
-	for (uint64_t off = a->data_off; off < data_end(a);) {
-		if (!tn__block_sane(a, off))
-			break;
-		struct block *b = tn__block_at(a, off);
-		if (tn__block_magic(b) == BLOCK_MAGIC_FREE) {
-			unsigned fl, sl;
-			mapping(b->size, &fl, &sl);
-			struct free_links *l = links_at(a, off);
-			l->next = h->bins[fl][sl];
-			l->prev = 0;
-			if (l->next)
-				links_at(a, l->next)->prev = off;
-			h->bins[fl][sl] = off;
-			h->sl_bitmap[fl] |= UINT64_C(1) << sl;
-			h->fl_bitmap |= UINT64_C(1) << fl;
-		}
-		off += b->size;
-	}
-	atomic_thread_fence(memory_order_seq_cst);
-	h->lists_dirty = 0;
-}
-
-/* Unlink a free block; false when its links are damaged (nothing written then). */
-static bool remove_free(tn_arena *a, uint64_t off)
-{
-	struct arena_header *h = a->hdr;
-	unsigned fl, sl;
-	mapping(tn__block_at(a, off)->size, &fl, &sl);
-	struct free_links *l = links_at(a, off);
-	uint64_t next = l->next, prev = l->prev;
-	/* The neighbours must link back to us: a damaged link is refused, never followed into
-	 * another block's payload. */
-	if ((next && (!tn__block_ok(a, next) || links_at(a, next)->prev != off)) ||
-	    (prev && (!tn__block_ok(a, prev) || links_at(a, prev)->next != off)) ||
-	    (!prev && h->bins[fl][sl] != off))
-		return false;
-	if (prev)
-		tn__tx_set(a, &links_at(a, prev)->next, next);
-	else
-		tn__tx_set(a, &h->bins[fl][sl], next);
-	if (next)
-		tn__tx_set(a, &links_at(a, next)->prev, prev);
-	if (!h->bins[fl][sl]) {
-		tn__tx_set(a, &h->sl_bitmap[fl], h->sl_bitmap[fl] & ~(UINT64_C(1) << sl));
-		if (!h->sl_bitmap[fl])
-			tn__tx_set(a, &h->fl_bitmap, h->fl_bitmap & ~(UINT64_C(1) << fl));
-	}
-	return true;
-}
-
-/* The first free block of a bin whose every block has at least @size bytes, or 0. */
-static uint64_t find_free(tn_arena *a, uint64_t size)
-{
-	struct arena_header *h = a->hdr;
-	unsigned fl, sl;
-
-	mapping(size, &fl, &sl);
-	/* Round up to the next sub-bin unless @size starts one, so any block found fits. */
-	uint64_t step = UINT64_C(1) << (fl - SL_LOG);
-	if (size & (step - 1)) {
-		size += step;
-		if (63u - (unsigned)__builtin_clzll(size) >= FL_COUNT)
-			return 0;
-		mapping(size, &fl, &sl);
-	}
-	if (fl >= FL_COUNT)
-		return 0;
-	uint64_t sl_map = h->sl_bitmap[fl] & (~UINT64_C(0) << sl) & ((UINT64_C(1) << SL_COUNT) - 1);
-	if (!sl_map) {
-		uint64_t fl_map = fl + 1 < 64 ? h->fl_bitmap & (~UINT64_C(0) << (fl + 1)) : 0;
-		if (!fl_map)
-			return 0;
-		fl = (unsigned)__builtin_ctzll(fl_map);
-		if (fl >= FL_COUNT)
-			return 0;
-		sl_map = h->sl_bitmap[fl] & ((UINT64_C(1) << SL_COUNT) - 1);
-		if (!sl_map)
-			return 0;
-	}
-	sl = (unsigned)__builtin_ctzll(sl_map);
-	return h->bins[fl][sl];
-}
-
-static void write_header(tn_arena *a, uint64_t off, uint32_t magic, uint32_t flags, uint64_t size,
-			 uint64_t prev_size)
-{
-	struct block *b = tn__block_at(a, off);
-	tn__tx_set(a, &b->magic_flags, magic | (uint64_t)flags << 32);
-	tn__tx_set(a, &b->size, size);
-	tn__tx_set(a, &b->prev_size, prev_size);
-}
-
-static void set_next_prev_size(tn_arena *a, uint64_t off, uint64_t size)
-{
-	if (off + size < data_end(a))
-		tn__tx_set(a, &tn__block_at(a, off + size)->prev_size, size);
-}
-
-static void counter_add(tn_arena *a, uint64_t *c, int64_t delta)
-{
-	tn__tx_set(a, c, *c + (uint64_t)delta);
-}
-
-bool tn__hold_has(const struct block *b, int slot)
-{
-	return b->holders[slot / 64] >> (slot % 64) & 1;
-}
-
-bool tn__held_by_others(const tn_arena *a, const struct block *b)
-{
-	for (int i = 0; i < HOLD_WORDS; i++) {
-		uint64_t mine = i == a->slot / 64 ? UINT64_C(1) << (a->slot % 64) : 0;
-		if (b->holders[i] & ~mine)
-			return true;
-	}
-	return false;
-}
-
-bool tn__holds_none(const struct block *b)
-{
-	for (int i = 0; i < HOLD_WORDS; i++)
-		if (b->holders[i])
-			return false;
-	return true;
-}
-
-void tn__hold_set(tn_arena *a, struct block *b, int slot, bool on)
-{
-	uint64_t bit = UINT64_C(1) << (slot % 64), w = b->holders[slot / 64];
-	uint64_t nw = on ? w | bit : w & ~bit;
-	if (nw != w)
-		tn__tx_set(a, &b->holders[slot / 64], nw);
-}
-
-int tn__heap_free_block(tn_arena *a, uint64_t off)
-{
-	struct arena_header *h = a->hdr;
-	struct block *b = tn__block_at(a, off);
-	uint64_t size = b->size, start = off, total = size;
-	int64_t merged = 0;
-
-	if (b->prev_size) {
-		uint64_t p = off - b->prev_size;
-		if (!tn__block_sane(a, p) || tn__block_at(a, p)->size != b->prev_size)
-			goto damaged;
-		if (tn__block_magic(tn__block_at(a, p)) == BLOCK_MAGIC_FREE) {
-			if (!remove_free(a, p))
-				goto damaged;
-			start = p;
-			total += tn__block_at(a, p)->size;
-			merged++;
-		}
-	}
-	uint64_t n = off + size;
-	if (n < data_end(a)) {
-		if (!tn__block_sane(a, n))
-			goto damaged;
-		if (tn__block_magic(tn__block_at(a, n)) == BLOCK_MAGIC_FREE) {
-			if (!remove_free(a, n))
-				goto damaged;
-			total += tn__block_at(a, n)->size;
-			merged++;
-		}
-	}
-	struct block *s = tn__block_at(a, start);
-	write_header(a, start, BLOCK_MAGIC_FREE, 0, total, s->prev_size);
-	set_next_prev_size(a, start, total);
-	insert_free(a, start);
-	counter_add(a, &h->used_bytes, -(int64_t)size);
-	counter_add(a, &h->free_bytes, (int64_t)size);
-	counter_add(a, &h->blocks, -1);
-	counter_add(a, &h->free_blocks, 1 - merged);
-	counter_add(a, &h->num_frees, 1);
-	return 0;
-damaged:
-	tx_abort(a);
-	return tn__error(TN_EIO, "arena %s: heap damaged near offset %" PRIu64 "; run fsck", a->path,
-			 off);
-}
-
-/* Carve a block for @need bytes (header included) at @align; 0 with ENOMEM. Under the lock;
- * commits nothing. */
-static int heap_alloc(tn_arena *a, uint64_t need, uint64_t align, uint64_t *ret_off)
-{
-	struct arena_header *h = a->hdr;
-	uint64_t search = need + (align > TN_ARENA_ALIGNMENT ? align + BLOCK_MIN : 0);
-	uint64_t off = find_free(a, search);
-
-	if (!off)
-		return TN_ENOMEM;
-	if (!tn__block_sane(a, off) || tn__block_magic(tn__block_at(a, off)) != BLOCK_MAGIC_FREE ||
-	    tn__block_at(a, off)->size < search || !remove_free(a, off)) {
-		tx_abort(a);
-		return tn__error(TN_EIO, "arena %s: free list damaged at offset %" PRIu64
-				 "; run fsck", a->path, off);
-	}
-	uint64_t size = tn__block_at(a, off)->size, prev_size = tn__block_at(a, off)->prev_size;
-	int64_t free_delta = -1;
-	uint64_t free_bytes_delta = size;
-
-	if (align > TN_ARENA_ALIGNMENT) {
-		uint64_t p = round_up(off + BLOCK_HDR, align);
-		while (p - BLOCK_HDR - off && p - BLOCK_HDR - off < BLOCK_MIN)
-			p += align;
-		uint64_t gap = p - BLOCK_HDR - off;
-		if (gap) {
-			write_header(a, off, BLOCK_MAGIC_FREE, 0, gap, prev_size);
-			insert_free(a, off);
-			free_delta++;
-			free_bytes_delta -= gap;
-			prev_size = gap;
-			off += gap;
-			size -= gap;
-		}
-	}
-	if (size - need >= BLOCK_MIN) {
-		uint64_t t = off + need;
-		write_header(a, t, BLOCK_MAGIC_FREE, 0, size - need, need);
-		set_next_prev_size(a, t, size - need);
-		insert_free(a, t);
-		free_delta++;
-		free_bytes_delta -= size - need;
-		size = need;
-	}
-	write_header(a, off, BLOCK_MAGIC_USED, 0, size, prev_size);
-	set_next_prev_size(a, off, size);
-	struct block *b = tn__block_at(a, off);
-	tn__tx_set(a, &h->block_gen, h->block_gen + 1);
-	tn__tx_set(a, &b->gen_pins, (uint32_t)h->block_gen);
-	for (int i = 0; i < HOLD_WORDS; i++)
-		if (b->holders[i] != (i == a->slot / 64 ? UINT64_C(1) << (a->slot % 64) : 0))
-			tn__tx_set(a, &b->holders[i],
-				   i == a->slot / 64 ? UINT64_C(1) << (a->slot % 64) : 0);
-	counter_add(a, &h->used_bytes, (int64_t)size);
-	counter_add(a, &h->free_bytes, -(int64_t)free_bytes_delta);
-	counter_add(a, &h->blocks, 1);
-	counter_add(a, &h->free_blocks, free_delta);
-	counter_add(a, &h->num_allocs, 1);
-	*ret_off = off;
-	return 0;
-}
-
-/* ---- the process's holds ----------------------------------------------------------------------- */
-
-static size_t hold_hash(uint64_t block, size_t cap)
-{
-	return (size_t)((block >> 6) * UINT64_C(0x9e3779b97f4a7c15) >> 20) & (cap - 1);
-}
-
-struct local_hold *tn__local_find(tn_arena *a, uint64_t block)
-{
-	if (!a->holds_cap)
-		return NULL;
-	for (size_t i = hold_hash(block, a->holds_cap);; i = (i + 1) & (a->holds_cap - 1)) {
-		if (a->holds[i].block == block)
-			return &a->holds[i];
-		if (!a->holds[i].block)
-			return NULL;
-	}
-}
-
-static bool local_grow(tn_arena *a)
-{
-	size_t cap = a->holds_cap ? 2 * a->holds_cap : 64;
-	struct local_hold *t = tn__calloc(cap, sizeof(*t));
-	if (!t)
-		return false;
-	for (size_t i = 0; i < a->holds_cap; i++) {
-		if (!a->holds[i].block)
-			continue;
-		size_t j = hold_hash(a->holds[i].block, cap);
-		while (t[j].block)
-			j = (j + 1) & (cap - 1);
-		t[j] = a->holds[i];
-	}
-	tn__free(a->holds);
-	a->holds = t;
-	a->holds_cap = cap;
-	return true;
-}
-
-int tn__local_reserve(tn_arena *a)
-{
-	if ((a->holds_count + 1) * 4 > a->holds_cap * 3 && !local_grow(a))
-		return tn__error(TN_ENOMEM, "arena %s: out of memory for this process's holds",
-				 a->path);
-	return 0;
-}
-
-struct local_hold *tn__local_insert(tn_arena *a, uint64_t block)
-{
-	if ((a->holds_count + 1) * 4 > a->holds_cap * 3 && !local_grow(a))
-		return NULL;
-	size_t i = hold_hash(block, a->holds_cap);
-	while (a->holds[i].block)
-		i = (i + 1) & (a->holds_cap - 1);
-	a->holds[i] = (struct local_hold){ .block = block };
-	a->holds_count++;
-	return &a->holds[i];
-}
-
-/* Remove a record, shifting later ones of its probe run back (no tombstones). */
-static void local_remove(tn_arena *a, struct local_hold *rec)
-{
-	size_t i = (size_t)(rec - a->holds), mask = a->holds_cap - 1;
-	a->holds[i].block = 0;
-	for (size_t j = (i + 1) & mask; a->holds[j].block; j = (j + 1) & mask) {
-		size_t home = hold_hash(a->holds[j].block, a->holds_cap);
-		/* Move j back to i when i lies cyclically in [home, j). */
-		if (((j - home) & mask) >= ((j - i) & mask)) {
-			a->holds[i] = a->holds[j];
-			a->holds[j].block = 0;
-			i = j;
-		}
-	}
-	a->holds_count--;
-}
-
-static bool storage_dead(tn_storage *s)
-{
-	return s && atomic_load_explicit(&s->refcount, memory_order_acquire) == 0;
-}
-
-/* Forget weak references to storages that are gone (under local_lock). */
-void tn__local_prune(struct local_hold *rec)
-{
-	if (storage_dead(rec->weak_rw))
-		rec->weak_rw = tn_storage_weak_unref(rec->weak_rw);
-	if (storage_dead(rec->weak_ro))
-		rec->weak_ro = tn_storage_weak_unref(rec->weak_ro);
-}
-
-int tn__local_release(tn_arena *a, uint64_t block)
-{
-	int r = 0;
-	bool last = false;
-
-	if (!tn__arena_ok(a))
-		return TN_EBADF; /* a storage inherited across fork(): the parent's hold */
-
-	pthread_mutex_lock(&a->local_lock);
-	struct local_hold *rec = tn__local_find(a, block);
-	if (!rec) {
-		pthread_mutex_unlock(&a->local_lock);
-		return tn__error(TN_EBADF, "arena %s: offset %" PRIu64
-				 " is not a block this process holds", a->path, block);
-	}
-	if (--rec->holds > 0) {
-		tn__local_prune(rec);
-		pthread_mutex_unlock(&a->local_lock);
-		return 0;
-	}
-	tn_storage *w[2] = { rec->weak_rw, rec->weak_ro };
-	local_remove(a, rec);
-	last = true;
-	if (a->read_only) {
-		/* The daemon holds the block for our slot: it drops the hold. Under local_lock,
-		 * so that a lookup of the same block cannot have its new hold dropped here. */
-		a->remote.release(a->remote.ctx, block);
-	} else if ((r = tn__arena_lock(a)) == 0) {
-		struct block *b = tn__block_at(a, block);
-		if (tn__block_sane(a, block) && tn__block_magic(b) == BLOCK_MAGIC_USED) {
-			tn__hold_set(a, b, a->slot, false);
-			if (tn__holds_none(b) && !(b->gen_pins >> 32))
-				r = tn__heap_free_block(a, block);
-		} else {
-			r = tn__error(TN_EIO, "arena %s: block at %" PRIu64 " damaged; run fsck",
-				      a->path, block);
-		}
-		tn__tx_commit(a);
-		tn__arena_unlock(a);
-	}
-	pthread_mutex_unlock(&a->local_lock);
-	tn_storage_weak_unref(w[0]);
-	tn_storage_weak_unref(w[1]);
-	if (last)
-		tn_arena_unref(a);
-	return r;
-}
-
-/* ---- clients ----------------------------------------------------------------------------------- */
-
-struct client_rec *tn__client_at(const tn_arena *a, int slot)
-{
-	return (struct client_rec *)(a->base + a->clients_off +
-				     (uint64_t)slot * sizeof(struct client_rec));
-}
-
-/* Field 22 of /proc/PID/stat: when the process started, in clock ticks after boot. With the
- * pid it names one process for good, where the pid alone is reused. 0 when the process is
- * gone (ENOENT/ESRCH), UINT64_MAX when it cannot be told (any other failure). */
-uint64_t tn__proc_start_time(int64_t pid)
-{
-	char path[64], buf[1024];
-	int saved = errno;
-	snprintf(path, sizeof(path), "/proc/%lld/stat", (long long)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		int e = errno;
-		errno = saved;
-		return e == ENOENT || e == ESRCH ? 0 : UINT64_MAX;
-	}
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	int e = errno;
-	close(fd);
-	errno = saved;
-	if (n < 0)
-		return e == ESRCH ? 0 : UINT64_MAX; /* a zombie's stat reads fine; ESRCH: reaped */
-	if (n == 0)
-		return UINT64_MAX;
-	buf[n] = 0;
-	/* The command name may hold spaces and parentheses: count fields after the last ')'. */
-	char *p = strrchr(buf, ')');
-	if (!p || !p[1] || !p[2])
-		return UINT64_MAX;
-	if (p[2] == 'Z' || p[2] == 'X')
-		return 0; /* dead, not yet reaped by its parent */
-	int field = 2;
-	for (; *p && field < 22; p++)
-		if (*p == ' ')
-			field++;
-	return strtoull(p, NULL, 10);
-}
-
-bool tn__client_alive(const struct client_rec *c)
-{
-	if ((uint32_t)c->state_gen != CLIENT_ATTACHED || c->pid <= 0)
-		return false;
-	uint64_t st = tn__proc_start_time(c->pid);
-	/* Unknown (no /proc, hidepid, out of descriptors...): alive, never reclaimed on doubt. */
-	return st == UINT64_MAX || (st && st == c->start_time);
-}
-
-int tn__read_only_error(const tn_arena *a, const char *fn)
-{
-	return tn__error(TN_EPERM, "%s: arena %s is attached read-only", fn, a->path);
-}
-
-uint64_t tn__quiet_undo(const tn_arena *a)
-{
-	uint64_t n = 0;
-	for (int i = 0; i < 64; i++) {
-		n = atomic_load_explicit(&a->hdr->undo_count, memory_order_acquire);
-		if (!n)
-			break;
-		sched_yield();
-	}
-	return n;
-}
-
-int tn__claim_slot(tn_arena *a, int64_t pid, uint64_t start_time, int *ret_slot,
-		   uint64_t *ret_state)
-{
-	struct arena_header *h = a->hdr;
-	int r = tn__arena_lock(a);
-	if (r)
-		return r;
-	int slot = -1;
-	for (int pass = 0; pass < 2 && slot < 0; pass++) {
-		for (int i = 0; i < (int)a->max_clients; i++) {
-			struct client_rec *c = tn__client_at(a, i);
-			if ((uint32_t)c->state_gen == CLIENT_FREE) {
-				slot = i;
-				break;
-			}
-		}
-		/* All taken: reclaim the slots of processes that are gone, then look again. */
-		if (slot < 0 && pass == 0)
-			for (int i = 0; i < (int)a->max_clients; i++)
-				if (!tn__client_alive(tn__client_at(a, i)))
-					tn__reclaim_locked(a, i);
-	}
-	if (slot < 0) {
-		tn__arena_unlock(a);
-		return tn__error(TN_EBUSY, "arena %s: all %u client slots are taken", a->path,
-				 a->max_clients);
-	}
-	struct client_rec *c = tn__client_at(a, slot);
-	tn__tx_set(a, &h->client_gen, h->client_gen + 1);
-	tn__tx_set(a, (uint64_t *)&c->pid, (uint64_t)pid);
-	tn__tx_set(a, &c->start_time, start_time);
-	tn__tx_set(a, &c->attach_ns, now_ns());
-	tn__tx_set(a, &c->state_gen, CLIENT_ATTACHED | h->client_gen << 32);
-	counter_add(a, &h->clients, 1);
-	uint64_t state = c->state_gen;
-	tn__tx_commit(a);
-	tn__arena_unlock(a);
-	*ret_slot = slot;
-	if (ret_state)
-		*ret_state = state;
-	return 0;
-}
-
-static int take_slot(tn_arena *a)
-{
-	return tn__claim_slot(a, getpid(), tn__proc_start_time(getpid()), &a->slot, NULL);
-}
-
-/* ---- allocation ------------------------------------------------------------------------------ */
-
-/* The block size (header included) for a request of @nbytes, and the alignment it gets. */
-static int block_request(tn_arena *a, size_t nbytes, uint64_t *ret_need, uint64_t *ret_align,
-			 const char *fn)
-{
-	if (nbytes > a->data_size)
-		return tn__error(TN_ENOMEM, "%s: %zu bytes exceed the arena's heap of %" PRIu64
-				 " bytes", fn, nbytes, a->data_size);
-	*ret_align = nbytes >= ARENA_DATA_ALIGN		? ARENA_DATA_ALIGN
-		     : nbytes >= ((uint64_t)64 << 10) ? 4096
-						       : TN_ARENA_ALIGNMENT;
-	uint64_t need = round_up(nbytes, TN_ARENA_ALIGNMENT) + BLOCK_HDR;
-	*ret_need = need < BLOCK_MIN ? BLOCK_MIN : need;
-	return 0;
-}
-
-/* Allocate a block held by this process's slot, under the arena lock; @flags go into its
- * header in the same change. */
-static int heap_alloc_locked(tn_arena *a, size_t nbytes, uint64_t need, uint64_t align,
-			     uint32_t flags, uint64_t *ret_off, const char *fn)
-{
-	int r = heap_alloc(a, need, align, ret_off);
-	/* Alignment beyond 64 bytes is for speed (huge pages, page-granular placement): when
-	 * the padding it needs does not fit, take the block at 64 bytes rather than fail. */
-	if (r == TN_ENOMEM && align > TN_ARENA_ALIGNMENT)
-		r = heap_alloc(a, need, TN_ARENA_ALIGNMENT, ret_off);
-	if (r == TN_ENOMEM)
-		return tn__error(TN_ENOMEM, "%s: no free block of %zu bytes in arena %s (%" PRIu64
-				 " bytes free, the largest block %" PRIu64 ")", fn, nbytes, a->path,
-				 a->hdr->free_bytes, tn__largest_free(a));
-	if (r == 0 && flags) {
-		struct block *b = tn__block_at(a, *ret_off);
-		tn__tx_set(a, &b->magic_flags, b->magic_flags | (uint64_t)flags << 32);
-	}
-	tn__tx_commit(a);
-	return r;
-}
-
-/* A block for a storage: recorded in the process's holds table (so that lookups of it, once
- * published, share the hold) and keeping the handle alive. */
-static int storage_alloc(tn_arena *a, size_t nbytes, void **ret_ptr)
-{
-	static const char fn[] = "tn_arena_allocator";
-	uint64_t need = 0, align = 0, off = 0;
-	int r;
-
-	if (a->read_only)
-		return tn__read_only_error(a, fn);
-	if (!nbytes)
-		nbytes = 1;
-	if ((r = block_request(a, nbytes, &need, &align, fn)))
-		return r;
-	pthread_mutex_lock(&a->local_lock);
-	/* Room for the local record first, so nothing needs undoing after the heap commits. */
-	if ((r = tn__local_reserve(a)) == 0 && (r = tn__arena_lock(a)) == 0) {
-		r = heap_alloc_locked(a, nbytes, need, align, 0, &off, fn);
-		tn__arena_unlock(a);
-		if (r == 0)
-			tn__local_insert(a, off)->holds = 1;
-	}
-	pthread_mutex_unlock(&a->local_lock);
-	if (r)
-		return r;
-	tn_arena_ref(a);
-	*ret_ptr = a->base + off + BLOCK_HDR;
-	return 0;
-}
-
-/* The block under a pointer into either mapping, or 0. */
-uint64_t tn__block_of(const tn_arena *a, const void *ptr)
-{
-	const uint8_t *p = ptr;
-	uint64_t off;
-	if (p >= a->base && p < a->base + a->size)
-		off = (uint64_t)(p - a->base);
-	else if (a->ro && p >= a->ro && p < a->ro + a->size)
-		off = (uint64_t)(p - a->ro);
-	else
-		return 0;
-	if (off < a->data_off + BLOCK_HDR || off % TN_ARENA_ALIGNMENT)
-		return 0;
-	return off - BLOCK_HDR;
-}
-
-/* ---- raw blocks and the per-thread cache -------------------------------------------------------
- *
- * tn_arena_alloc's blocks carry BLOCK_FLAG_RAW and this process's hold bit, and nothing else
- * about them is recorded: they cannot be named, so no other process ever holds them, and
- * tn_arena_free checks the header itself. A thread keeps the small raw blocks it frees
- * (BLOCK_FLAG_CACHED, still allocated and held by the slot) for its next allocations of the
- * same size class, so that the pair costs no lock at all. A crash or the handle's last unref
- * frees them with the slot's other holds; tn_arena_trim and thread exit give them back.
- */
-#define TC_MAX_BLOCK (4096u + BLOCK_HDR) /* blocks with up to 4 KiB of data */
-#define TC_CLASSES (TC_MAX_BLOCK / TN_ARENA_ALIGNMENT + 1)
-#define TC_DEPTH 64
-#define TC_CLASS_BYTES (32u << 10) /* at most this much cached per class */
-
-struct tcache {
-	_Atomic(tn_arena *) arena; /* the handle the cached blocks belong to, or NULL */
-	struct tcache *next, **pprev; /* the process's list of caches */
-	uint8_t n[TC_CLASSES];
-	uint64_t off[TC_CLASSES][TC_DEPTH];
-};
-
-/* Initial-exec: the fast paths read it without a call to __tls_get_addr. */
-static _Thread_local struct tcache *tls_tcache __attribute__((tls_model("initial-exec")));
-static pthread_mutex_t tcache_lock = PTHREAD_MUTEX_INITIALIZER; /* guards the list */
-static struct tcache *tcache_list;
-static pthread_key_t tcache_key;
-static pthread_once_t tcache_once = PTHREAD_ONCE_INIT;
-
-/* A reference to @a unless its last one is already gone (the handle is being destroyed). */
-static bool ref_if_alive(tn_arena *a)
-{
-	int64_t n = atomic_load_explicit(&a->refcount, memory_order_relaxed);
-	while (n > 0)
-		if (atomic_compare_exchange_weak_explicit(&a->refcount, &n, n + 1,
-							  memory_order_acquire, memory_order_relaxed))
-			return true;
-	return false;
-}
-
-/* Free a raw block under the lock. */
-static int raw_free_locked(tn_arena *a, uint64_t off)
-{
-	struct block *b = tn__block_at(a, off);
-	uint32_t flags = (uint32_t)(b->magic_flags >> 32);
-	if (!tn__block_sane(a, off) || tn__block_magic(b) != BLOCK_MAGIC_USED ||
-	    !(flags & BLOCK_FLAG_RAW) || !tn__hold_has(b, a->slot))
-		return TN_EBADF;
-	tn__hold_set(a, b, a->slot, false);
-	int r = 0;
-	if (tn__holds_none(b) && !(b->gen_pins >> 32))
-		r = tn__heap_free_block(a, off);
-	tn__tx_commit(a);
-	return r;
-}
-
-/* Give the blocks of @tc back to its arena (the caller holds a reference to it). */
-static uint64_t tcache_drain(struct tcache *tc, tn_arena *a)
-{
-	uint64_t bytes = 0;
-	bool locked = tn__arena_lock(a) == 0;
-	for (unsigned c = 0; c < TC_CLASSES; c++) {
-		for (; tc->n[c]; tc->n[c]--) {
-			uint64_t off = tc->off[c][tc->n[c] - 1];
-			bytes += (uint64_t)c * TN_ARENA_ALIGNMENT;
-			if (locked)
-				raw_free_locked(a, off); /* a damaged one stays for fsck */
-		}
-	}
-	if (locked)
-		tn__arena_unlock(a);
-	return bytes;
-}
-
-/* Unbind @tc from its arena, giving the blocks back while the handle lives. */
-static uint64_t tcache_release(struct tcache *tc)
-{
-	uint64_t bytes = 0;
-	pthread_mutex_lock(&tcache_lock);
-	tn_arena *old = atomic_load_explicit(&tc->arena, memory_order_relaxed);
-	bool alive = old && ref_if_alive(old);
-	atomic_store_explicit(&tc->arena, NULL, memory_order_relaxed);
-	pthread_mutex_unlock(&tcache_lock);
-	if (alive) {
-		bytes = tcache_drain(tc, old);
-		tn_arena_unref(old);
-	}
-	memset(tc->n, 0, sizeof(tc->n));
-	return bytes;
-}
-
-static void tcache_dtor(void *p)
-{
-	struct tcache *tc = p;
-	tcache_release(tc);
-	pthread_mutex_lock(&tcache_lock);
-	*tc->pprev = tc->next;
-	if (tc->next)
-		tc->next->pprev = tc->pprev;
-	pthread_mutex_unlock(&tcache_lock);
-	tls_tcache = NULL;
-	tn__free(tc);
-}
-
-static void tcache_key_init(void)
-{
-	pthread_key_create(&tcache_key, tcache_dtor);
-}
-
-/* The calling thread's cache, bound to @a (NULL when none can be had: the caller takes the
- * slow path). */
-static struct tcache *tcache_for(tn_arena *a)
-{
-	struct tcache *tc = tls_tcache;
-	if (tc && atomic_load_explicit(&tc->arena, memory_order_acquire) == a)
-		return tc;
-	if (!tc) {
-		pthread_once(&tcache_once, tcache_key_init);
-		if (!(tc = tn__malloc(sizeof(*tc))))
-			return NULL;
-		memset(tc, 0, sizeof(*tc));
-		if (pthread_setspecific(tcache_key, tc)) {
-			tn__free(tc);
-			return NULL;
-		}
-		pthread_mutex_lock(&tcache_lock);
-		tc->next = tcache_list;
-		if (tcache_list)
-			tcache_list->pprev = &tc->next;
-		tc->pprev = &tcache_list;
-		tcache_list = tc;
-		pthread_mutex_unlock(&tcache_lock);
-		tls_tcache = tc;
-	} else {
-		tcache_release(tc); /* bound to another arena (or to a handle now gone) */
-	}
-	atomic_store_explicit(&tc->arena, a, memory_order_release);
-	return tc;
-}
-
-/* The handle is going: forget every thread's blocks of it (its slot's holds are dropped). */
-static void tcache_forget(tn_arena *a)
-{
-	pthread_mutex_lock(&tcache_lock);
-	for (struct tcache *tc = tcache_list; tc; tc = tc->next)
-		if (atomic_load_explicit(&tc->arena, memory_order_relaxed) == a)
-			atomic_store_explicit(&tc->arena, NULL, memory_order_release);
-	pthread_mutex_unlock(&tcache_lock);
-}
-
-TN_EXPORT int tn_arena_alloc(tn_arena *a, size_t nbytes, void **ret_ptr)
-{
-	static const char fn[] = "tn_arena_alloc";
-	uint64_t need = 0, align = 0, off = 0;
-	int r;
-
-	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
-	if (!ret_ptr || !nbytes)
-		return tn__error(TN_EINVAL, "%s: %s", fn, ret_ptr ? "0 bytes" : "NULL ret_ptr");
-	struct tcache *tc = tls_tcache;
-	if (nbytes <= TC_MAX_BLOCK - BLOCK_HDR && tc &&
-	    atomic_load_explicit(&tc->arena, memory_order_relaxed) == a) {
-		need = round_up(nbytes, TN_ARENA_ALIGNMENT) + BLOCK_HDR;
-		need = need < BLOCK_MIN ? BLOCK_MIN : need;
-	}
-	unsigned c = (unsigned)(need / TN_ARENA_ALIGNMENT);
-	if (need && tc->n[c]) {
-		/* A block of this class the thread freed: no lock, no system call. */
-		off = tc->off[c][--tc->n[c]];
-		struct block *b = tn__block_at(a, off);
-		b->magic_flags = BLOCK_MAGIC_USED | (uint64_t)BLOCK_FLAG_RAW << 32;
-		*ret_ptr = a->base + off + BLOCK_HDR;
-		return 0;
-	}
-	/* Here, not before the fast path: a read-only handle never has a thread cache. */
-	if (a->read_only)
-		return tn__read_only_error(a, fn);
-	if ((r = block_request(a, nbytes, &need, &align, fn)))
-		return r;
-	if ((r = tn__arena_lock(a)))
-		return r;
-	r = heap_alloc_locked(a, nbytes, need, align, BLOCK_FLAG_RAW, &off, fn);
-	tn__arena_unlock(a);
-	if (r == TN_ENOMEM && tc &&
-	    atomic_load_explicit(&tc->arena, memory_order_relaxed) == a) {
-		/* The blocks this thread keeps may be what is missing. */
-		tcache_release(tc);
-		if ((r = tn__arena_lock(a)))
-			return r;
-		r = heap_alloc_locked(a, nbytes, need, align, BLOCK_FLAG_RAW, &off, fn);
-		tn__arena_unlock(a);
-	}
-	if (r)
-		return r;
-	*ret_ptr = a->base + off + BLOCK_HDR;
-	return 0;
-}
-
-/* Whether the thread's cache takes the raw block @b at @off: a whole, unflagged raw block of
- * a cached class, held by this process, and room in its class. */
-static inline bool tcache_put(tn_arena *a, struct tcache *tc, uint64_t off, struct block *b)
-{
-	uint64_t size = b->size;
-	unsigned c = (unsigned)(size / TN_ARENA_ALIGNMENT);
-	if (b->magic_flags != (BLOCK_MAGIC_USED | (uint64_t)BLOCK_FLAG_RAW << 32) ||
-	    size > TC_MAX_BLOCK || size < BLOCK_MIN || size % TN_ARENA_ALIGNMENT ||
-	    size > a->size - off || !tn__hold_has(b, a->slot) || tc->n[c] >= TC_DEPTH ||
-	    (uint64_t)tc->n[c] * size >= TC_CLASS_BYTES)
-		return false;
-	b->magic_flags |= (uint64_t)BLOCK_FLAG_CACHED << 32;
-	tc->off[c][tc->n[c]++] = off;
-	return true;
-}
-
-TN_EXPORT int tn_arena_free(tn_arena *a, void *ptr)
-{
-	static const char fn[] = "tn_arena_free";
-	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
-	/* The fast path: a small raw block into the thread's cache. */
-	uint64_t off = (uint64_t)((const uint8_t *)ptr - a->base) - BLOCK_HDR;
-	struct tcache *tc = tls_tcache;
-	if (off >= a->data_off && off < a->size - BLOCK_MIN && off % TN_ARENA_ALIGNMENT == 0 &&
-	    tc && atomic_load_explicit(&tc->arena, memory_order_relaxed) == a &&
-	    tcache_put(a, tc, off, tn__block_at(a, off)))
-		return 0;
-
-	if (a->read_only)
-		return tn__read_only_error(a, fn);
-	off = tn__block_of(a, ptr);
-	struct block *b = tn__block_at(a, off);
-	if (!off || (const uint8_t *)ptr != a->base + off + BLOCK_HDR || !tn__block_sane(a, off) ||
-	    tn__block_magic(b) != BLOCK_MAGIC_USED || !tn__hold_has(b, a->slot))
-		return tn__error(TN_EBADF, "%s: %p is not a block this process holds in arena %s",
-				 fn, ptr, a->path);
-	uint32_t flags = (uint32_t)(b->magic_flags >> 32);
-	if (!(flags & BLOCK_FLAG_RAW))
-		return tn__error(TN_EBADF, "%s: %p is a storage's block (it goes with the storage)",
-				 fn, ptr);
-	if (flags & BLOCK_FLAG_CACHED)
-		return tn__error(TN_EBADF, "%s: %p was freed already", fn, ptr);
-	if (b->size <= TC_MAX_BLOCK && (tc = tcache_for(a)) && tcache_put(a, tc, off, b))
-		return 0;
-	int r = tn__arena_lock(a);
-	if (r)
-		return r;
-	r = raw_free_locked(a, off);
-	tn__arena_unlock(a);
-	if (r == TN_EBADF)
-		return tn__error(TN_EBADF, "%s: %p is not a block this process holds in arena %s",
-				 fn, ptr, a->path);
-	return r;
-}
-
-TN_EXPORT int64_t tn_arena_trim(tn_arena *a)
-{
-	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "tn_arena_trim: not an arena handle of this process");
-	if (a->read_only)
-		return tn__read_only_error(a, "tn_arena_trim");
-	struct tcache *tc = tls_tcache;
-	if (!tc || atomic_load_explicit(&tc->arena, memory_order_relaxed) != a)
-		return 0;
-	return (int64_t)tcache_release(tc);
-}
-
-static void *allocator_alloc(void *ctx, size_t nbytes)
-{
-	void *p = NULL;
-	return storage_alloc(ctx, nbytes, &p) ? NULL : p;
-}
-
-static void allocator_free(void *ctx, void *ptr, size_t nbytes)
-{
-	(void)nbytes;
-	tn_arena *a = ctx;
-	tn__local_release(a, tn__block_of(a, ptr));
-}
-
-TN_EXPORT const tn_allocator *tn_arena_allocator(tn_arena *a)
-{
-	return tn__arena_ok(a) ? &a->allocator : NULL;
-}
-
-/* The thread's current arena; the key's destructor drops the reference at thread exit. */
-static pthread_key_t current_key;
-static pthread_once_t current_once = PTHREAD_ONCE_INIT;
-
-static void current_dtor(void *p)
-{
-	tn_arena_unref(p);
-}
-
-static void current_init(void)
-{
-	pthread_key_create(&current_key, current_dtor);
-}
-
-TN_EXPORT int tn_arena_use(tn_arena *a)
-{
-	if (a && !tn__arena_ok(a))
-		return tn__error(TN_EBADF, "tn_arena_use: not an arena handle of this process");
-	if (a && a->read_only)
-		return tn__read_only_error(a, "tn_arena_use");
-	pthread_once(&current_once, current_init);
-	tn_arena *old = pthread_getspecific(current_key);
-	if (old == a)
-		return 0;
-	if (pthread_setspecific(current_key, a ? tn_arena_ref(a) : NULL)) {
-		tn_arena_unref(a);
-		return tn__error(TN_ENOMEM, "tn_arena_use: out of memory");
-	}
-	tn__allocator_set_thread(a ? &a->allocator : NULL);
-	tn_arena_unref(old);
-	return 0;
-}
-
-TN_EXPORT tn_arena *tn_arena_current(void)
-{
-	pthread_once(&current_once, current_init);
-	return pthread_getspecific(current_key);
-}
-
-/* ---- creating, attaching, detaching ------------------------------------------------------------ */
 
 static int check_file_name(const char *name, const char *fn)
 {
@@ -1302,7 +171,7 @@ static void fill_uuid(uint8_t uuid[16])
 	if (fd >= 0)
 		close(fd);
 	if (n != 16) {
-		uint64_t x = now_ns() ^ (uint64_t)getpid() << 32;
+		uint64_t x = tn__now_ns() ^ (uint64_t)getpid() << 32;
 		for (int i = 0; i < 16; i++, x = x * 6364136223846793005u + 1442695040888963407u)
 			uuid[i] = (uint8_t)(x >> 56);
 	}
@@ -1340,14 +209,14 @@ static int format(tn_arena *a, const tn_arena_options *o, enum tn_arena_backing 
 	h->dir_slots = (uint32_t)slots;
 	h->entry_bytes = sizeof(struct dir_entry);
 	h->max_names = max_names;
-	h->data_off = round_up(h->dir_off + slots * sizeof(struct dir_entry), ARENA_DATA_ALIGN);
+	h->data_off = tn__round_up(h->dir_off + slots * sizeof(struct dir_entry), ARENA_DATA_ALIGN);
 	if (h->data_off + ((uint64_t)1 << 20) > a->size)
 		return tn__error(TN_EINVAL, "tn_arena_create: %" PRIu64 " bytes leave no room for "
 				 "a heap after %" PRIu64 " bytes of metadata (%" PRIu64
 				 " names); make it larger or lower max_names", a->size, h->data_off,
 				 max_names);
 	h->data_size = a->size - h->data_off;
-	h->create_ns = now_ns();
+	h->create_ns = tn__now_ns();
 
 	pthread_mutexattr_t ma;
 	pthread_mutexattr_init(&ma);
@@ -1358,19 +227,7 @@ static int format(tn_arena *a, const tn_arena_options *o, enum tn_arena_backing 
 	if (r)
 		return tn__error(TN_EIO, "tn_arena_create: cannot make the lock: %s", strerror(r));
 
-	/* One free block spans the heap. The file is fresh (zero), so only it needs writing. */
-	uint64_t off = h->data_off;
-	struct block *b = tn__block_at(a, off);
-	b->magic_flags = BLOCK_MAGIC_FREE;
-	b->size = h->data_size;
-	b->prev_size = 0;
-	unsigned fl, sl;
-	mapping(b->size, &fl, &sl);
-	h->bins[fl][sl] = off;
-	h->sl_bitmap[fl] = UINT64_C(1) << sl;
-	h->fl_bitmap = UINT64_C(1) << fl;
-	h->free_bytes = h->data_size;
-	h->free_blocks = 1;
+	tn__heap_format(a);
 	h->magic = ARENA_MAGIC;
 	/* Openers wait for READY: it is stored last, with release order. */
 	atomic_store_explicit((_Atomic uint32_t *)&h->state, ARENA_STATE_READY,
@@ -1423,7 +280,7 @@ static void *map_aligned(int fd, uint64_t size, int prot)
 	uint8_t *r = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (r == MAP_FAILED)
 		return MAP_FAILED;
-	uint8_t *at = (uint8_t *)round_up((uintptr_t)r, ARENA_DATA_ALIGN);
+	uint8_t *at = (uint8_t *)tn__round_up((uintptr_t)r, ARENA_DATA_ALIGN);
 	void *p = mmap(at, size, prot, MAP_SHARED | MAP_FIXED, fd, 0);
 	int saved = errno;
 	if (p == MAP_FAILED) {
@@ -1460,9 +317,33 @@ int tn__arena_mapping(const tn_arena *a, struct tn__arena_mapping *ret)
 	return 0;
 }
 
+int tn__read_only_error(const tn_arena *a, const char *fn)
+{
+	return tn__error(TN_EPERM, "%s: arena %s is attached read-only", fn, a->path);
+}
+
+bool tn__arena_live(const tn_arena *a)
+{
+	return tn__arena_ok(a);
+}
+
+int tn__arena_check(const tn_arena *a, bool write, const char *fn)
+{
+	if (!tn__arena_ok(a))
+		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
+	if (write && a->read_only)
+		return tn__read_only_error(a, fn);
+	return 0;
+}
+
+void *tn__arena_upper(tn_arena *a)
+{
+	return a->upper;
+}
+
 static void destroy_handle(tn_arena *a)
 {
-	tcache_forget(a);
+	tn__tcache_forget(a);
 	/* An observer that pinned the pages (a backend, for DMA) must forget them before they are
 	 * unmapped. A fork child's inherited handle is never destroyed (tn_arena_unref refuses
 	 * it), so observers hear only of handles this process made. */
@@ -1489,11 +370,7 @@ static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static void atfork_child(void)
 {
 	atomic_fetch_add_explicit(&tn__arena_fork_gen, 1, memory_order_relaxed);
-	struct tcache *tc = tls_tcache;
-	if (tc) {
-		atomic_store_explicit(&tc->arena, NULL, memory_order_relaxed);
-		memset(tc->n, 0, sizeof(tc->n));
-	}
+	tn__tcache_fork_child();
 }
 
 static void atfork_init(void)
@@ -1512,8 +389,6 @@ static tn_arena *new_handle(void)
 	a->slot = -1;
 	atomic_init(&a->refcount, 1);
 	pthread_mutex_init(&a->local_lock, NULL);
-	a->allocator = (tn_allocator){ .name = "arena", .ctx = a, .alloc = allocator_alloc,
-				       .free = allocator_free };
 	return a;
 }
 
@@ -1562,6 +437,11 @@ static int map_file(tn_arena *a, const char *fn, bool fresh)
 	}
 	a->ro = p;
 	return 0;
+}
+
+static int take_slot(tn_arena *a)
+{
+	return tn__claim_slot(a, getpid(), tn__proc_start_time(getpid()), &a->slot, NULL);
 }
 
 TN_EXPORT void tn_arena_options_init(tn_arena_options *o)
@@ -1637,7 +517,7 @@ TN_EXPORT int tn_arena_create(const char *name, const tn_arena_options *opts, tn
 			      a->path);
 		goto fail_unlink;
 	}
-	a->size = round_up(o.size, page > ARENA_DATA_ALIGN ? page : ARENA_DATA_ALIGN);
+	a->size = tn__round_up(o.size, page > ARENA_DATA_ALIGN ? page : ARENA_DATA_ALIGN);
 	if (ftruncate(a->fd, (off_t)a->size) != 0) {
 		int e = errno;
 		r = tn__error(e == EFBIG || e == ENOSPC ? TN_ENOSPC : TN_EIO,
@@ -1944,11 +824,10 @@ TN_EXPORT int tn_arena_slot(const tn_arena *a)
 TN_EXPORT int tn_arena_place(tn_arena *a, void *ptr, enum tn_numa_policy policy, uint64_t nodes)
 {
 	static const char fn[] = "tn_arena_place";
-	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
-	if (a->read_only)
-		return tn__read_only_error(a, fn);
-	uint64_t off = tn__block_of(a, ptr);
+	int r = tn__arena_check(a, true, fn);
+	if (r)
+		return r;
+	uint64_t off = tn__arena_block_of(a, ptr, NULL);
 	if (!off || !tn__block_sane(a, off) ||
 	    tn__block_magic(tn__block_at(a, off)) != BLOCK_MAGIC_USED)
 		return tn__error(TN_EBADF, "%s: %p is not an allocated block of arena %s", fn, ptr,
@@ -1965,7 +844,7 @@ TN_EXPORT int tn_arena_place(tn_arena *a, void *ptr, enum tn_numa_policy policy,
 		return tn__error(TN_EINVAL, "%s: the block at %p (%" PRIu64 " bytes) shares pages "
 				 "with other blocks; blocks of 64 KiB or more can be placed", fn, ptr,
 				 len);
-	int r = tn__numa_apply(a->base + start, len, (int)policy, nodes, true);
+	r = tn__numa_apply(a->base + start, len, (int)policy, nodes, true);
 	if (r == -EINVAL)
 		return tn__error(TN_EINVAL, "%s: policy %d needs a non-empty node mask", fn,
 				 (int)policy);

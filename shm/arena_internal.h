@@ -20,11 +20,14 @@
 #include <stdatomic.h>
 #include <inttypes.h>
 #include <stdint.h>
+#include <time.h>
 
-#include "../libtensor/internal.h"
+#include <tensor/arena.h>
+
+#include "../base/base.h"
+#include "../numa/numa_internal.h"
 #include "arena_remote.h"
 #include "shm.h"
-#include <tensor/arena.h>
 
 #define ARENA_MAGIC UINT64_C(0x31414e4552414e54) /* "TNARENA1", little endian */
 #define ARENA_VERSION 1u
@@ -154,13 +157,12 @@ struct dir_entry {
 };
 _Static_assert(sizeof(struct dir_entry) == 576, "a directory entry is 576 bytes");
 
-/* The process's view of one block it holds: how many of its storages (and raw allocations)
- * use it, and weak references to its storages so that a second lookup reuses them. */
+/* The process's view of one block it holds: how many uses the layer above counted on it
+ * (tn__arena_alloc_held, tn__arena_hold). The first takes the block's hold bit for this
+ * process's slot and an arena reference; the last gives both back. */
 struct local_hold {
 	uint64_t block; /* 0: empty slot */
 	int64_t holds;
-	tn_storage *weak_rw;
-	tn_storage *weak_ro;
 };
 
 #define TN_MAGIC_ARENA 0x4152454eu /* "AREN" */
@@ -186,35 +188,13 @@ struct tn_arena {
 	uint64_t clients_off, dir_off, data_off, data_size, page_size, max_names;
 	uint32_t max_clients, dir_slots;
 	struct arena_header *hdr;
-	tn_allocator allocator;
+	/* The layer above's bytes (tn__arena_upper): its allocator adapter. */
+	alignas(16) unsigned char upper[TN__ARENA_UPPER_BYTES];
 	pthread_mutex_t local_lock; /* guards the holds table */
 	struct local_hold *holds;
 	size_t holds_cap, holds_count;
 	char path[4096];
 };
-
-/* ---- arena.c ---- */
-extern int tn__arena_crash_countdown;
-int tn__arena_lock(tn_arena *a);
-void tn__arena_unlock(tn_arena *a);
-void tn__tx_set(tn_arena *a, uint64_t *word, uint64_t value);
-void tn__tx_commit(tn_arena *a);
-bool tn__block_ok(const tn_arena *a, uint64_t off);
-bool tn__block_sane(const tn_arena *a, uint64_t off);
-int tn__arena_validate(const tn_arena *a, const char *fn);
-/* Rebuild the free lists and bitmaps from the block headers (under the lock). */
-void tn__rebuild_free_lists(tn_arena *a);
-void tn__insert_free(tn_arena *a, uint64_t off);
-/* Bumped in the child of every fork(): handles made before belong to the parent, whose
- * slot their holds carry, and are refused in the child. */
-extern _Atomic unsigned tn__arena_fork_gen;
-
-/* Whether @a is a live arena handle of this process (not one inherited across fork()). */
-static inline bool tn__arena_ok(const tn_arena *a)
-{
-	return tn__handle_is(a, TN_MAGIC_ARENA) &&
-	       a->fork_gen == atomic_load_explicit(&tn__arena_fork_gen, memory_order_relaxed);
-}
 
 static inline struct block *tn__block_at(const tn_arena *a, uint64_t off)
 {
@@ -224,25 +204,66 @@ static inline uint32_t tn__block_magic(const struct block *b)
 {
 	return (uint32_t)b->magic_flags;
 }
+static inline uint64_t tn__round_up(uint64_t x, uint64_t to)
+{
+	return (x + to - 1) / to * to;
+}
+static inline uint64_t tn__now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- txn.c: the lock and the undo log ---- */
+extern int tn__arena_crash_countdown;
+int tn__arena_lock(tn_arena *a);
+void tn__arena_unlock(tn_arena *a);
+/* Write @value to @word (in the file) inside the current change, logging its old value. */
+void tn__tx_set(tn_arena *a, uint64_t *word, uint64_t value);
+void tn__tx_commit(tn_arena *a);
+/* Abandon the current change (on damage found half way): put back what it wrote. */
+void tn__tx_abort(tn_arena *a);
+/* Spin briefly until no change is under way (the undo log is empty), for readers without the
+ * lock; returns the log's count seen last (0: quiet). */
+uint64_t tn__quiet_undo(const tn_arena *a);
+
+/* Add @delta to the counter @c of the header, inside a change. */
+static inline void tn__counter_add(tn_arena *a, uint64_t *c, int64_t delta)
+{
+	tn__tx_set(a, c, *c + (uint64_t)delta);
+}
+
+/* ---- heap.c: blocks and free lists ---- */
+bool tn__block_ok(const tn_arena *a, uint64_t off);
+bool tn__block_sane(const tn_arena *a, uint64_t off);
+/* Rebuild the free lists and bitmaps from the block headers (under the lock). */
+void tn__rebuild_free_lists(tn_arena *a);
+void tn__insert_free(tn_arena *a, uint64_t off);
+/* Write a fresh heap's one free block (the file is new; nothing is logged). */
+void tn__heap_format(tn_arena *a);
 /* Free a used block that nobody holds or names (under the lock, inside a change). */
 int tn__heap_free_block(tn_arena *a, uint64_t off);
+/* The block size (header included) for a request of @nbytes, and the alignment it gets. */
+int tn__block_request(tn_arena *a, size_t nbytes, uint64_t *ret_need, uint64_t *ret_align,
+		      const char *fn);
+/* Allocate a block held by this process's slot, under the arena lock, and commit; @flags go
+ * into its header in the same change. */
+int tn__heap_alloc_locked(tn_arena *a, size_t nbytes, uint64_t need, uint64_t align,
+			  uint32_t flags, uint64_t *ret_off, const char *fn);
+
+/* ---- holds.c: hold bits, this process's holds, client slots ---- */
 /* Set or clear @slot's bit in the block's holders (under the lock, inside a change). */
-/* The block under a pointer into either mapping, or 0. */
-uint64_t tn__block_of(const tn_arena *a, const void *ptr);
 void tn__hold_set(tn_arena *a, struct block *b, int slot, bool on);
 bool tn__hold_has(const struct block *b, int slot);
 bool tn__holds_none(const struct block *b);
 /* Whether a slot other than this process's holds @b. */
 bool tn__held_by_others(const tn_arena *a, const struct block *b);
-/* Register one more local use of @block; takes a hold (and an arena reference) on 0 -> 1.
- * Called with local_lock held. Returns the record or NULL on ENOMEM. */
+/* The process's record of @block, or NULL; a new record (no uses yet), or NULL on ENOMEM;
+ * room for one more record, or TN_ENOMEM with the message set. Called with local_lock held. */
 struct local_hold *tn__local_find(tn_arena *a, uint64_t block);
 struct local_hold *tn__local_insert(tn_arena *a, uint64_t block);
 int tn__local_reserve(tn_arena *a);
-void tn__local_prune(struct local_hold *rec);
-/* Drop one local use of @block: on 1 -> 0 the shared hold is dropped (and the block freed
- * when unheld and unnamed) and the arena reference released. */
-int tn__local_release(tn_arena *a, uint64_t block);
 struct client_rec *tn__client_at(const tn_arena *a, int slot);
 bool tn__client_alive(const struct client_rec *c);
 uint64_t tn__proc_start_time(int64_t pid);
@@ -250,11 +271,28 @@ uint64_t tn__proc_start_time(int64_t pid);
  * dead processes first when none is free; takes the lock. */
 int tn__claim_slot(tn_arena *a, int64_t pid, uint64_t start_time, int *ret_slot,
 		   uint64_t *ret_state);
+
+/* ---- tcache.c: raw blocks and the per-thread cache ---- */
+/* The handle is going: forget every thread's cached blocks of it. */
+void tn__tcache_forget(tn_arena *a);
+/* In the child of a fork(): forget the thread's cache (blocks of the parent's slot). */
+void tn__tcache_fork_child(void);
+
+/* ---- arena.c: files, mappings, handles ---- */
+/* Validate a mapped header; nothing past it is read before this passes. */
+int tn__arena_validate(const tn_arena *a, const char *fn);
+/* Bumped in the child of every fork(): handles made before belong to the parent, whose
+ * slot their holds carry, and are refused in the child. */
+extern _Atomic unsigned tn__arena_fork_gen;
 /* TN_EPERM for an operation that writes the arena, called on a read-only handle. */
 int tn__read_only_error(const tn_arena *a, const char *fn);
-/* Spin briefly until no change is under way (the undo log is empty), for readers without the
- * lock; returns the log's count seen last (0: quiet). */
-uint64_t tn__quiet_undo(const tn_arena *a);
+
+/* Whether @a is a live arena handle of this process (not one inherited across fork()). */
+static inline bool tn__arena_ok(const tn_arena *a)
+{
+	return tn__handle_is(a, TN_MAGIC_ARENA) &&
+	       a->fork_gen == atomic_load_explicit(&tn__arena_fork_gen, memory_order_relaxed);
+}
 
 /* ---- directory.c ---- */
 struct dir_entry *tn__entry_at(const tn_arena *a, uint32_t index);

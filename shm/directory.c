@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The named directory of an arena: name -> block, dtype, sizes, strides and offset.
+ * The named directory of an arena: name -> block, dtype, sizes, strides and offset, as plain
+ * descriptors (struct tn__arena_desc); the layer above makes tensors of them. Publishing needs
+ * a block this process holds, and holding a name's block counts one more use of it in the
+ * process's holds table.
  *
  * An open-addressing hash table (linear probing, FNV-1a) of fixed 576-byte entries in the
  * arena file. Each entry has a generation that every publish bumps, so a handle (index,
@@ -88,12 +91,20 @@ static int64_t probe(const tn_arena *a, const char *name, size_t len, uint64_t h
 	return -1;
 }
 
+/* Element sizes by dtype, from the public list: an entry's extent is checked here without
+ * calling up into the core, and a dtype past the list's end is no dtype. */
+static const uint8_t dtype_sizes[] = {
+#define TN_X_(e, ctype, name, size, cat, sgn) size,
+	TN_DTYPE_LIST(TN_X_)
+#undef TN_X_
+};
+
 /* What is wrong with an entry's metadata, checked against its block (another process wrote
  * it), or NULL. */
 const char *tn__extent_problem(uint32_t dtype, uint32_t ndim, const int64_t *sizes,
 			       const int64_t *strides, int64_t storage_offset, uint64_t payload)
 {
-	if (!tn_dtype_is_valid((enum tn_dtype)dtype))
+	if (dtype >= TN_ARRAY_SIZE(dtype_sizes))
 		return "dtype";
 	if (ndim > TN_ARENA_MAX_DIMS)
 		return "ndim";
@@ -112,7 +123,7 @@ const char *tn__extent_problem(uint32_t dtype, uint32_t ndim, const int64_t *siz
 			return "extent overflows";
 	}
 	uint64_t bytes;
-	if (!empty && (__builtin_mul_overflow((uint64_t)end + 1, tn_dtype_size((enum tn_dtype)dtype),
+	if (!empty && (__builtin_mul_overflow((uint64_t)end + 1, (uint64_t)dtype_sizes[dtype],
 					      &bytes) || bytes > payload))
 		return "extent past the block";
 	return NULL;
@@ -216,49 +227,38 @@ static void entry_delete(tn_arena *a, uint32_t index)
 	tn__tx_set(a, &h->names, h->names - 1);
 }
 
-TN_EXPORT int tn_arena_publish(tn_arena *a, const char *name, const tn_tensor *t, unsigned flags,
-			       tn_arena_handle *ret_handle)
+int tn__arena_check_name(const char *name, const char *fn)
 {
-	static const char fn[] = "tn_arena_publish";
+	size_t len;
+	return check_name(name, fn, &len);
+}
+
+int tn__arena_publish_desc(tn_arena *a, const char *name, const struct tn__arena_desc *desc,
+			   unsigned flags, tn_arena_handle *ret_handle, uint32_t *ret_flags,
+			   const char *fn)
+{
 	size_t len;
 	int r;
 
-	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
-	if (a->read_only)
-		return tn__read_only_error(a, fn);
-	if ((r = check_name(name, fn, &len)))
+	if ((r = tn__arena_check(a, true, fn)) || (r = check_name(name, fn, &len)))
 		return r;
 	if (flags & ~(TN_ARENA_SEAL | TN_ARENA_REPLACE))
 		return tn__error(TN_EINVAL, "%s: unknown flags 0x%x", fn, flags);
-	tn_storage *s = tn_tensor_storage(t);
-	if (!s)
-		return tn__error(TN_EBADF, "%s: not a tensor handle", fn);
-	int ndim = tn_tensor_ndim(t);
-	if (ndim > TN_ARENA_MAX_DIMS)
-		return tn__error(TN_EINVAL, "%s: '%s' has %d dims; a published tensor has at most %d",
-				 fn, name, ndim, TN_ARENA_MAX_DIMS);
-	uint64_t block = 0;
-	const uint8_t *data = s->data;
-	if (data && data >= a->base + a->data_off + BLOCK_HDR && data < a->base + a->size)
-		block = (uint64_t)(data - a->base) - BLOCK_HDR;
-	else if (data && data >= a->ro + a->data_off + BLOCK_HDR && data < a->ro + a->size)
-		block = (uint64_t)(data - a->ro) - BLOCK_HDR;
-	if (!block || block % TN_ARENA_ALIGNMENT)
-		return tn__error(TN_EINVAL, "%s: the storage of '%s' is not a block of arena %s "
-				 "(allocate it with tn_arena_allocator or under tn_arena_use)", fn,
-				 name, a->path);
+	if (desc->ndim > TN_ARENA_MAX_DIMS)
+		return tn__error(TN_EINVAL, "%s: '%s' has %u dims; a published tensor has at most %d",
+				 fn, name, desc->ndim, TN_ARENA_MAX_DIMS);
+	uint64_t block = desc->block;
 
 	/* The entry's body, built before taking the lock. */
 	struct dir_entry body;
 	memset(&body, 0, sizeof(body));
 	body.block = block;
 	body.hash = fnv1a(name, len);
-	body.storage_offset = tn_tensor_storage_offset(t);
-	body.dtype_ndim = (uint32_t)tn_tensor_dtype(t) | (uint64_t)ndim << 32;
+	body.storage_offset = desc->storage_offset;
+	body.dtype_ndim = desc->dtype | (uint64_t)desc->ndim << 32;
 	body.name_len = len;
-	memcpy(body.sizes, tn_tensor_sizes(t), (size_t)ndim * sizeof(int64_t));
-	memcpy(body.strides, tn_tensor_strides(t), (size_t)ndim * sizeof(int64_t));
+	memcpy(body.sizes, desc->sizes, desc->ndim * sizeof(int64_t));
+	memcpy(body.strides, desc->strides, desc->ndim * sizeof(int64_t));
 	memcpy(body.name, name, len);
 
 	pthread_mutex_lock(&a->local_lock);
@@ -282,10 +282,10 @@ TN_EXPORT int tn_arena_publish(tn_arena *a, const char *name, const tn_tensor *t
 	int64_t free_slot;
 	int64_t found = probe(a, name, len, body.hash, &free_slot);
 	uint32_t index;
-	/* A sealed block stays sealed under every name; so do the bytes of a read-only
-	 * storage (a sealed tensor this process looked up). */
+	/* A sealed block stays sealed under every name; so do the bytes the caller asks to keep
+	 * sealed (a read-only storage: a sealed tensor this process looked up). */
 	uint32_t eflags = (flags & TN_ARENA_SEAL) || (b->magic_flags >> 32 & BLOCK_FLAG_SEALED) ||
-					  s->readonly
+					  (desc->flags & TN_ARENA_ENTRY_SEALED)
 				  ? TN_ARENA_ENTRY_SEALED
 				  : 0;
 	if (eflags && !(b->magic_flags >> 32 & BLOCK_FLAG_SEALED) && tn__held_by_others(a, b)) {
@@ -342,21 +342,12 @@ TN_EXPORT int tn_arena_publish(tn_arena *a, const char *name, const tn_tensor *t
 	tn__tx_commit(a);
 	if (ret_handle)
 		*ret_handle = (tn_arena_handle){ index, (uint32_t)(body.state_gen >> 32) };
-	/* Remember the storage, so this process's own lookups reuse it. */
-	tn__local_prune(rec);
-	if (data == a->base + block + BLOCK_HDR && !rec->weak_rw)
-		rec->weak_rw = tn_storage_weak_ref(s);
-	if (eflags)
-		s->readonly = true;
+	if (ret_flags)
+		*ret_flags = eflags;
 out:
 	tn__arena_unlock(a);
 	pthread_mutex_unlock(&a->local_lock);
 	return r;
-}
-
-static void lookup_deleter(void *data, void *ctx)
-{
-	tn__local_release(ctx, tn__block_of(ctx, data));
 }
 
 /* The entry of @name (NULL: of @handle), checked, under the lock: its index and its block's
@@ -389,36 +380,16 @@ static int find_entry_locked(tn_arena *a, const char *name, size_t len,
 	return 0;
 }
 
-/* A storage over @block, for a lookup: the one this process has already when it lives (one
- * mapping, one hold per block), else a new one. Called with local_lock held and room for a
- * record reserved, after the block was held for this process's slot; unlocks local_lock. */
-static int lookup_storage(tn_arena *a, uint64_t block, uint64_t nbytes, bool sealed,
-			  tn_storage **ret)
+/* Count one more use of @block, which this process's slot holds now: the first takes an arena
+ * reference. Called with local_lock held and room for a record reserved; unlocks local_lock. */
+static void count_use(tn_arena *a, uint64_t block)
 {
 	struct local_hold *rec = tn__local_find(a, block);
 	if (!rec)
 		rec = tn__local_insert(a, block); /* cannot fail: room was reserved */
-	tn__local_prune(rec);
-	tn_storage *s = tn_storage_weak_lock(sealed ? rec->weak_ro : rec->weak_rw);
-	if (!s) {
-		if (rec->holds++ == 0)
-			tn_arena_ref(a);
-		uint8_t *map = sealed && a->ro ? a->ro : a->base;
-		int r = tn_storage_from_blob((tn_device){ TN_DEVICE_CPU, 0 }, map + block + BLOCK_HDR,
-					     nbytes, lookup_deleter, a, &s);
-		if (r) {
-			pthread_mutex_unlock(&a->local_lock);
-			tn__local_release(a, block);
-			return r;
-		}
-		s->readonly = sealed;
-		tn_storage **weak = sealed ? &rec->weak_ro : &rec->weak_rw;
-		tn_storage_weak_unref(*weak); /* one that died since the prune */
-		*weak = tn_storage_weak_ref(s);
-	}
+	if (rec->holds++ == 0)
+		tn_arena_ref(a);
 	pthread_mutex_unlock(&a->local_lock);
-	*ret = s;
-	return 0;
 }
 
 /* What is wrong with the daemon's answer for a read-only handle, or NULL: the daemon is
@@ -438,11 +409,10 @@ static const char *remote_entry_problem(const tn_arena *a, const struct tn__aren
 				  e->storage_offset, e->block_bytes);
 }
 
-/* A read-only handle's lookup: the daemon resolves the name and holds the block for our
- * slot; every tensor is read-only. */
-static int lookup_remote(tn_arena *a, const char *name, const tn_arena_handle *handle,
-			 struct tn__arena_remote_entry *re, tn_storage **ret_storage,
-			 const char *fn)
+/* A read-only handle's hold: the daemon resolves the name and holds the block for our slot;
+ * every tensor is read-only. */
+static int hold_remote(tn_arena *a, const char *name, const tn_arena_handle *handle,
+		       struct tn__arena_remote_entry *re, const char *fn)
 {
 	int r;
 	pthread_mutex_lock(&a->local_lock);
@@ -472,29 +442,30 @@ static int lookup_remote(tn_arena *a, const char *name, const tn_arena_handle *h
 		return tn__error(TN_EIO, "%s: tensord's entry for '%s' of arena %s does not fit the "
 				 "arena (%s)", fn, name ? name : re->entry.name, a->path, bad);
 	}
-	return lookup_storage(a, re->block, re->entry.block_bytes, true, ret_storage);
+	count_use(a, re->block);
+	return 0;
 }
 
-/* Look up by name (@name non-NULL) or by handle. */
-static int lookup(tn_arena *a, const char *name, const tn_arena_handle *handle,
-		  tn_tensor **ret_tensor, tn_arena_handle *ret_handle, const char *fn)
+int tn__arena_hold(tn_arena *a, const char *name, const tn_arena_handle *handle,
+		   struct tn__arena_held *ret, const char *fn)
 {
 	size_t len = 0;
 	int r;
 
 	if (!tn__arena_ok(a))
 		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
-	if (!ret_tensor)
-		return tn__error(TN_EINVAL, "%s: NULL ret_tensor", fn);
 	if (name && (r = check_name(name, fn, &len)))
 		return r;
 
-	tn_storage *s;
 	struct tn__arena_remote_entry re;
 	tn_arena_entry *info = &re.entry;
+	uint64_t block;
+	bool sealed;
 	if (a->read_only) {
-		if ((r = lookup_remote(a, name, handle, &re, &s, fn)))
+		if ((r = hold_remote(a, name, handle, &re, fn)))
 			return r;
+		block = re.block;
+		sealed = true;
 	} else {
 		pthread_mutex_lock(&a->local_lock);
 		/* Room for a new local record before the shared hold is taken. */
@@ -515,31 +486,31 @@ static int lookup(tn_arena *a, const char *name, const tn_arena_handle *handle,
 		}
 		struct dir_entry *e = tn__entry_at(a, index);
 		entry_to_public(index, e, bytes, info);
-		uint64_t block = e->block;
+		block = e->block;
 		struct block *b = tn__block_at(a, block);
 		/* Sealed by this name or by another one over the same block. */
-		bool sealed = (info->flags & TN_ARENA_ENTRY_SEALED) ||
-			      (b->magic_flags >> 32 & BLOCK_FLAG_SEALED);
+		sealed = (info->flags & TN_ARENA_ENTRY_SEALED) ||
+			 (b->magic_flags >> 32 & BLOCK_FLAG_SEALED);
 		tn__hold_set(a, b, a->slot, true);
 		tn__tx_commit(a);
 		tn__arena_unlock(a);
-		if ((r = lookup_storage(a, block, info->block_bytes, sealed, &s)))
-			return r;
+		count_use(a, block);
 	}
-	r = tn_tensor_new(s, info->storage_offset, info->ndim, info->sizes, info->strides,
-			  info->dtype, ret_tensor);
-	tn_storage_unref(s);
-	if (r == TN_ENOMEM)
-		return r;
-	if (r) {
-		/* Copied first: the message is formatted into the buffer it is read from. */
-		char why[256];
-		snprintf(why, sizeof(why), "%s", tn_last_error());
-		return tn__error(TN_EIO, "%s: entry '%s' of arena %s does not fit its block: %s", fn,
-				 info->name, a->path, why);
-	}
-	if (ret_handle)
-		*ret_handle = info->handle;
+	ret->desc = (struct tn__arena_desc){
+		.block = block,
+		.dtype = (uint32_t)info->dtype,
+		.ndim = (uint32_t)info->ndim,
+		.storage_offset = info->storage_offset,
+		.flags = sealed ? TN_ARENA_ENTRY_SEALED : 0,
+	};
+	memcpy(ret->desc.sizes, info->sizes, sizeof(ret->desc.sizes));
+	memcpy(ret->desc.strides, info->strides, sizeof(ret->desc.strides));
+	ret->handle = info->handle;
+	ret->bytes = info->block_bytes;
+	/* One mapping per kind of use: sealed bytes in the read-only one, where a write faults
+	 * (a read-only handle has only that). */
+	ret->data = (sealed && a->ro ? a->ro : a->base) + block + BLOCK_HDR;
+	memcpy(ret->name, info->name, sizeof(ret->name));
 	return 0;
 }
 
@@ -549,10 +520,8 @@ int tn__arena_hold_for(tn_arena *a, int slot, const char *name, const tn_arena_h
 	static const char fn[] = "tn__arena_hold_for";
 	size_t len = 0;
 	int r;
-	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
-	if (a->read_only)
-		return tn__read_only_error(a, fn);
+	if ((r = tn__arena_check(a, true, fn)))
+		return r;
 	if (!ret || (!name && !handle))
 		return tn__error(TN_EINVAL, "%s: NULL %s", fn, ret ? "name and handle" : "ret");
 	if (slot < 0 || slot >= (int)a->max_clients)
@@ -577,17 +546,6 @@ int tn__arena_hold_for(tn_arena *a, int slot, const char *name, const tn_arena_h
 	}
 	tn__arena_unlock(a);
 	return r;
-}
-
-TN_EXPORT int tn_arena_lookup(tn_arena *a, const char *name, tn_tensor **ret_tensor,
-			      tn_arena_handle *ret_handle)
-{
-	return lookup(a, name, NULL, ret_tensor, ret_handle, "tn_arena_lookup");
-}
-
-TN_EXPORT int tn_arena_lookup_handle(tn_arena *a, tn_arena_handle handle, tn_tensor **ret_tensor)
-{
-	return lookup(a, NULL, &handle, ret_tensor, NULL, "tn_arena_lookup_handle");
 }
 
 /* Find @name under the lock; on success the lock stays held. */
@@ -624,7 +582,7 @@ TN_EXPORT int tn_arena_unpublish(tn_arena *a, const char *name)
 	return r;
 }
 
-TN_EXPORT int tn_arena_seal(tn_arena *a, const char *name)
+int tn__arena_seal_name(tn_arena *a, const char *name, uint64_t *ret_block)
 {
 	uint32_t index;
 	if (tn__arena_ok(a) && a->read_only)
@@ -648,12 +606,7 @@ TN_EXPORT int tn_arena_seal(tn_arena *a, const char *name)
 	tn__tx_set(a, &b->magic_flags, b->magic_flags | (uint64_t)BLOCK_FLAG_SEALED << 32);
 	tn__tx_commit(a);
 	tn__arena_unlock(a);
-	/* This process's writable storage of the block becomes read-only too. */
-	pthread_mutex_lock(&a->local_lock);
-	struct local_hold *rec = tn__local_find(a, block);
-	if (rec && rec->weak_rw && atomic_load(&rec->weak_rw->refcount) > 0)
-		rec->weak_rw->readonly = true;
-	pthread_mutex_unlock(&a->local_lock);
+	*ret_block = block;
 	return 0;
 }
 

@@ -10,16 +10,6 @@
 
 #include "arena_internal.h"
 
-/* The daemon's handle: an ordinary read-write attachment of this process. */
-static int daemon_handle(tn_arena *a, const char *fn)
-{
-	if (!tn__arena_ok(a))
-		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
-	if (a->read_only)
-		return tn__read_only_error(a, fn);
-	return 0;
-}
-
 static int slot_range(const tn_arena *a, int slot, const char *fn)
 {
 	if (slot < 0 || slot >= (int)a->max_clients)
@@ -31,7 +21,7 @@ int tn__arena_assign_slot(tn_arena *a, int32_t pid, uint64_t start_time, int *re
 			  uint64_t *ret_state)
 {
 	static const char fn[] = "tn__arena_assign_slot";
-	int r = daemon_handle(a, fn);
+	int r = tn__arena_check(a, true, fn);
 	if (r)
 		return r;
 	if (pid <= 0 || !ret_slot || !ret_state)
@@ -77,7 +67,7 @@ int tn__arena_slot_info(tn_arena *a, int slot, bool *ret_attached, int32_t *ret_
 int tn__arena_reclaim_if(tn_arena *a, int slot, uint64_t state, uint64_t *ret_freed)
 {
 	static const char fn[] = "tn__arena_reclaim_if";
-	int r = daemon_handle(a, fn);
+	int r = tn__arena_check(a, true, fn);
 	if (r || (r = slot_range(a, slot, fn)))
 		return r;
 	if (slot == a->slot)
@@ -105,7 +95,7 @@ int tn__arena_reclaim_if(tn_arena *a, int slot, uint64_t state, uint64_t *ret_fr
 int tn__arena_release_for(tn_arena *a, int slot, uint64_t block)
 {
 	static const char fn[] = "tn__arena_release_for";
-	int r = daemon_handle(a, fn);
+	int r = tn__arena_check(a, true, fn);
 	if (r || (r = slot_range(a, slot, fn)))
 		return r;
 	if ((r = tn__arena_lock(a)))

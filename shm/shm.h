@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the shared-memory floor offers the layers above it beyond the public <tensor/arena.h>:
- * a handle's mappings, and observers told before an arena handle's mappings go (a backend
- * that pinned them for DMA registers one, so shm/ never names the backend).
+ * a handle's mappings, observers told before an arena handle's mappings go (a backend that
+ * pinned them for DMA registers one, so shm/ never names the backend), and the directory of
+ * plain descriptors with the process's holds on blocks, over which the layer above publishes
+ * and looks up tensors.
  */
 #ifndef TN_SHM_H
 #define TN_SHM_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <tensor/arena.h>
 
@@ -37,5 +40,107 @@ struct tn__arena_observer {
 
 /* Add @observer (static storage; observers are never removed). */
 void tn__arena_observe(struct tn__arena_observer *observer);
+
+/* ---- for the layer above: handles, descriptors and holds ---------------------------------------
+ *
+ * The layer above makes tensors over blocks and remembers which storages it made of which
+ * block; shm records what a name means as a plain descriptor and counts this process's uses of
+ * each block it holds (one hold bit per block in the file, however many uses). Nothing here
+ * knows a tensor or a storage.
+ */
+
+/* Whether @arena is a live arena handle of this process (not one inherited across fork()). */
+bool tn__arena_live(const tn_arena *arena);
+
+/* The entry check of a public arena function named @fn: TN_EBADF when @arena is not a live
+ * handle of this process, TN_EPERM when @write and the handle is read-only; 0 otherwise. */
+int tn__arena_check(const tn_arena *arena, bool write, const char *fn);
+
+/* Whether @name is a valid tensor name (tn_arena_publish(3)); 0 or TN_EINVAL naming @fn. */
+int tn__arena_check_name(const char *name, const char *fn);
+
+/* The block whose data a pointer @ptr into either mapping of @arena falls at (the offset of its
+ * header in the file), or 0 when @ptr is in neither mapping or not where a block's data can
+ * start. *ret_ro (may be NULL) tells whether @ptr is in the read-only mapping. */
+uint64_t tn__arena_block_of(const tn_arena *arena, const void *ptr, bool *ret_ro);
+
+/* What is wrong with a tensor's geometry (dtype, ndim up to TN_ARENA_MAX_DIMS, sizes, strides,
+ * storage offset) against @payload bytes of storage, or NULL. The dtype's facts come from
+ * <tensor/dtype.h>'s TN_DTYPE_LIST. Also checks the views of shared CUDA storages (tensord). */
+const char *tn__extent_problem(uint32_t dtype, uint32_t ndim, const int64_t *sizes,
+			       const int64_t *strides, int64_t storage_offset, uint64_t payload);
+
+/* What the directory records under a name, besides the name: the block and the geometry of
+ * the elements in it. */
+struct tn__arena_desc {
+	uint64_t block;         /* offset of the block's header in the file */
+	uint32_t dtype;         /* an enum tn_dtype value */
+	uint32_t ndim;          /* at most TN_ARENA_MAX_DIMS */
+	int64_t sizes[TN_ARENA_MAX_DIMS];
+	int64_t strides[TN_ARENA_MAX_DIMS];
+	int64_t storage_offset; /* elements */
+	uint32_t flags;         /* TN_ARENA_ENTRY_SEALED: see the functions below */
+};
+
+/*
+ * tn__arena_publish_desc - name @desc as @name: the body of tn_arena_publish(3) once the tensor
+ * is read, with its errors (messages name @fn). The process must hold @desc->block (a block from
+ * tn__arena_alloc_held, or held through tn__arena_hold). @flags are TN_ARENA_SEAL and
+ * TN_ARENA_REPLACE; TN_ARENA_ENTRY_SEALED in @desc->flags seals too (the bytes of a read-only
+ * storage). *ret_handle and *ret_flags (each may be NULL) get the entry's handle and flags
+ * (TN_ARENA_ENTRY_SEALED when the entry is sealed, also because its block was).
+ */
+int tn__arena_publish_desc(tn_arena *arena, const char *name, const struct tn__arena_desc *desc,
+			   unsigned flags, tn_arena_handle *ret_handle, uint32_t *ret_flags,
+			   const char *fn);
+
+/* What tn__arena_hold found. */
+struct tn__arena_held {
+	struct tn__arena_desc desc; /* flags: TN_ARENA_ENTRY_SEALED when this name or another over
+				       the same block sealed it */
+	tn_arena_handle handle;     /* the entry's */
+	uint64_t bytes;             /* usable bytes of the block */
+	void *data;                 /* the block's data, in the read-only mapping when sealed */
+	char name[TN_ARENA_NAME_MAX + 1]; /* the entry's name */
+};
+
+/*
+ * tn__arena_hold - resolve @name (NULL: @handle), hold its block for this process and count one
+ * more use of it, which tn__arena_release gives back (a block's uses keep the arena handle
+ * alive). A read-only handle asks tensord through its remote operations. The errors of
+ * tn_arena_lookup(3), with messages naming @fn: TN_EBADF, TN_EINVAL, TN_ENOENT, TN_ESTALE,
+ * TN_EIO, TN_ENOMEM.
+ */
+int tn__arena_hold(tn_arena *arena, const char *name, const tn_arena_handle *handle,
+		   struct tn__arena_held *ret, const char *fn);
+
+/*
+ * tn__arena_alloc_held - a block of at least @nbytes bytes (0 counts as 1) for a storage: held
+ * by this process and counted as one use, as tn__arena_hold counts one, so that it can be
+ * published and given back with tn__arena_release. Errors as tn_arena_allocator's: TN_EPERM (a
+ * read-only handle), TN_ENOMEM, lock errors.
+ */
+int tn__arena_alloc_held(tn_arena *arena, size_t nbytes, void **ret_ptr);
+
+/*
+ * tn__arena_release - give back one use of @block: the last drops this process's hold (freeing
+ * the block when nothing else holds or names it) and the arena reference the uses kept.
+ * Returns 0, TN_EBADF (not a block this process holds; silently for a handle inherited across
+ * fork(), whose holds are the parent's) or an error of the arena's lock or heap.
+ */
+int tn__arena_release(tn_arena *arena, uint64_t block);
+
+/*
+ * tn__arena_seal_name - the body of tn_arena_seal(3) in the arena file: seal the entry @name and
+ * its block. *ret_block gets the block, whose writable storage in this process the caller
+ * marks read-only. Errors as tn_arena_seal(3).
+ */
+int tn__arena_seal_name(tn_arena *arena, const char *name, uint64_t *ret_block);
+
+/* Bytes each arena handle keeps for the layer above (for its allocator adapter, which must
+ * live as long as the handle): zero when the handle is made, never read or written by shm,
+ * gone with the handle. */
+#define TN__ARENA_UPPER_BYTES 64
+void *tn__arena_upper(tn_arena *arena);
 
 #endif /* TN_SHM_H */

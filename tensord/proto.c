@@ -8,6 +8,7 @@
 
 #include "internal.h"
 #include "proto.h"
+#include "../shm/shm.h" /* tn__extent_problem */
 
 /* Body sizes by operation. */
 static const struct {

@@ -654,6 +654,85 @@ START_TEST(test_lookup_once)
 }
 END_TEST
 
+/* One process, one block: a lookup of a name the process published gets the publishing storage
+ * back and a second lookup the first one's, a sealed lookup gets one read-only storage over the
+ * read-only mapping, each handle of the arena has storages of its own, and storages keep their
+ * handle attached after the caller's reference to it is gone. */
+START_TEST(test_storages_in_process)
+{
+	tn_arena *a = make("mine", 16 << 20), *b;
+	int64_t sz[] = { 64 };
+	tn_tensor *t = arena_tensor(a, 1, sz, TN_INT64), *v, *x, *y, *r1, *r2, *bx, *by;
+	tn_arena_handle hv;
+	ck_assert_ptr_eq(tn_arena_allocator(a), tn_arena_allocator(a));
+	ck_assert_ptr_null(tn_arena_allocator(NULL));
+	for (int i = 0; i < 64; i++)
+		((int64_t *)tn_tensor_data(t))[i] = i;
+	ck_assert_tn_ok(tn_narrow(t, 0, 8, 16, &v));
+	ck_assert_tn_ok(tn_arena_publish(a, "t", t, 0, NULL));
+	ck_assert_tn_ok(tn_arena_publish(a, "v", v, 0, &hv));
+	ck_assert_tn_ok(tn_arena_lookup(a, "t", &x, NULL));
+	ck_assert_tn_ok(tn_arena_lookup_handle(a, hv, &y));
+	ck_assert_ptr_eq(tn_tensor_storage(x), tn_tensor_storage(t));
+	ck_assert_ptr_eq(tn_tensor_storage(y), tn_tensor_storage(t));
+	ck_assert_int_eq(((int64_t *)tn_tensor_data(y))[0], 8);
+
+	/* A second handle of the arena in this process: its own mapping and storage. */
+	ck_assert_tn_ok(tn_arena_open("mine", dir, &b));
+	ck_assert_tn_ok(tn_arena_lookup(b, "t", &bx, NULL));
+	ck_assert_tn_ok(tn_arena_lookup(b, "v", &by, NULL));
+	ck_assert_ptr_ne(tn_tensor_storage(bx), tn_tensor_storage(t));
+	ck_assert_ptr_eq(tn_tensor_storage(by), tn_tensor_storage(bx));
+	ck_assert_ptr_ne(tn_tensor_data(bx), tn_tensor_data(t));
+	ck_assert_int_eq(((int64_t *)tn_tensor_data(bx))[63], 63);
+	tn_tensor_unref(bx);
+	tn_tensor_unref(by);
+
+	/* The publishing storage gone, the names stay: the next lookup makes a storage, the one
+	 * after reuses it. */
+	tn_tensor_unref(t);
+	tn_tensor_unref(v);
+	tn_tensor_unref(x);
+	tn_tensor_unref(y);
+	ck_assert_uint_eq(stats(a).blocks, 1);
+	ck_assert_tn_ok(tn_arena_lookup(a, "t", &x, NULL));
+	ck_assert_tn_ok(tn_arena_lookup(a, "v", &y, NULL));
+	ck_assert_ptr_eq(tn_tensor_storage(x), tn_tensor_storage(y));
+	ck_assert_int_eq(((int64_t *)tn_tensor_data(y))[0], 8);
+
+	/* Sealing turns that storage read-only; sealed lookups (also of the other name over the
+	 * block) share one storage over the read-only mapping. */
+	ck_assert_tn_ok(tn_arena_seal(a, "t"));
+	ck_assert_tn_error_has(tn_fill_(y, tn_scalar_int(1)), TN_EPERM, "sealed");
+	ck_assert_tn_ok(tn_arena_lookup(a, "t", &r1, NULL));
+	ck_assert_tn_ok(tn_arena_lookup(a, "v", &r2, NULL));
+	ck_assert_ptr_eq(tn_tensor_storage(r1), tn_tensor_storage(r2));
+	ck_assert_ptr_ne(tn_tensor_storage(r1), tn_tensor_storage(x));
+	ck_assert_ptr_ne(tn_tensor_data(r1), tn_tensor_data(x));
+	ck_assert_int_eq(((int64_t *)tn_tensor_data(r1))[5], 5);
+	ck_assert_tn_ok(tn_arena_lookup(b, "t", &bx, NULL));
+	ck_assert_ptr_ne(tn_tensor_storage(bx), tn_tensor_storage(r1));
+	tn_tensor_unref(x);
+	tn_tensor_unref(y);
+
+	/* The caller lets go of @a: its storages keep it attached, until the last goes. */
+	tn_arena_unref(a);
+	ck_assert_uint_eq(stats(b).clients, 2);
+	ck_assert_int_eq(((int64_t *)tn_tensor_data(r2))[0], 8);
+	tn_tensor_unref(r1);
+	ck_assert_uint_eq(stats(b).clients, 2);
+	tn_tensor_unref(r2);
+	ck_assert_uint_eq(stats(b).clients, 1);
+	ck_assert_tn_ok(tn_arena_unpublish(b, "t"));
+	ck_assert_tn_ok(tn_arena_unpublish(b, "v"));
+	ck_assert_uint_eq(stats(b).blocks, 1); /* held by bx */
+	tn_tensor_unref(bx);
+	ck_assert_uint_eq(stats(b).blocks, 0);
+	assert_clean(b);
+	tn_arena_unref(b);
+}
+END_TEST
+
 /* ---- sealing ----------------------------------------------------------------------------------- */
 
 START_TEST(test_seal)
@@ -1677,6 +1756,7 @@ static Suite *arena_suite(void)
 	tcase_add_test(tc, test_list);
 	tcase_add_test(tc, test_directory_churn);
 	tcase_add_test(tc, test_lookup_once);
+	tcase_add_test(tc, test_storages_in_process);
 	tcase_add_test(tc, test_seal);
 	tcase_add_test(tc, test_seal_rules);
 	tcase_add_test(tc, test_factories_in_arena);

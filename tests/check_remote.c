@@ -728,7 +728,8 @@ START_TEST(test_hold_for_rules)
 	/* A raw block of the slot's is not the daemon's to release. */
 	void *p;
 	ck_assert_tn_ok(tn_arena_alloc(a, 100, &p));
-	ck_assert_int_eq(tn__arena_release_for(a, tn_arena_slot(a), tn__block_of(a, p)), TN_EINVAL);
+	ck_assert_int_eq(tn__arena_release_for(a, tn_arena_slot(a), tn__arena_block_of(a, p, NULL)),
+			 TN_EINVAL);
 	ck_assert_tn_ok(tn_arena_free(a, p));
 	tn_tensor_unref(y);
 	ck_assert_int_eq(tn__arena_reclaim_if(a, s, st, NULL), 1);
