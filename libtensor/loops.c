@@ -26,6 +26,8 @@ struct chunked {
 	bool cast_any;
 	enum tn_dtype dtype[TN_CHUNKED_MAX_OPERANDS];   /* the operands' own */
 	enum tn_dtype compute[TN_CHUNKED_MAX_OPERANDS]; /* what the row reads and writes */
+	int64_t width[TN_CHUNKED_MAX_OPERANDS];         /* bytes of a compute element */
+	bool convert[TN_CHUNKED_MAX_OPERANDS];          /* dtype differs from compute */
 };
 
 static void chunked_loop(void *vctx, char **data, const int64_t *strides, int64_t n0, int64_t n1)
@@ -39,7 +41,7 @@ static void chunked_loop(void *vctx, char **data, const int64_t *strides, int64_
 	for (int64_t j = 0; j < n1; j++) {
 		for (int k = 0; k < nt; k++)
 			p[k] = data[k] + j * strides[nt + k];
-		const int64_t wo = (int64_t)tn__itemsize(c->compute[0]);
+		const int64_t wo = c->width[0];
 		if (c->stream && !c->cast_any && strides[0] == wo) {
 			if (c->row_stream) {
 				c->row_stream(c->ctx, p, strides, n0);
@@ -69,12 +71,12 @@ static void chunked_loop(void *vctx, char **data, const int64_t *strides, int64_
 			int64_t m = n0 - i < CHUNK ? n0 - i : CHUNK;
 			for (int k = 0; k < nt; k++) {
 				char *src = p[k] + i * strides[k];
-				int64_t w = (int64_t)tn__itemsize(c->compute[k]);
-				if (c->dtype[k] == c->compute[k]) {
+				if (!c->convert[k]) {
 					q[k] = src;
 					qs[k] = strides[k];
 					continue;
 				}
+				const int64_t w = c->width[k];
 				q[k] = (char *)buf[k];
 				qs[k] = k >= c->noutputs && strides[k] == 0 ? 0 : w;
 				/* Inputs are converted in; outputs are written in the buffer and
@@ -85,7 +87,7 @@ static void chunked_loop(void *vctx, char **data, const int64_t *strides, int64_
 			}
 			c->row(c->ctx, q, qs, m);
 			for (int k = 0; k < c->noutputs; k++)
-				if (c->dtype[k] != c->compute[k])
+				if (c->convert[k])
 					c->cast(p[k] + i * strides[k], c->dtype[k], strides[k], q[k],
 						c->compute[k], qs[k], m);
 		}
@@ -106,7 +108,9 @@ static void run(const struct tn_iter *it, const enum tn_dtype *compute, tn__row_
 	for (int k = 0; k < it->ntensors; k++) {
 		c.dtype[k] = it->ops[k].dtype;
 		c.compute[k] = compute[k];
-		c.cast_any |= c.dtype[k] != c.compute[k];
+		c.width[k] = (int64_t)tn__itemsize(compute[k]);
+		c.convert[k] = c.dtype[k] != c.compute[k];
+		c.cast_any |= c.convert[k];
 	}
 	if (c.cast_any)
 		c.cast = (tn__cast_fn)tn__stub_get(&tn__cast_stub);
