@@ -70,9 +70,13 @@ int tn__arena_lock(tn_arena *a)
 #ifdef __SANITIZE_THREAD__
 		/* ThreadSanitizer's pthread_mutex_timedlock records the lock only when it returns
 		 * 0 (its lock and trylock also take EOWNERDEAD): tell it, or it reports our unlock
-		 * of a lock it never saw taken. */
-		if (r == EOWNERDEAD)
+		 * of a lock it never saw taken. post_lock ends what pre_lock begins (TSan ignores
+		 * the accesses between them); called alone it fails TSan's own CHECK and kills
+		 * the process. */
+		if (r == EOWNERDEAD) {
+			__tsan_mutex_pre_lock(&a->hdr->lock, __tsan_mutex_try_lock);
 			__tsan_mutex_post_lock(&a->hdr->lock, __tsan_mutex_try_lock, 0);
+		}
 #endif
 		if (r == ETIMEDOUT)
 			return tn__error(TN_EBUSY, "arena %s: its lock has been held for over %u ms "
