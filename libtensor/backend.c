@@ -141,7 +141,8 @@ static void load(const struct loadable *l)
 		return;
 	}
 	char loaded[4096];
-	const char *file = getenv(l->env);
+	/* secure_getenv: a set-user-ID program never loads code a caller's environment names. */
+	const char *file = secure_getenv(l->env);
 	if (file && *file) {
 		snprintf(loaded, sizeof(loaded), "%s", file);
 		h = open_library(file, why, sizeof(missing[0]));
@@ -170,7 +171,8 @@ static void load(const struct loadable *l)
 			 entry ? TN_BACKEND_ABI_SYMBOL : TN_BACKEND_ENTRY);
 	} else if (*abi != TN_BACKEND_ABI) {
 		snprintf(why, sizeof(missing[0]), "%.800s has backend ABI %u, libtensor %u: install "
-			 "the libtensor-cuda of this libtensor", loaded, *abi, TN_BACKEND_ABI);
+			 "the %s backend built with this libtensor", loaded, *abi, TN_BACKEND_ABI,
+			 type);
 	} else if ((rc = entry(&core_api, &ops)) < 0 || !ops) {
 		snprintf(why, sizeof(missing[0]), "%.400s refused to start: %.500s", loaded,
 			 tn_last_error());
