@@ -165,10 +165,25 @@ static void lookup_deleter(void *data, void *ctx)
 	give_back(ctx, data);
 }
 
-/* A storage over the block @h names, for a lookup that counted one use of it: this process's
- * live storage over the same mapping when there is one (the lookup's use goes back, that
- * storage counts its own), else a new one, which keeps the use until its deleter runs. */
-static int storage_for(tn_arena *a, const struct tn__arena_held *h, const char *fn,
+/* tn__arena_hold's reuse hook: this process's live storage over @block in the mapping @sealed
+ * names, in *(tn_storage **)@ctx with a new reference. */
+static bool reuse_storage(void *ctx, tn_arena *a, uint64_t block, bool sealed)
+{
+	tn_storage *s = NULL;
+	kept_lock_take();
+	struct kept *k = kept_find(a, block);
+	if (k) {
+		kept_prune(k);
+		s = tn_storage_weak_lock(sealed ? k->ro : k->rw);
+	}
+	pthread_mutex_unlock(&kept_lock);
+	*(tn_storage **)ctx = s;
+	return s != NULL;
+}
+
+/* A new storage over the block @h names, for a lookup that counted one use of it, which the
+ * storage keeps until its deleter runs; remembered for the process's later lookups. */
+static int new_storage(tn_arena *a, const struct tn__arena_held *h, const char *fn,
 		       tn_storage **ret)
 {
 	bool sealed = h->desc.flags & TN_ARENA_ENTRY_SEALED;
@@ -180,6 +195,7 @@ static int storage_for(tn_arena *a, const struct tn__arena_held *h, const char *
 	struct kept *k = kept_find(a, block);
 	if (k) {
 		kept_prune(k);
+		/* Another thread's lookup made one since our hook looked. */
 		s = tn_storage_weak_lock(sealed ? k->ro : k->rw);
 	}
 	if (s) {
@@ -271,15 +287,18 @@ TN_EXPORT int tn_arena_publish(tn_arena *a, const char *name, const tn_tensor *t
 	uint32_t eflags = 0;
 	r = tn__arena_publish_desc(a, name, &desc, flags, &handle, &eflags, fn);
 
-	kept_lock_take();
-	if (r && added && (k = kept_find(a, block)) && k->rw == s) {
-		k->rw = tn_storage_weak_unref(s);
-		if (!k->ro)
-			kept_remove(k);
+	/* Undo the remembering of a failed publish; a sealed publish seals the storage. */
+	if ((r && added) || (!r && eflags)) {
+		kept_lock_take();
+		if (r && added && (k = kept_find(a, block)) && k->rw == s) {
+			k->rw = tn_storage_weak_unref(s);
+			if (!k->ro)
+				kept_remove(k);
+		}
+		if (!r && eflags)
+			s->readonly = true;
+		pthread_mutex_unlock(&kept_lock);
 	}
-	if (!r && eflags)
-		s->readonly = true;
-	pthread_mutex_unlock(&kept_lock);
 	if (r)
 		return r;
 	if (ret_handle)
@@ -299,7 +318,12 @@ static int lookup(tn_arena *a, const char *name, const tn_arena_handle *handle,
 		return r;
 	if (!ret_tensor)
 		return tn__error(TN_EINVAL, "%s: NULL ret_tensor", fn);
-	if ((r = tn__arena_hold(a, name, handle, &h, fn)) || (r = storage_for(a, &h, fn, &s)))
+	/* A block this process has a storage over (the common case of a second lookup) is
+	 * answered by that storage, with no use counted and given back. */
+	s = NULL;
+	if ((r = tn__arena_hold(a, name, handle, reuse_storage, &s, &h, fn)) < 0)
+		return r;
+	if (r == 0 && (r = new_storage(a, &h, fn, &s)))
 		return r;
 	r = tn_tensor_new(s, h.desc.storage_offset, (int)h.desc.ndim, h.desc.sizes, h.desc.strides,
 			  (enum tn_dtype)h.desc.dtype, ret_tensor);

@@ -255,8 +255,18 @@ int tn__heap_alloc_locked(tn_arena *a, size_t nbytes, uint64_t need, uint64_t al
 /* ---- holds.c: hold bits, this process's holds, client slots ---- */
 /* Set or clear @slot's bit in the block's holders (under the lock, inside a change). */
 void tn__hold_set(tn_arena *a, struct block *b, int slot, bool on);
-bool tn__hold_has(const struct block *b, int slot);
-bool tn__holds_none(const struct block *b);
+/* Inline: the thread cache's free path asks on every call. */
+static inline bool tn__hold_has(const struct block *b, int slot)
+{
+	return b->holders[slot / 64] >> (slot % 64) & 1;
+}
+static inline bool tn__holds_none(const struct block *b)
+{
+	for (int i = 0; i < HOLD_WORDS; i++)
+		if (b->holders[i])
+			return false;
+	return true;
+}
 /* Whether a slot other than this process's holds @b. */
 bool tn__held_by_others(const tn_arena *a, const struct block *b);
 /* The process's record of @block, or NULL; a new record (no uses yet), or NULL on ENOMEM;

@@ -409,9 +409,24 @@ static const char *remote_entry_problem(const tn_arena *a, const struct tn__aren
 				  e->storage_offset, e->block_bytes);
 }
 
+/* A use of @block for the layer above, under local_lock (which this releases): none when its
+ * @reuse hook says it has a storage over the block already, which counts its own use. Returns
+ * 1 when the hook reused, 0 when a use was counted. */
+static int count_or_reuse(tn_arena *a, uint64_t block, bool sealed, tn__arena_reuse_fn reuse,
+			  void *reuse_ctx)
+{
+	if (reuse && reuse(reuse_ctx, a, block, sealed)) {
+		pthread_mutex_unlock(&a->local_lock);
+		return 1;
+	}
+	count_use(a, block);
+	return 0;
+}
+
 /* A read-only handle's hold: the daemon resolves the name and holds the block for our slot;
- * every tensor is read-only. */
+ * every tensor is read-only. Returns as count_or_reuse. */
 static int hold_remote(tn_arena *a, const char *name, const tn_arena_handle *handle,
+		       tn__arena_reuse_fn reuse, void *reuse_ctx,
 		       struct tn__arena_remote_entry *re, const char *fn)
 {
 	int r;
@@ -442,12 +457,19 @@ static int hold_remote(tn_arena *a, const char *name, const tn_arena_handle *han
 		return tn__error(TN_EIO, "%s: tensord's entry for '%s' of arena %s does not fit the "
 				 "arena (%s)", fn, name ? name : re->entry.name, a->path, bad);
 	}
-	count_use(a, re->block);
-	return 0;
+	return count_or_reuse(a, re->block, true, reuse, reuse_ctx);
+}
+
+/* One mapping per kind of use: sealed bytes in the read-only one, where a write faults (a
+ * read-only handle has only that). */
+static void *data_of(const tn_arena *a, uint64_t block, bool sealed)
+{
+	return (sealed && a->ro ? a->ro : a->base) + block + BLOCK_HDR;
 }
 
 int tn__arena_hold(tn_arena *a, const char *name, const tn_arena_handle *handle,
-		   struct tn__arena_held *ret, const char *fn)
+		   tn__arena_reuse_fn reuse, void *reuse_ctx, struct tn__arena_held *ret,
+		   const char *fn)
 {
 	size_t len = 0;
 	int r;
@@ -457,61 +479,72 @@ int tn__arena_hold(tn_arena *a, const char *name, const tn_arena_handle *handle,
 	if (name && (r = check_name(name, fn, &len)))
 		return r;
 
-	struct tn__arena_remote_entry re;
-	tn_arena_entry *info = &re.entry;
-	uint64_t block;
-	bool sealed;
 	if (a->read_only) {
-		if ((r = hold_remote(a, name, handle, &re, fn)))
+		struct tn__arena_remote_entry re;
+		const tn_arena_entry *info = &re.entry;
+		if ((r = hold_remote(a, name, handle, reuse, reuse_ctx, &re, fn)) < 0)
 			return r;
-		block = re.block;
-		sealed = true;
-	} else {
-		pthread_mutex_lock(&a->local_lock);
-		/* Room for a new local record before the shared hold is taken. */
-		if ((r = tn__local_reserve(a))) {
-			pthread_mutex_unlock(&a->local_lock);
-			return r;
-		}
-		if ((r = tn__arena_lock(a))) {
-			pthread_mutex_unlock(&a->local_lock);
-			return r;
-		}
-		uint32_t index;
-		uint64_t bytes;
-		if ((r = find_entry_locked(a, name, len, handle, fn, &index, &bytes))) {
-			tn__arena_unlock(a);
-			pthread_mutex_unlock(&a->local_lock);
-			return r;
-		}
-		struct dir_entry *e = tn__entry_at(a, index);
-		entry_to_public(index, e, bytes, info);
-		block = e->block;
-		struct block *b = tn__block_at(a, block);
-		/* Sealed by this name or by another one over the same block. */
-		sealed = (info->flags & TN_ARENA_ENTRY_SEALED) ||
-			 (b->magic_flags >> 32 & BLOCK_FLAG_SEALED);
-		tn__hold_set(a, b, a->slot, true);
-		tn__tx_commit(a);
-		tn__arena_unlock(a);
-		count_use(a, block);
+		ret->desc = (struct tn__arena_desc){
+			.block = re.block,
+			.dtype = (uint32_t)info->dtype,
+			.ndim = (uint32_t)info->ndim,
+			.storage_offset = info->storage_offset,
+			.flags = TN_ARENA_ENTRY_SEALED,
+		};
+		memcpy(ret->desc.sizes, info->sizes, (size_t)info->ndim * sizeof(int64_t));
+		memcpy(ret->desc.strides, info->strides, (size_t)info->ndim * sizeof(int64_t));
+		ret->handle = info->handle;
+		ret->bytes = info->block_bytes;
+		ret->data = data_of(a, re.block, true);
+		memcpy(ret->name, info->name, sizeof(ret->name));
+		return r;
 	}
+
+	pthread_mutex_lock(&a->local_lock);
+	/* Room for a new local record before the shared hold is taken. */
+	if ((r = tn__local_reserve(a))) {
+		pthread_mutex_unlock(&a->local_lock);
+		return r;
+	}
+	if ((r = tn__arena_lock(a))) {
+		pthread_mutex_unlock(&a->local_lock);
+		return r;
+	}
+	uint32_t index;
+	uint64_t bytes;
+	if ((r = find_entry_locked(a, name, len, handle, fn, &index, &bytes))) {
+		tn__arena_unlock(a);
+		pthread_mutex_unlock(&a->local_lock);
+		return r;
+	}
+	/* The entry was checked by find_entry_locked; read what the layer above needs of it
+	 * (its dims only) while the lock keeps it from changing. */
+	const struct dir_entry *e = tn__entry_at(a, index);
+	const uint64_t block = e->block;
+	struct block *b = tn__block_at(a, block);
+	const uint32_t ndim = (uint32_t)(e->dtype_ndim >> 32);
+	const uint32_t eflags = (uint32_t)(e->block_gen_flags >> 32);
+	/* Sealed by this name or by another one over the same block. */
+	const bool sealed = (eflags & TN_ARENA_ENTRY_SEALED) ||
+			    (b->magic_flags >> 32 & BLOCK_FLAG_SEALED);
 	ret->desc = (struct tn__arena_desc){
 		.block = block,
-		.dtype = (uint32_t)info->dtype,
-		.ndim = (uint32_t)info->ndim,
-		.storage_offset = info->storage_offset,
+		.dtype = (uint32_t)e->dtype_ndim,
+		.ndim = ndim,
+		.storage_offset = e->storage_offset,
 		.flags = sealed ? TN_ARENA_ENTRY_SEALED : 0,
 	};
-	memcpy(ret->desc.sizes, info->sizes, sizeof(ret->desc.sizes));
-	memcpy(ret->desc.strides, info->strides, sizeof(ret->desc.strides));
-	ret->handle = info->handle;
-	ret->bytes = info->block_bytes;
-	/* One mapping per kind of use: sealed bytes in the read-only one, where a write faults
-	 * (a read-only handle has only that). */
-	ret->data = (sealed && a->ro ? a->ro : a->base) + block + BLOCK_HDR;
-	memcpy(ret->name, info->name, sizeof(ret->name));
-	return 0;
+	memcpy(ret->desc.sizes, e->sizes, (size_t)ndim * sizeof(int64_t));
+	memcpy(ret->desc.strides, e->strides, (size_t)ndim * sizeof(int64_t));
+	ret->handle = (tn_arena_handle){ index, entry_gen(e) };
+	ret->bytes = bytes;
+	memcpy(ret->name, e->name, e->name_len);
+	ret->name[e->name_len] = '\0';
+	tn__hold_set(a, b, a->slot, true);
+	tn__tx_commit(a);
+	tn__arena_unlock(a);
+	ret->data = data_of(a, block, sealed);
+	return count_or_reuse(a, block, sealed, reuse, reuse_ctx);
 }
 
 int tn__arena_hold_for(tn_arena *a, int slot, const char *name, const tn_arena_handle *handle,

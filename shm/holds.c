@@ -18,11 +18,6 @@
 
 /* ---- hold bits ------------------------------------------------------------------------------- */
 
-bool tn__hold_has(const struct block *b, int slot)
-{
-	return b->holders[slot / 64] >> (slot % 64) & 1;
-}
-
 bool tn__held_by_others(const tn_arena *a, const struct block *b)
 {
 	for (int i = 0; i < HOLD_WORDS; i++) {
@@ -31,14 +26,6 @@ bool tn__held_by_others(const tn_arena *a, const struct block *b)
 			return true;
 	}
 	return false;
-}
-
-bool tn__holds_none(const struct block *b)
-{
-	for (int i = 0; i < HOLD_WORDS; i++)
-		if (b->holders[i])
-			return false;
-	return true;
 }
 
 void tn__hold_set(tn_arena *a, struct block *b, int slot, bool on)

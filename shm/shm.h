@@ -105,14 +105,24 @@ struct tn__arena_held {
 };
 
 /*
- * tn__arena_hold - resolve @name (NULL: @handle), hold its block for this process and count one
- * more use of it, which tn__arena_release gives back (a block's uses keep the arena handle
- * alive). A read-only handle asks tensord through its remote operations. The errors of
- * tn_arena_lookup(3), with messages naming @fn: TN_EBADF, TN_EINVAL, TN_ENOENT, TN_ESTALE,
- * TN_EIO, TN_ENOMEM.
+ * The layer above's answer, asked by tn__arena_hold under this process's holds lock once the
+ * block is held (no arena lock is held): whether it has a live storage over @block in the
+ * mapping that @sealed names and took a reference to it (kept in its @ctx). Such a storage
+ * counts its own use, so none is counted for the lookup.
+ */
+typedef bool (*tn__arena_reuse_fn)(void *ctx, tn_arena *arena, uint64_t block, bool sealed);
+
+/*
+ * tn__arena_hold - resolve @name (NULL: @handle) and hold its block for this process. Returns 0
+ * when it counted one more use of the block, which tn__arena_release gives back (a block's uses
+ * keep the arena handle alive), or 1 when @reuse (may be NULL) answered that the caller has a
+ * storage over it already: then nothing is to be given back. A read-only handle asks tensord
+ * through its remote operations. The errors of tn_arena_lookup(3), with messages naming @fn:
+ * TN_EBADF, TN_EINVAL, TN_ENOENT, TN_ESTALE, TN_EIO, TN_ENOMEM.
  */
 int tn__arena_hold(tn_arena *arena, const char *name, const tn_arena_handle *handle,
-		   struct tn__arena_held *ret, const char *fn);
+		   tn__arena_reuse_fn reuse, void *reuse_ctx, struct tn__arena_held *ret,
+		   const char *fn);
 
 /*
  * tn__arena_alloc_held - a block of at least @nbytes bytes (0 counts as 1) for a storage: held

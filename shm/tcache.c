@@ -153,7 +153,9 @@ void tn__tcache_forget(tn_arena *a)
 	pthread_mutex_unlock(&tcache_lock);
 }
 
-TN_EXPORT int tn_arena_alloc(tn_arena *a, size_t nbytes, void **ret_ptr)
+/* tn_arena_alloc past the thread's cache: the checks' errors, and the heap under the lock. Out
+ * of line, so that the cache's path sets up no frame for it. */
+static __attribute__((noinline)) int alloc_slow(tn_arena *a, size_t nbytes, void **ret_ptr)
 {
 	static const char fn[] = "tn_arena_alloc";
 	uint64_t need = 0, align = 0, off = 0;
@@ -164,20 +166,6 @@ TN_EXPORT int tn_arena_alloc(tn_arena *a, size_t nbytes, void **ret_ptr)
 	if (!ret_ptr || !nbytes)
 		return tn__error(TN_EINVAL, "%s: %s", fn, ret_ptr ? "0 bytes" : "NULL ret_ptr");
 	struct tcache *tc = tls_tcache;
-	if (nbytes <= TC_MAX_BLOCK - BLOCK_HDR && tc &&
-	    atomic_load_explicit(&tc->arena, memory_order_relaxed) == a) {
-		need = tn__round_up(nbytes, TN_ARENA_ALIGNMENT) + BLOCK_HDR;
-		need = need < BLOCK_MIN ? BLOCK_MIN : need;
-	}
-	unsigned c = (unsigned)(need / TN_ARENA_ALIGNMENT);
-	if (need && tc->n[c]) {
-		/* A block of this class the thread freed: no lock, no system call. */
-		off = tc->off[c][--tc->n[c]];
-		struct block *b = tn__block_at(a, off);
-		b->magic_flags = BLOCK_MAGIC_USED | (uint64_t)BLOCK_FLAG_RAW << 32;
-		*ret_ptr = a->base + off + BLOCK_HDR;
-		return 0;
-	}
 	/* Here, not before the fast path: a read-only handle never has a thread cache. */
 	if (a->read_only)
 		return tn__read_only_error(a, fn);
@@ -200,6 +188,25 @@ TN_EXPORT int tn_arena_alloc(tn_arena *a, size_t nbytes, void **ret_ptr)
 		return r;
 	*ret_ptr = a->base + off + BLOCK_HDR;
 	return 0;
+}
+
+TN_EXPORT int tn_arena_alloc(tn_arena *a, size_t nbytes, void **ret_ptr)
+{
+	struct tcache *tc = tls_tcache;
+	if (TN_LIKELY(tc && ret_ptr && nbytes && nbytes <= TC_MAX_BLOCK - BLOCK_HDR &&
+		      atomic_load_explicit(&tc->arena, memory_order_relaxed) == a && tn__arena_ok(a))) {
+		uint64_t need = tn__round_up(nbytes, TN_ARENA_ALIGNMENT) + BLOCK_HDR;
+		unsigned c = (unsigned)((need < BLOCK_MIN ? BLOCK_MIN : need) / TN_ARENA_ALIGNMENT);
+		if (tc->n[c]) {
+			/* A block of this class the thread freed: no lock, no system call. */
+			uint64_t off = tc->off[c][--tc->n[c]];
+			struct block *b = tn__block_at(a, off);
+			b->magic_flags = BLOCK_MAGIC_USED | (uint64_t)BLOCK_FLAG_RAW << 32;
+			*ret_ptr = a->base + off + BLOCK_HDR;
+			return 0;
+		}
+	}
+	return alloc_slow(a, nbytes, ret_ptr);
 }
 
 /* Whether the thread's cache takes the raw block @b at @off: a whole, unflagged raw block of
