@@ -119,7 +119,10 @@ bool tnd_cuda_sweep(void);
 
 /* log.c */
 void tnd_log_setup(enum tnd_log_target target, enum tnd_log_level level);
+/* Lines are written with every control character escaped (a name cannot forge a line). */
 void tnd_log(enum tnd_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* @src into @dst (@cap bytes) with control characters and backslashes escaped. */
+void tnd_log_escape(char *dst, size_t cap, const char *src);
 #define tnd_error(...) tnd_log(TND_LOG_ERROR, __VA_ARGS__)
 #define tnd_warn(...) tnd_log(TND_LOG_WARN, __VA_ARGS__)
 #define tnd_info(...) tnd_log(TND_LOG_INFO, __VA_ARGS__)

@@ -38,6 +38,13 @@ TND_OP_LIST(TND_X_)
 static int do_HELLO(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_hello *m,
 		    int fd)
 {
+	if (c->hello_done) {
+		/* The version is chosen once: a second HELLO could switch the connection to
+		 * another one under requests already answered. */
+		tnd_reply_error(c, h, TN_EPROTO, "HELLO on a connection that said HELLO already");
+		tnd_protocol_error(c, "a second HELLO");
+		return 0;
+	}
 	if (m->min_version > TND_VERSION || m->max_version < TND_VERSION_MIN) {
 		tnd_reply_error(c, h, TN_EPROTO, "tensord speaks protocol versions %d to %d, "
 				"the client %u to %u", TND_VERSION_MIN, TND_VERSION,
@@ -118,7 +125,13 @@ static int do_ARENA_CREATE(struct tnd_client *c, const struct tnd_hdr *h,
 	if (!tnd_may_create(c))
 		return tnd_reply_error(c, h, TN_EACCES, "uid %u may not create arenas "
 				       "(create_users in tensord.conf)", (unsigned)c->uid);
-	if (tnd_arena_find(m->name))
+	struct tnd_arena *other = tnd_arena_find(m->name);
+	/* Someone who may not see the arena is not told that the name is taken (an oracle for
+	 * other users' arena names): the creation is refused as an arena of theirs would be. */
+	if (other && !(tnd_access_of(other, c) & (TND_ACC_READ | TND_ACC_ADMIN)))
+		return tnd_reply_error(c, h, TN_EACCES, "arena \"%s\": permission denied",
+				       m->name);
+	if (other)
 		return tnd_reply_error(c, h, TN_EEXIST, "arena \"%s\" exists", m->name);
 	if (tnd_d.narenas >= tnd_d.cfg.max_arenas)
 		return tnd_reply_error(c, h, TN_ENOSPC, "the daemon holds its limit of %u arenas "
@@ -308,6 +321,8 @@ static int do_ARENA_DESTROY(struct tnd_client *c, const struct tnd_hdr *h,
 	if (!(m->flags & TND_DESTROY_FORCE)) {
 		tn_arena_client cl[TN_ARENA_MAX_CLIENTS];
 		int n = tn_arena_clients(ar->a, cl, TN_ARENA_MAX_CLIENTS);
+		if (n < 0) /* who is attached cannot be told: not destroyed without --force */
+			return tnd_reply_tn(c, h, n);
 		int live = 0;
 		pid_t first = 0;
 		for (int i = 0; i < n; i++)
@@ -405,18 +420,22 @@ static int do_GC(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd
 		if (!tnd_arena_intact(ar))
 			continue;
 		tn_arena_stats before, after;
-		tn_arena_stat(ar->a, &before);
+		int r = tn_arena_stat(ar->a, &before);
+		if (r)
+			return tnd_reply_tn(c, h, r);
 		int n = tn_arena_reclaim_dead(ar->a);
 		if (n < 0)
 			return tnd_reply_tn(c, h, n);
 		int64_t t = tn_arena_trim(ar->a);
-		tn_arena_stat(ar->a, &after);
 		w.reclaimed_slots += (uint64_t)n;
+		tnd_d.reclaimed_slots += (uint64_t)n;
+		/* Without a second reading the freed bytes are not known: not made up. */
+		if ((r = tn_arena_stat(ar->a, &after)))
+			return tnd_reply_tn(c, h, r);
 		if (after.free_bytes > before.free_bytes)
 			w.freed_bytes += after.free_bytes - before.free_bytes;
 		if (t > 0)
 			w.trimmed_bytes += (uint64_t)t;
-		tnd_d.reclaimed_slots += (uint64_t)n;
 	}
 	if (m->name[0] && !tnd_arena_find(m->name))
 		return tnd_reply_error(c, h, TN_ENOENT, "no arena \"%s\"", m->name);

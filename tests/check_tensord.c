@@ -2625,6 +2625,218 @@ START_TEST(test_cuda_exports_restart)
 }
 END_TEST
 
+/* ---- hostile and unlucky conditions (issue 17, part C) ----------------------------------------- */
+
+/* Write a safetensors file of @n float32 tensors of @elems elements each, tensor i holding
+ * i, i+1, ...; named by @names[i] when given (JSON-escaped here), else by @fmt with i. */
+static void write_safetensors(const char *path, int n, const char *const *names, const char *fmt,
+			      int64_t elems)
+{
+	size_t cap = (size_t)n * 400 + 64, len = 0;
+	char *hdr = malloc(cap);
+	ck_assert_ptr_nonnull(hdr);
+	len += (size_t)snprintf(hdr + len, cap - len, "{");
+	for (int i = 0; i < n; i++) {
+		char name[300], esc[600];
+		if (names)
+			snprintf(name, sizeof(name), "%s", names[i]);
+		else
+			snprintf(name, sizeof(name), fmt, i);
+		size_t k = 0;
+		for (const char *q = name; *q; q++) {
+			if (*q == '\n') {
+				esc[k++] = '\\';
+				esc[k++] = 'n';
+			} else {
+				esc[k++] = *q;
+			}
+		}
+		esc[k] = 0;
+		uint64_t b = (uint64_t)i * (uint64_t)elems * 4;
+		len += (size_t)snprintf(hdr + len, cap - len,
+					"%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%lld],"
+					"\"data_offsets\":[%llu,%llu]}",
+					i ? "," : "", esc, (long long)elems, (unsigned long long)b,
+					(unsigned long long)(b + (uint64_t)elems * 4));
+	}
+	len += (size_t)snprintf(hdr + len, cap - len, "}");
+	while (len % 8)
+		hdr[len++] = ' ';
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	uint64_t hl = len;
+	ck_assert_int_eq(fwrite(&hl, 8, 1, f), 1);
+	ck_assert_int_eq(fwrite(hdr, 1, len, f), len);
+	for (int i = 0; i < n; i++)
+		for (int64_t j = 0; j < elems; j++) {
+			float v = (float)(i + j);
+			ck_assert_int_eq(fwrite(&v, 4, 1, f), 1);
+		}
+	ck_assert_int_eq(fclose(f), 0);
+	free(hdr);
+}
+
+/* Lines of the daemon's log that contain @needle. */
+static int log_count(const char *needle)
+{
+	FILE *f = fopen(D.log, "r");
+	char line[4096];
+	int n = 0;
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
+}
+
+/* A second HELLO would switch the connection's protocol version under it: refused, and the
+ * connection dropped. */
+START_TEST(test_second_hello)
+{
+	daemon_setup();
+	int fd = raw_connect();
+	raw_hello(fd);
+	union {
+		struct tnd_hdr h;
+		unsigned char b[TND_MSG_MAX];
+	} m;
+	struct tnd_hello h = { .min_version = 1, .max_version = TND_VERSION, .program = "again" };
+	build(&m, TND_OP_HELLO, &h, sizeof(h), 2);
+	raw_send(fd, &m, sizeof(m.h) + sizeof(h), -1, -1);
+	expect_dropped(fd, "a second HELLO");
+	check_served();
+	daemon_finish();
+}
+END_TEST
+
+/* Clients that send requests and never read the replies: each costs the daemon at most about
+ * the documented 256 KiB of queued replies (it stops reading such a client's requests), and
+ * everyone else is still served. */
+START_TEST(test_reply_queue_bounded)
+{
+	enum { CLIENTS = 8, REQUESTS = 4000 };
+	daemon_setup();
+	int fds[CLIENTS];
+	union {
+		struct tnd_hdr h;
+		unsigned char b[TND_MSG_MAX];
+	} m;
+	check_served();
+	long rss0 = daemon_rss_kb();
+	for (int k = 0; k < CLIENTS; k++) {
+		fds[k] = raw_connect();
+		raw_hello(fds[k]);
+		/* Small replies: each queued message used to cost a 4 KiB buffer. */
+		struct tnd_arena_ref r = { .name = "none" };
+		build(&m, TND_OP_ARENA_STAT, &r, sizeof(r), 7);
+		/* Send until the daemon stops reading (the socket stays full for 300 ms). */
+		int sent = 0;
+		while (sent < REQUESTS) {
+			ssize_t n = send(fds[k], &m, sizeof(m.h) + sizeof(r), MSG_DONTWAIT | MSG_NOSIGNAL);
+			if (n < 0) {
+				ck_assert_msg(errno == EAGAIN, "send: %s", strerror(errno));
+				struct pollfd p = { .fd = fds[k], .events = POLLOUT };
+				if (poll(&p, 1, 300) == 0)
+					break;
+				continue;
+			}
+			sent++;
+		}
+		ck_assert_int_gt(sent, 1000);
+	}
+	/* Let the daemon read what it will and queue what it answers. */
+	uint64_t t0 = now_ms();
+	long rss = daemon_rss_kb(), prev;
+	do {
+		prev = rss;
+		sleep_ms(200);
+		rss = daemon_rss_kb();
+	} while (rss != prev && now_ms() - t0 < 5000);
+	check_served();
+	ck_assert_msg(rss - rss0 < CLIENTS * 640, "%d clients that do not read grew the daemon by "
+		      "%ld KiB", CLIENTS, rss - rss0);
+	for (int k = 0; k < CLIENTS; k++)
+		close(fds[k]);
+	daemon_finish();
+}
+END_TEST
+
+/* Names a client chose cannot forge log lines: an arena name with a newline (refused as
+ * malformed, and the refusal is logged), a tensor name with one in a loaded file. */
+START_TEST(test_log_escapes)
+{
+	daemon_setup();
+	tn_tensord *c = conn();
+	make_arena(c, "logs", 4 << 20, 0, 0);
+	int fd = raw_connect();
+	raw_hello(fd);
+	union {
+		struct tnd_hdr h;
+		unsigned char b[TND_MSG_MAX];
+	} m;
+	struct tnd_arena_create cr = { .size = 1 << 20 };
+	snprintf(cr.name, sizeof(cr.name), "x\nFORGED-ARENA line");
+	build(&m, TND_OP_ARENA_CREATE, &cr, sizeof(cr), 2);
+	raw_send(fd, &m, sizeof(m.h) + sizeof(cr), -1, -1);
+	expect_dropped(fd, "an arena name with a newline");
+	char file[256];
+	snprintf(file, sizeof(file), "%s/nl.safetensors", D.dir);
+	const char *names[] = { "good", "bad\nFORGED-TENSOR line" };
+	write_safetensors(file, 2, names, NULL, 4);
+	fd = open(file, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_ne(tn_tensord_load(c, "logs", fd, TN_TENSORD_FORMAT_AUTO, "", 0, NULL, NULL,
+					 NULL), 0);
+	close(fd);
+	check_served();
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "logs", 0));
+	tn_tensord_close(c);
+	/* Both were logged, on one line each, with the newline escaped. */
+	ck_assert_int_eq(log_count("x\\nFORGED-ARENA line"), 1);
+	ck_assert_int_eq(log_count("bad\\nFORGED-TENSOR line"), 1);
+	FILE *f = fopen(D.log, "r");
+	ck_assert_ptr_nonnull(f);
+	char line[4096];
+	while (fgets(line, sizeof(line), f))
+		ck_assert_msg(strncmp(line, "FORGED", 6) != 0, "a forged log line: %s", line);
+	fclose(f);
+	daemon_finish();
+}
+END_TEST
+
+static int nobody_create_taken(int unused)
+{
+	(void)unused;
+	tn_tensord *c;
+	tn_tensord_arena_options o;
+	tn_tensord_arena_options_init(&o);
+	o.size = 4 << 20;
+	EXPECT(tn_tensord_connect(D.sock, &c) == 0);
+	/* Hidden from nobody: the same answer as for any arena nobody may not touch. */
+	EXPECT(tn_tensord_arena_create(c, "hidden", &o) == TN_EACCES);
+	EXPECT(strstr(tn_last_error(), "exists") == NULL);
+	/* Visible to nobody: it may be told. */
+	EXPECT(tn_tensord_arena_create(c, "visible", &o) == TN_EEXIST);
+	tn_tensord_close(c);
+	return 0;
+}
+
+/* Creating an arena whose name is taken by one the caller cannot see does not tell it so. */
+START_TEST(test_create_no_oracle)
+{
+	daemon_setup();
+	tn_tensord *c = conn();
+	make_arena(c, "hidden", 4 << 20, 0, 0);
+	make_arena(c, "visible", 4 << 20, 0, 0044);
+	ck_assert_child_ok(as_nobody(nobody_create_taken, 0));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "hidden", 0));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "visible", 0));
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
 static Suite *tensord_suite(void)
 {
 	Suite *s = suite_create("tensord");
@@ -2648,6 +2860,10 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_cuda_exports);
 	tcase_add_test(tc, test_cuda_exports_access);
 	tcase_add_test(tc, test_cuda_exports_restart);
+	tcase_add_test(tc, test_second_hello);
+	tcase_add_test(tc, test_reply_queue_bounded);
+	tcase_add_test(tc, test_log_escapes);
+	tcase_add_test(tc, test_create_no_oracle);
 	suite_add_tcase(s, tc);
 	return s;
 }
