@@ -19,6 +19,7 @@
 
 #include "../shm/arena_remote.h"
 #include "daemon.h"
+#include "loadsave.h"
 
 static tn_arena **abandoned; /* handles of destroyed damaged arenas: mapped until exit */
 static size_t nabandoned;
@@ -269,6 +270,63 @@ void tnd_arena_fill_info(struct tnd_arena *ar, struct tnd_arena_info *w)
 
 /* ---- recovery at start ----------------------------------------------------------------------- */
 
+/* Whether @name is a load's journal (loadsave.h) or the temporary one of a journal. */
+static bool is_journal(const char *name, bool *ret_tmp)
+{
+	size_t n = strlen(name);
+	*ret_tmp = n > 12 && !strcmp(name + n - 12, ".journal.tmp");
+	return !strncmp(name, "load-", 5) &&
+	       (*ret_tmp || (n > 8 && !strcmp(name + n - 8, ".journal")));
+}
+
+/* Undo the loads of arena @ar that a crash interrupted before they committed (their journals
+ * are left in arena_dir), then remove the backup names of loads that committed. @forget: only
+ * remove the journals (the arena is gone). */
+static void recover_loads(struct tnd_arena *ar, const char *arena, bool forget)
+{
+	DIR *d = opendir(tnd_d.cfg.arena_dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		bool tmp;
+		if (!is_journal(e->d_name, &tmp))
+			continue;
+		char path[PATH_MAX], owner[TND_NAME_SIZE];
+		snprintf(path, sizeof(path), "%.3800s/%.255s", tnd_d.cfg.arena_dir, e->d_name);
+		if (tmp) { /* a journal not written whole: its load published nothing */
+			unlink(path);
+			continue;
+		}
+		if (tnd_load_journal_arena(path, owner)) {
+			tnd_warn("%s: %s: removed", path, tn_last_error());
+			unlink(path);
+			continue;
+		}
+		if (strcmp(owner, arena))
+			continue;
+		if (forget) {
+			tnd_warn("arena %s: it is gone; removing the journal of a load into it (%s)",
+				 arena, path);
+			unlink(path);
+			continue;
+		}
+		uint64_t undone = 0;
+		if (tnd_load_rollback(ar->a, path, &undone))
+			tnd_error("arena %s: rolling back an interrupted load: %s", arena,
+				  tn_last_error());
+		else
+			tnd_warn("arena %s: a load was interrupted before it committed: rolled back "
+				 "(%" PRIu64 " names unpublished)", arena, undone);
+	}
+	closedir(d);
+	if (!forget) {
+		int k = tnd_load_sweep_backups(ar->a);
+		if (k > 0)
+			tnd_info("arena %s: removed %d backup names of a committed load", arena, k);
+	}
+}
+
 /* Reopen the arenas recorded in arena_dir (after a restart, or a clean stop). */
 void tnd_arenas_recover(void)
 {
@@ -303,6 +361,7 @@ void tnd_arenas_recover(void)
 		if (r == TN_ENOENT) {
 			tnd_warn("arena %s: its file %s is gone: removing its record", ar->name,
 				 ar->path);
+			recover_loads(NULL, ar->name, true);
 			unlink(file);
 			free(ar);
 			continue;
@@ -315,6 +374,9 @@ void tnd_arenas_recover(void)
 		}
 		ar->damaged = false;
 		tnd_arena_guard(ar);
+		/* Before anything reclaims the dead daemon's slot: the loads' new blocks it
+		 * held are freed by that reclamation once their names are undone. */
+		recover_loads(ar, ar->name, false);
 		tn_arena_fsck_report rep;
 		if (tn_arena_fsck(ar->a, TN_ARENA_FSCK_REPAIR, &rep) >= 0 && rep.problems)
 			tnd_warn("arena %s: fsck repaired %" PRIu64 " of %" PRIu64 " problems (%s)",

@@ -2628,9 +2628,9 @@ END_TEST
 /* ---- hostile and unlucky conditions (issue 17, part C) ----------------------------------------- */
 
 /* Write a safetensors file of @n float32 tensors of @elems elements each, tensor i holding
- * i, i+1, ...; named by @names[i] when given (JSON-escaped here), else by @fmt with i. */
-static void write_safetensors(const char *path, int n, const char *const *names, const char *fmt,
-			      int64_t elems)
+ * base+i, base+i+1, ...; named by @names[i] when given (JSON-escaped here), else STEM%05d. */
+static void write_safetensors(const char *path, int n, const char *const *names, const char *stem,
+			      int64_t elems, float base)
 {
 	size_t cap = (size_t)n * 400 + 64, len = 0;
 	char *hdr = malloc(cap);
@@ -2641,7 +2641,7 @@ static void write_safetensors(const char *path, int n, const char *const *names,
 		if (names)
 			snprintf(name, sizeof(name), "%s", names[i]);
 		else
-			snprintf(name, sizeof(name), fmt, i);
+			snprintf(name, sizeof(name), "%s%05d", stem, i);
 		size_t k = 0;
 		for (const char *q = name; *q; q++) {
 			if (*q == '\n') {
@@ -2669,7 +2669,7 @@ static void write_safetensors(const char *path, int n, const char *const *names,
 	ck_assert_int_eq(fwrite(hdr, 1, len, f), len);
 	for (int i = 0; i < n; i++)
 		for (int64_t j = 0; j < elems; j++) {
-			float v = (float)(i + j);
+			float v = base + (float)(i + j);
 			ck_assert_int_eq(fwrite(&v, 4, 1, f), 1);
 		}
 	ck_assert_int_eq(fclose(f), 0);
@@ -2783,7 +2783,7 @@ START_TEST(test_log_escapes)
 	char file[256];
 	snprintf(file, sizeof(file), "%s/nl.safetensors", D.dir);
 	const char *names[] = { "good", "bad\nFORGED-TENSOR line" };
-	write_safetensors(file, 2, names, NULL, 4);
+	write_safetensors(file, 2, names, NULL, 4, 0);
 	fd = open(file, O_RDONLY);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_ne(tn_tensord_load(c, "logs", fd, TN_TENSORD_FORMAT_AUTO, "", 0, NULL, NULL,
@@ -2837,6 +2837,143 @@ START_TEST(test_create_no_oracle)
 }
 END_TEST
 
+/* A child that asks the daemon to load @file into arena txn under @prefix; exits 0 when the
+ * load succeeded, 1 when it failed (the daemon was killed under it). */
+static pid_t load_child(const char *file, const char *prefix, unsigned flags)
+{
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		tn_tensord *c;
+		int fd = open(file, O_RDONLY);
+		if (fd < 0 || tn_tensord_connect(D.sock, &c))
+			_exit(2);
+		if (tn_tensord_load(c, "txn", fd, TN_TENSORD_FORMAT_AUTO, prefix, flags, NULL, NULL,
+				    NULL)) {
+			fprintf(stderr, "load_child: %s\n", tn_last_error());
+			_exit(1);
+		}
+		_exit(0);
+	}
+	return pid;
+}
+
+static size_t names_with(tn_arena *a, const char *prefix, bool unpublish)
+{
+	tn_arena_entry *e;
+	size_t n;
+	ck_assert_tn_ok(tn_arena_list(a, prefix, &e, &n));
+	for (size_t i = 0; unpublish && i < n; i++)
+		ck_assert_tn_ok(tn_arena_unpublish(a, e[i].name));
+	free(e);
+	return n;
+}
+
+/* The first value of each tensor PREFIX%05d (i) less i: the same for every one of them
+ * when one load's values are there; -1 when they differ. */
+static float uniform_base(tn_arena *a, const char *prefix, int n)
+{
+	float base = 0;
+	for (int i = 0; i < n; i++) {
+		char name[64];
+		tn_tensor *t;
+		snprintf(name, sizeof(name), "%st%05d", prefix, i);
+		ck_assert_tn_ok(tn_arena_lookup(a, name, &t, NULL));
+		float b = ((const float *)tn_tensor_data(t))[0] - (float)i;
+		tn_tensor_unref(t);
+		if (i == 0)
+			base = b;
+		else if (b != base)
+			return -1;
+	}
+	return base;
+}
+
+/* kill -9 of the daemon in the middle of a LOAD: after the restart, every name of the file is
+ * published or none is; a LOAD that replaces names leaves all the old tensors or all the new
+ * ones; no backup name, journal or leaked block is left. */
+START_TEST(test_load_crash_all_or_none)
+{
+	enum { N = 8000, ROUNDS = 6 };
+	daemon_setup();
+	tn_tensord *c = conn();
+	make_arena(c, "txn", 64 << 20, 4 * N, 0);
+	tn_tensord_close(c);
+	char file[256], file2[256];
+	snprintf(file, sizeof(file), "%s/many.safetensors", D.dir);
+	snprintf(file2, sizeof(file2), "%s/many2.safetensors", D.dir);
+	write_safetensors(file, N, NULL, "t", 2, 0);
+	write_safetensors(file2, N, NULL, "t", 2, 100000);
+	tn_arena *a;
+	ck_assert_tn_ok(tn_arena_open("txn.arena", D.arena_dir, &a));
+	uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+	int partial_windows = 0;
+	/* New names: the daemon dies once the names start to appear, a few ms later. */
+	for (int round = 0; round < ROUNDS; round++) {
+		char prefix[16];
+		snprintf(prefix, sizeof(prefix), "r%d/", round);
+		tn_arena_stats st;
+		ck_assert_tn_ok(tn_arena_stat(a, &st));
+		uint64_t base = st.names;
+		pid_t child = load_child(file, prefix, 0);
+		uint64_t t0 = now_ms();
+		bool ended = false;
+		int cst = 0;
+		for (;;) {
+			ended = ended || waitpid(child, &cst, WNOHANG) == child;
+			ck_assert_tn_ok(tn_arena_stat(a, &st));
+			if (st.names != base)
+				break;
+			ck_assert_msg(!ended, "the load ended (0x%x) before it published a name", cst);
+			ck_assert_msg(now_ms() - t0 < 20000, "the load published nothing in 20 s");
+		}
+		struct timespec d = { 0, (long)(xorshift(&seed) % 1000) * 1000 };
+		nanosleep(&d, NULL);
+		ck_assert_tn_ok(tn_arena_stat(a, &st));
+		partial_windows += st.names > base && st.names < base + N;
+		daemon_kill9();
+		if (!ended)
+			child_status(child);
+		daemon_start();
+		size_t got = names_with(a, prefix, true);
+		ck_assert_msg(got == 0 || got == N, "round %d: %zu of the %d names are published "
+			      "after the restart", round, got, N);
+		ck_assert_uint_eq(names_with(a, ".tensord-load/", false), 0);
+	}
+	/* The daemon was killed with part of the names published at least once. */
+	ck_assert_int_gt(partial_windows, 0);
+	/* Replacing: all old or all new, at kill times spread over a whole load. */
+	pid_t child = load_child(file, "rep/", TN_TENSORD_REPLACE);
+	uint64_t t0 = now_ms();
+	ck_assert_child_ok(child);
+	uint64_t full = now_ms() - t0 + 1;
+	float want = 0;
+	for (int round = 0; round < ROUNDS; round++) {
+		bool second = round % 2 == 0;
+		child = load_child(second ? file2 : file, "rep/", TN_TENSORD_REPLACE);
+		sleep_ms((unsigned)(full * (uint64_t)(round + 1) / (ROUNDS + 1)));
+		daemon_kill9();
+		child_status(child); /* its load succeeded or failed: either may be right */
+		daemon_start();
+		ck_assert_uint_eq(names_with(a, "rep/", false), N);
+		float b = uniform_base(a, "rep/", N);
+		ck_assert_msg(b == 0 || b == 100000, "round %d: a mix of old and new tensors", round);
+		ck_assert_uint_eq(names_with(a, ".tensord-load/", false), 0);
+		want = b;
+	}
+	(void)want;
+	ck_assert_int_eq(count_files(D.arena_dir), 2); /* txn.arena, txn.meta: no journal left */
+	tn_arena_unref(a);
+	c = conn();
+	tn_arena_fsck_report rep;
+	ck_assert_tn_ok(tn_tensord_fsck(c, "txn", 0, &rep));
+	ck_assert_uint_eq(rep.problems, 0);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "txn", 0));
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
 static Suite *tensord_suite(void)
 {
 	Suite *s = suite_create("tensord");
@@ -2860,10 +2997,16 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_cuda_exports);
 	tcase_add_test(tc, test_cuda_exports_access);
 	tcase_add_test(tc, test_cuda_exports_restart);
+	suite_add_tcase(s, tc);
+	/* Issue 17's part C (CK_RUN_CASE=hostile runs only these). */
+	tc = tcase_create("hostile");
+	tcase_set_timeout(tc, 120);
+	tcase_add_unchecked_fixture(tc, NULL, remove_leftovers);
 	tcase_add_test(tc, test_second_hello);
 	tcase_add_test(tc, test_reply_queue_bounded);
 	tcase_add_test(tc, test_log_escapes);
 	tcase_add_test(tc, test_create_no_oracle);
+	tcase_add_test(tc, test_load_crash_all_or_none);
 	suite_add_tcase(s, tc);
 	return s;
 }
