@@ -11,13 +11,17 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../shm/arena_internal.h"
 #include "../shm/arena_remote.h"
+#include "../shm/shm.h"
 #include "daemon.h"
 #include "loadsave.h"
 
@@ -222,6 +226,83 @@ void tnd_arena_remove(struct tnd_arena *ar, bool intact)
 	tnd_d.narenas--;
 }
 
+/* ---- the arena's lock ------------------------------------------------------------------------ */
+
+/* The process whose thread holds @ar's lock, 0 when unlocked or it cannot be told. The lock is
+ * glibc's robust mutex in the arena's header, whose owner field is the holder's thread id;
+ * only read here, and only to name the holder in a message. */
+static int lock_owner_tid(struct tnd_arena *ar)
+{
+	struct tn__arena_mapping m;
+	if (tn__arena_mapping(ar->a, &m) || m.size < sizeof(struct arena_header))
+		return 0;
+	const pthread_mutex_t *mx =
+		(const pthread_mutex_t *)((const char *)m.base + offsetof(struct arena_header, lock));
+	return __atomic_load_n(&mx->__data.__owner, __ATOMIC_RELAXED);
+}
+
+static pid_t lock_holder(struct tnd_arena *ar)
+{
+	int tid = lock_owner_tid(ar);
+	if (tid <= 0)
+		return 0;
+	char path[64], line[128];
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	FILE *f = fopen(path, "re");
+	pid_t pid = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &pid) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return pid > 0 ? pid : 0;
+}
+
+static int locked_error(struct tnd_arena *ar)
+{
+	if (ar->lock_holder)
+		return tn__error(TN_EBUSY, "arena \"%s\" is locked by pid %d (stopped or stuck?); "
+				 "try again", ar->name, (int)ar->lock_holder);
+	return tn__error(TN_EBUSY, "arena \"%s\" is locked by another process (stopped or "
+			 "stuck?); try again", ar->name);
+}
+
+bool tnd_arena_lockable(struct tnd_arena *ar)
+{
+	/* Within the back-off, a look at the lock's owner (no wait) tells whether it was let
+	 * go, or its holder died (then taking the lock repairs what it left). */
+	if (!ar->locked_until || tnd_now_ns() >= ar->locked_until || lock_owner_tid(ar) == 0 ||
+	    lock_holder(ar) == 0) {
+		ar->locked_until = 0;
+		return true;
+	}
+	locked_error(ar);
+	return false;
+}
+
+int tnd_arena_locked(struct tnd_arena *ar, int r)
+{
+	if (r != TN_EBUSY)
+		return r;
+	pid_t holder = lock_holder(ar);
+	if (!holder && !strstr(tn_last_error(), "lock"))
+		return r; /* another TN_EBUSY (every slot taken, ...): its own message stays */
+	if (!ar->locked_until || holder != ar->lock_holder)
+		tnd_warn("arena %s: its lock is held by pid %d (0: unknown; stopped or stuck?): "
+			 "the daemon answers TN_EBUSY for it meanwhile", ar->name, (int)holder);
+	ar->lock_holder = holder;
+	ar->locked_until = tnd_now_ns() + (uint64_t)TND_LOCK_BACKOFF_MS * 1000000u;
+	return locked_error(ar);
+}
+
+bool tnd_arena_gate(struct tnd_client *c, const struct tnd_hdr *h, struct tnd_arena *ar)
+{
+	if (tnd_arena_lockable(ar))
+		return true;
+	tnd_reply_tn(c, h, TN_EBUSY);
+	return false;
+}
+
 void tnd_arena_fill_info(struct tnd_arena *ar, struct tnd_arena_info *w)
 {
 	memset(w, 0, sizeof(*w));
@@ -233,7 +314,14 @@ void tnd_arena_fill_info(struct tnd_arena *ar, struct tnd_arena_info *w)
 	memcpy(w->grants, ar->grants, sizeof(w->grants));
 	w->created = ar->created;
 	tn_arena_stats s;
-	if (tn_arena_stat(ar->a, &s) == 0) {
+	if (tnd_arena_lockable(ar) && tnd_arena_locked(ar, tn_arena_stat(ar->a, &ar->stats)) == 0) {
+		ar->have_stats = true;
+		ar->locked_until = 0;
+	} else {
+		w->flags |= TND_INFO_LOCKED;
+	}
+	if (ar->have_stats) {
+		s = ar->stats;
 		memcpy(w->uuid, s.uuid, 16);
 		w->backing = s.backing;
 		w->numa_policy = s.numa_policy;

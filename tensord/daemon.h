@@ -145,6 +145,13 @@ struct tnd_arena {
 	uint64_t size; /* of the file, when the daemon mapped it */
 	bool damaged; /* its file shrank under the mapping: only destroy --force is served */
 	struct tnd_guard guard; /* the SIGBUS guard's entries for its mappings */
+	/* Its lock: a client that keeps it (stopped, stuck) must not stall the loop, which waits
+	 * at most TND_LOCK_WAIT_MS for it; after a wait ran out, the loop does not try again
+	 * for TND_LOCK_BACKOFF_MS (tnd_arena_lockable). */
+	uint64_t locked_until; /* CLOCK_MONOTONIC ns */
+	pid_t lock_holder;     /* the process seen holding it then; 0 unknown */
+	bool have_stats;       /* @stats: the last figures read */
+	tn_arena_stats stats;
 	/* NUMA residency costs a move_pages over every page: sampled at most once a second. */
 	uint64_t resident[TND_MAX_NODES];
 	uint32_t nnodes;
@@ -258,8 +265,22 @@ int tnd_arena_write_record(const struct tnd_arena *ar);
 void tnd_arena_add(struct tnd_arena *ar);
 /* Take @ar off the list and remove its file and record; the caller frees @ar. */
 void tnd_arena_remove(struct tnd_arena *ar, bool intact);
-/* The wire record of an arena (ARENA_LIST, ARENA_STAT). */
+/* The wire record of an arena (ARENA_LIST, ARENA_STAT); with its lock held, the last
+ * figures read, flagged TND_INFO_LOCKED. */
 void tnd_arena_fill_info(struct tnd_arena *ar, struct tnd_arena_info *w);
+
+/* The loop's waits for an arena's lock (tn__arena_lock_timeout_ms), and how long it leaves an
+ * arena whose lock it could not take alone. */
+#define TND_LOCK_WAIT_MS 1
+#define TND_LOCK_BACKOFF_MS 100
+/* Whether the loop may call into @ar's lock now: false (with tn_last_error set to say who
+ * holds it) within TND_LOCK_BACKOFF_MS of a wait that ran out. */
+bool tnd_arena_lockable(struct tnd_arena *ar);
+/* After a call into @ar returned @r: a TN_EBUSY while a process holds its lock starts the
+ * back-off (and sets the message). Returns @r. */
+int tnd_arena_locked(struct tnd_arena *ar, int r);
+/* tnd_arena_lockable, answering @h with TN_EBUSY when not. */
+bool tnd_arena_gate(struct tnd_client *c, const struct tnd_hdr *h, struct tnd_arena *ar);
 /* Reopen the arenas recorded in arena_dir (after a restart, or a clean stop). */
 void tnd_arenas_recover(void);
 

@@ -460,10 +460,13 @@ int main(int argc, char **argv)
 		close(rnd);
 	tnd_d.started = tnd_wall_s();
 	tnd_d.started_ns = tnd_now_ns();
+	/* Recovery waits a while for a lock a client keeps (then leaves that arena's repair for
+	 * later); from the loop on, this thread waits at most TND_LOCK_WAIT_MS for any arena's
+	 * lock, so that a client that keeps one delays no request about another. */
+	tn__arena_lock_timeout_ms = 250;
 	tnd_arenas_recover();
 	tnd_cuda_init(tnd_d.cfg.arena_dir, tnd_process_connected);
-	/* From here on, this thread gives up on an arena whose lock a client keeps. */
-	tn__arena_lock_timeout_ms = 250;
+	tn__arena_lock_timeout_ms = TND_LOCK_WAIT_MS;
 	tnd_info("listening on %s (arenas in %s, %u recovered, pid %d)", tnd_d.cfg.socket,
 		 tnd_d.cfg.arena_dir, tnd_d.narenas, (int)getpid());
 	sd_notify_msg("READY=1");

@@ -1867,7 +1867,7 @@ START_TEST(test_hostile_clients)
 	ck_assert_tn_ok(tn_tensord_status_get(c2, &st));
 	ck_assert_uint_eq(arena_stat(c2, "other").stats.free_bytes, free_other);
 	tn_arena *b;
-	ck_assert_tn_error_has(tn_tensord_arena_open(c2, "victim", 0, &b), TN_EBUSY, "lock has been held");
+	ck_assert_tn_error_has(tn_tensord_arena_open(c2, "victim", 0, &b), TN_EBUSY, "is locked by pid");
 	ck_assert_msg(now_ms() - t0 < 3000, "the daemon took %llu ms with a lock held",
 		      (unsigned long long)(now_ms() - t0));
 	put_byte(done[1]);
@@ -2974,6 +2974,141 @@ START_TEST(test_load_crash_all_or_none)
 }
 END_TEST
 
+/* shm's lock of an arena (shm/txn.c), taken here as a hostile or stopped client would. */
+int tn__arena_lock(tn_arena *a);
+
+/* A child that loops arena list until @stop (a pipe) has something to read; exits 0 when every
+ * list answered. */
+static pid_t list_looper(int stop)
+{
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		tn_tensord *c;
+		EXPECT(tn_tensord_connect(D.sock, &c) == 0);
+		for (;;) {
+			struct pollfd p = { .fd = stop, .events = POLLIN };
+			if (poll(&p, 1, 0) == 1)
+				_exit(0);
+			tn_tensord_arena_info *v;
+			size_t n;
+			EXPECT(tn_tensord_arena_list(c, &v, &n) == 0 && n == 2);
+			free(v);
+		}
+	}
+	return pid;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* A client stopped while it holds an arena's lock: requests about other arenas are answered at
+ * once while four clients list arenas in a loop; the arena's stat is an error naming the
+ * holder, its line in the list is flagged and shows the last figures read, never zeros. */
+START_TEST(test_stopped_lock_holder)
+{
+	daemon_setup();
+	tn_tensord *c = conn();
+	make_arena(c, "stuck", 4 << 20, 0, 0);
+	make_arena(c, "other", 4 << 20, 0, 0);
+	tn_arena *a;
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "stuck", 0, &a));
+	ck_assert_tn_ok(publish_i32(a, "x", 1000, 0));
+	tn_tensord_arena_info before = arena_stat(c, "stuck");
+	ck_assert_uint_gt(before.stats.used_bytes, 0);
+	int ready[2];
+	ck_assert_int_eq(pipe(ready), 0);
+	pid_t holder = fork_child();
+	ck_assert_int_ge(holder, 0);
+	if (holder == 0) {
+		tn_arena *b;
+		EXPECT(tn_arena_open("stuck.arena", D.arena_dir, &b) == 0);
+		EXPECT(tn__arena_lock(b) == 0);
+		char one = 1;
+		EXPECT(write(ready[1], &one, 1) == 1);
+		raise(SIGSTOP);
+		_exit(0); /* the lock goes with the process (robust mutex) */
+	}
+	get_byte(ready[0]);
+	int st;
+	ck_assert_int_eq(waitpid(holder, &st, WUNTRACED), holder);
+	ck_assert(WIFSTOPPED(st));
+	/* The arena itself: an error that names the holder, not figures. */
+	tn_tensord_arena_info info;
+	ck_assert_tn_error_has(tn_tensord_arena_stat(c, "stuck", &info), TN_EBUSY, "locked by pid");
+	char pidtext[32];
+	snprintf(pidtext, sizeof(pidtext), "pid %d", (int)holder);
+	ck_assert_msg(strstr(tn_last_error(), pidtext), "the holder is not named: %s",
+		      tn_last_error());
+	char out[4096];
+	const char *stat[] = { "--socket", D.sock, "arena", "stat", "stuck", NULL };
+	ck_assert_int_ne(tensorctl(out, sizeof(out), stat), 0);
+	tn_tensord_arena_info *v;
+	size_t n;
+	ck_assert_tn_ok(tn_tensord_arena_list(c, &v, &n));
+	ck_assert_uint_eq(n, 2);
+	for (size_t i = 0; i < n; i++) {
+		bool stuck = !strcmp(v[i].name, "stuck");
+		ck_assert_uint_eq(v[i].flags, stuck ? TN_TENSORD_INFO_LOCKED : 0);
+		if (stuck)
+			ck_assert_uint_eq(v[i].stats.used_bytes, before.stats.used_bytes);
+	}
+	free(v);
+	const char *list[] = { "--socket", D.sock, "arena", "list", NULL };
+	ck_assert_int_eq(tensorctl(out, sizeof(out), list), 0);
+	ck_assert_msg(strstr(out, "(locked)"), "arena list does not mark the locked arena:\n%s", out);
+	/* Others are served at once while four clients list in a loop. */
+	int stop[2];
+	ck_assert_int_eq(pipe(stop), 0);
+	pid_t loopers[4];
+	for (int i = 0; i < 4; i++)
+		loopers[i] = list_looper(stop[0]);
+	sleep_ms(100);
+	enum { SAMPLES = 40 };
+	uint64_t us[SAMPLES];
+	for (int i = 0; i < SAMPLES; i++) {
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		tn_tensord *d = conn();
+		tn_tensord_status sst;
+		ck_assert_tn_ok(tn_tensord_status_get(d, &sst));
+		tn_arena *o;
+		ck_assert_tn_ok(tn_tensord_arena_open(d, "other", 0, &o));
+		tn_arena_unref(o);
+		tn_tensord_close(d);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		us[i] = (uint64_t)(((int64_t)t1.tv_sec - t0.tv_sec) * 1000000000 +
+				   (t1.tv_nsec - t0.tv_nsec)) / 1000u;
+		sleep_ms(5);
+	}
+	ck_assert_int_eq(write(stop[1], "x", 1), 1);
+	for (int i = 0; i < 4; i++)
+		ck_assert_child_ok(loopers[i]);
+	qsort(us, SAMPLES, sizeof(us[0]), cmp_u64);
+	ck_assert_msg(us[SAMPLES / 2] < 50000, "status and open of another arena took %llu us "
+		      "(median; max %llu us) while a stopped client held a lock",
+		      (unsigned long long)us[SAMPLES / 2], (unsigned long long)us[SAMPLES - 1]);
+	/* The holder goes on and exits: the arena is served again. */
+	ck_assert_int_eq(kill(holder, SIGCONT), 0);
+	ck_assert_child_ok(holder);
+	info = arena_stat(c, "stuck"); /* at once: the daemon sees the lock let go */
+	ck_assert_uint_eq(info.flags, 0);
+	ck_assert_int_eq(check_i32(a, "x", 1000, 0), 0);
+	tn_arena_unref(a);
+	close(stop[0]);
+	close(stop[1]);
+	close(ready[0]);
+	close(ready[1]);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "stuck", 0));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "other", 0));
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
 static Suite *tensord_suite(void)
 {
 	Suite *s = suite_create("tensord");
@@ -3007,6 +3142,7 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_log_escapes);
 	tcase_add_test(tc, test_create_no_oracle);
 	tcase_add_test(tc, test_load_crash_all_or_none);
+	tcase_add_test(tc, test_stopped_lock_holder);
 	suite_add_tcase(s, tc);
 	return s;
 }
