@@ -36,6 +36,14 @@ struct tnd_config {
 	unsigned max_clients;
 	/* Per user (root and the daemon's own user are not limited). */
 	unsigned max_clients_per_user;
+	/* Connections that have not said HELLO: dropped after hello_timeout_ms, and at most
+	 * max_hello_pending of them per user (root and the daemon's user aside) at once. */
+	unsigned hello_timeout_ms;
+	unsigned max_hello_pending;
+	/* Client slots of one arena: one user other than its owner holds at most
+	 * max_slots_per_user, and the last reserved_slots free ones are its owner's and root's. */
+	unsigned max_slots_per_user;
+	unsigned reserved_slots;
 	unsigned max_arenas_per_user;
 	uint64_t max_bytes_per_user; /* 0: no limit */
 	/* create_users: everyone when create_all, else these uids and gids. */
@@ -195,6 +203,7 @@ struct tnd_client {
 	gid_t groups[64];
 	uint64_t start_time;
 	uint64_t connected;
+	uint64_t connected_ns; /* CLOCK_MONOTONIC: when it was accepted, for hello_timeout_ms */
 	uint64_t requests;
 	char program[32];
 	bool hello_done;
@@ -293,8 +302,11 @@ bool tnd_may_create(const struct tnd_client *c);
 struct tnd_arena *tnd_arena_for(struct tnd_client *c, const struct tnd_hdr *h, const char *name,
 				unsigned need);
 bool tnd_quota_arena(struct tnd_client *c, const struct tnd_hdr *h, uint64_t size);
-bool tnd_quota_slots(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_arena *ar);
+bool tnd_quota_slots(struct tnd_client *c, const struct tnd_hdr *h, struct tnd_arena *ar);
 bool tnd_quota_clients(struct tnd_client *c, const struct tnd_hdr *h);
+/* Whether a connection from @uid may be accepted (max_clients, max_hello_pending; root and
+ * the daemon's user always may); false with the limit's name in *ret_why. */
+bool tnd_quota_accept(uid_t uid, const char **ret_why);
 
 /* loop.c: the io_uring loop, the connections' receives and sends, the replies' queue. */
 int tnd_loop_init(void);
@@ -318,6 +330,8 @@ int tnd_reply_tn(struct tnd_client *c, const struct tnd_hdr *req, int code);
 
 /* clients.c: connections and the slots they hold. */
 void tnd_client_new(int fd);
+/* Drop the connections that did not say HELLO within hello_timeout_ms (the loop's timer). */
+void tnd_clients_expire(void);
 /* Free a closing connection once nothing of it is in flight. */
 void tnd_client_maybe_free(struct tnd_client *c);
 void tnd_client_close(struct tnd_client *c);

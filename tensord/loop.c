@@ -437,6 +437,7 @@ void tnd_loop_run(void)
 				arm_event();
 				break;
 			case TND_RING_TIMER:
+				tnd_clients_expire();
 				tnd_reclaim_check();
 				if (tnd_now_ns() - last_sweep >=
 				    (uint64_t)tnd_d.cfg.reclaim_interval_ms * 1000000u) {

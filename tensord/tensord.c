@@ -344,6 +344,10 @@ void tnd_reload_config(void)
 	tnd_d.cfg.max_arenas = n.max_arenas;
 	tnd_d.cfg.max_clients = n.max_clients;
 	tnd_d.cfg.max_clients_per_user = n.max_clients_per_user;
+	tnd_d.cfg.hello_timeout_ms = n.hello_timeout_ms;
+	tnd_d.cfg.max_hello_pending = n.max_hello_pending;
+	tnd_d.cfg.max_slots_per_user = n.max_slots_per_user;
+	tnd_d.cfg.reserved_slots = n.reserved_slots;
 	tnd_d.cfg.max_arenas_per_user = n.max_arenas_per_user;
 	tnd_d.cfg.max_bytes_per_user = n.max_bytes_per_user;
 	tnd_d.cfg.reclaim_interval_ms = n.reclaim_interval_ms;

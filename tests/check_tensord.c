@@ -3109,6 +3109,219 @@ START_TEST(test_stopped_lock_holder)
 }
 END_TEST
 
+/* Fork a child that becomes @uid (and gid) and runs @fn(@arg); returns its pid. */
+static pid_t as_uid(uid_t uid, int (*fn)(int), int arg)
+{
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		EXPECT(setgroups(0, NULL) == 0);
+		EXPECT(setresgid(uid, uid, uid) == 0);
+		EXPECT(setresuid(uid, uid, uid) == 0);
+		_exit(fn(arg));
+	}
+	return pid;
+}
+
+static int flood_pipe[2];
+
+/* Open 300 connections that never say HELLO, report how many the daemon kept open, wait to be
+ * told, then report how many are still open. */
+static int hello_flood(int unused)
+{
+	(void)unused;
+	enum { N = 300 };
+	static int fds[N];
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	memcpy(sa.sun_path, D.sock, strlen(D.sock) + 1);
+	for (int i = 0; i < N; i++) {
+		fds[i] = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		EXPECT(fds[i] >= 0);
+		EXPECT(connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	}
+	sleep_ms(300); /* the daemon accepts (or closes) them all */
+	for (int round = 0; round < 2; round++) {
+		int open_ = 0;
+		for (int i = 0; i < N; i++) {
+			struct pollfd p = { .fd = fds[i], .events = POLLIN };
+			char b;
+			open_ += !(poll(&p, 1, 0) == 1 && recv(fds[i], &b, 1, MSG_DONTWAIT) <= 0);
+		}
+		EXPECT(write(flood_pipe[1], &open_, sizeof(open_)) == sizeof(open_));
+		if (round == 0) {
+			char b;
+			EXPECT(read(flood_pipe[0], &b, 1) == 1);
+		}
+	}
+	return 0;
+}
+
+/* A user's connections that never say HELLO: capped (max_hello_pending) and dropped after
+ * hello_timeout_ms; root is served throughout, also past max_clients. */
+START_TEST(test_hello_flood)
+{
+	/* Keys older than the per-user accounting of connections: the same file shows the
+	 * lock-out before it. */
+	daemon_setup_conf("max_clients = 200\n");
+	ck_assert_int_eq(pipe(flood_pipe), 0);
+	/* The child writes its counts on flood_pipe[1] and reads its go on flood_pipe[0]: use a
+	 * second pipe for the go so the parent never reads its own byte. */
+	int go[2], counts[2];
+	ck_assert_int_eq(pipe(go), 0);
+	ck_assert_int_eq(pipe(counts), 0);
+	flood_pipe[0] = go[0];
+	flood_pipe[1] = counts[1];
+	pid_t child = as_uid(NOBODY, hello_flood, 0);
+	int open_;
+	ck_assert_int_eq(read(counts[0], &open_, sizeof(open_)), sizeof(open_));
+	ck_assert_int_le(open_, 64); /* max_hello_pending */
+	/* Root is served while nobody's connections are open. */
+	tn_tensord_status st = check_served();
+	ck_assert_uint_le(st.clients, 66);
+	char out[4096];
+	const char *status[] = { "--socket", D.sock, "status", NULL };
+	ck_assert_int_eq(tensorctl(out, sizeof(out), status), 0);
+	/* After the timeout (hello_timeout_ms, 5 s) the daemon has dropped them. */
+	sleep_ms(6500);
+	ck_assert_int_eq(write(go[1], "x", 1), 1);
+	ck_assert_int_eq(read(counts[0], &open_, sizeof(open_)), sizeof(open_));
+	ck_assert_int_eq(open_, 0);
+	ck_assert_child_ok(child);
+	ck_assert(log_has("hello_timeout_ms"));
+	close(go[0]);
+	close(go[1]);
+	close(counts[0]);
+	close(counts[1]);
+	daemon_finish();
+}
+END_TEST
+
+/* ARENA_OPEN on a raw connection @fd until refused, at most @max times; returns how many
+ * succeeded (their descriptors closed). */
+static int raw_open_all(int fd, const char *name, int max)
+{
+	union {
+		struct tnd_hdr h;
+		unsigned char b[TND_MSG_MAX];
+	} m;
+	int ok = 0;
+	for (int i = 0; i < max; i++) {
+		struct tnd_arena_open o = { .flags = TND_OPEN_READ_ONLY };
+		snprintf(o.name, sizeof(o.name), "%s", name);
+		tnd_init_hdr(&m.h, TND_OP_ARENA_OPEN, sizeof(o), (uint32_t)i + 2, 0, 0);
+		memcpy(m.b + sizeof(m.h), &o, sizeof(o));
+		if (send(fd, &m, sizeof(m.h) + sizeof(o), MSG_NOSIGNAL) != (ssize_t)(sizeof(m.h) + sizeof(o)))
+			return -1;
+		union {
+			struct cmsghdr align;
+			char buf[CMSG_SPACE(sizeof(int))];
+		} ctl;
+		struct iovec iov = { m.b, sizeof(m.b) };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+				     .msg_controllen = sizeof(ctl.buf) };
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 10000) != 1 || recvmsg(fd, &mh, MSG_CMSG_CLOEXEC) <= 0)
+			return -1;
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		if (cm && cm->cmsg_type == SCM_RIGHTS) {
+			int f;
+			memcpy(&f, CMSG_DATA(cm), sizeof(f));
+			close(f);
+		}
+		if (m.h.status)
+			break;
+		ok++;
+	}
+	return ok;
+}
+
+static int slot_pipe[2], slot_go[2];
+
+/* A user with read access: open the arena as often as the daemon lets it, report, wait. */
+static int slot_taker(int unused)
+{
+	(void)unused;
+	union {
+		struct tnd_hdr h;
+		unsigned char b[TND_MSG_MAX];
+	} m;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	memcpy(sa.sun_path, D.sock, strlen(D.sock) + 1);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	EXPECT(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	struct tnd_hello h = { .min_version = 1, .max_version = TND_VERSION, .program = "slots" };
+	tnd_init_hdr(&m.h, TND_OP_HELLO, sizeof(h), 1, 0, 0);
+	memcpy(m.b + sizeof(m.h), &h, sizeof(h));
+	EXPECT(send(fd, &m, sizeof(m.h) + sizeof(h), 0) > 0 && recv(fd, &m, sizeof(m), 0) > 0 &&
+	       m.h.status == 0);
+	int n = raw_open_all(fd, "shared", 300);
+	EXPECT(write(slot_pipe[1], &n, sizeof(n)) == sizeof(n));
+	char b;
+	EXPECT(read(slot_go[0], &b, 1) == 1);
+	close(fd);
+	return 0;
+}
+
+static int owner_creates(int unused)
+{
+	(void)unused;
+	tn_tensord *c;
+	tn_tensord_arena_options o;
+	tn_tensord_arena_options_init(&o);
+	o.size = 4 << 20;
+	o.mode = 0044;
+	EXPECT(tn_tensord_connect(D.sock, &c) == 0);
+	EXPECT(tn_tensord_arena_create(c, "shared", &o) == 0);
+	tn_tensord_close(c);
+	return 0;
+}
+
+static int owner_opens(int unused)
+{
+	(void)unused;
+	tn_tensord *c;
+	tn_arena *a;
+	EXPECT(tn_tensord_connect(D.sock, &c) == 0);
+	EXPECT(tn_tensord_arena_open(c, "shared", 0, &a) == 0);
+	tn_arena_unref(a);
+	EXPECT(tn_tensord_arena_destroy(c, "shared", TN_TENSORD_FORCE) == 0);
+	tn_tensord_close(c);
+	return 0;
+}
+
+/* Users with read access take an arena's client slots: each at most max_slots_per_user (32),
+ * and together never the last reserved_slots (16): its owner can still open it. */
+START_TEST(test_slot_flood)
+{
+	enum { USERS = 9, OWNER = 60100 };
+	daemon_setup();
+	ck_assert_int_eq(pipe(slot_pipe), 0);
+	ck_assert_int_eq(pipe(slot_go), 0);
+	ck_assert_child_ok(as_uid(OWNER, owner_creates, 0));
+	pid_t kids[USERS];
+	int total = 0;
+	for (int i = 0; i < USERS; i++) {
+		kids[i] = as_uid(60000 + (uid_t)i, slot_taker, 0);
+		int n;
+		ck_assert_int_eq(read(slot_pipe[0], &n, sizeof(n)), sizeof(n));
+		ck_assert_int_ge(n, 0);
+		ck_assert_int_le(n, 32);
+		total += n;
+	}
+	ck_assert_int_le(total, TN_ARENA_MAX_CLIENTS - 16 - 1);
+	ck_assert_child_ok(as_uid(OWNER, owner_opens, 0));
+	for (int i = 0; i < USERS; i++)
+		ck_assert_int_eq(write(slot_go[1], "x", 1), 1);
+	for (int i = 0; i < USERS; i++)
+		ck_assert_child_ok(kids[i]);
+	close(slot_pipe[0]);
+	close(slot_pipe[1]);
+	close(slot_go[0]);
+	close(slot_go[1]);
+	daemon_finish();
+}
+END_TEST
+
 static Suite *tensord_suite(void)
 {
 	Suite *s = suite_create("tensord");
@@ -3143,6 +3356,8 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_create_no_oracle);
 	tcase_add_test(tc, test_load_crash_all_or_none);
 	tcase_add_test(tc, test_stopped_lock_holder);
+	tcase_add_test(tc, test_hello_flood);
+	tcase_add_test(tc, test_slot_flood);
 	suite_add_tcase(s, tc);
 	return s;
 }
