@@ -3322,6 +3322,84 @@ START_TEST(test_slot_flood)
 }
 END_TEST
 
+/* The exit status of @pid within @ms, or -1 after killing it when it still runs. */
+static int wait_exit(pid_t pid, unsigned ms)
+{
+	uint64_t t0 = now_ms();
+	int st;
+	while (now_ms() - t0 < ms) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return st;
+		sleep_ms(10);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
+}
+
+/* What a tensord started on @sock said, when it refused to start. */
+static void expect_refused_start(const char *sock, const char *logname, const char *needle)
+{
+	char log[200], out[4096];
+	snprintf(log, sizeof(log), "%s/%s", D.dir, logname);
+	int st = wait_exit(spawn_tensord(sock, log, NULL), 10000);
+	ck_assert_msg(st != -1, "tensord started with its socket at %s", sock);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "tensord at %s: 0x%x", sock, st);
+	int fd = open(log, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ssize_t n = read(fd, out, sizeof(out) - 1);
+	close(fd);
+	ck_assert_int_gt(n, 0);
+	out[n] = 0;
+	ck_assert_msg(strstr(out, needle), "tensord at %s said: %s", sock, out);
+	unlink(log);
+}
+
+static char squat_lock[256];
+
+static int squat(int unused)
+{
+	(void)unused;
+	int fd = open(squat_lock, O_RDWR | O_CREAT | O_EXCL, 0644);
+	EXPECT(fd >= 0);
+	close(fd);
+	return 0;
+}
+
+/* A socket directory other users may write (where they could hold the lock file or take the
+ * socket's name) is refused with a message that says what to do. */
+START_TEST(test_socket_dir_refused)
+{
+	daemon_setup();
+	char dir[160], sock[200];
+	snprintf(dir, sizeof(dir), "%s/ww", D.dir);
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	ck_assert_int_eq(chmod(dir, 0777), 0);
+	snprintf(sock, sizeof(sock), "%s/s", dir);
+	expect_refused_start(sock, "log-ww", "writable by others");
+	ck_assert_int_eq(count_files(dir), 0); /* no lock file, no socket */
+	ck_assert_int_eq(rmdir(dir), 0);
+	/* Group-writable likewise. */
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	ck_assert_int_eq(chmod(dir, 0770), 0);
+	expect_refused_start(sock, "log-gw", "writable by its group");
+	ck_assert_int_eq(rmdir(dir), 0);
+	/* Sticky (as /tmp): allowed, but a lock file another user made first is refused. */
+	snprintf(dir, sizeof(dir), "%s/st", D.dir);
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	ck_assert_int_eq(chmod(dir, 01777), 0);
+	snprintf(sock, sizeof(sock), "%s/s", dir);
+	snprintf(squat_lock, sizeof(squat_lock), "%s.lock", sock);
+	ck_assert_child_ok(as_nobody(squat, 0));
+	expect_refused_start(sock, "log-st", "belongs to uid 65534");
+	ck_assert_int_eq(unlink(squat_lock), 0);
+	ck_assert_int_eq(rmdir(dir), 0);
+	/* The daemon under test still serves. */
+	check_served();
+	daemon_finish();
+}
+END_TEST
+
 static Suite *tensord_suite(void)
 {
 	Suite *s = suite_create("tensord");
@@ -3358,6 +3436,7 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_stopped_lock_holder);
 	tcase_add_test(tc, test_hello_flood);
 	tcase_add_test(tc, test_slot_flood);
+	tcase_add_test(tc, test_socket_dir_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }
