@@ -358,6 +358,8 @@ int tnd_transfer_start(struct tnd_client *c, const struct tnd_hdr *h, const stru
 /* Pass on what the workers reported (the loop read the event fd). */
 void tnd_transfer_events(void);
 void tnd_transfer_wait(void);
+/* Whether a LOAD or SAVE has not been seen to end yet. */
+bool tnd_transfers_running(void);
 
 /* handlers.c: a request received on @c, @len bytes in c->rbuf, with @fd passed (-1: none). */
 void tnd_handle_request(struct tnd_client *c, size_t len, int fd);

@@ -389,17 +389,27 @@ void tnd_loop_run(void)
 	uint64_t stop_deadline = 0;
 	for (;;) {
 		if (tnd_d.stop) {
-			/* Let replies already queued (the SHUTDOWN request's own) go out, for at
-			 * most a second. */
-			bool sending = false;
-			for (struct tnd_client *c = tnd_d.clients; c && !sending; c = c->next)
-				sending = c->out_head && !c->closing;
+			/* Cancel the loads and saves in progress, wait for them to end (their
+			 * clients are answered TN_EIO through the event fd, like any end), and let
+			 * replies already queued (the SHUTDOWN request's own, the cancellations) go
+			 * out: for at most 4 seconds in all. */
+			bool busy = tnd_transfers_running();
+			for (struct tnd_client *c = tnd_d.clients; c; c = c->next) {
+				if (c->transfer)
+					atomic_store(&c->cancel, true);
+				busy = busy || (c->out_head && !c->closing);
+			}
 			if (!stop_deadline)
-				stop_deadline = tnd_now_ns() + 1000000000u;
-			if (!sending || tnd_now_ns() > stop_deadline)
+				stop_deadline = tnd_now_ns() + 4000000000u;
+			if (!busy || tnd_now_ns() > stop_deadline)
 				break;
+			/* Wake at least every 10 ms to look again (the timer may be long). */
+			struct __kernel_timespec ts = { 0, 10000000 };
+			struct io_uring_cqe *w;
+			io_uring_submit_and_wait_timeout(&L.ring, &w, 1, &ts, NULL);
+		} else {
+			io_uring_submit_and_wait(&L.ring, 1);
 		}
-		io_uring_submit_and_wait(&L.ring, 1);
 		struct io_uring_cqe *cqe;
 		unsigned head, seen = 0;
 		io_uring_for_each_cqe(&L.ring, head, cqe)

@@ -116,6 +116,10 @@ int tnd_transfer_start(struct tnd_client *c, const struct tnd_hdr *h,
 		tnd_close_passed(fd);
 		return 0;
 	}
+	if (tnd_d.stop) {
+		tnd_close_passed(fd);
+		return tnd_reply_error(c, h, TN_EIO, "tensord is stopping");
+	}
 	if (c->transfer) {
 		tnd_close_passed(fd);
 		return tnd_reply_error(c, h, TN_EBUSY, "a load or save is running on this "
@@ -197,6 +201,10 @@ void tnd_transfer_events(void)
 				 j->arena->name, ev->op == TND_OP_LOAD ? "load" : "save",
 				 ev->op == TND_OP_LOAD ? "loaded" : "saved");
 		}
+		if (ev->status == TN_EIO && tnd_d.stop && atomic_load(&c->cancel) && !c->closing)
+			snprintf(ev->message, sizeof(ev->message), "%s of arena \"%s\" cancelled: "
+				 "tensord is stopping; nothing of it was kept",
+				 ev->op == TND_OP_LOAD ? "the load" : "the save", j->arena->name);
 		if (ev->status) {
 			struct tnd_error e;
 			memcpy(e.message, ev->message, sizeof(e.message));
@@ -213,6 +221,11 @@ void tnd_transfer_events(void)
 		free(j);
 		tnd_client_maybe_free(c);
 	}
+}
+
+bool tnd_transfers_running(void)
+{
+	return atomic_load(&workers) > 0;
 }
 
 /* Give the workers up to 3 s to see their cancel flags and end. */

@@ -3400,6 +3400,85 @@ START_TEST(test_socket_dir_refused)
 }
 END_TEST
 
+static pid_t term_target;
+
+static void term_on_progress(uint64_t done, uint64_t total, void *ctx)
+{
+	(void)done;
+	(void)total;
+	bool *sent = ctx;
+	if (!*sent)
+		kill(term_target, SIGTERM);
+	*sent = true;
+}
+
+/* A child loading @file into arena big; SIGTERMs the daemon at its first progress report and
+ * expects the load to fail with TN_EIO saying it was cancelled. */
+static int load_then_term(const char *file)
+{
+	tn_tensord *c;
+	bool sent = false;
+	EXPECT(tn_tensord_connect(D.sock, &c) == 0);
+	int fd = open(file, O_RDONLY);
+	EXPECT(fd >= 0);
+	int r = tn_tensord_load(c, "big", fd, TN_TENSORD_FORMAT_AUTO, "w/", 0, term_on_progress,
+				&sent, NULL);
+	EXPECT(sent);
+	EXPECT(r == TN_EIO);
+	EXPECT(strstr(tn_last_error(), "cancelled") != NULL);
+	EXPECT(strstr(tn_last_error(), "stopping") != NULL);
+	return 0;
+}
+
+/* SIGTERM while a LOAD runs: the load is cancelled and its client answered TN_EIO (not a
+ * dropped connection); nothing of it stays published; the daemon exits 0. */
+START_TEST(test_sigterm_during_load)
+{
+	daemon_setup();
+	tn_tensord *c = conn();
+	make_arena(c, "big", 320 << 20, 0, 0);
+	tn_tensord_close(c);
+	/* Three 96 MiB float32 tensors of zeros (a sparse file): progress comes every 64 MiB. */
+	char file[256], hdr[512];
+	snprintf(file, sizeof(file), "%s/big.safetensors", D.dir);
+	const uint64_t t = (uint64_t)96 << 20;
+	int len = snprintf(hdr, sizeof(hdr),
+			   "{\"a\":{\"dtype\":\"F32\",\"shape\":[%llu],\"data_offsets\":[0,%llu]},"
+			   "\"b\":{\"dtype\":\"F32\",\"shape\":[%llu],\"data_offsets\":[%llu,%llu]},"
+			   "\"c\":{\"dtype\":\"F32\",\"shape\":[%llu],\"data_offsets\":[%llu,%llu]}}",
+			   (unsigned long long)t / 4, (unsigned long long)t,
+			   (unsigned long long)t / 4, (unsigned long long)t, (unsigned long long)2 * t,
+			   (unsigned long long)t / 4, (unsigned long long)2 * t,
+			   (unsigned long long)3 * t);
+	while (len % 8)
+		hdr[len++] = ' ';
+	int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ck_assert_int_ge(fd, 0);
+	uint64_t hl = (uint64_t)len;
+	ck_assert_int_eq(write(fd, &hl, 8), 8);
+	ck_assert_int_eq(write(fd, hdr, (size_t)len), len);
+	ck_assert_int_eq(ftruncate(fd, (off_t)(8 + (uint64_t)len + 3 * t)), 0);
+	close(fd);
+	term_target = D.pid;
+	pid_t child = fork_child();
+	ck_assert_int_ge(child, 0);
+	if (child == 0)
+		_exit(load_then_term(file));
+	ck_assert_child_ok(child);
+	int st;
+	ck_assert_int_eq(waitpid(D.pid, &st, 0), D.pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "tensord stopped with 0x%x", st);
+	unlink(file);
+	daemon_start();
+	c = conn();
+	tn_tensord_arena_info info = arena_stat(c, "big");
+	ck_assert_uint_eq(info.stats.names, 0);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "big", 0));
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
 static Suite *tensord_suite(void)
 {
 	Suite *s = suite_create("tensord");
@@ -3437,6 +3516,7 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_hello_flood);
 	tcase_add_test(tc, test_slot_flood);
 	tcase_add_test(tc, test_socket_dir_refused);
+	tcase_add_test(tc, test_sigterm_during_load);
 	suite_add_tcase(s, tc);
 	return s;
 }
