@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -3479,6 +3480,69 @@ START_TEST(test_sigterm_during_load)
 }
 END_TEST
 
+static long long read_nr_hugepages(void)
+{
+	long long v = -1;
+	FILE *f = fopen("/proc/sys/vm/nr_hugepages", "r");
+	if (f && fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static bool write_nr_hugepages(long long v)
+{
+	FILE *f = fopen("/proc/sys/vm/nr_hugepages", "w");
+	if (!f)
+		return false;
+	bool ok = fprintf(f, "%lld\n", v) > 0;
+	return fclose(f) == 0 && ok;
+}
+
+/* A hugepage arena whose creation fails after the daemon (root) raised vm.nr_hugepages for it
+ * puts the pool back as it found it. Needs root, a hugetlbfs mount of our own and a writable
+ * vm.nr_hugepages; skipped (with a note) without them. */
+START_TEST(test_hugepage_create_restores_pool)
+{
+	char mnt[128];
+	snprintf(mnt, sizeof(mnt), "/tmp/check-tensord-%d-huge-%d", (int)runner_pid, (int)getpid());
+	long long before = read_nr_hugepages();
+	if (geteuid() != 0 || before < 0 || mkdir(mnt, 0700)) {
+		fprintf(stderr, "test_hugepage_create_restores_pool: skipped (needs root)\n");
+		return;
+	}
+	if (mount("none", mnt, "hugetlbfs", 0, NULL) || !write_nr_hugepages(before)) {
+		rmdir(mnt);
+		fprintf(stderr, "test_hugepage_create_restores_pool: skipped (no hugetlbfs mount or "
+			"vm.nr_hugepages not writable here)\n");
+		return;
+	}
+	char conf[256];
+	snprintf(conf, sizeof(conf), "hugepage_dir = %s\n", mnt);
+	daemon_setup_conf(conf);
+	tn_tensord *c = conn();
+	tn_tensord_arena_options o;
+	tn_tensord_arena_options_init(&o);
+	o.size = 4 << 20; /* two huge pages, and a directory that cannot fit in them */
+	o.max_names = 1u << 20;
+	o.flags = TN_TENSORD_HUGEPAGES;
+	int r = tn_tensord_arena_create(c, "huge", &o);
+	char msg[512];
+	snprintf(msg, sizeof(msg), "%s", tn_last_error());
+	long long after = read_nr_hugepages();
+	if (after != before)
+		write_nr_hugepages(before); /* the machine's pool, whatever the outcome */
+	tn_tensord_close(c);
+	daemon_finish();
+	ck_assert_int_eq(umount(mnt), 0);
+	ck_assert_int_eq(rmdir(mnt), 0);
+	ck_assert_msg(r == TN_EINVAL && strstr(msg, "no room"), "create: %d %s", r, msg);
+	ck_assert_msg(after == before, "vm.nr_hugepages was %lld, is %lld after a failed creation",
+		      before, after);
+}
+END_TEST
+
 static Suite *tensord_suite(void)
 {
 	Suite *s = suite_create("tensord");
@@ -3517,6 +3581,7 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_slot_flood);
 	tcase_add_test(tc, test_socket_dir_refused);
 	tcase_add_test(tc, test_sigterm_during_load);
+	tcase_add_test(tc, test_hugepage_create_restores_pool);
 	suite_add_tcase(s, tc);
 	return s;
 }
