@@ -233,12 +233,18 @@ void tnd_arena_remove(struct tnd_arena *ar, bool intact)
  * only read here, and only to name the holder in a message. */
 static int lock_owner_tid(struct tnd_arena *ar)
 {
+#ifndef __GLIBC__
+	/* Another C library's mutex: the holder is unknown, the back-off runs its course. */
+	(void)ar;
+	return -1;
+#else
 	struct tn__arena_mapping m;
 	if (tn__arena_mapping(ar->a, &m) || m.size < sizeof(struct arena_header))
 		return 0;
 	const pthread_mutex_t *mx =
 		(const pthread_mutex_t *)((const char *)m.base + offsetof(struct arena_header, lock));
 	return __atomic_load_n(&mx->__data.__owner, __ATOMIC_RELAXED);
+#endif
 }
 
 static pid_t lock_holder(struct tnd_arena *ar)
@@ -271,8 +277,9 @@ bool tnd_arena_lockable(struct tnd_arena *ar)
 {
 	/* Within the back-off, a look at the lock's owner (no wait) tells whether it was let
 	 * go, or its holder died (then taking the lock repairs what it left). */
-	if (!ar->locked_until || tnd_now_ns() >= ar->locked_until || lock_owner_tid(ar) == 0 ||
-	    lock_holder(ar) == 0) {
+	int tid = ar->locked_until ? lock_owner_tid(ar) : 0;
+	if (!ar->locked_until || tnd_now_ns() >= ar->locked_until || tid == 0 ||
+	    (tid > 0 && lock_holder(ar) == 0)) {
 		ar->locked_until = 0;
 		return true;
 	}
