@@ -383,6 +383,7 @@ static void recover_loads(struct tnd_arena *ar, const char *arena, bool forget)
 	if (!d)
 		return;
 	struct dirent *e;
+	bool left = false; /* a journal whose rollback did not finish */
 	while ((e = readdir(d))) {
 		bool tmp;
 		if (!is_journal(e->d_name, &tmp))
@@ -407,15 +408,17 @@ static void recover_loads(struct tnd_arena *ar, const char *arena, bool forget)
 			continue;
 		}
 		uint64_t undone = 0;
-		if (tnd_load_rollback(ar->a, path, &undone))
+		if (tnd_load_rollback(ar->a, path, &undone)) {
 			tnd_error("arena %s: rolling back an interrupted load: %s", arena,
 				  tn_last_error());
-		else
+			left = true;
+		} else
 			tnd_warn("arena %s: a load was interrupted before it committed: rolled back "
 				 "(%" PRIu64 " names unpublished)", arena, undone);
 	}
 	closedir(d);
-	if (!forget) {
+	/* The backups of a load not rolled back yet are what its rollback gives back. */
+	if (!forget && !left) {
 		int k = tnd_load_sweep_backups(ar->a);
 		if (k > 0)
 			tnd_info("arena %s: removed %d backup names of a committed load", arena, k);

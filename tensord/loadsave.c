@@ -652,15 +652,20 @@ static int journal_write(const char *fn, const struct tnd_load_journal *j,
 	return 0;
 }
 
-/* The block of the tensor @name names in @a, or 0 (none, or it cannot be looked up). */
-static uint64_t block_named(tn_arena *a, const char *name)
+/* The block of the tensor @name names in @a into *ret (0: no such name); 0 or the lookup's
+ * error. */
+static int block_named(tn_arena *a, const char *name, uint64_t *ret)
 {
 	tn_tensor *t;
-	if (tn_arena_lookup(a, name, &t, NULL))
+	int r = tn_arena_lookup(a, name, &t, NULL);
+	*ret = 0;
+	if (r == TN_ENOENT)
 		return 0;
-	uint64_t b = tn__arena_block_of(a, tn_storage_data(tn_tensor_storage(t)), NULL);
+	if (r)
+		return r;
+	*ret = tn__arena_block_of(a, tn_storage_data(tn_tensor_storage(t)), NULL);
 	tn_tensor_unref(t);
-	return b;
+	return 0;
 }
 
 int tnd_load_journal_arena(const char *path, char ret_arena[TND_NAME_SIZE])
@@ -690,8 +695,11 @@ int tnd_load_rollback(tn_arena *a, const char *path, uint64_t *ret_names)
 		fclose(f);
 		return tn__error(TN_EINVAL, "%s: %s is not a load journal", fn, path);
 	}
-	/* A journal cut short was being written: nothing was published yet. */
-	for (uint64_t i = 0; i < h.count; i++) {
+	/* A journal cut short was being written: nothing was published yet. A name that cannot
+	 * be looked up or changed (the arena's lock held too long, damage) stops the rollback
+	 * and keeps the journal for the next try: it is idempotent. */
+	int err = 0;
+	for (uint64_t i = 0; !err && i < h.count; i++) {
 		struct journal_entry e;
 		char name[TN_ARENA_NAME_MAX + 1], bname[96];
 		if (fread(&e, sizeof(e), 1, f) != 1 || e.name_len == 0 ||
@@ -700,20 +708,33 @@ int tnd_load_rollback(tn_arena *a, const char *path, uint64_t *ret_names)
 		name[e.name_len] = 0;
 		backup_name(bname, sizeof(bname), h.id, (size_t)i);
 		/* Only a name that still names the load's own block is the load's to undo. */
-		if (e.block && block_named(a, name) == e.block) {
+		uint64_t b;
+		if ((err = block_named(a, name, &b)))
+			break;
+		if (e.block && b == e.block) {
 			tn_tensor *old = NULL;
-			if ((e.flags & JOURNAL_OLD) && tn_arena_lookup(a, bname, &old, NULL))
-				old = NULL;
-			tn_arena_unpublish(a, name);
-			if (old)
-				tn_arena_publish(a, name, old, 0, NULL);
+			int r = (e.flags & JOURNAL_OLD) ? tn_arena_lookup(a, bname, &old, NULL) : 0;
+			if (r && r != TN_ENOENT) {
+				err = r;
+				break;
+			}
+			r = tn_arena_unpublish(a, name);
+			if (!r && old)
+				r = tn_arena_publish(a, name, old, 0, NULL);
 			tn_tensor_unref(old);
+			if (r && r != TN_ENOENT) {
+				err = r;
+				break;
+			}
 			undone++;
 		}
-		if (e.flags & JOURNAL_OLD)
-			tn_arena_unpublish(a, bname);
+		if ((e.flags & JOURNAL_OLD) && (err = tn_arena_unpublish(a, bname)) == TN_ENOENT)
+			err = 0;
 	}
 	fclose(f);
+	if (err)
+		return tn__error(err, "%s: %s: the rollback stopped (%s); it is tried again at the "
+				 "next start", fn, path, tn_last_error());
 	if (unlink(path) && errno != ENOENT)
 		return tn__error(TN_EIO, "%s: cannot remove %s: %s", fn, path, strerror(errno));
 	if (ret_names)

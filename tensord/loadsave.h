@@ -99,7 +99,10 @@ int tnd_load_journal_arena(const char *path, char ret_arena[TND_NAME_SIZE]);
  * handle): each name of the journal that still names the load's new block is unpublished,
  * and given back the tensor it had, from its backup name; the backups are unpublished and the
  * journal removed. Names that no longer name the load's blocks are left alone. *ret_names
- * (may be NULL) gets the number of names undone. Errors: TN_EIO, TN_EINVAL (not a journal).
+ * (may be NULL) gets the number of names undone. Errors: TN_EIO, TN_EINVAL (not a journal),
+ * and those of looking up, unpublishing and publishing (TN_EBUSY for a lock held too long):
+ * then the journal stays, and a later call goes on from the start (the rollback is
+ * idempotent).
  */
 int tnd_load_rollback(tn_arena *a, const char *path, uint64_t *ret_names);
 
