@@ -145,20 +145,51 @@ static unsigned long long meminfo(const char *key)
 	return v;
 }
 
-/* As root, raise vm.nr_hugepages by what is missing for @pages more huge pages. */
-static void reserve_hugepages(uint64_t pages)
+/* The huge page pool's size (vm.nr_hugepages), or -1 when it cannot be read. */
+static long long nr_hugepages(void)
+{
+	unsigned long long v;
+	FILE *f = fopen("/proc/sys/vm/nr_hugepages", "re");
+	bool ok = f && fscanf(f, "%llu", &v) == 1;
+	if (f)
+		fclose(f);
+	return ok ? (long long)v : -1;
+}
+
+/* As root, raise vm.nr_hugepages by what is missing for @pages more huge pages. *ret_before
+ * gets the value it had when this raised it, else -1; *ret_set the value written. */
+static void reserve_hugepages(uint64_t pages, long long *ret_before, unsigned long long *ret_set)
 {
 	int saved = errno;
+	*ret_before = -1;
 	unsigned long long avail = meminfo("HugePages_Free") - meminfo("HugePages_Rsvd");
-	if (avail >= pages) {
+	long long before = nr_hugepages();
+	if (avail >= pages || before < 0) {
 		errno = saved;
 		return;
 	}
-	unsigned long long total = meminfo("HugePages_Total");
+	unsigned long long set = (unsigned long long)before + (pages - avail);
 	FILE *f = fopen("/proc/sys/vm/nr_hugepages", "we");
 	if (f) {
-		fprintf(f, "%llu\n", total + (pages - avail));
-		fclose(f);
+		if (fprintf(f, "%llu\n", set) > 0 && fclose(f) == 0) {
+			*ret_before = before;
+			*ret_set = set;
+		}
+	}
+	errno = saved;
+}
+
+/* A creation that raised the pool failed: put vm.nr_hugepages back as it found it, unless
+ * someone changed it since (then it is theirs). */
+static void unreserve_hugepages(long long before, unsigned long long set)
+{
+	int saved = errno;
+	if (before >= 0 && nr_hugepages() == (long long)set) {
+		FILE *f = fopen("/proc/sys/vm/nr_hugepages", "we");
+		if (f) {
+			fprintf(f, "%lld\n", before);
+			fclose(f);
+		}
 	}
 	errno = saved;
 }
@@ -457,6 +488,8 @@ TN_EXPORT int tn_arena_create(const char *name, const tn_arena_options *opts, tn
 	char dir[4096];
 	enum tn_arena_backing want = TN_ARENA_BACKING_TMPFS;
 	int r, saved = errno;
+	long long huge_before = -1; /* vm.nr_hugepages before this raised it */
+	unsigned long long huge_set = 0;
 
 	if (!ret)
 		return tn__error(TN_EINVAL, "%s: NULL ret_arena", fn);
@@ -528,7 +561,7 @@ TN_EXPORT int tn_arena_create(const char *name, const tn_arena_options *opts, tn
 	/* hugetlbfs reserves a shared mapping's pages when it is made: raise the pool first. */
 	if (backing == TN_ARENA_BACKING_HUGETLBFS && (o.flags & TN_ARENA_RESERVE_HUGEPAGES) &&
 	    geteuid() == 0)
-		reserve_hugepages(a->size / page);
+		reserve_hugepages(a->size / page, &huge_before, &huge_set);
 	void *p = mmap(NULL, a->size, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
 	if (p == MAP_FAILED) {
 		int e = errno;
@@ -578,6 +611,8 @@ fail_unlink:
 	unlink(a->path);
 fail:
 	destroy_handle(a);
+	/* After the file and its mapping are gone, so that its pages are free again. */
+	unreserve_hugepages(huge_before, huge_set);
 	errno = saved;
 	return r;
 }

@@ -122,24 +122,61 @@ bool tnd_quota_arena(struct tnd_client *c, const struct tnd_hdr *h, uint64_t siz
 	return true;
 }
 
-#define SLOTS_PER_USER 32u
-
 /* One more client slot of @ar. An arena has 256 client slots; someone who only has a grant or
- * a mode bit may not take them all from its owner. */
-bool tnd_quota_slots(struct tnd_client *c, const struct tnd_hdr *h,
-		     const struct tnd_arena *ar)
+ * a mode bit may not take them all from its owner: one such user holds at most
+ * max_slots_per_user of them, and the last reserved_slots free ones are kept for the owner
+ * and root. */
+bool tnd_quota_slots(struct tnd_client *c, const struct tnd_hdr *h, struct tnd_arena *ar)
 {
 	if (tnd_access_of(ar, c) & TND_ACC_ADMIN)
 		return true;
-	unsigned mine = 0;
+	unsigned mine = 0, assigned = 0;
 	for (struct tnd_client *o = tnd_d.clients; o; o = o->next)
-		if (o->uid == c->uid)
-			for (size_t i = 0; i < o->nslots; i++)
-				mine += o->slots[i].arena == ar;
-	if (mine >= SLOTS_PER_USER) {
+		for (size_t i = 0; i < o->nslots; i++)
+			if (o->slots[i].arena == ar) {
+				assigned++;
+				mine += o->uid == c->uid;
+			}
+	if (mine >= tnd_d.cfg.max_slots_per_user) {
 		tnd_reply_error(c, h, TN_EBUSY, "arena \"%s\": uid %u has %u of its client slots "
-				"open already, the most a user other than its owner may", ar->name,
-				(unsigned)c->uid, mine);
+				"open already, the most a user other than its owner may "
+				"(max_slots_per_user)", ar->name, (unsigned)c->uid, mine);
+		return false;
+	}
+	/* The slots taken: the arena's count (its lock's back-off aside), which includes
+	 * processes that attached on their own, else those the daemon assigned. */
+	uint64_t taken = assigned + 1; /* the daemon's own */
+	tn_arena_stats s;
+	if (tnd_arena_lockable(ar) && tnd_arena_locked(ar, tn_arena_stat(ar->a, &s)) == 0 &&
+	    s.clients > taken)
+		taken = s.clients;
+	if (taken + tnd_d.cfg.reserved_slots >= TN_ARENA_MAX_CLIENTS) {
+		tnd_reply_error(c, h, TN_EBUSY, "arena \"%s\": %" PRIu64 " of its %d client slots "
+				"are taken; the last %u are kept for its owner and root "
+				"(reserved_slots)", ar->name, taken, TN_ARENA_MAX_CLIENTS,
+				tnd_d.cfg.reserved_slots);
+		return false;
+	}
+	return true;
+}
+
+bool tnd_quota_accept(uid_t uid, const char **ret_why)
+{
+	/* Root and the daemon's own user are always served (as far as descriptors go): no
+	 * flood of other users' connections may lock them out. */
+	if (unlimited_user(uid))
+		return true;
+	if (tnd_d.nclients >= tnd_d.cfg.max_clients) {
+		*ret_why = "max_clients";
+		return false;
+	}
+	/* Connections that said HELLO are held to max_clients_per_user there (with a message
+	 * saying so); those that have not are bounded here, per user. */
+	unsigned pending = 0;
+	for (struct tnd_client *o = tnd_d.clients; o; o = o->next)
+		pending += o->uid == uid && !o->hello_done && !o->closing;
+	if (pending >= tnd_d.cfg.max_hello_pending) {
+		*ret_why = "max_hello_pending (its connections that have not said HELLO)";
 		return false;
 	}
 	return true;

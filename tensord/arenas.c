@@ -11,14 +11,19 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../shm/arena_internal.h"
 #include "../shm/arena_remote.h"
+#include "../shm/shm.h"
 #include "daemon.h"
+#include "loadsave.h"
 
 static tn_arena **abandoned; /* handles of destroyed damaged arenas: mapped until exit */
 static size_t nabandoned;
@@ -221,6 +226,90 @@ void tnd_arena_remove(struct tnd_arena *ar, bool intact)
 	tnd_d.narenas--;
 }
 
+/* ---- the arena's lock ------------------------------------------------------------------------ */
+
+/* The process whose thread holds @ar's lock, 0 when unlocked or it cannot be told. The lock is
+ * glibc's robust mutex in the arena's header, whose owner field is the holder's thread id;
+ * only read here, and only to name the holder in a message. */
+static int lock_owner_tid(struct tnd_arena *ar)
+{
+#ifndef __GLIBC__
+	/* Another C library's mutex: the holder is unknown, the back-off runs its course. */
+	(void)ar;
+	return -1;
+#else
+	struct tn__arena_mapping m;
+	if (tn__arena_mapping(ar->a, &m) || m.size < sizeof(struct arena_header))
+		return 0;
+	const pthread_mutex_t *mx =
+		(const pthread_mutex_t *)((const char *)m.base + offsetof(struct arena_header, lock));
+	return __atomic_load_n(&mx->__data.__owner, __ATOMIC_RELAXED);
+#endif
+}
+
+static pid_t lock_holder(struct tnd_arena *ar)
+{
+	int tid = lock_owner_tid(ar);
+	if (tid <= 0)
+		return 0;
+	char path[64], line[128];
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	FILE *f = fopen(path, "re");
+	pid_t pid = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &pid) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return pid > 0 ? pid : 0;
+}
+
+static int locked_error(struct tnd_arena *ar)
+{
+	if (ar->lock_holder)
+		return tn__error(TN_EBUSY, "arena \"%s\" is locked by pid %d (stopped or stuck?); "
+				 "try again", ar->name, (int)ar->lock_holder);
+	return tn__error(TN_EBUSY, "arena \"%s\" is locked by another process (stopped or "
+			 "stuck?); try again", ar->name);
+}
+
+bool tnd_arena_lockable(struct tnd_arena *ar)
+{
+	/* Within the back-off, a look at the lock's owner (no wait) tells whether it was let
+	 * go, or its holder died (then taking the lock repairs what it left). */
+	int tid = ar->locked_until ? lock_owner_tid(ar) : 0;
+	if (!ar->locked_until || tnd_now_ns() >= ar->locked_until || tid == 0 ||
+	    (tid > 0 && lock_holder(ar) == 0)) {
+		ar->locked_until = 0;
+		return true;
+	}
+	locked_error(ar);
+	return false;
+}
+
+int tnd_arena_locked(struct tnd_arena *ar, int r)
+{
+	if (r != TN_EBUSY)
+		return r;
+	pid_t holder = lock_holder(ar);
+	if (!holder && !strstr(tn_last_error(), "lock"))
+		return r; /* another TN_EBUSY (every slot taken, ...): its own message stays */
+	if (!ar->locked_until || holder != ar->lock_holder)
+		tnd_warn("arena %s: its lock is held by pid %d (0: unknown; stopped or stuck?): "
+			 "the daemon answers TN_EBUSY for it meanwhile", ar->name, (int)holder);
+	ar->lock_holder = holder;
+	ar->locked_until = tnd_now_ns() + (uint64_t)TND_LOCK_BACKOFF_MS * 1000000u;
+	return locked_error(ar);
+}
+
+bool tnd_arena_gate(struct tnd_client *c, const struct tnd_hdr *h, struct tnd_arena *ar)
+{
+	if (tnd_arena_lockable(ar))
+		return true;
+	tnd_reply_tn(c, h, TN_EBUSY);
+	return false;
+}
+
 void tnd_arena_fill_info(struct tnd_arena *ar, struct tnd_arena_info *w)
 {
 	memset(w, 0, sizeof(*w));
@@ -232,7 +321,14 @@ void tnd_arena_fill_info(struct tnd_arena *ar, struct tnd_arena_info *w)
 	memcpy(w->grants, ar->grants, sizeof(w->grants));
 	w->created = ar->created;
 	tn_arena_stats s;
-	if (tn_arena_stat(ar->a, &s) == 0) {
+	if (tnd_arena_lockable(ar) && tnd_arena_locked(ar, tn_arena_stat(ar->a, &ar->stats)) == 0) {
+		ar->have_stats = true;
+		ar->locked_until = 0;
+	} else {
+		w->flags |= TND_INFO_LOCKED;
+	}
+	if (ar->have_stats) {
+		s = ar->stats;
 		memcpy(w->uuid, s.uuid, 16);
 		w->backing = s.backing;
 		w->numa_policy = s.numa_policy;
@@ -269,6 +365,66 @@ void tnd_arena_fill_info(struct tnd_arena *ar, struct tnd_arena_info *w)
 
 /* ---- recovery at start ----------------------------------------------------------------------- */
 
+/* Whether @name is a load's journal (loadsave.h) or the temporary one of a journal. */
+static bool is_journal(const char *name, bool *ret_tmp)
+{
+	size_t n = strlen(name);
+	*ret_tmp = n > 12 && !strcmp(name + n - 12, ".journal.tmp");
+	return !strncmp(name, "load-", 5) &&
+	       (*ret_tmp || (n > 8 && !strcmp(name + n - 8, ".journal")));
+}
+
+/* Undo the loads of arena @ar that a crash interrupted before they committed (their journals
+ * are left in arena_dir), then remove the backup names of loads that committed. @forget: only
+ * remove the journals (the arena is gone). */
+static void recover_loads(struct tnd_arena *ar, const char *arena, bool forget)
+{
+	DIR *d = opendir(tnd_d.cfg.arena_dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	bool left = false; /* a journal whose rollback did not finish */
+	while ((e = readdir(d))) {
+		bool tmp;
+		if (!is_journal(e->d_name, &tmp))
+			continue;
+		char path[PATH_MAX], owner[TND_NAME_SIZE];
+		snprintf(path, sizeof(path), "%.3800s/%.255s", tnd_d.cfg.arena_dir, e->d_name);
+		if (tmp) { /* a journal not written whole: its load published nothing */
+			unlink(path);
+			continue;
+		}
+		if (tnd_load_journal_arena(path, owner)) {
+			tnd_warn("%s: %s: removed", path, tn_last_error());
+			unlink(path);
+			continue;
+		}
+		if (strcmp(owner, arena))
+			continue;
+		if (forget) {
+			tnd_warn("arena %s: it is gone; removing the journal of a load into it (%s)",
+				 arena, path);
+			unlink(path);
+			continue;
+		}
+		uint64_t undone = 0;
+		if (tnd_load_rollback(ar->a, path, &undone)) {
+			tnd_error("arena %s: rolling back an interrupted load: %s", arena,
+				  tn_last_error());
+			left = true;
+		} else
+			tnd_warn("arena %s: a load was interrupted before it committed: rolled back "
+				 "(%" PRIu64 " names unpublished)", arena, undone);
+	}
+	closedir(d);
+	/* The backups of a load not rolled back yet are what its rollback gives back. */
+	if (!forget && !left) {
+		int k = tnd_load_sweep_backups(ar->a);
+		if (k > 0)
+			tnd_info("arena %s: removed %d backup names of a committed load", arena, k);
+	}
+}
+
 /* Reopen the arenas recorded in arena_dir (after a restart, or a clean stop). */
 void tnd_arenas_recover(void)
 {
@@ -303,6 +459,7 @@ void tnd_arenas_recover(void)
 		if (r == TN_ENOENT) {
 			tnd_warn("arena %s: its file %s is gone: removing its record", ar->name,
 				 ar->path);
+			recover_loads(NULL, ar->name, true);
 			unlink(file);
 			free(ar);
 			continue;
@@ -315,6 +472,9 @@ void tnd_arenas_recover(void)
 		}
 		ar->damaged = false;
 		tnd_arena_guard(ar);
+		/* Before anything reclaims the dead daemon's slot: the loads' new blocks it
+		 * held are freed by that reclamation once their names are undone. */
+		recover_loads(ar, ar->name, false);
 		tn_arena_fsck_report rep;
 		if (tn_arena_fsck(ar->a, TN_ARENA_FSCK_REPAIR, &rep) >= 0 && rep.problems)
 			tnd_warn("arena %s: fsck repaired %" PRIu64 " of %" PRIu64 " problems (%s)",

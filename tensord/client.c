@@ -716,6 +716,7 @@ static void info_from_wire(tn_tensord_arena_info *o, const struct tnd_arena_info
 	s->lock_repairs = w->lock_repairs;
 	s->reclaimed_slots = w->reclaimed_slots;
 	o->nnodes = w->nnodes > TN_TENSORD_MAX_NODES ? TN_TENSORD_MAX_NODES : w->nnodes;
+	o->flags = w->flags & TND_INFO_LOCKED ? TN_TENSORD_INFO_LOCKED : 0;
 	memcpy(o->resident_pages, w->resident_pages, sizeof(o->resident_pages));
 }
 

@@ -20,18 +20,35 @@ static uint32_t next_client_id;
 
 /* ---- connections ----------------------------------------------------------------------------- */
 
-void tnd_client_new(int fd)
+/* Refusals of connections, logged at most once a second with how many there were: a flood
+ * of connections must not flood the log too. */
+static void log_refusal(uid_t uid, const char *why)
 {
-	if (tnd_d.nclients >= tnd_d.cfg.max_clients) {
-		tnd_warn("refusing a connection: %u clients is the limit (max_clients)",
-			 tnd_d.cfg.max_clients);
-		close(fd);
+	static uint64_t last_ns;
+	static unsigned suppressed;
+	uint64_t now = tnd_now_ns();
+	if (last_ns && now - last_ns < 1000000000u) {
+		suppressed++;
 		return;
 	}
+	tnd_warn("refusing a connection of uid %u: over %s%s", (unsigned)uid, why,
+		 suppressed ? " (and more refusals in the last second)" : "");
+	last_ns = now;
+	suppressed = 0;
+}
+
+void tnd_client_new(int fd)
+{
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl)) {
 		tnd_warn("SO_PEERCRED: %s", strerror(errno));
+		close(fd);
+		return;
+	}
+	const char *why;
+	if (!tnd_quota_accept(cred.uid, &why)) {
+		log_refusal(cred.uid, why);
 		close(fd);
 		return;
 	}
@@ -50,6 +67,7 @@ void tnd_client_new(int fd)
 		c->ngroups = (int)(gl / sizeof(gid_t));
 	c->start_time = tn__proc_start_time(cred.pid);
 	c->connected = tnd_wall_s();
+	c->connected_ns = tnd_now_ns();
 	c->recv_op = (struct tnd_ring_op){ TND_RING_RECV, c };
 	c->send_op = (struct tnd_ring_op){ TND_RING_SEND, c };
 	c->next = tnd_d.clients;
@@ -89,6 +107,25 @@ void tnd_client_maybe_free(struct tnd_client *c)
 	/* Slots and CUDA records wait for their process now: poll every 10 ms from here, not
 	 * at the end of a reclaim interval armed when nothing was pending. */
 	tnd_loop_poll_soon();
+}
+
+void tnd_clients_expire(void)
+{
+	uint64_t now = tnd_now_ns(), limit = (uint64_t)tnd_d.cfg.hello_timeout_ms * 1000000u;
+	unsigned n = 0;
+	for (struct tnd_client *c = tnd_d.clients; c; c = c->next)
+		if (!c->hello_done && !c->closing && now - c->connected_ns > limit) {
+			tnd_debug("client %u (pid %d, uid %u): no HELLO within %u ms: dropping it",
+				  c->id, (int)c->pid, (unsigned)c->uid, tnd_d.cfg.hello_timeout_ms);
+			/* Both ways: its pending receive ends, and the record goes. */
+			c->closing = true;
+			atomic_store(&c->cancel, true);
+			shutdown(c->fd, SHUT_RDWR);
+			n++;
+		}
+	if (n)
+		tnd_info("dropped %u connections that said no HELLO within %u ms "
+			 "(hello_timeout_ms)", n, tnd_d.cfg.hello_timeout_ms);
 }
 
 /* The connection ended or failed: no more receives, and the record goes once nothing of it is

@@ -22,6 +22,10 @@ void tnd_config_defaults(struct tnd_config *c)
 	c->max_arenas = 256;
 	c->max_clients = 4096;
 	c->max_clients_per_user = 1024;
+	c->hello_timeout_ms = 5000;
+	c->max_hello_pending = 64;
+	c->max_slots_per_user = 32;
+	c->reserved_slots = 16;
 	c->max_arenas_per_user = 64;
 	c->create_all = true;
 	c->numa_policy = TN_NUMA_DEFAULT;
@@ -241,6 +245,28 @@ static int set_key(struct tnd_config *c, const char *k, char *v, char *why, size
 	} else if (!strcmp(k, "max_clients_per_user")) {
 		if (parse_uint(v, 1, 1000000, &c->max_clients_per_user)) {
 			snprintf(why, whylen, "max_clients_per_user must be 1 to 1000000");
+			return -1;
+		}
+	} else if (!strcmp(k, "hello_timeout_ms")) {
+		if (parse_uint(v, 100, 3600000, &c->hello_timeout_ms)) {
+			snprintf(why, whylen, "hello_timeout_ms must be 100 to 3600000");
+			return -1;
+		}
+	} else if (!strcmp(k, "max_hello_pending")) {
+		if (parse_uint(v, 1, 1000000, &c->max_hello_pending)) {
+			snprintf(why, whylen, "max_hello_pending must be 1 to 1000000");
+			return -1;
+		}
+	} else if (!strcmp(k, "max_slots_per_user")) {
+		if (parse_uint(v, 1, TN_ARENA_MAX_CLIENTS, &c->max_slots_per_user)) {
+			snprintf(why, whylen, "max_slots_per_user must be 1 to %d",
+				 TN_ARENA_MAX_CLIENTS);
+			return -1;
+		}
+	} else if (!strcmp(k, "reserved_slots")) {
+		if (parse_uint(v, 0, TN_ARENA_MAX_CLIENTS / 2, &c->reserved_slots)) {
+			snprintf(why, whylen, "reserved_slots must be 0 to %d",
+				 TN_ARENA_MAX_CLIENTS / 2);
 			return -1;
 		}
 	} else if (!strcmp(k, "max_clients")) {

@@ -36,6 +36,14 @@ struct tnd_config {
 	unsigned max_clients;
 	/* Per user (root and the daemon's own user are not limited). */
 	unsigned max_clients_per_user;
+	/* Connections that have not said HELLO: dropped after hello_timeout_ms, and at most
+	 * max_hello_pending of them per user (root and the daemon's user aside) at once. */
+	unsigned hello_timeout_ms;
+	unsigned max_hello_pending;
+	/* Client slots of one arena: one user other than its owner holds at most
+	 * max_slots_per_user, and the last reserved_slots free ones are its owner's and root's. */
+	unsigned max_slots_per_user;
+	unsigned reserved_slots;
 	unsigned max_arenas_per_user;
 	uint64_t max_bytes_per_user; /* 0: no limit */
 	/* create_users: everyone when create_all, else these uids and gids. */
@@ -119,7 +127,10 @@ bool tnd_cuda_sweep(void);
 
 /* log.c */
 void tnd_log_setup(enum tnd_log_target target, enum tnd_log_level level);
+/* Lines are written with every control character escaped (a name cannot forge a line). */
 void tnd_log(enum tnd_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* @src into @dst (@cap bytes) with control characters and backslashes escaped. */
+void tnd_log_escape(char *dst, size_t cap, const char *src);
 #define tnd_error(...) tnd_log(TND_LOG_ERROR, __VA_ARGS__)
 #define tnd_warn(...) tnd_log(TND_LOG_WARN, __VA_ARGS__)
 #define tnd_info(...) tnd_log(TND_LOG_INFO, __VA_ARGS__)
@@ -142,6 +153,13 @@ struct tnd_arena {
 	uint64_t size; /* of the file, when the daemon mapped it */
 	bool damaged; /* its file shrank under the mapping: only destroy --force is served */
 	struct tnd_guard guard; /* the SIGBUS guard's entries for its mappings */
+	/* Its lock: a client that keeps it (stopped, stuck) must not stall the loop, which waits
+	 * at most TND_LOCK_WAIT_MS for it; after a wait ran out, the loop does not try again
+	 * for TND_LOCK_BACKOFF_MS (tnd_arena_lockable). */
+	uint64_t locked_until; /* CLOCK_MONOTONIC ns */
+	pid_t lock_holder;     /* the process seen holding it then; 0 unknown */
+	bool have_stats;       /* @stats: the last figures read */
+	tn_arena_stats stats;
 	/* NUMA residency costs a move_pages over every page: sampled at most once a second. */
 	uint64_t resident[TND_MAX_NODES];
 	uint32_t nnodes;
@@ -185,6 +203,7 @@ struct tnd_client {
 	gid_t groups[64];
 	uint64_t start_time;
 	uint64_t connected;
+	uint64_t connected_ns; /* CLOCK_MONOTONIC: when it was accepted, for hello_timeout_ms */
 	uint64_t requests;
 	char program[32];
 	bool hello_done;
@@ -255,8 +274,22 @@ int tnd_arena_write_record(const struct tnd_arena *ar);
 void tnd_arena_add(struct tnd_arena *ar);
 /* Take @ar off the list and remove its file and record; the caller frees @ar. */
 void tnd_arena_remove(struct tnd_arena *ar, bool intact);
-/* The wire record of an arena (ARENA_LIST, ARENA_STAT). */
+/* The wire record of an arena (ARENA_LIST, ARENA_STAT); with its lock held, the last
+ * figures read, flagged TND_INFO_LOCKED. */
 void tnd_arena_fill_info(struct tnd_arena *ar, struct tnd_arena_info *w);
+
+/* The loop's waits for an arena's lock (tn__arena_lock_timeout_ms), and how long it leaves an
+ * arena whose lock it could not take alone. */
+#define TND_LOCK_WAIT_MS 1
+#define TND_LOCK_BACKOFF_MS 100
+/* Whether the loop may call into @ar's lock now: false (with tn_last_error set to say who
+ * holds it) within TND_LOCK_BACKOFF_MS of a wait that ran out. */
+bool tnd_arena_lockable(struct tnd_arena *ar);
+/* After a call into @ar returned @r: a TN_EBUSY while a process holds its lock starts the
+ * back-off (and sets the message). Returns @r. */
+int tnd_arena_locked(struct tnd_arena *ar, int r);
+/* tnd_arena_lockable, answering @h with TN_EBUSY when not. */
+bool tnd_arena_gate(struct tnd_client *c, const struct tnd_hdr *h, struct tnd_arena *ar);
 /* Reopen the arenas recorded in arena_dir (after a restart, or a clean stop). */
 void tnd_arenas_recover(void);
 
@@ -269,8 +302,11 @@ bool tnd_may_create(const struct tnd_client *c);
 struct tnd_arena *tnd_arena_for(struct tnd_client *c, const struct tnd_hdr *h, const char *name,
 				unsigned need);
 bool tnd_quota_arena(struct tnd_client *c, const struct tnd_hdr *h, uint64_t size);
-bool tnd_quota_slots(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_arena *ar);
+bool tnd_quota_slots(struct tnd_client *c, const struct tnd_hdr *h, struct tnd_arena *ar);
 bool tnd_quota_clients(struct tnd_client *c, const struct tnd_hdr *h);
+/* Whether a connection from @uid may be accepted (max_clients, max_hello_pending; root and
+ * the daemon's user always may); false with the limit's name in *ret_why. */
+bool tnd_quota_accept(uid_t uid, const char **ret_why);
 
 /* loop.c: the io_uring loop, the connections' receives and sends, the replies' queue. */
 int tnd_loop_init(void);
@@ -294,6 +330,8 @@ int tnd_reply_tn(struct tnd_client *c, const struct tnd_hdr *req, int code);
 
 /* clients.c: connections and the slots they hold. */
 void tnd_client_new(int fd);
+/* Drop the connections that did not say HELLO within hello_timeout_ms (the loop's timer). */
+void tnd_clients_expire(void);
 /* Free a closing connection once nothing of it is in flight. */
 void tnd_client_maybe_free(struct tnd_client *c);
 void tnd_client_close(struct tnd_client *c);
@@ -320,6 +358,8 @@ int tnd_transfer_start(struct tnd_client *c, const struct tnd_hdr *h, const stru
 /* Pass on what the workers reported (the loop read the event fd). */
 void tnd_transfer_events(void);
 void tnd_transfer_wait(void);
+/* Whether a LOAD or SAVE has not been seen to end yet. */
+bool tnd_transfers_running(void);
 
 /* handlers.c: a request received on @c, @len bytes in c->rbuf, with @fd passed (-1: none). */
 void tnd_handle_request(struct tnd_client *c, size_t len, int fd);

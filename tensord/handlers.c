@@ -38,6 +38,13 @@ TND_OP_LIST(TND_X_)
 static int do_HELLO(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_hello *m,
 		    int fd)
 {
+	if (c->hello_done) {
+		/* The version is chosen once: a second HELLO could switch the connection to
+		 * another one under requests already answered. */
+		tnd_reply_error(c, h, TN_EPROTO, "HELLO on a connection that said HELLO already");
+		tnd_protocol_error(c, "a second HELLO");
+		return 0;
+	}
 	if (m->min_version > TND_VERSION || m->max_version < TND_VERSION_MIN) {
 		tnd_reply_error(c, h, TN_EPROTO, "tensord speaks protocol versions %d to %d, "
 				"the client %u to %u", TND_VERSION_MIN, TND_VERSION,
@@ -118,7 +125,13 @@ static int do_ARENA_CREATE(struct tnd_client *c, const struct tnd_hdr *h,
 	if (!tnd_may_create(c))
 		return tnd_reply_error(c, h, TN_EACCES, "uid %u may not create arenas "
 				       "(create_users in tensord.conf)", (unsigned)c->uid);
-	if (tnd_arena_find(m->name))
+	struct tnd_arena *other = tnd_arena_find(m->name);
+	/* Someone who may not see the arena is not told that the name is taken (an oracle for
+	 * other users' arena names): the creation is refused as an arena of theirs would be. */
+	if (other && !(tnd_access_of(other, c) & (TND_ACC_READ | TND_ACC_ADMIN)))
+		return tnd_reply_error(c, h, TN_EACCES, "arena \"%s\": permission denied",
+				       m->name);
+	if (other)
 		return tnd_reply_error(c, h, TN_EEXIST, "arena \"%s\" exists", m->name);
 	if (tnd_d.narenas >= tnd_d.cfg.max_arenas)
 		return tnd_reply_error(c, h, TN_ENOSPC, "the daemon holds its limit of %u arenas "
@@ -204,7 +217,7 @@ static int do_ARENA_OPEN(struct tnd_client *c, const struct tnd_hdr *h,
 	if (!ar)
 		return 0;
 	bool ro = (m->flags & TND_OPEN_READ_ONLY) || !(tnd_access_of(ar, c) & TND_ACC_WRITE);
-	if (!tnd_quota_slots(c, h, ar))
+	if (!tnd_quota_slots(c, h, ar) || !tnd_arena_gate(c, h, ar))
 		return 0;
 	int arena_fd = ro ? open(ar->path, O_RDONLY | O_CLOEXEC)
 			  : fcntl(tn_arena_fd(ar->a), F_DUPFD_CLOEXEC, 3);
@@ -212,7 +225,8 @@ static int do_ARENA_OPEN(struct tnd_client *c, const struct tnd_hdr *h,
 		return tnd_reply_error(c, h, TN_EIO, "arena \"%s\": %s", m->name, strerror(errno));
 	int slot;
 	uint64_t state;
-	int r = tn__arena_assign_slot(ar->a, c->pid, c->start_time, &slot, &state);
+	int r = tnd_arena_locked(ar, tn__arena_assign_slot(ar->a, c->pid, c->start_time, &slot,
+							   &state));
 	if (r) {
 		close(arena_fd);
 		return tnd_reply_tn(c, h, r);
@@ -222,13 +236,10 @@ static int do_ARENA_OPEN(struct tnd_client *c, const struct tnd_hdr *h,
 		close(arena_fd);
 		return tnd_reply_error(c, h, TN_ENOMEM, "out of memory");
 	}
+	/* The size and uuid never change: the header's copy, read without the lock. */
 	struct tnd_arena_open_reply rep = { .slot = (uint32_t)slot,
-					    .flags = ro ? TND_OPEN_READ_ONLY : 0 };
-	tn_arena_stats s;
-	if (tn_arena_stat(ar->a, &s) == 0) {
-		rep.size = s.size;
-		memcpy(rep.uuid, s.uuid, 16);
-	}
+					    .flags = ro ? TND_OPEN_READ_ONLY : 0, .size = ar->size };
+	memcpy(rep.uuid, ar->uuid, 16);
 	tnd_debug("arena %s: slot %d to pid %d (%s)", m->name, slot, (int)c->pid, ro ? "ro" : "rw");
 	tnd_queue_msg(c, h->op, h->seq, 0, 0, &rep, sizeof(rep), arena_fd);
 	return 0;
@@ -240,11 +251,10 @@ static int do_REATTACH(struct tnd_client *c, const struct tnd_hdr *h, const stru
 	struct tnd_arena *ar = tnd_arena_for(c, h, m->name, TND_ACC_READ);
 	if (!ar)
 		return 0;
-	tn_arena_stats s;
 	bool attached;
 	int32_t pid;
 	uint64_t st, state;
-	if (tn_arena_stat(ar->a, &s) || memcmp(s.uuid, m->uuid, 16))
+	if (memcmp(ar->uuid, m->uuid, 16))
 		return tnd_reply_error(c, h, TN_ESTALE, "arena \"%s\" is another arena now",
 				       m->name);
 	if (tn__arena_slot_info(ar->a, (int)m->slot, &attached, &pid, &st, &state) || !attached ||
@@ -255,8 +265,8 @@ static int do_REATTACH(struct tnd_client *c, const struct tnd_hdr *h, const stru
 	if (!tnd_slot_find(c, ar, (int)m->slot) && tnd_slot_add(c, ar, (int)m->slot, state, ro))
 		return tnd_reply_error(c, h, TN_ENOMEM, "out of memory");
 	struct tnd_arena_open_reply rep = { .slot = m->slot, .flags = ro ? TND_OPEN_READ_ONLY : 0,
-					    .size = s.size };
-	memcpy(rep.uuid, s.uuid, 16);
+					    .size = ar->size };
+	memcpy(rep.uuid, ar->uuid, 16);
 	tnd_info("arena %s: pid %d re-registered slot %u", m->name, (int)c->pid, m->slot);
 	tnd_reply(c, h, &rep, sizeof(rep));
 	return 0;
@@ -287,6 +297,10 @@ static int do_ARENA_STAT(struct tnd_client *c, const struct tnd_hdr *h,
 	if (ar) {
 		struct tnd_arena_info w;
 		tnd_arena_fill_info(ar, &w);
+		/* One arena asked for: its lock held is an error naming the holder, never
+		 * figures that may be stale. */
+		if (w.flags & TND_INFO_LOCKED)
+			return tnd_reply_tn(c, h, TN_EBUSY);
 		tnd_reply(c, h, &w, sizeof(w));
 	}
 	return 0;
@@ -307,7 +321,11 @@ static int do_ARENA_DESTROY(struct tnd_client *c, const struct tnd_hdr *h,
 				       "--force", m->name);
 	if (!(m->flags & TND_DESTROY_FORCE)) {
 		tn_arena_client cl[TN_ARENA_MAX_CLIENTS];
-		int n = tn_arena_clients(ar->a, cl, TN_ARENA_MAX_CLIENTS);
+		if (!tnd_arena_gate(c, h, ar))
+			return 0;
+		int n = tnd_arena_locked(ar, tn_arena_clients(ar->a, cl, TN_ARENA_MAX_CLIENTS));
+		if (n < 0) /* who is attached cannot be told: not destroyed without --force */
+			return tnd_reply_tn(c, h, n);
 		int live = 0;
 		pid_t first = 0;
 		for (int i = 0; i < n; i++)
@@ -375,9 +393,11 @@ static int do_FSCK(struct tnd_client *c, const struct tnd_hdr *h, const struct t
 	if (!ar)
 		return 0;
 	tn_arena_fsck_report rep;
+	if (!tnd_arena_gate(c, h, ar))
+		return 0;
 	/* TN_EIO: the check ran and problems remain; the report says which (the client
 	 * library turns it back into TN_EIO). */
-	int r = tn_arena_fsck(ar->a, m->flags, &rep);
+	int r = tnd_arena_locked(ar, tn_arena_fsck(ar->a, m->flags, &rep));
 	if (r < 0 && r != TN_EIO)
 		return tnd_reply_tn(c, h, r);
 	struct tnd_fsck_reply w = { .problems = rep.problems, .repaired = rep.repaired,
@@ -404,19 +424,31 @@ static int do_GC(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd
 			return 0;
 		if (!tnd_arena_intact(ar))
 			continue;
+		/* Every arena: one whose lock is held is left for later; the one named: an
+		 * error. */
+		if (!m->name[0] && !tnd_arena_lockable(ar))
+			continue;
+		if (!tnd_arena_gate(c, h, ar))
+			return 0;
 		tn_arena_stats before, after;
-		tn_arena_stat(ar->a, &before);
-		int n = tn_arena_reclaim_dead(ar->a);
+		int r = tnd_arena_locked(ar, tn_arena_stat(ar->a, &before));
+		if (r == TN_EBUSY && !m->name[0])
+			continue;
+		if (r)
+			return tnd_reply_tn(c, h, r);
+		int n = tnd_arena_locked(ar, tn_arena_reclaim_dead(ar->a));
 		if (n < 0)
 			return tnd_reply_tn(c, h, n);
 		int64_t t = tn_arena_trim(ar->a);
-		tn_arena_stat(ar->a, &after);
 		w.reclaimed_slots += (uint64_t)n;
+		tnd_d.reclaimed_slots += (uint64_t)n;
+		/* Without a second reading the freed bytes are not known: not made up. */
+		if ((r = tnd_arena_locked(ar, tn_arena_stat(ar->a, &after))))
+			return tnd_reply_tn(c, h, r);
 		if (after.free_bytes > before.free_bytes)
 			w.freed_bytes += after.free_bytes - before.free_bytes;
 		if (t > 0)
 			w.trimmed_bytes += (uint64_t)t;
-		tnd_d.reclaimed_slots += (uint64_t)n;
 	}
 	if (m->name[0] && !tnd_arena_find(m->name))
 		return tnd_reply_error(c, h, TN_ENOENT, "no arena \"%s\"", m->name);
@@ -449,8 +481,11 @@ static int do_HOLD(struct tnd_client *c, const struct tnd_hdr *h, const struct t
 	struct tnd_arena *ar = s->arena;
 	tn_arena_handle hd = { .index = m->index, .generation = m->generation };
 	struct tn__arena_remote_entry e;
-	int r = tn__arena_hold_for(ar->a, s->slot, m->tensor[0] ? m->tensor : NULL,
-				   m->tensor[0] ? NULL : &hd, &e);
+	if (!tnd_arena_gate(c, h, ar))
+		return 0;
+	int r = tnd_arena_locked(ar, tn__arena_hold_for(ar->a, s->slot,
+							m->tensor[0] ? m->tensor : NULL,
+							m->tensor[0] ? NULL : &hd, &e));
 	if (r)
 		return tnd_reply_tn(c, h, r);
 	struct tnd_hold_reply w = { .block = e.block, .block_bytes = e.entry.block_bytes,
@@ -471,7 +506,9 @@ static int do_RELEASE(struct tnd_client *c, const struct tnd_hdr *h, const struc
 	struct tnd_slot *s = slot_of(c, h, m->name, (int)m->slot, m->uuid);
 	if (!s)
 		return 0;
-	int r = tn__arena_release_for(s->arena->a, s->slot, m->block);
+	if (!tnd_arena_gate(c, h, s->arena))
+		return 0;
+	int r = tnd_arena_locked(s->arena, tn__arena_release_for(s->arena->a, s->slot, m->block));
 	if (r)
 		return tnd_reply_tn(c, h, r);
 	tnd_reply(c, h, NULL, 0);

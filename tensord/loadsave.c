@@ -35,6 +35,7 @@
 
 #include <liburing.h>
 
+#include "../shm/shm.h"
 #include "internal.h"
 #include "formats.h"
 #include "loadsave.h"
@@ -574,13 +575,200 @@ struct load_name {
 	tn_tensor *tensor;   /* the new tensor */
 	tn_tensor *old;      /* the tensor it replaces, held to publish again on failure */
 	bool published;
+	bool backed;         /* @old is published under its backup name */
 };
+
+/* ---- the load's transaction ---------------------------------------------------------------
+ *
+ * A load publishes all of the file's names or none, also when the daemon dies in the middle
+ * (tnd_load_txn). Until the names are published the new tensors' blocks are held only by the
+ * daemon's slot, whose reclamation at the next start frees them: a crash before publishing
+ * leaves nothing. Before the first name is published, a journal (a file beside the arena's
+ * record) lists every name with the block of its new tensor; each tensor being replaced is
+ * published under a backup name (TND_LOAD_BACKUP_PREFIX, the load's id, its index), so that
+ * its block outlives the daemon. Then the names are published, and removing the journal
+ * commits the load; the backups go after. At the next start, a journal left over means the
+ * load did not commit: every name that still names its new block is unpublished, or given its
+ * backup back (tnd_load_rollback), and backup names with no journal are removed
+ * (tnd_load_sweep_backups). Every step is idempotent, so a crash during recovery is
+ * recovered the same way. The journal needs to outlive the daemon, not the machine (the arena
+ * does not either), so it is renamed into place but not synced.
+ */
+
+#define JOURNAL_MAGIC "tensord load journal 1\n"
+
+struct journal_head {
+	char magic[24];
+	char arena[TND_NAME_SIZE];
+	uint64_t id;
+	uint64_t count;
+};
+
+struct journal_entry {
+	uint64_t block;    /* the new tensor's block */
+	uint32_t flags;    /* JOURNAL_OLD: the name had a tensor, kept under its backup name */
+	uint32_t name_len; /* the name's bytes follow, without a NUL */
+};
+#define JOURNAL_OLD 1u
+
+static void backup_name(char *buf, size_t cap, uint64_t id, size_t i)
+{
+	snprintf(buf, cap, "%s%016" PRIx64 "/%zu", TND_LOAD_BACKUP_PREFIX, id, i);
+}
+
+/* Write the journal of a load of @n names (@blocks: their new blocks) atomically. */
+static int journal_write(const char *fn, const struct tnd_load_journal *j,
+			 const struct load_name *names, const uint64_t *blocks, size_t n)
+{
+	char tmp[PATH_MAX + 8];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", j->path);
+	FILE *f = fopen(tmp, "we");
+	if (!f)
+		return tn__error(TN_EIO, "%s: cannot write the load's journal %s: %s", fn, tmp,
+				 strerror(errno));
+	struct journal_head h;
+	memset(&h, 0, sizeof(h));
+	memcpy(h.magic, JOURNAL_MAGIC, sizeof(h.magic));
+	snprintf(h.arena, sizeof(h.arena), "%s", j->arena);
+	h.id = j->id;
+	h.count = n;
+	bool ok = fwrite(&h, sizeof(h), 1, f) == 1;
+	for (size_t i = 0; ok && i < n; i++) {
+		struct journal_entry e = { blocks[i], names[i].old ? JOURNAL_OLD : 0,
+					   (uint32_t)strlen(names[i].name) };
+		ok = fwrite(&e, sizeof(e), 1, f) == 1 && fwrite(names[i].name, 1, e.name_len, f) ==
+								  e.name_len;
+	}
+	int e = ok && fflush(f) == 0 ? 0 : errno ? errno : EIO;
+	if (fclose(f) && !e)
+		e = errno;
+	if (!e && rename(tmp, j->path))
+		e = errno;
+	if (e) {
+		unlink(tmp);
+		return tn__error(e == ENOSPC ? TN_ENOSPC : TN_EIO, "%s: cannot write the load's "
+				 "journal %s: %s", fn, j->path, strerror(e));
+	}
+	return 0;
+}
+
+/* The block of the tensor @name names in @a into *ret (0: no such name); 0 or the lookup's
+ * error. */
+static int block_named(tn_arena *a, const char *name, uint64_t *ret)
+{
+	tn_tensor *t;
+	int r = tn_arena_lookup(a, name, &t, NULL);
+	*ret = 0;
+	if (r == TN_ENOENT)
+		return 0;
+	if (r)
+		return r;
+	*ret = tn__arena_block_of(a, tn_storage_data(tn_tensor_storage(t)), NULL);
+	tn_tensor_unref(t);
+	return 0;
+}
+
+int tnd_load_journal_arena(const char *path, char ret_arena[TND_NAME_SIZE])
+{
+	struct journal_head h;
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return tn__error(TN_EIO, "%s: %s", path, strerror(errno));
+	bool ok = fread(&h, sizeof(h), 1, f) == 1 && !memcmp(h.magic, JOURNAL_MAGIC, sizeof(h.magic)) &&
+		  memchr(h.arena, 0, sizeof(h.arena));
+	fclose(f);
+	if (!ok)
+		return tn__error(TN_EINVAL, "%s: not a load journal", path);
+	memcpy(ret_arena, h.arena, TND_NAME_SIZE);
+	return 0;
+}
+
+int tnd_load_rollback(tn_arena *a, const char *path, uint64_t *ret_names)
+{
+	static const char fn[] = "tnd_load_rollback";
+	struct journal_head h;
+	uint64_t undone = 0;
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return tn__error(TN_EIO, "%s: %s: %s", fn, path, strerror(errno));
+	if (fread(&h, sizeof(h), 1, f) != 1 || memcmp(h.magic, JOURNAL_MAGIC, sizeof(h.magic))) {
+		fclose(f);
+		return tn__error(TN_EINVAL, "%s: %s is not a load journal", fn, path);
+	}
+	/* A journal cut short was being written: nothing was published yet. A name that cannot
+	 * be looked up or changed (the arena's lock held too long, damage) stops the rollback
+	 * and keeps the journal for the next try: it is idempotent. */
+	int err = 0;
+	for (uint64_t i = 0; !err && i < h.count; i++) {
+		struct journal_entry e;
+		char name[TN_ARENA_NAME_MAX + 1], bname[96];
+		if (fread(&e, sizeof(e), 1, f) != 1 || e.name_len == 0 ||
+		    e.name_len > TN_ARENA_NAME_MAX || fread(name, 1, e.name_len, f) != e.name_len)
+			break;
+		name[e.name_len] = 0;
+		backup_name(bname, sizeof(bname), h.id, (size_t)i);
+		/* Only a name that still names the load's own block is the load's to undo. */
+		uint64_t b;
+		if ((err = block_named(a, name, &b)))
+			break;
+		if (e.block && b == e.block) {
+			tn_tensor *old = NULL;
+			int r = (e.flags & JOURNAL_OLD) ? tn_arena_lookup(a, bname, &old, NULL) : 0;
+			if (r && r != TN_ENOENT) {
+				err = r;
+				break;
+			}
+			r = tn_arena_unpublish(a, name);
+			if (!r && old)
+				r = tn_arena_publish(a, name, old, 0, NULL);
+			tn_tensor_unref(old);
+			if (r && r != TN_ENOENT) {
+				err = r;
+				break;
+			}
+			undone++;
+		}
+		if ((e.flags & JOURNAL_OLD) && (err = tn_arena_unpublish(a, bname)) == TN_ENOENT)
+			err = 0;
+	}
+	fclose(f);
+	if (err)
+		return tn__error(err, "%s: %s: the rollback stopped (%s); it is tried again at the "
+				 "next start", fn, path, tn_last_error());
+	if (unlink(path) && errno != ENOENT)
+		return tn__error(TN_EIO, "%s: cannot remove %s: %s", fn, path, strerror(errno));
+	if (ret_names)
+		*ret_names = undone;
+	return 0;
+}
+
+int tnd_load_sweep_backups(tn_arena *a)
+{
+	tn_arena_entry *e;
+	size_t n;
+	int r = tn_arena_list(a, TND_LOAD_BACKUP_PREFIX, &e, &n);
+	if (r)
+		return r;
+	for (size_t i = 0; i < n; i++)
+		tn_arena_unpublish(a, e[i].name);
+	free(e);
+	return (int)n;
+}
 
 int tnd_load(tn_arena *a, int fd, unsigned format, const char *prefix, unsigned flags,
 	     tnd_progress_fn progress, void *ctx, const _Atomic bool *cancel,
 	     struct tnd_xfer_result *ret)
 {
+	return tnd_load_txn(a, fd, format, prefix, flags, progress, ctx, cancel, NULL, ret);
+}
+
+int tnd_load_txn(tn_arena *a, int fd, unsigned format, const char *prefix, unsigned flags,
+		 tnd_progress_fn progress, void *ctx, const _Atomic bool *cancel,
+		 const struct tnd_load_journal *journal, struct tnd_xfer_result *ret)
+{
 	static const char fn[] = "tnd_load";
+	bool journaled = false;
+	char bname[96];
 	uint64_t start = now_ns(), size;
 	unsigned char head[XFER_HEAD];
 	struct tn__safetensors *st = NULL;
@@ -734,13 +922,50 @@ int tnd_load(tn_arena *a, int fd, unsigned format, const char *prefix, unsigned 
 			tn__fmt_byteswap(x.items[i].dest, descs[i].nbytes,
 					 tn_dtype_size(descs[i].dtype));
 
-	/* The names. */
+	/* The names: the journal and the backups first (see the top of the transaction's
+	 * section), then the names, and the journal's removal commits them. */
+	if (journal) {
+		uint64_t *blocks = tn__malloc((n ? n : 1) * sizeof(*blocks));
+		if (!blocks) {
+			r = tn__error(TN_ENOMEM, "%s: out of memory for %zu tensors", fn, n);
+			goto out_x;
+		}
+		for (size_t i = 0; i < n; i++)
+			blocks[i] = tn__arena_block_of(a, x.items[i].dest, NULL);
+		r = journal_write(fn, journal, names, blocks, n);
+		tn__free(blocks);
+		if (r)
+			goto out_x;
+		journaled = true;
+		for (size_t i = 0; i < n; i++) {
+			if (!names[i].old)
+				continue;
+			backup_name(bname, sizeof(bname), journal->id, i);
+			if ((r = tn_arena_publish(a, bname, names[i].old, 0, NULL)))
+				goto out_x;
+			names[i].backed = true;
+		}
+	}
 	unsigned pflags = (flags & TND_XFER_SEAL ? TN_ARENA_SEAL : 0) |
 			  (flags & TND_XFER_REPLACE ? TN_ARENA_REPLACE : 0);
 	for (size_t i = 0; i < n; i++) {
 		if ((r = tn_arena_publish(a, names[i].name, names[i].tensor, pflags, NULL)))
 			goto out_x;
 		names[i].published = true;
+	}
+	if (journaled) {
+		if (unlink(journal->path)) {
+			r = tn__error(TN_EIO, "%s: cannot remove the load's journal %s: %s", fn,
+				      journal->path, strerror(errno));
+			goto out_x;
+		}
+		journaled = false;
+		for (size_t i = 0; i < n; i++)
+			if (names[i].backed) {
+				backup_name(bname, sizeof(bname), journal->id, i);
+				tn_arena_unpublish(a, bname);
+				names[i].backed = false;
+			}
 	}
 	report_end(&x);
 	if (ret)
@@ -759,6 +984,14 @@ out_x:
 			if (names[i].old)
 				tn_arena_publish(a, names[i].name, names[i].old, 0, NULL);
 		}
+		for (size_t i = 0; i < n; i++)
+			if (names[i].backed) {
+				backup_name(bname, sizeof(bname), journal->id, i);
+				tn_arena_unpublish(a, bname);
+			}
+		/* Undone: nothing is left for a recovery to roll back. */
+		if (journaled)
+			unlink(journal->path);
 		tn__error(r, "%s", msg);
 	}
 	tn__free(x.items);

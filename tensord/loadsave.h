@@ -71,6 +71,46 @@ int tnd_load(tn_arena *a, int fd, unsigned format, const char *prefix, unsigned 
 	     struct tnd_xfer_result *ret);
 
 /*
+ * tnd_load_txn - tnd_load, with the names published as one transaction that survives the
+ * death of the calling process (@journal NULL: as tnd_load). Before the first name is
+ * published, a journal is written at @journal->path listing the names and their new blocks,
+ * and every tensor being replaced is also published under a backup name
+ * (TND_LOAD_BACKUP_PREFIX, @journal->id, an index), which needs a free directory entry each;
+ * removing the journal commits the load. A process that dies before the commit leaves the
+ * journal: tnd_load_rollback undoes the load from it. Errors as tnd_load's, and TN_EIO or
+ * TN_ENOSPC when the journal cannot be written or removed.
+ */
+struct tnd_load_journal {
+	const char *path;  /* the journal's file (a temporary beside it is renamed over it) */
+	const char *arena; /* the arena's name, recorded for the recovery */
+	uint64_t id;       /* unique among the loads of the arena's lifetime */
+};
+#define TND_LOAD_BACKUP_PREFIX ".tensord-load/"
+int tnd_load_txn(tn_arena *a, int fd, unsigned format, const char *prefix, unsigned flags,
+		 tnd_progress_fn progress, void *ctx, const _Atomic bool *cancel,
+		 const struct tnd_load_journal *journal, struct tnd_xfer_result *ret);
+
+/* The arena a load journal at @path was written for, into @ret_arena; 0, TN_EIO or
+ * TN_EINVAL (not a journal). */
+int tnd_load_journal_arena(const char *path, char ret_arena[TND_NAME_SIZE]);
+
+/*
+ * tnd_load_rollback - undo the load that left the journal at @path in @a (a read-write
+ * handle): each name of the journal that still names the load's new block is unpublished,
+ * and given back the tensor it had, from its backup name; the backups are unpublished and the
+ * journal removed. Names that no longer name the load's blocks are left alone. *ret_names
+ * (may be NULL) gets the number of names undone. Errors: TN_EIO, TN_EINVAL (not a journal),
+ * and those of looking up, unpublishing and publishing (TN_EBUSY for a lock held too long):
+ * then the journal stays, and a later call goes on from the start (the rollback is
+ * idempotent).
+ */
+int tnd_load_rollback(tn_arena *a, const char *path, uint64_t *ret_names);
+
+/* tnd_load_sweep_backups - unpublish every backup name left in @a by loads that committed
+ * (call after rolling back every journal of @a); returns how many, or an error. */
+int tnd_load_sweep_backups(tn_arena *a);
+
+/*
  * tnd_save - write the tensors of @a whose names start with @prefix (NULL or "": all) to the
  * empty regular file open for writing at @fd. TND_FORMAT_SAFETENSORS: every such tensor,
  * named relative to @prefix (the part of its name after it), laid out as the reference

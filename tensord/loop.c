@@ -8,8 +8,10 @@
  * reply here.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <liburing.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,11 +25,12 @@
 struct tnd_outmsg {
 	struct tnd_outmsg *next;
 	size_t len;
-	int fd; /* to pass with it, closed after sending; -1 none */
+	size_t cost; /* bytes of the daemon's memory it takes, as outq_bytes counts them */
+	int fd;      /* to pass with it, closed after sending; -1 none */
 	union {
 		struct tnd_hdr hdr;
 		unsigned char bytes[TND_MSG_MAX];
-	} u;
+	} u; /* allocated only as long as the message */
 };
 
 /* The loop's own. */
@@ -44,8 +47,15 @@ static struct {
 } L;
 
 /* A client that does not read its replies gets no more of its requests read once this much
- * waits for it, so it cannot grow the daemon's memory. */
+ * of the daemon's memory (messages and their allocations) waits for it, so it cannot grow the
+ * daemon's memory. Only the replies of the one request read before the pause can take the
+ * queue past it; a queue that would pass OUTQ_HARD all the same (a list of thousands of
+ * items to a client that reads none) drops the connection. */
 #define OUTQ_MAX ((size_t)256 << 10)
+#define OUTQ_HARD (4 * OUTQ_MAX)
+
+/* What a queued message costs: its bytes and malloc's overhead, roughly. */
+#define OUTMSG_COST(len) (offsetof(struct tnd_outmsg, u) + (len) + 16)
 
 /* ---- io_uring plumbing ----------------------------------------------------------------------- */
 
@@ -147,24 +157,41 @@ void tnd_queue_msg(struct tnd_client *c, unsigned op, uint32_t seq, int32_t stat
 			tnd_close_passed(fd);
 		return;
 	}
-	struct tnd_outmsg *m = malloc(sizeof(*m));
-	if (!m) {
-		/* Out of memory: the client cannot be answered, so it is dropped. */
+	size_t cost = OUTMSG_COST(sizeof(struct tnd_hdr) + len);
+	if (c->outq_bytes + cost > OUTQ_HARD) {
 		if (fd >= 0)
-			tnd_close_passed(fd);
+			close(fd); /* the daemon's own (an arena's), not a client's */
+		tnd_warn("client %u (pid %d, uid %u): does not read its replies (%zu bytes of them "
+			 "wait): dropping the connection", c->id, (int)c->pid, (unsigned)c->uid,
+			 c->outq_bytes);
+		/* Both ways: the send in flight fails, and on_send frees the queue. */
+		c->closing = true;
+		atomic_store(&c->cancel, true);
+		shutdown(c->fd, SHUT_RDWR);
+		return;
+	}
+	struct tnd_outmsg *m = malloc(offsetof(struct tnd_outmsg, u) + sizeof(struct tnd_hdr) + len);
+	if (!m) {
+		/* Out of memory: the client cannot be answered, so it is dropped: it reads no
+		 * more, and its record goes once what is in flight completes. */
+		if (fd >= 0)
+			close(fd);
 		tnd_error("client %u: out of memory for a reply: dropping it", c->id);
+		c->closing = true;
+		atomic_store(&c->cancel, true);
 		shutdown(c->fd, SHUT_RDWR);
 		return;
 	}
 	m->next = NULL;
 	m->fd = fd;
+	m->cost = cost;
 	tnd_init_hdr(&m->u.hdr, op, len, seq, status, flags | (fd >= 0 ? TND_F_FD : 0));
 	if (c->version)
 		m->u.hdr.version = c->version; /* what the client speaks */
 	if (len)
 		memcpy(m->u.bytes + sizeof(m->u.hdr), body, len);
 	m->len = sizeof(m->u.hdr) + len;
-	c->outq_bytes += m->len;
+	c->outq_bytes += m->cost;
 	if (c->out_tail)
 		c->out_tail->next = m;
 	else
@@ -213,7 +240,7 @@ static void on_recv(struct tnd_client *c, int res)
 					     i++) {
 						int f;
 						memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(f));
-						close(f);
+						tnd_close_passed(f);
 					}
 		tnd_client_close(c);
 		return;
@@ -228,12 +255,12 @@ static void on_recv(struct tnd_client *c, int res)
 			if (nfds++ == 0)
 				fd = f;
 			else
-				close(f);
+				tnd_close_passed(f);
 		}
 	}
 	if (nfds > 1 || (c->rmh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || (size_t)res > TND_MSG_MAX) {
 		if (fd >= 0)
-			close(fd);
+			tnd_close_passed(fd);
 		tnd_protocol_error(c, nfds > 1 ? "more than one descriptor" : "message too long");
 		tnd_client_close(c);
 		return;
@@ -254,7 +281,7 @@ static void on_send(struct tnd_client *c, int res)
 	struct tnd_outmsg *m = c->out_head;
 	if (m) {
 		c->out_head = m->next;
-		c->outq_bytes -= m->len;
+		c->outq_bytes -= m->cost;
 		if (!c->out_head)
 			c->out_tail = NULL;
 		if (m->fd >= 0)
@@ -362,17 +389,27 @@ void tnd_loop_run(void)
 	uint64_t stop_deadline = 0;
 	for (;;) {
 		if (tnd_d.stop) {
-			/* Let replies already queued (the SHUTDOWN request's own) go out, for at
-			 * most a second. */
-			bool sending = false;
-			for (struct tnd_client *c = tnd_d.clients; c && !sending; c = c->next)
-				sending = c->out_head && !c->closing;
+			/* Cancel the loads and saves in progress, wait for them to end (their
+			 * clients are answered TN_EIO through the event fd, like any end), and let
+			 * replies already queued (the SHUTDOWN request's own, the cancellations) go
+			 * out: for at most 4 seconds in all. */
+			bool busy = tnd_transfers_running();
+			for (struct tnd_client *c = tnd_d.clients; c; c = c->next) {
+				if (c->transfer)
+					atomic_store(&c->cancel, true);
+				busy = busy || (c->out_head && !c->closing);
+			}
 			if (!stop_deadline)
-				stop_deadline = tnd_now_ns() + 1000000000u;
-			if (!sending || tnd_now_ns() > stop_deadline)
+				stop_deadline = tnd_now_ns() + 4000000000u;
+			if (!busy || tnd_now_ns() > stop_deadline)
 				break;
+			/* Wake at least every 10 ms to look again (the timer may be long). */
+			struct __kernel_timespec ts = { 0, 10000000 };
+			struct io_uring_cqe *w;
+			io_uring_submit_and_wait_timeout(&L.ring, &w, 1, &ts, NULL);
+		} else {
+			io_uring_submit_and_wait(&L.ring, 1);
 		}
-		io_uring_submit_and_wait(&L.ring, 1);
 		struct io_uring_cqe *cqe;
 		unsigned head, seen = 0;
 		io_uring_for_each_cqe(&L.ring, head, cqe)
@@ -410,6 +447,7 @@ void tnd_loop_run(void)
 				arm_event();
 				break;
 			case TND_RING_TIMER:
+				tnd_clients_expire();
 				tnd_reclaim_check();
 				if (tnd_now_ns() - last_sweep >=
 				    (uint64_t)tnd_d.cfg.reclaim_interval_ms * 1000000u) {

@@ -207,6 +207,10 @@ struct tnd_arena_grant {
 	struct tnd_grant grant;
 };
 
+/* Flags of struct tnd_arena_info. */
+#define TND_INFO_LOCKED 0x1u /* its lock is held (a stopped or stuck process): the figures are
+			      * the last the daemon read, or zeros when it never read any */
+
 struct tnd_arena_info {
 	char name[TND_NAME_SIZE];
 	uint32_t owner_uid;
@@ -223,7 +227,7 @@ struct tnd_arena_info {
 	uint64_t blocks, free_blocks, names, max_names, clients;
 	uint64_t num_allocs, num_frees, lock_repairs, reclaimed_slots;
 	uint32_t nnodes;                    /* entries of resident_pages filled */
-	uint32_t pad;
+	uint32_t flags;                     /* TND_INFO_* */
 	uint64_t resident_pages[TND_MAX_NODES]; /* pages of the arena on each NUMA node */
 	uint64_t count; /* in the final reply of ARENA_LIST: the items sent */
 };

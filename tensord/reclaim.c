@@ -32,9 +32,11 @@ static bool cuda_waiting; /* CUDA records of a closed connection's process: poll
 void tnd_reclaim_slot(struct tnd_arena *ar, int slot, uint64_t state, pid_t pid)
 {
 	uint64_t freed = 0;
-	if (!tnd_arena_intact(ar))
+	/* An arena whose lock a process keeps is left to the periodic sweep, which reclaims
+	 * every dead process's slot once the lock is free. */
+	if (!tnd_arena_intact(ar) || !tnd_arena_lockable(ar))
 		return;
-	int r = tn__arena_reclaim_if(ar->a, slot, state, &freed);
+	int r = tnd_arena_locked(ar, tn__arena_reclaim_if(ar->a, slot, state, &freed));
 	if (r == 1) {
 		tnd_d.reclaimed_slots++;
 		tnd_info("arena %s: reclaimed slot %d of pid %d (%" PRIu64 " bytes freed)",
@@ -93,10 +95,11 @@ void tnd_reclaim_sweep(void)
 {
 	for (struct tnd_arena *ar = tnd_d.arenas; ar; ar = ar->next) {
 		tn_arena_stats before, after;
-		if (!tnd_arena_intact(ar) || tn_arena_stat(ar->a, &before))
+		if (!tnd_arena_intact(ar) || !tnd_arena_lockable(ar) ||
+		    tnd_arena_locked(ar, tn_arena_stat(ar->a, &before)))
 			continue;
-		int n = tn_arena_reclaim_dead(ar->a);
-		if (n > 0 && !tn_arena_stat(ar->a, &after)) {
+		int n = tnd_arena_locked(ar, tn_arena_reclaim_dead(ar->a));
+		if (n > 0 && !tnd_arena_locked(ar, tn_arena_stat(ar->a, &after))) {
 			tnd_d.reclaimed_slots += (uint64_t)n;
 			tnd_info("arena %s: reclaimed %d slots of dead processes (%" PRIu64
 				 " bytes freed)", ar->name, n,

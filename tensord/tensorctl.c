@@ -273,13 +273,15 @@ static void print_info_json(const tn_tensord_arena_info *i)
 	       ", \"largest_free\": %" PRIu64 ", \"fragmentation\": %.4f, \"blocks\": %" PRIu64
 	       ", \"free_blocks\": %" PRIu64 ", \"names\": %" PRIu64 ", \"max_names\": %" PRIu64
 	       ", \"clients\": %" PRIu64 ", \"reclaimed_slots\": %" PRIu64
-	       ", \"numa_policy\": \"%s\", \"numa_nodes\": %" PRIu64 ", \"resident_pages\": [",
+	       ", \"numa_policy\": \"%s\", \"numa_nodes\": %" PRIu64 ", \"locked\": %s"
+	       ", \"resident_pages\": [",
 	       i->owner_uid, i->owner_gid, 0600 | i->mode, i->created, s->size, s->page_size,
 	       backing_name(s->backing), s->heap_bytes, s->used_bytes, s->free_bytes,
 	       s->largest_free,
 	       s->free_bytes ? 1.0 - (double)s->largest_free / (double)s->free_bytes : 0.0,
 	       s->blocks, s->free_blocks, s->names, s->max_names, s->clients, s->reclaimed_slots,
-	       policy_name(s->numa_policy), s->numa_nodes);
+	       policy_name(s->numa_policy), s->numa_nodes,
+	       i->flags & TN_TENSORD_INFO_LOCKED ? "true" : "false");
 	for (uint32_t k = 0; k < i->nnodes; k++)
 		printf("%s%" PRIu64, k ? ", " : "", i->resident_pages[k]);
 	printf("], \"grants\": [");
@@ -307,15 +309,21 @@ static int cmd_arena_list(void)
 	} else {
 		printf("%-20s %10s %10s %10s %6s %7s %-10s %s\n", "NAME", "SIZE", "USED", "FREE",
 		       "NAMES", "CLIENTS", "OWNER", "MODE");
+		bool locked = false;
 		for (size_t i = 0; i < n; i++) {
 			char a[32], b[32], c[32], u[64];
 			const tn_arena_stats *s = &v[i].stats;
-			printf("%-20s %10s %10s %10s %6" PRIu64 " %7" PRIu64 " %-10s 0%03o\n",
+			bool l = v[i].flags & TN_TENSORD_INFO_LOCKED;
+			printf("%-20s %10s %10s %10s %6" PRIu64 " %7" PRIu64 " %-10s 0%03o%s\n",
 			       v[i].name, human(s->size, a, sizeof(a)),
 			       human(s->used_bytes, b, sizeof(b)), human(s->free_bytes, c, sizeof(c)),
 			       s->names, s->clients, user_name(v[i].owner_uid, u, sizeof(u)),
-			       0600 | v[i].mode);
+			       0600 | v[i].mode, l ? " (locked)" : "");
+			locked = locked || l;
 		}
+		if (locked)
+			printf("(locked): a process holds the arena's lock (stopped or stuck?); "
+			       "its figures are the last read\n");
 	}
 	free(v);
 	return 0;

@@ -92,6 +92,35 @@ static int sd_notify_msg(const char *msg)
 }
 
 /* Bind the socket, refusing when another tensord serves it. */
+/* The socket's directory: another user who may write in it could make the lock file or the
+ * socket's name first, and keep tensord from starting or stand in for it. It must belong to
+ * tensord's user or root, and be writable by nobody else, unless its sticky bit is set (as
+ * /tmp's), which keeps others from removing or renaming what tensord makes there (the lock
+ * file's owner is checked after). */
+static int check_socket_dir(const char *dir)
+{
+	struct stat st;
+	if (stat(dir, &st)) {
+		tnd_error("socket directory %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	if (st.st_uid != 0 && st.st_uid != tnd_d.uid) {
+		tnd_error("socket directory %s belongs to uid %u: tensord (uid %u) refuses a socket "
+			  "in a directory another user owns; use one of its own (--socket, "
+			  "TENSORD_SOCKET)", dir, (unsigned)st.st_uid, (unsigned)tnd_d.uid);
+		return -1;
+	}
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+		tnd_error("socket directory %s is writable by %s (mode %04o) and not sticky: another "
+			  "user could take the socket's name or its lock; make it 0755 (chmod go-w) "
+			  "or use another directory (--socket, TENSORD_SOCKET)", dir,
+			  st.st_mode & S_IWOTH ? "others" : "its group",
+			  (unsigned)(st.st_mode & 07777));
+		return -1;
+	}
+	return 0;
+}
+
 static int open_socket(void)
 {
 	const char *path = tnd_d.cfg.socket;
@@ -113,12 +142,23 @@ static int open_socket(void)
 			return -1;
 		}
 	}
+	if (check_socket_dir(slash && slash != dir ? dir : slash ? "/" : "."))
+		return -1;
 	/* A lock beside the socket serialises daemons starting at the same time. */
 	char lock[PATH_MAX];
 	snprintf(lock, sizeof(lock), "%s.lock", path);
 	lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (lock_fd < 0) {
 		tnd_error("cannot open %s: %s", lock, strerror(errno));
+		return -1;
+	}
+	struct stat lst;
+	if (fstat(lock_fd, &lst) || lst.st_uid != tnd_d.uid) {
+		/* Someone else made it (in a sticky directory others may write): they could hold
+		 * its lock and keep every tensord from starting. */
+		tnd_error("%s belongs to uid %u, not to tensord's uid %u: remove it, or give tensord "
+			  "a socket in a directory only it may write (--socket, TENSORD_SOCKET)",
+			  lock, (unsigned)lst.st_uid, (unsigned)tnd_d.uid);
 		return -1;
 	}
 	if (flock(lock_fd, LOCK_EX | LOCK_NB)) {
@@ -344,6 +384,10 @@ void tnd_reload_config(void)
 	tnd_d.cfg.max_arenas = n.max_arenas;
 	tnd_d.cfg.max_clients = n.max_clients;
 	tnd_d.cfg.max_clients_per_user = n.max_clients_per_user;
+	tnd_d.cfg.hello_timeout_ms = n.hello_timeout_ms;
+	tnd_d.cfg.max_hello_pending = n.max_hello_pending;
+	tnd_d.cfg.max_slots_per_user = n.max_slots_per_user;
+	tnd_d.cfg.reserved_slots = n.reserved_slots;
 	tnd_d.cfg.max_arenas_per_user = n.max_arenas_per_user;
 	tnd_d.cfg.max_bytes_per_user = n.max_bytes_per_user;
 	tnd_d.cfg.reclaim_interval_ms = n.reclaim_interval_ms;
@@ -460,10 +504,13 @@ int main(int argc, char **argv)
 		close(rnd);
 	tnd_d.started = tnd_wall_s();
 	tnd_d.started_ns = tnd_now_ns();
+	/* Recovery waits a while for a lock a client keeps (then leaves that arena's repair for
+	 * later); from the loop on, this thread waits at most TND_LOCK_WAIT_MS for any arena's
+	 * lock, so that a client that keeps one delays no request about another. */
+	tn__arena_lock_timeout_ms = 250;
 	tnd_arenas_recover();
 	tnd_cuda_init(tnd_d.cfg.arena_dir, tnd_process_connected);
-	/* From here on, this thread gives up on an arena whose lock a client keeps. */
-	tn__arena_lock_timeout_ms = 250;
+	tn__arena_lock_timeout_ms = TND_LOCK_WAIT_MS;
 	tnd_info("listening on %s (arenas in %s, %u recovered, pid %d)", tnd_d.cfg.socket,
 		 tnd_d.cfg.arena_dir, tnd_d.narenas, (int)getpid());
 	sd_notify_msg("READY=1");

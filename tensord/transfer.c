@@ -8,6 +8,7 @@
  * loop has seen it end.
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -45,6 +46,9 @@ struct job {
 	int fd;
 	struct tnd_transfer req;
 	uint64_t last_progress;
+	char journal[PATH_MAX]; /* LOAD: its journal (tnd_load_txn) */
+	char arena_name[TND_NAME_SIZE];
+	uint64_t load_id;
 };
 
 static void post_event(struct event *ev)
@@ -76,9 +80,10 @@ static void *job_run(void *arg)
 {
 	struct job *j = arg;
 	struct tnd_xfer_result res = { 0 };
+	struct tnd_load_journal jl = { j->journal, j->arena_name, j->load_id };
 	int r = j->op == TND_OP_LOAD
-			? tnd_load(j->arena->a, j->fd, j->req.format, j->req.prefix, j->req.flags,
-				   job_progress, j, &j->client->cancel, &res)
+			? tnd_load_txn(j->arena->a, j->fd, j->req.format, j->req.prefix,
+				       j->req.flags, job_progress, j, &j->client->cancel, &jl, &res)
 			: tnd_save(j->arena->a, j->fd, j->req.format, j->req.prefix, j->req.flags,
 				   job_progress, j, &j->client->cancel, &res);
 	close(j->fd);
@@ -111,6 +116,10 @@ int tnd_transfer_start(struct tnd_client *c, const struct tnd_hdr *h,
 		tnd_close_passed(fd);
 		return 0;
 	}
+	if (tnd_d.stop) {
+		tnd_close_passed(fd);
+		return tnd_reply_error(c, h, TN_EIO, "tensord is stopping");
+	}
 	if (c->transfer) {
 		tnd_close_passed(fd);
 		return tnd_reply_error(c, h, TN_EBUSY, "a load or save is running on this "
@@ -127,6 +136,14 @@ int tnd_transfer_start(struct tnd_client *c, const struct tnd_hdr *h,
 	j->seq = h->seq;
 	j->fd = fd;
 	j->req = *m;
+	if (h->op == TND_OP_LOAD) {
+		/* Unique across restarts too: the instance is drawn at each start. */
+		static uint64_t loads;
+		j->load_id = tnd_d.instance + ++loads;
+		memcpy(j->arena_name, ar->name, sizeof(j->arena_name));
+		snprintf(j->journal, sizeof(j->journal), "%.3800s/load-%016" PRIx64 ".journal",
+			 tnd_d.cfg.arena_dir, j->load_id);
+	}
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -184,6 +201,10 @@ void tnd_transfer_events(void)
 				 j->arena->name, ev->op == TND_OP_LOAD ? "load" : "save",
 				 ev->op == TND_OP_LOAD ? "loaded" : "saved");
 		}
+		if (ev->status == TN_EIO && tnd_d.stop && atomic_load(&c->cancel) && !c->closing)
+			snprintf(ev->message, sizeof(ev->message), "%s of arena \"%s\" cancelled: "
+				 "tensord is stopping; nothing of it was kept",
+				 ev->op == TND_OP_LOAD ? "the load" : "the save", j->arena->name);
 		if (ev->status) {
 			struct tnd_error e;
 			memcpy(e.message, ev->message, sizeof(e.message));
@@ -200,6 +221,11 @@ void tnd_transfer_events(void)
 		free(j);
 		tnd_client_maybe_free(c);
 	}
+}
+
+bool tnd_transfers_running(void)
+{
+	return atomic_load(&workers) > 0;
 }
 
 /* Give the workers up to 3 s to see their cancel flags and end. */

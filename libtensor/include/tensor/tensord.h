@@ -142,7 +142,13 @@ typedef struct tn_tensord_arena_info {
 	tn_arena_stats stats;
 	uint32_t nnodes;  /* entries of resident_pages */
 	uint64_t resident_pages[TN_TENSORD_MAX_NODES];
+	uint32_t flags;   /* TN_TENSORD_INFO_LOCKED */
 } tn_tensord_arena_info;
+
+/* The arena's lock is held by a process (stopped or stuck?): the figures in stats are the last
+ * the daemon read (zeros when it never read any). Only tn_tensord_arena_list reports it;
+ * tn_tensord_arena_stat fails with TN_EBUSY instead. */
+#define TN_TENSORD_INFO_LOCKED (1u << 0)
 
 /*
  * tn_tensord_arena_list - every arena the caller may open (all of them for root and for the
@@ -151,7 +157,8 @@ typedef struct tn_tensord_arena_info {
 TN_EXPORT int tn_tensord_arena_list(tn_tensord *conn, tn_tensord_arena_info **ret_infos,
 				    size_t *ret_count);
 
-/* tn_tensord_arena_stat - one arena's owner, access and figures. TN_ENOENT, TN_EACCES. */
+/* tn_tensord_arena_stat - one arena's owner, access and figures. TN_ENOENT, TN_EACCES,
+ * TN_EBUSY (its lock is held by a process, which the message names). */
 TN_EXPORT int tn_tensord_arena_stat(tn_tensord *conn, const char *name,
 				    tn_tensord_arena_info *ret_info);
 
