@@ -1027,9 +1027,10 @@ def _tindex(case, k):
 
 
 class Allow:
-    """allow.txt: one entry a line, "OP-GLOB KIND [dtype=D] [detail~TEXT] # item". KIND is
-    a disagreement kind or *; dtype= matches when any tensor argument has dtype D; detail~
-    when TEXT occurs in the disagreement's detail."""
+    """allow.txt: one entry a line, "OP-GLOB KIND [dtype=D] [dtype_arg=GLOB] [detail~TEXT]
+    # item". KIND is a disagreement kind or *; dtype= matches when any tensor argument has
+    dtype D; dtype_arg= when a ScalarType argument matches GLOB; detail~ when TEXT occurs in
+    the disagreement's detail."""
 
     def __init__(self, path):
         self.entries = []
@@ -1052,7 +1053,7 @@ class Allow:
 
     def match(self, op, kind, detail, case):
         for e in self.entries:
-            if not fnmatch.fnmatchcase(op, e["op"]):
+            if not any(fnmatch.fnmatchcase(op, g) for g in e["op"].split(",")):
                 continue
             if e["kind"] not in ("*", kind):
                 continue
@@ -1060,6 +1061,9 @@ class Allow:
             for key, how, val in e["conds"]:
                 if key == "dtype":
                     ok = any(a["t"] == "tensor" and a["dtype"] == val for a in case["args"])
+                elif key == "dtype_arg":
+                    ok = any(a["t"] == "dtype" and fnmatch.fnmatchcase(a["v"], val)
+                             for a in case["args"])
                 elif key == "detail":
                     ok = val in detail
                 else:
@@ -1198,6 +1202,9 @@ def main(argv=None):
                   file=sys.stderr)
             return 2
         torch.manual_seed(0)
+        if not torch.__version__.startswith("1.13"):
+            print("difftest: warning: torch %s is not 1.13: expect disagreements of its own"
+                  % torch.__version__, file=sys.stderr)
 
         def cases():
             numbers = opt.case if opt.case else iter(lambda c=[opt.first - 1]: (
@@ -1211,6 +1218,7 @@ def main(argv=None):
     start = time.monotonic()
     count = failed = allowed = messages = setup = 0
     seen = {}
+    setup_reasons = {}
     for n, schema, case, exp in cases():
         if opt.cases and count >= opt.cases:
             break
@@ -1224,6 +1232,8 @@ def main(argv=None):
                                          "torch": exp}, separators=(",", ":")) + "\n")
         if "setup_error" in exp:
             setup += 1
+            reason = re.sub(r"[-(].*", "", exp["setup_error"]).strip()
+            setup_reasons[reason] = setup_reasons.get(reason, 0) + 1
             if "signal" in exp["setup_error"]:
                 lib.run(schema, case)  # torch died; libtensor must not
             continue
@@ -1239,7 +1249,7 @@ def main(argv=None):
                 entry = True
             else:
                 entry = allow.match(schema.full, kind, detail, case)
-            sig = signature(schema.full, kind, detail)
+            sig = signature(schema.full, kind, detail) + (entry is None,)
             first = sig not in seen
             seen.setdefault(sig, [0, entry is not None and entry is not True])[0] += 1
             if entry is None:
@@ -1260,6 +1270,9 @@ def main(argv=None):
               seed, count, len(names), time.monotonic() - start, failed,
               sum(1 for s, v in seen.items() if s[1] != "message" and not v[1]),
               allowed, messages, setup))
+    if opt.verbose or opt.show_allowed:
+        for reason, k in sorted(setup_reasons.items()):
+            print("difftest: not comparable: %d cases: %s" % (k, reason))
     if opt.verbose and unused:
         for e in unused:
             print("difftest: allow-list line %d matched nothing: %s %s" % (
