@@ -1215,6 +1215,8 @@ def main(argv=None):
                 case = gen_case(rng, schema, torch_run_safe)
                 yield n, schema, case, torch_run_safe(schema, case)
 
+    if opt.seed == "random":  # known before anything can go wrong
+        print("difftest: seed %d" % seed, flush=True)
     start = time.monotonic()
     count = failed = allowed = messages = setup = 0
     seen = {}
