@@ -15,6 +15,9 @@ Writes C headers, computed with PyTorch (and NumPy) as the reference:
                      special values
     reduce_golden.h  reductions (sum, mean, prod, amax, amin, max, min, argmax, argmin,
                      all, any) over dtypes, dim lists, layouts, special values, errors
+    parity_golden.h  issue 17's parity fixes: float -> integer casts of NaN, infinities and
+                     out-of-range values, scalar conversions, strides and layouts, float16
+                     floor division, error messages
 
 Rerun from the repository root with Debian's interpreter (it has torch and
 numpy; the `python3` found first on PATH may not):
@@ -1823,6 +1826,58 @@ def gen_reduce(outdir):
     return len(cases)
 
 
+# ---------------------------------------------------------------------------
+# parity_golden.h (issue 17, items 5-9): float -> integer casts of special values,
+# scalar conversions, strides and layouts, float16 ties, messages
+# ---------------------------------------------------------------------------
+
+PAR_CAST_VALUES = [
+    float("nan"), float("inf"), -float("inf"), 3e9, -3e9, 2.0 ** 31, -2.0 ** 31 - 1.0, 1e19,
+    -1e19, 9.3e18, -9.3e18, 2.0 ** 40 + 0.5, 70000.7, -70000.2, 300.5, -2.5, 4294967301.0,
+    1e30, 2147483647.5, -2147483648.9, 2147483520.0, 32767.9, -32768.9, 65535.9, 255.9, -0.9,
+    -2.0 ** 63, 2.0 ** 63, -2.0 ** 31, 9.2233720368547748e18, -129.5, 128.5, 65504.0, -0.0,
+]
+PAR_CAST_SRC = ["float64", "float32", "float16", "bfloat16"]
+PAR_CAST_DST = ["int64", "int32", "int16", "int8", "uint8", "bool"]
+
+
+def par_casts(L):
+    vals = PAR_CAST_VALUES
+    L.append("#define PAR_CAST_NVALS %d" % len(vals))
+    L.append("static const double par_cast_values[PAR_CAST_NVALS] = {")
+    L += wrap_items([c_double(v) for v in vals])
+    L.append("};")
+    L.append("static const enum tn_dtype par_cast_src[%d] = { %s };" % (
+        len(PAR_CAST_SRC), ", ".join("TN_" + d.upper() for d in PAR_CAST_SRC)))
+    L.append("static const enum tn_dtype par_cast_dst[%d] = { %s };" % (
+        len(PAR_CAST_DST), ", ".join("TN_" + d.upper() for d in PAR_CAST_DST)))
+    L.append("/* [src][dst][i]: par_cast_values[i] .to(src) then .to(dst), as int64 */")
+    L.append("static const int64_t par_cast_golden[%d][%d][PAR_CAST_NVALS] = {" % (
+        len(PAR_CAST_SRC), len(PAR_CAST_DST)))
+    base = torch.tensor(vals, dtype=torch.float64)
+    for sname in PAR_CAST_SRC:
+        src = base.to(DTYPES[sname])
+        L.append("    { /* %s */" % sname)
+        for dname in PAR_CAST_DST:
+            got = src.to(DTYPES[dname])
+            # The same values from a long, and from a strided, source: torch's vector paths.
+            assert src.repeat(50).to(DTYPES[dname])[:len(vals)].tolist() == got.tolist()
+            L.append("        { /* %s */" % dname)
+            L += wrap_items([c_int64(int(v)) for v in got.tolist()], indent=10)
+            L.append("        },")
+        L.append("    },")
+    L.append("};")
+    L.append("")
+
+
+def gen_parity(outdir):
+    L = header_top("TN_PARITY_GOLDEN_H", "Issue 17 parity goldens (casts, scalars, strides, "
+                   "float16, messages).", ["math.h", "tensor.h"])
+    par_casts(L)
+    L += header_bottom("TN_PARITY_GOLDEN_H")
+    write(os.path.join(outdir, "parity_golden.h"), L)
+
+
 def main(argv):
     if len(argv) != 2:
         sys.stderr.write("usage: %s OUTDIR\n" % argv[0])
@@ -1843,6 +1898,7 @@ def main(argv):
     print("unary_ext_golden.h: %d cases" % nux)
     for n in notes:
         print("arange note:", n)
+    gen_parity(outdir)
     return 0
 
 
