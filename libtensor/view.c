@@ -274,10 +274,16 @@ int tn__slice(const tn_tensor *tensor, int64_t dim, int64_t start, int64_t end, 
 	memcpy(strides, tensor->strides, (size_t)n * sizeof(int64_t));
 	int64_t len = end - start;
 	sizes[d] = len == 0 ? 0 : (len - 1) / step + 1;
-	/* A stride only matters when the dimension has two or more elements. */
-	if (sizes[d] > 1 && __builtin_mul_overflow(strides[d], step, &strides[d]))
-		return tn__error(TN_EOVERFLOW, "slice: stride %lld times step %lld overflows",
-				 (long long)tensor->strides[d], (long long)step);
+	/* The stride is stride * step whatever the size, as PyTorch's (a slice left with one
+	 * element keeps it too, and DLPack consumers see it). It only matters when the
+	 * dimension has two or more elements: with fewer, an overflow wraps as it does in
+	 * PyTorch rather than failing. */
+	if (__builtin_mul_overflow(strides[d], step, &strides[d])) {
+		if (sizes[d] > 1)
+			return tn__error(TN_EOVERFLOW, "slice: stride %lld times step %lld overflows",
+					 (long long)tensor->strides[d], (long long)step);
+		strides[d] = (int64_t)((uint64_t)tensor->strides[d] * (uint64_t)step);
+	}
 	if (__builtin_mul_overflow(start, tensor->strides[d], &offset) ||
 	    __builtin_add_overflow(offset, tensor->offset, &offset))
 		return tn__error(TN_EOVERFLOW, "slice: storage offset overflows");
@@ -293,19 +299,23 @@ int tn__narrow(const tn_tensor *tensor, int64_t dim, int64_t start, int64_t leng
 		return r;
 	if (tensor->ndim == 0)
 		return tn__error(TN_EINVAL, "narrow() cannot be applied to a 0-dim tensor.");
-	if (length < 0)
-		return tn__error(TN_EINVAL, "narrow(): length must be non-negative.");
 	if ((d = tn__wrap_dim(dim, tensor->ndim)) < 0)
 		return d;
+	/* PyTorch 1.13's order and words: start wraps as a dimension index would (over the
+	 * size, a size of 0 counting as 1), except that start == size is valid; then one check
+	 * of length and start together. */
 	int64_t cur = tensor->sizes[d];
-	if (start < -cur || start > cur)
-		return tn__error(TN_ERANGE,
-				 "start out of range (expected to be in range of [%lld, %lld], but "
-				 "got %lld)",
-				 (long long)-cur, (long long)cur, (long long)start);
-	if (start < 0)
-		start += cur;
-	if (start > cur - length)
+	if (start != cur) {
+		int64_t n = cur > 0 ? cur : 1;
+		if (start < -n || start > n - 1)
+			return tn__error(TN_ERANGE,
+					 "Dimension out of range (expected to be in range of [%lld, "
+					 "%lld], but got %lld)",
+					 (long long)-n, (long long)(n - 1), (long long)start);
+		if (start < 0)
+			start += n;
+	}
+	if (!(length >= 0 && start <= cur - length))
 		return tn__error(TN_ERANGE, "start (%lld) + length (%lld) exceeds dimension size (%lld).",
 				 (long long)start, (long long)length, (long long)cur);
 	return tn__slice(tensor, d, start, start + length, 1, ret_tensor);
@@ -368,7 +378,7 @@ int tn__expand(const tn_tensor *tensor, int ndim, const int64_t *sizes, tn_tenso
 		int dim = tdim - 1 - offset;
 		int64_t size = dim >= 0 ? tensor->sizes[dim] : 1;
 		int64_t stride = dim >= 0 ? tensor->strides[dim]
-			       : i == ndim - 1 ? 1
+			       : i == ndim - 1 ? 0 /* a 0-dim tensor: every stride is 0 */
 					       : mul_or(out_sizes[i + 1], out_strides[i + 1], 0);
 		int64_t target = sizes[i];
 		if (target == -1) {
@@ -501,10 +511,12 @@ int tn__unbind(const tn_tensor *self, int64_t dim, int *ret_n, tn_tensor ***ret_
 		return tn__error(TN_EINVAL, "unbind: NULL %s", ret_n ? "ret_tensors" : "ret_n");
 	if ((r = check_in(self, ret_tensors, "unbind")))
 		return r;
-	if (self->ndim == 0)
-		return tn__error(TN_EINVAL, "Dimension specified as 0 but tensor has no dimensions");
+	/* The dimension is checked first (a 0-dim tensor wraps like a 1-dim one), as in
+	 * PyTorch: dim 1 is out of range, dim 0 or -1 has no dimension to unbind. */
 	if ((d = tn__wrap_dim(dim, self->ndim)) < 0)
 		return d;
+	if (self->ndim == 0)
+		return tn__error(TN_ERANGE, "Dimension specified as 0 but tensor has no dimensions");
 	int64_t n = self->sizes[d];
 	if (n > INT32_MAX)
 		return tn__error(TN_EOVERFLOW, "unbind: %lld tensors do not fit an int count",

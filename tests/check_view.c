@@ -7,6 +7,7 @@
  * against a brute-force walk over every element.
  */
 #include "testutil.h"
+#include "golden/parity_golden.h"
 
 static tn_tensor *base(int ndim, const int64_t *sizes)
 {
@@ -209,9 +210,9 @@ START_TEST(test_view_errors)
 	ck_assert_tn_error(tn_narrow(a, 2, 3, 2, &v), TN_ERANGE,
 			   "start (3) + length (2) exceeds dimension size (4).");
 	ck_assert_tn_error(tn_narrow(a, 2, -5, 1, &v), TN_ERANGE,
-			   "start out of range (expected to be in range of [-4, 4], but got -5)");
-	ck_assert_tn_error(tn_narrow(a, 2, 0, -1, &v), TN_EINVAL,
-			   "narrow(): length must be non-negative.");
+			   "Dimension out of range (expected to be in range of [-4, 3], but got -5)");
+	ck_assert_tn_error(tn_narrow(a, 2, 0, -1, &v), TN_ERANGE,
+			   "start (0) + length (-1) exceeds dimension size (4).");
 	ck_assert_tn_error(tn_select(a, 1, 3, &v), TN_ERANGE,
 			   "select(): index 3 out of range for tensor of size [2, 3, 4] at dimension 1");
 	ck_assert_tn_error(tn_select(a, 1, -4, &v), TN_ERANGE,
@@ -454,6 +455,77 @@ START_TEST(test_clone_preserve_format)
 }
 END_TEST
 
+/* A view's sizes and strides equal PyTorch's, or its error is PyTorch's message. */
+static void assert_view_case(int r, tn_tensor *v, int ok, int nd, const int64_t *sizes,
+			     const int64_t *strides, const char *msg, const char *what, size_t i)
+{
+	if (!ok) {
+		ck_assert_msg(r < 0, "%s case %zu: succeeded, PyTorch says '%s'", what, i, msg);
+		ck_assert_msg(strcmp(tn_last_error(), msg) == 0, "%s case %zu: '%s', PyTorch '%s'",
+			      what, i, tn_last_error(), msg);
+		return;
+	}
+	ck_assert_msg(r == 0, "%s case %zu failed: %s", what, i, tn_last_error());
+	ck_assert_int_eq(tn_tensor_ndim(v), nd);
+	for (int d = 0; d < nd; d++) {
+		ck_assert_msg(tn_tensor_sizes(v)[d] == sizes[d] && tn_tensor_strides(v)[d] == strides[d],
+			      "%s case %zu dim %d: size %lld stride %lld, PyTorch %lld %lld", what, i,
+			      d, (long long)tn_tensor_sizes(v)[d], (long long)tn_tensor_strides(v)[d],
+			      (long long)sizes[d], (long long)strides[d]);
+	}
+	tn_tensor_unref(v);
+}
+
+static tn_tensor *empty_f32(int ndim, const int64_t *sizes)
+{
+	tn_tensor *t;
+	ck_assert_tn_ok(tn_empty(ndim, sizes, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, &t));
+	return t;
+}
+
+/* slice keeps stride * step even when one element is left; narrow wraps start and words its
+ * errors as 1.13 does (a size-0 dimension takes start -1); expand of a 0-dim tensor gives
+ * stride 0 everywhere: PyTorch's results on a grid of shapes and arguments. */
+START_TEST(test_views_match_pytorch)
+{
+	for (size_t i = 0; i < sizeof(par_slice_cases) / sizeof(par_slice_cases[0]); i++) {
+		const struct par_slice_case *c = &par_slice_cases[i];
+		tn_tensor *t = empty_f32(c->ndim, c->sizes), *v = NULL;
+		tn_clear_error();
+		int r = tn_slice(t, c->dim, c->start, c->end, c->step, &v);
+		assert_view_case(r, v, c->ok, c->out_ndim, c->out_sizes, c->out_strides, c->msg,
+				 "slice", i);
+		tn_tensor_unref(t);
+	}
+	for (size_t i = 0; i < sizeof(par_narrow_cases) / sizeof(par_narrow_cases[0]); i++) {
+		const struct par_narrow_case *c = &par_narrow_cases[i];
+		tn_tensor *t = empty_f32(c->ndim, c->sizes), *v = NULL;
+		tn_clear_error();
+		int r = tn_narrow(t, c->dim, c->start, c->length, &v);
+		assert_view_case(r, v, c->ok, c->out_ndim, c->out_sizes, c->out_strides, c->msg,
+				 "narrow", i);
+		tn_tensor_unref(t);
+	}
+	for (size_t i = 0; i < sizeof(par_expand_cases) / sizeof(par_expand_cases[0]); i++) {
+		const struct par_expand_case *c = &par_expand_cases[i];
+		tn_tensor *t = empty_f32(c->ndim, c->sizes), *v = NULL;
+		tn_clear_error();
+		int r = tn_expand(t, c->nt, c->target, &v);
+		assert_view_case(r, v, c->ok, c->out_ndim, c->out_sizes, c->out_strides, c->msg,
+				 "expand", i);
+		tn_tensor_unref(t);
+	}
+	/* unbind of a 0-dim tensor: the dimension is checked first (PyTorch's order). */
+	tn_tensor *z = empty_f32(0, NULL), **list;
+	int n;
+	ck_assert_tn_error(tn_unbind(z, 1, &n, &list), TN_ERANGE,
+			   "Dimension out of range (expected to be in range of [-1, 0], but got 1)");
+	ck_assert_tn_error(tn_unbind(z, -1, &n, &list), TN_ERANGE,
+			   "Dimension specified as 0 but tensor has no dimensions");
+	tn_tensor_unref(z);
+}
+END_TEST
+
 static Suite *view_suite(void)
 {
 	Suite *s = suite_create("view");
@@ -466,6 +538,7 @@ static Suite *view_suite(void)
 	tcase_add_test(tc, test_as_strided_bounds_fuzz);
 	tcase_add_test(tc, test_contiguous_and_clone);
 	tcase_add_test(tc, test_clone_preserve_format);
+	tcase_add_test(tc, test_views_match_pytorch);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1870,10 +1870,87 @@ def par_casts(L):
     L.append("")
 
 
+def par_view_result(fn):
+    """(ok, sizes, strides, message) of a view call."""
+    try:
+        r = fn()
+        return (True, list(r.shape), list(r.stride()), "")
+    except (RuntimeError, IndexError) as e:
+        return (False, [], [], str(e).split("\n")[0])
+
+
+def par_int_list(v):
+    return "{ %s }" % ", ".join(c_int64(x) for x in v) if v else "{ 0 }"
+
+
+def par_views(L):
+    """slice, narrow and expand on a grid of shapes: sizes and strides, or torch's message."""
+    shapes = [[0], [1], [5], [2, 0], [3, 4], [4, 1, 3]]
+    slices, narrows, expands = [], [], []
+    for shp in shapes:
+        nd = len(shp)
+        for dim in range(-nd, nd):
+            for start in (-7, -2, -1, 0, 1, 2, 4, 9):
+                for end in (-1, 0, 1, 3, 2 ** 63 - 1):
+                    for step in (1, 2, 3, 7):
+                        slices.append((shp, dim, start, end, step))
+                for length in (-1, 0, 1, 2, 5):
+                    narrows.append((shp, dim, start, length))
+        narrows.append((shp, nd, 0, 1))
+    narrows.append(([], 0, 0, 1))
+    for shp, tgt in [([], [1]), ([], [3]), ([], [1, 1]), ([], [1, 3, 1]), ([], [2, 1, 1]),
+                     ([1], [1, 3, 1]), ([1, 1], [1, 1, 1]), ([3, 1], [2, 3, 1]),
+                     ([3, 1], [1, 3, 4]), ([3, 1], [1, 1, 3, 1]), ([2, 3], [1, 2, 3]),
+                     ([2, 3], [-1, 3]), ([2, 3], [1, -1, 3]), ([1], [0]), ([1], [4, 0])]:
+        expands.append((shp, tgt))
+
+    def emit(name, cases, fields, call):
+        L.append("static const struct par_%s_case {" % name)
+        L.append("\tint ndim; int64_t sizes[3]; %s" % fields)
+        L.append("\tint ok; int out_ndim; int64_t out_sizes[4], out_strides[4]; const char *msg;")
+        L.append("} par_%s_cases[] = {" % name)
+        for c in cases:
+            shp = c[0]
+            t = torch.empty(shp) if shp else torch.tensor(1.0)
+            ok, sz, st, msg = par_view_result(lambda: call(t, c))
+            L.append("    { %d, %s, %s, %d, %d, %s, %s, %s }," % (
+                len(shp), par_int_list(shp), call.args(c), ok, len(sz), par_int_list(sz),
+                par_int_list(st), c_str(msg)))
+        L.append("};")
+
+    class Call:
+        def __init__(self, f, a):
+            self.f, self.args = f, a
+
+        def __call__(self, t, c):
+            return self.f(t, c)
+
+    emit("slice", slices, "int64_t dim, start, end, step;",
+         Call(lambda t, c: t[(slice(None),) * (c[1] % len(c[0])) + (slice(c[2], c[3], c[4]),)]
+              if -len(c[0]) <= c[1] < len(c[0]) else t.narrow(c[1], 0, 0),
+              lambda c: "%s, %s, %s, %s" % tuple(c_int64(x) for x in c[1:5])))
+    emit("narrow", narrows, "int64_t dim, start, length;",
+         Call(lambda t, c: torch.narrow(t, c[1], c[2], c[3]),
+              lambda c: "%s, %s, %s" % tuple(c_int64(x) for x in c[1:4])))
+    L.append("static const struct par_expand_case {")
+    L.append("\tint ndim; int64_t sizes[3]; int nt; int64_t target[4];")
+    L.append("\tint ok; int out_ndim; int64_t out_sizes[4], out_strides[4]; const char *msg;")
+    L.append("} par_expand_cases[] = {")
+    for shp, tgt in expands:
+        t = torch.empty(shp) if shp else torch.tensor(1.0)
+        ok, sz, st, msg = par_view_result(lambda: t.expand(*tgt))
+        L.append("    { %d, %s, %d, %s, %d, %d, %s, %s, %s }," % (
+            len(shp), par_int_list(shp), len(tgt), par_int_list(tgt), ok, len(sz),
+            par_int_list(sz), par_int_list(st), c_str(msg)))
+    L.append("};")
+    L.append("")
+
+
 def gen_parity(outdir):
     L = header_top("TN_PARITY_GOLDEN_H", "Issue 17 parity goldens (casts, scalars, strides, "
                    "float16, messages).", ["math.h", "tensor.h"])
     par_casts(L)
+    par_views(L)
     L += header_bottom("TN_PARITY_GOLDEN_H")
     write(os.path.join(outdir, "parity_golden.h"), L)
 
