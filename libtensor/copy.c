@@ -272,13 +272,16 @@ static int contiguous_impl(const tn_tensor *t, enum tn_memory_format fmt, bool c
 
 	if ((r = tn__check_tensor_args(t, ret, "contiguous")))
 		return r;
-	if (fmt == TN_PRESERVE_FORMAT)
-		return tn__error(TN_EINVAL, "contiguous: Preserve memory format is unsupported by "
-					    "the contiguous operator.");
-	if (tn_tensor_is_contiguous_as(t, fmt)) {
+	/* ATen asks is_contiguous(memory_format) first, which for Preserve is plain
+	 * contiguity: an already contiguous tensor comes back as it is. */
+	if (fmt == TN_PRESERVE_FORMAT ? tn_tensor_is_contiguous(t)
+				      : tn_tensor_is_contiguous_as(t, fmt)) {
 		*ret = tn_tensor_ref((tn_tensor *)t);
 		return 0;
 	}
+	if (fmt == TN_PRESERVE_FORMAT)
+		return tn__error(TN_EINVAL,
+				 "preserve memory format is unsupported by the contiguous operator");
 	return clone_impl(t, fmt, copy_data, ret, "contiguous");
 }
 

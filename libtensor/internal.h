@@ -136,6 +136,8 @@ int tn__wrap_dim(int64_t dim, int ndim);
 int tn__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
 
 
+/* The C++ type name of @dtype as c10's messages write it ("int16_t", "int", "at::Half"). */
+const char *tn__dtype_cpp_name(enum tn_dtype dtype);
 /* Convert a scalar to one element of @dtype at @out, with PyTorch's overflow check. */
 int tn__scalar_to_element(tn_scalar value, enum tn_dtype dtype, void *out);
 /* Read one element of @dtype at @in. */

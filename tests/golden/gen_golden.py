@@ -1946,11 +1946,119 @@ def par_views(L):
     L.append("")
 
 
+PAR_SCALAR_INTS = [-300, -256, -255, -129, -128, -7, -1, 0, 127, 128, 255, 256, 32767, 32768,
+                   -32769, 70000, 2 ** 31 - 1, 2 ** 31, -2 ** 31, -2 ** 31 - 1, 2 ** 40,
+                   -2 ** 63, 2 ** 63 - 1, 65504, 65505, 65520]
+PAR_SCALAR_DOUBLES = [-0.5, -0.0, -0.99, -1.0, 255.5, 255.0, 256.0, 127.5, -128.5, -128.0,
+                      -7.0, 2147483647.5, 2147483647.0, -2147483648.5, -2147483648.0,
+                      2.0 ** 63, -2.0 ** 63, 9.3e18, 9.2233720368547748e18, float("nan"),
+                      float("inf"), -float("inf"), 65504.5, 65504.0, 65520.0, 3.4028235e38,
+                      -3.4028234663852886e38, 3.3895313892515355e38, 3.3895314e38, 1e300]
+
+
+def par_scalars(L):
+    """fill_ of every dtype with Python ints, floats and a bool: torch's value or message."""
+    L.append("/* kind: 0 int (i), 1 double (d), 2 bool (i); value read back as double (ok), else msg */")
+    L.append("static const struct par_scalar_case {")
+    L.append("\tenum tn_dtype dtype; int kind; int64_t i; double d; int ok; double value;")
+    L.append("\tconst char *msg;")
+    L.append("} par_scalar_cases[] = {")
+    values = [(0, v) for v in PAR_SCALAR_INTS] + [(1, v) for v in PAR_SCALAR_DOUBLES] + [
+        (2, True), (2, False)]
+    for name in TN_ORDER:
+        for kind, v in values:
+            t = torch.zeros(1, dtype=DTYPES[name])
+            try:
+                t.fill_(v)
+                # full and a where with a scalar give the same
+                assert str(torch.full((1,), v, dtype=DTYPES[name]).tolist()) == str(t.tolist())
+                ok, val, msg = 1, float(t.double().item()), ""
+            except RuntimeError as e:
+                ok, val, msg = 0, 0.0, str(e).split("\n")[0]
+            L.append("    { TN_%s, %d, %s, %s, %d, %s, %s }," % (
+                name.upper(), kind, c_int64(int(v) if kind != 1 else 0),
+                c_double(v if kind == 1 else 0.0), ok, c_double(val), c_str(msg)))
+    L.append("};")
+    # where(cond, uint8 tensor, scalar) and where(cond, scalar, uint8 tensor)
+    c = torch.tensor([True, False])
+    u = torch.tensor([3, 4], dtype=torch.uint8)
+    w1 = torch.where(c, u, -7)
+    w2 = torch.where(c, -7, u)
+    assert w1.dtype == torch.uint8 and w2.dtype == torch.uint8
+    L.append("static const int64_t par_where_u8_other[2] = { %s };" % ", ".join(
+        c_int64(x) for x in w1.tolist()))
+    L.append("static const int64_t par_where_u8_self[2] = { %s };" % ", ".join(
+        c_int64(x) for x in w2.tolist()))
+    try:
+        torch.where(c, u, 300)
+        msg = ""
+    except RuntimeError as e:
+        msg = str(e).split("\n")[0]
+    L.append("static const char par_where_u8_300_msg[] = %s;" % c_str(msg))
+    # clamp with a NaN bound and a bound the dtype cannot hold
+    L.append("static const struct par_clamp_case {")
+    L.append("\tenum tn_dtype dtype; int has_min, has_max; double min, max; int ok;")
+    L.append("\tdouble value; const char *msg;")
+    L.append("} par_clamp_cases[] = {")
+    nan = float("nan")
+    for name in ["float16", "bfloat16", "float32", "float64"]:
+        for lo, hi in [(nan, 1e300), (1e300, nan), (nan, nan), (nan, None), (None, nan),
+                       (-1e300, None), (None, 1e300), (0.5, 1e300), (nan, -1e300)]:
+            t = torch.full((3,), 2.0, dtype=DTYPES[name])
+            try:
+                r = torch.clamp(t, lo, hi)
+                ok, val, msg = 1, float(r[0].double().item()), ""
+            except RuntimeError as e:
+                ok, val, msg = 0, 0.0, str(e).split("\n")[0]
+                if "not implemented for 'Half'" in msg:
+                    continue  # libtensor has float16 clamp kernels (tn_clamp(3))
+            L.append("    { TN_%s, %d, %d, %s, %s, %d, %s, %s }," % (
+                name.upper(), lo is not None, hi is not None,
+                c_double(lo if lo is not None else 0.0), c_double(hi if hi is not None else 0.0),
+                ok, c_double(val), c_str(msg)))
+    L.append("};")
+    # argmax / argmin of bool tensors
+    L.append("static const struct par_argbool_case {")
+    L.append("\tint ndim; int64_t sizes[3]; int has_dim; int64_t dim; int keepdim; int is_min;")
+    L.append("\tint ok; int out_ndim; int64_t out_sizes[3]; const char *msg;")
+    L.append("} par_argbool_cases[] = {")
+    for shp in ([], [1], [2, 1], [1, 1], [3, 1, 2], [0, 1], [2, 2]):
+        nd = len(shp)
+        for dim in [None] + list(range(-max(nd, 1), max(nd, 1))):
+            for keepdim in (False, True):
+                for is_min in (0, 1):
+                    t = torch.ones(shp, dtype=torch.bool) if shp else torch.tensor(True)
+                    fn = torch.argmin if is_min else torch.argmax
+                    try:
+                        r = fn(t, dim, keepdim) if dim is not None else fn(t)
+                        assert not r.any()
+                        ok, sz, msg = 1, list(r.shape), ""
+                    except (RuntimeError, IndexError) as e:
+                        ok, sz, msg = 0, [], str(e).split("\n")[0]
+                    if dim is None and keepdim:
+                        continue
+                    L.append("    { %d, %s, %d, %s, %d, %d, %d, %d, %s, %s }," % (
+                        nd, par_int_list(shp), dim is not None, c_int64(dim or 0), keepdim,
+                        is_min, ok, len(sz), par_int_list(sz), c_str(msg)))
+    L.append("};")
+    # contiguous(preserve_format)
+    t = torch.zeros(2, 3)
+    assert t.contiguous(memory_format=torch.preserve_format) is t
+    try:
+        t.t().contiguous(memory_format=torch.preserve_format)
+        msg = ""
+    except RuntimeError as e:
+        msg = str(e).split("\n")[0]
+    L.append("static const char par_contiguous_preserve_msg[] = %s;" % c_str(msg))
+    L.append("")
+
+
 def gen_parity(outdir):
     L = header_top("TN_PARITY_GOLDEN_H", "Issue 17 parity goldens (casts, scalars, strides, "
                    "float16, messages).", ["math.h", "tensor.h"])
     par_casts(L)
     par_views(L)
+    par_scalars(L)
     L += header_bottom("TN_PARITY_GOLDEN_H")
     write(os.path.join(outdir, "parity_golden.h"), L)
 
