@@ -160,7 +160,7 @@ int tn__copy_meta(tn_tensor *self, const tn_tensor *src, bool non_blocking)
 
 /* PyTorch's infer_dense_strides: dense strides in the order of @t's strides (smallest
  * first; zero strides and size-1 dimensions do not decide the order). */
-static void infer_dense_strides(const tn_tensor *t, int64_t *strides)
+void tn__infer_dense_strides(const tn_tensor *t, int64_t *strides)
 {
 	int n = t->ndim, perm[TN_MAX_DIMS];
 	for (int i = 0; i < n; i++)
@@ -199,7 +199,7 @@ static int copy_strides(const tn_tensor *t, enum tn_memory_format fmt, int64_t *
 		if (tn__is_non_overlapping_and_dense(t))
 			memcpy(strides, t->strides, (size_t)t->ndim * sizeof(int64_t));
 		else
-			infer_dense_strides(t, strides);
+			tn__infer_dense_strides(t, strides);
 		return 0;
 	}
 	if (fmt == TN_CONTIGUOUS_FORMAT) {

@@ -180,6 +180,9 @@ static inline enum tn_dtype tn__wrapped_scalar_dtype(tn_scalar v)
 /* A device as PyTorch prints it: "cpu", "meta", "cuda:0". */
 void tn__format_device(char *buf, size_t size, tn_device device);
 
+/* PyTorch's infer_dense_strides: dense strides in the order of @t's strides (the layout
+ * .to() and clone give a tensor that is not non-overlapping and dense). */
+void tn__infer_dense_strides(const tn_tensor *t, int64_t *strides);
 /* PyTorch's is_non_overlapping_and_dense: some permutation of the dims is contiguous. */
 bool tn__is_non_overlapping_and_dense(const tn_tensor *t);
 

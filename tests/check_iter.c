@@ -1094,6 +1094,42 @@ START_TEST(test_copy_float_to_int_special_values)
 }
 END_TEST
 
+/*
+ * Element-wise outputs are laid out as PyTorch's TensorIterator lays them out, size-1 and
+ * size-0 dimensions included: its fast setups (all contiguous, all channels-last, all dense
+ * with one set of strides) and otherwise its permutation (reorder_dimensions) with
+ * compatible strides, on a grid of mixed layouts, mixed dtypes and broadcasts.
+ */
+START_TEST(test_output_layouts_match_pytorch)
+{
+	for (size_t k = 0; k < sizeof(par_layout_cases) / sizeof(par_layout_cases[0]); k++) {
+		const struct par_layout_case *c = &par_layout_cases[k];
+		tn_tensor *a, *b, *r = NULL;
+		ck_assert_tn_ok(tn_empty_strided(c->na, c->as, c->na, c->ast, TN_FLOAT32, TN_CPU, &a));
+		ck_assert_tn_ok(tn_empty_strided(c->nb, c->bs, c->nb, c->bst,
+						 c->mixed ? TN_INT32 : TN_FLOAT32, TN_CPU, &b));
+		if (c->op == 0)
+			ck_assert_tn_ok(tn_add(a, b, tn_scalar_int(1), &r));
+		else if (c->op == 1)
+			ck_assert_tn_ok(tn_neg(a, &r));
+		else
+			ck_assert_tn_ok(tn_pow_scalar_tensor(c->op == 2 ? tn_scalar_double(2.5)
+								       : tn_scalar_int(1),
+							     a, &r));
+		ck_assert_int_eq(tn_tensor_ndim(r), c->nr);
+		for (int d = 0; d < c->nr; d++) {
+			ck_assert_int_eq(tn_tensor_sizes(r)[d], c->rs[d]);
+			ck_assert_msg(tn_tensor_strides(r)[d] == c->rst[d],
+				      "case %zu (op %d): dim %d stride %lld, PyTorch %lld", k, c->op, d,
+				      (long long)tn_tensor_strides(r)[d], (long long)c->rst[d]);
+		}
+		tn_tensor_unref(a);
+		tn_tensor_unref(b);
+		tn_tensor_unref(r);
+	}
+}
+END_TEST
+
 static Suite *iter_suite(void)
 {
 	Suite *s = suite_create("iter");
@@ -1126,6 +1162,7 @@ static Suite *iter_suite(void)
 	/* Issue 17's parity fixes. */
 	TCase *par = tcase_create("parity");
 	tcase_add_loop_test(par, test_copy_float_to_int_special_values, 0, TN_NUM_CPU_CAPABILITIES);
+	tcase_add_test(par, test_output_layouts_match_pytorch);
 	tcase_set_timeout(par, 60);
 	suite_add_tcase(s, par);
 	return s;

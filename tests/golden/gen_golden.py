@@ -2053,12 +2053,82 @@ def par_scalars(L):
     L.append("")
 
 
+def par_layouts(L):
+    """Output strides of element-wise operators (add, neg) whose inputs have mixed layouts:
+    every permutation of a 4-d shape (with and without size-1 dimensions), slices,
+    broadcasts, 0-dim and empty operands; torch's TensorIterator decides them."""
+    import itertools
+
+    def permuted(sizes, p):
+        t = torch.empty([sizes[i] for i in p])
+        return t.permute([p.index(i) for i in range(len(p))])
+
+    groups = []
+    for shape in ((2, 3, 4, 5), (1, 3, 1, 5), (2, 1, 4, 1), (3, 1, 4)):
+        lay = [permuted(shape, p) for p in itertools.permutations(range(len(shape)))]
+        if shape == (2, 3, 4, 5):
+            lay += [torch.empty(2, 3, 4, 10)[..., ::2], torch.empty(1, 3, 1, 5).expand(shape),
+                    torch.empty(2, 1, 4, 1).expand(shape), torch.empty(5).expand(shape),
+                    torch.empty(2, 4, 5, 1).permute(0, 3, 1, 2).expand(shape),
+                    torch.empty(5, 4).t().expand(shape)]
+        groups.append(lay)
+    small = [torch.empty(1, 3, 1, 5), torch.empty(2, 1, 4, 1),
+             torch.empty(5, 1, 3, 1).permute(1, 2, 3, 0),
+             torch.empty(5, 4).t().unsqueeze(0).unsqueeze(0),
+             torch.empty(3, 1, 1).permute(1, 0, 2), torch.empty(()), torch.empty(5),
+             torch.empty(3, 4, 5).permute(2, 0, 1).permute(1, 2, 0)]
+    pairs = []
+    for lay in groups:
+        pairs += [(a, b) for a in lay for b in lay]
+    for a in small:
+        for b in groups[0][::3] + small:
+            pairs.append((a, b))
+    pairs += [(torch.empty(3, 1).t(), torch.empty(0, 1)),
+              (torch.empty(2, 0, 3).permute(2, 0, 1), torch.empty(3, 1, 1)),
+              (torch.empty(0, 3).t(), torch.empty(1)),
+              (torch.empty(4, 0, 3).permute(2, 1, 0), torch.empty(1, 1, 4))]
+    L.append("/* op: 0 add (b int32 when mixed), 1 neg of a, 2 pow(2.5, a), 3 pow(1, a) */")
+    L.append("static const struct par_layout_case {")
+    L.append("\tint op, mixed; int na; int64_t as[4], ast[4]; int nb; int64_t bs[4], bst[4];")
+    L.append("\tint nr; int64_t rs[4], rst[4];")
+    L.append("} par_layout_cases[] = {")
+    seen = set()
+    for k, (a, b) in enumerate(pairs):
+        for op in (0, 1):
+            if op == 1 and (tuple(a.shape), a.stride()) in seen:
+                continue
+            mixed = op == 0 and k % 3 == 0
+            bb = b.to(torch.int32) if mixed else b
+            if mixed:  # .to keeps the layout of a dense tensor only; rebuild with b's strides
+                bb = torch.empty_strided(b.shape, b.stride(), dtype=torch.int32)
+            try:
+                r = a + bb if op == 0 else torch.neg(a)
+            except RuntimeError:
+                continue
+            if op == 1:
+                seen.add((tuple(a.shape), a.stride()))
+            L.append("    { %d, %d, %d, %s, %s, %d, %s, %s, %d, %s, %s }," % (
+                op, mixed, a.dim(), par_int_list(list(a.shape)), par_int_list(list(a.stride())),
+                b.dim(), par_int_list(list(b.shape)), par_int_list(list(b.stride())), r.dim(),
+                par_int_list(list(r.shape)), par_int_list(list(r.stride()))))
+    # pow(Scalar, Tensor): a contiguous result whatever the exponent's layout
+    for a in groups[0] + small:
+        for op, base in ((2, 2.5), (3, 1)):
+            r = torch.pow(base, a)
+            L.append("    { %d, 0, %d, %s, %s, 0, { 0 }, { 0 }, %d, %s, %s }," % (
+                op, a.dim(), par_int_list(list(a.shape)), par_int_list(list(a.stride())),
+                r.dim(), par_int_list(list(r.shape)), par_int_list(list(r.stride()))))
+    L.append("};")
+    L.append("")
+
+
 def gen_parity(outdir):
     L = header_top("TN_PARITY_GOLDEN_H", "Issue 17 parity goldens (casts, scalars, strides, "
                    "float16, messages).", ["math.h", "tensor.h"])
     par_casts(L)
     par_views(L)
     par_scalars(L)
+    par_layouts(L)
     L += header_bottom("TN_PARITY_GOLDEN_H")
     write(os.path.join(outdir, "parity_golden.h"), L)
 
