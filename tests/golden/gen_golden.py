@@ -2122,6 +2122,37 @@ def par_layouts(L):
     L.append("")
 
 
+def par_half_floor(L):
+    """float16 floor division: torch's vector code (blocks of 32 of a contiguous row) rounds
+    every step to Half, its scalar code (a row's last n % 32 elements, strided rows) keeps
+    fmod and the quotient in float. Values chosen so that the two differ often (ties)."""
+    rng = np.random.default_rng(17)
+    n = 1013
+    k = rng.integers(-3000, 3000, n).astype(np.float32)
+    b = torch.tensor(rng.choice([0.5, 1.5, 2.5, 3, 0.1, 0.3, 7, -0.5, -1.5, 0.7, 0.2, 1 / 3],
+                                n), dtype=torch.float16)
+    a = (torch.tensor(k) * b.float()).half()
+    a[::5] = torch.tensor(rng.uniform(-20000, 20000, len(a[::5])), dtype=torch.float16)
+    bits = lambda t: [str(int(v) & 0xffff) for v in t.contiguous().view(torch.int16).tolist()]
+    contig = torch.div(a, b, rounding_mode="floor")
+    strided = torch.div(a[::2], b[::2], rounding_mode="floor")
+    seven = torch.div(a, torch.tensor(7.0, dtype=torch.float16), rounding_mode="floor")
+    fdiv = torch.floor_divide(a, b)
+    assert torch.equal(fdiv.view(torch.int16), contig.view(torch.int16))
+    ref = torch.div(a.float(), b.float(), rounding_mode="floor").half()
+    ndiff = int((ref.view(torch.int16) != contig.view(torch.int16)).sum())
+    L.append("/* float16 floor division; %d of the %d contiguous results differ from float32's" % (
+        ndiff, n))
+    L.append(" * rounded once. Bits of a, b, then a // b contiguous, a[::2] // b[::2], a // 7. */")
+    L.append("#define PAR_HFD_N %d" % n)
+    for name, t in (("a", a), ("b", b), ("contig", contig), ("strided", strided),
+                    ("seven", seven)):
+        L.append("static const uint16_t par_hfd_%s[%d] = {" % (name, len(t)))
+        L += wrap_items(bits(t))
+        L.append("};")
+    L.append("")
+
+
 def gen_parity(outdir):
     L = header_top("TN_PARITY_GOLDEN_H", "Issue 17 parity goldens (casts, scalars, strides, "
                    "float16, messages).", ["math.h", "tensor.h"])
@@ -2129,6 +2160,7 @@ def gen_parity(outdir):
     par_views(L)
     par_scalars(L)
     par_layouts(L)
+    par_half_floor(L)
     L += header_bottom("TN_PARITY_GOLDEN_H")
     write(os.path.join(outdir, "parity_golden.h"), L)
 
