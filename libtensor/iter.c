@@ -285,7 +285,9 @@ static int compute_shape(struct tn_iter *it, const struct tn_iter_config *cfg)
 			continue;
 		tn__format_shape(a, sizeof(a), t->ndim, t->sizes);
 		tn__format_shape(b, sizeof(b), it->out_ndim, it->out_shape);
-		if (!cfg->resize_outputs)
+		/* ATen's mark_resize_outputs: an output that is also an input (in place) is never
+		 * resized, and PyTorch fails with these words too. */
+		if (!cfg->resize_outputs || it->ops[o].is_read_write)
 			return tn__error(TN_EINVAL,
 					 "output with shape %s doesn't match the broadcast shape %s", a,
 					 b);

@@ -28,6 +28,19 @@ static int make_view(const tn_tensor *t, int64_t offset, int ndim, const int64_t
 	return tn__tensor_make(t->storage, offset, ndim, sizes, strides, t->dtype, ret);
 }
 
+/* The legacy type name PyTorch prints a tensor's type with ("torch.FloatTensor"). */
+static const char *legacy_type_name(enum tn_dtype dtype)
+{
+	static const char *const names[TN_NUM_DTYPES] = {
+		[TN_BOOL] = "torch.BoolTensor",	    [TN_UINT8] = "torch.ByteTensor",
+		[TN_INT8] = "torch.CharTensor",	    [TN_INT16] = "torch.ShortTensor",
+		[TN_INT32] = "torch.IntTensor",	    [TN_INT64] = "torch.LongTensor",
+		[TN_FLOAT16] = "torch.HalfTensor",  [TN_BFLOAT16] = "torch.BFloat16Tensor",
+		[TN_FLOAT32] = "torch.FloatTensor", [TN_FLOAT64] = "torch.DoubleTensor",
+	};
+	return (unsigned)dtype < TN_NUM_DTYPES ? names[dtype] : "?";
+}
+
 static int check_shape_arg(int ndim, const int64_t *shape, const char *who)
 {
 	if (ndim < 0 || ndim > TN_MAX_DIMS)
@@ -202,7 +215,9 @@ int tn__permute(const tn_tensor *tensor, int ndim, const int64_t *dims, tn_tenso
 		return r;
 	if (ndim != tensor->ndim)
 		return tn__error(TN_EINVAL,
-				 "permute(): number of dimensions in the tensor input does not match "
+				 /* 1.13's words, "sparse_coo" included (its dense permute shares the
+				  * sparse one's message). */
+				 "permute(sparse_coo): number of dimensions in the tensor input does not match "
 				 "the length of the desired ordering of dimensions i.e. input.dim() = "
 				 "%d is not equal to len(dims) = %d",
 				 tensor->ndim, ndim);
@@ -371,7 +386,7 @@ int tn__expand(const tn_tensor *tensor, int ndim, const int64_t *sizes, tn_tenso
 		return tn__error(TN_EINVAL,
 				 "expand(%s{%s}, size=%s): the number of sizes provided (%d) must be "
 				 "greater or equal to the number of dimensions in the tensor (%d)",
-				 tn_dtype_name(tensor->dtype), have, want, ndim, tdim);
+				 legacy_type_name(tensor->dtype), have, want, ndim, tdim);
 	}
 	for (int i = ndim - 1; i >= 0; i--) {
 		int offset = ndim - 1 - i;
@@ -389,12 +404,6 @@ int tn__expand(const tn_tensor *tensor, int ndim, const int64_t *sizes, tn_tenso
 						 i);
 			target = size;
 		}
-		if (target < 0) {
-			tn__format_shape(want, sizeof(want), ndim, sizes);
-			return tn__error(TN_EINVAL,
-					 "Trying to create tensor with negative dimension %lld: %s",
-					 (long long)target, want);
-		}
 		if (size != target) {
 			if (size != 1) {
 				tn__format_shape(want, sizeof(want), ndim, sizes);
@@ -411,6 +420,11 @@ int tn__expand(const tn_tensor *tensor, int ndim, const int64_t *sizes, tn_tenso
 		out_sizes[i] = size;
 		out_strides[i] = stride;
 	}
+	/* A negative size that took a size-1 or new dimension: ATen's numel overflows (it
+	 * multiplies the sizes as uint64). */
+	for (int i = 0; i < ndim; i++)
+		if (out_sizes[i] < 0)
+			return tn__error(TN_EOVERFLOW, "numel: integer multiplication overflow");
 	return make_view(tensor, tensor->offset, ndim, out_sizes, out_strides, ret_tensor);
 }
 
@@ -484,9 +498,7 @@ int tn__as_strided(const tn_tensor *tensor, int ndim, const int64_t *sizes, int 
 	    (r = check_shape_arg(ndim, sizes, "as_strided")))
 		return r;
 	if (nstride != ndim)
-		return tn__error(TN_EINVAL,
-				 "as_strided: mismatch in length of strides and shape (%d and %d)",
-				 nstride, ndim);
+		return tn__error(TN_EINVAL, "mismatch in length of strides and shape");
 	if (ndim && !strides)
 		return tn__error(TN_EINVAL, "as_strided: NULL strides");
 	for (int d = 0; d < ndim; d++) {
@@ -496,6 +508,19 @@ int tn__as_strided(const tn_tensor *tensor, int ndim, const int64_t *sizes, int 
 					 "as_strided: Negative strides are not supported at the moment, "
 					 "got strides: %s",
 					 buf);
+		}
+	}
+	/* A negative size overflows ATen's computeStorageNbytes (in uint64), which stops at
+	 * the first size of 0. */
+	for (int d = 0; d < ndim && sizes[d] != 0; d++) {
+		if (sizes[d] < 0) {
+			char sb[SHAPE_BUF];
+			tn__format_shape(buf, sizeof(buf), ndim, sizes);
+			tn__format_shape(sb, sizeof(sb), ndim, strides);
+			return tn__error(TN_EOVERFLOW,
+					 "Storage size calculation overflowed with sizes=%s and "
+					 "strides=%s",
+					 buf, sb);
 		}
 	}
 	return make_view(tensor, storage_offset ? *storage_offset : tensor->offset, ndim, sizes,

@@ -2153,6 +2153,62 @@ def par_half_floor(L):
     L.append("")
 
 
+# Bad calls of the view, shape, index and factory operators, and torch's message for each
+# (tests/check_view.c makes the same calls, by name).
+PAR_MSG_CASES = [
+    ("view55", "t.view(5, 5)"), ("view_m1m1", "t.view(-1, -1)"), ("view_m2", "t.view(-2, 12)"),
+    ("view_T", "t.transpose(0, 1).view(24)"), ("reshape55", "t.reshape(5, 5)"),
+    ("reshape_m1m1", "t.reshape(-1, -1)"), ("reshape_m3", "t.reshape(-3, 8)"),
+    ("permute2", "t.permute(0, 1)"), ("permute_dup", "t.permute(0, 0, 1)"),
+    ("permute_oob", "t.permute(0, 1, 5)"), ("permute_neg", "t.permute(0, 1, -4)"),
+    ("transpose_oob", "t.transpose(0, 3)"), ("transpose_neg", "t.transpose(-4, 0)"),
+    ("slice_dim", "torch.ops.aten.slice(t, 3, 0, 1, 1)"),
+    ("slice_step0", "torch.ops.aten.slice(t, 0, 0, 1, 0)"),
+    ("slice_0d", "torch.ops.aten.slice(z, 0, 0, 1, 1)"), ("select_dim", "t.select(3, 0)"),
+    ("select_idx", "t.select(1, 5)"), ("select_0d", "z.select(0, 0)"),
+    ("unbind_dim", "t.unbind(3)"), ("unbind_0d_dim1", "z.unbind(1)"),
+    ("unbind_0d_dim0", "z.unbind(0)"), ("expand_fewer", "t.expand(4)"),
+    ("expand_mismatch", "t.expand(2, 5, 4)"), ("expand_lead_m1", "t.expand(-1, 2, 3, 4)"),
+    ("expand_neg", "t.expand(2, -2, 4)"), ("expand_neg_new", "t.expand(-2, 2, 3, 4)"),
+    ("squeeze_dim", "t.squeeze(3)"), ("unsqueeze_dim", "t.unsqueeze(4)"),
+    ("as_strided_len", "torch.as_strided(t, (2, 3), (1,))"),
+    ("as_strided_neg", "torch.as_strided(t, (2, 3), (-1, 1))"),
+    ("as_strided_oob", "torch.as_strided(t, (2, 30), (1, 1))"),
+    ("as_strided_negsize", "torch.as_strided(t, (2, -3), (1, 1))"),
+    ("contig_cl", "t.contiguous(memory_format=torch.channels_last)"),
+    ("contig_cl3d", "t.contiguous(memory_format=torch.channels_last_3d)"),
+    ("contig_preserve", "t.transpose(0, 1).contiguous(memory_format=torch.preserve_format)"),
+    ("clone_cl", "t.clone(memory_format=torch.channels_last)"),
+    ("empty_neg", "torch.empty(2, -1)"),
+    ("empty_cl", "torch.empty(2, 3, memory_format=torch.channels_last)"),
+    ("empty_preserve", "torch.empty(2, 3, memory_format=torch.preserve_format)"),
+    ("empty_strided_len", "torch.empty_strided((2, 3), (1,))"),
+    ("empty_strided_neg", "torch.empty_strided((2, 3), (-1, 1))"),
+    ("narrow_start", "t.narrow(2, -5, 1)"), ("narrow_len", "t.narrow(2, 0, -1)"),
+    ("narrow_0d", "z.narrow(0, 0, 1)"), ("add_inplace_shape", "torch.zeros(2, 3).add_(t)"),
+    ("add_bcast", "t + torch.zeros(5)"), ("copy_bcast_out", "torch.zeros(3).copy_(torch.zeros(2, 3))"),
+    ("fill_u8", "torch.zeros(2, dtype=torch.uint8).fill_(256)"),
+    ("fill_i32_nan", "torch.zeros(2, dtype=torch.int32).fill_(float('nan'))"),
+    ("fill_f16", "torch.zeros(2, dtype=torch.float16).fill_(1e10)"),
+]
+
+
+def par_messages(L):
+    t = torch.zeros(2, 3, 4)
+    z = torch.tensor(1.0)
+    L.append("static const struct par_msg_case {")
+    L.append("\tconst char *name, *msg;")
+    L.append("} par_msg_cases[] = {")
+    for name, expr in PAR_MSG_CASES:
+        try:
+            eval(expr, {"torch": torch, "t": t.clone(), "z": z})
+            raise AssertionError("%s does not fail" % name)
+        except (RuntimeError, IndexError) as e:
+            L.append("    { %s, %s }," % (c_str(name), c_str(str(e).split("\n")[0])))
+    L.append("};")
+    L.append("")
+
+
 def gen_parity(outdir):
     L = header_top("TN_PARITY_GOLDEN_H", "Issue 17 parity goldens (casts, scalars, strides, "
                    "float16, messages).", ["math.h", "tensor.h"])
@@ -2161,6 +2217,7 @@ def gen_parity(outdir):
     par_scalars(L)
     par_layouts(L)
     par_half_floor(L)
+    par_messages(L)
     L += header_bottom("TN_PARITY_GOLDEN_H")
     write(os.path.join(outdir, "parity_golden.h"), L)
 
