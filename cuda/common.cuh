@@ -11,9 +11,10 @@
  *   tn_bfloat16_from_float), which is not what CUDA's __float2half gives for NaN, so the
  *   conversions here are the library's integer ones (on the device the finite cases take the
  *   hardware's cvt, which rounds the same way).
- * - a floating value converts to an integer through int64 with truncation, then wraps; a NaN
- *   or a value outside int64 gives INT64_MIN (x86's cvttsd2si "integer indefinite"), where a
- *   GPU's cvt would saturate.
+ * - a floating value converts to an integer with truncation through int64 (int64, uint8) or
+ *   int32 (int32, int16, int8), then wraps; a NaN or a value outside that range gives INT64_MIN
+ *   or INT32_MIN (x86's cvttsd2si/cvttss2si "integer indefinite"), where a GPU's cvt would
+ *   saturate.
  * - to bool: != 0 (NaN is true).
  */
 #ifndef TN_CUDA_COMMON_CUH
@@ -201,6 +202,14 @@ template <typename F> TN_HD int64_t f2i64(F v)
 	return (int64_t)v;
 }
 
+/* The same into int32: NaN and values outside int32 give INT32_MIN. */
+template <typename F> TN_HD int32_t f2i32(F v)
+{
+	if (!(v > (F)-2147483649.0 && v < (F)2147483648.0))
+		return INT32_MIN;
+	return (int32_t)v;
+}
+
 /* The compute value of a stored element: 16-bit floats widen to float. */
 template <typename T> TN_HD typename acc_of<T>::type widen(T v)
 {
@@ -229,7 +238,10 @@ template <typename D, typename S> TN_HD D to(S v)
 	} else if constexpr (std::is_same<D, bf16_t>::value) {
 		return bf16_t{ bf16_bits_from_float((float)v) };
 	} else if constexpr (std::is_integral<D>::value && std::is_floating_point<S>::value) {
-		return (D)f2i64(v);
+		if constexpr (std::is_same<D, int64_t>::value || std::is_same<D, uint8_t>::value)
+			return (D)f2i64(v);
+		else
+			return (D)f2i32(v);
 	} else {
 		return (D)v;
 	}

@@ -248,6 +248,28 @@ static int ext(int x, tn_tensor *out, const tn_tensor *a, const tn_scalar *a_sca
 	tn_tensor *wrapped = NULL;
 	int rc;
 
+	if (x == X_POW_ST && !out) {
+		/* pow.Scalar's meta function allocates a contiguous result of the exponent's
+		 * sizes (set_output_raw_strided without strides), whatever the exponent's layout,
+		 * and pow_out runs into it. */
+		if (!tn__handle_is(b, TN_MAGIC_TENSOR))
+			return tn__bad_tensor(d->name);
+		const enum tn_dtype dts[2] = { tn__wrapped_scalar_dtype(*a_scalar), b->dtype };
+		const enum tn__prio prio[2] = { TN_PRIO_WRAPPED, b->ndim ? TN_PRIO_DIM : TN_PRIO_ZERO };
+		tn_tensor *res;
+		if (a_scalar->kind != TN_SCALAR_BOOL && a_scalar->kind != TN_SCALAR_INT &&
+		    a_scalar->kind != TN_SCALAR_DOUBLE)
+			return tn__error(TN_EINVAL, "invalid scalar kind %d", (int)a_scalar->kind);
+		if ((rc = tn__empty_like_device(b->storage->device, tn__result_type(2, dts, prio),
+						b->ndim, b->sizes, NULL, &res, d->name)) < 0)
+			return rc;
+		if ((rc = ext(x, res, a, a_scalar, b, b_scalar, key, NULL)) < 0) {
+			tn_tensor_unref(res);
+			return rc;
+		}
+		*ret = res;
+		return 0;
+	}
 	if (x == X_POW_ST && scalar_equals(*a_scalar, 1.0)) {
 		/* PyTorch's pow_out(Scalar, Tensor, out) fills out, whatever its shape and
 		 * dtype; the functional form allocates the promoted result and fills it. */

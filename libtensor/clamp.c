@@ -142,8 +142,12 @@ static int clamp_scalar(tn_tensor *out, const tn_tensor *self, const tn_scalar *
 					  : "clamp_max_scalar_cpu");
 		goto out;
 	}
-	if ((min && (rc = tn__scalar_to_element(*min, rt, c.lo)) < 0) ||
-	    (max && (rc = tn__scalar_to_element(*max, rt, c.hi)) < 0))
+	/* A fill converts neither bound (ATen calls fill_ before looking at the other one, so
+	 * clamp(nan, 1e300) of a float32 tensor gives NaN, not an overflow): both are NaN. */
+	const tn_scalar nan = tn_scalar_double(NAN);
+	const tn_scalar *lo = fill_nan && min ? &nan : min, *hi = fill_nan && max ? &nan : max;
+	if ((lo && (rc = tn__scalar_to_element(*lo, rt, c.lo)) < 0) ||
+	    (hi && (rc = tn__scalar_to_element(*hi, rt, c.hi)) < 0))
 		goto out;
 	if (run) {
 		c.fn = (tn__clamp_fn)tn__stub_get(&tn__clamp_stub);

@@ -160,7 +160,7 @@ int tn__copy_meta(tn_tensor *self, const tn_tensor *src, bool non_blocking)
 
 /* PyTorch's infer_dense_strides: dense strides in the order of @t's strides (smallest
  * first; zero strides and size-1 dimensions do not decide the order). */
-static void infer_dense_strides(const tn_tensor *t, int64_t *strides)
+void tn__infer_dense_strides(const tn_tensor *t, int64_t *strides)
 {
 	int n = t->ndim, perm[TN_MAX_DIMS];
 	for (int i = 0; i < n; i++)
@@ -199,7 +199,7 @@ static int copy_strides(const tn_tensor *t, enum tn_memory_format fmt, int64_t *
 		if (tn__is_non_overlapping_and_dense(t))
 			memcpy(strides, t->strides, (size_t)t->ndim * sizeof(int64_t));
 		else
-			infer_dense_strides(t, strides);
+			tn__infer_dense_strides(t, strides);
 		return 0;
 	}
 	if (fmt == TN_CONTIGUOUS_FORMAT) {
@@ -272,13 +272,16 @@ static int contiguous_impl(const tn_tensor *t, enum tn_memory_format fmt, bool c
 
 	if ((r = tn__check_tensor_args(t, ret, "contiguous")))
 		return r;
-	if (fmt == TN_PRESERVE_FORMAT)
-		return tn__error(TN_EINVAL, "contiguous: Preserve memory format is unsupported by "
-					    "the contiguous operator.");
-	if (tn_tensor_is_contiguous_as(t, fmt)) {
+	/* ATen asks is_contiguous(memory_format) first, which for Preserve is plain
+	 * contiguity: an already contiguous tensor comes back as it is. */
+	if (fmt == TN_PRESERVE_FORMAT ? tn_tensor_is_contiguous(t)
+				      : tn_tensor_is_contiguous_as(t, fmt)) {
 		*ret = tn_tensor_ref((tn_tensor *)t);
 		return 0;
 	}
+	if (fmt == TN_PRESERVE_FORMAT)
+		return tn__error(TN_EINVAL,
+				 "preserve memory format is unsupported by the contiguous operator");
 	return clone_impl(t, fmt, copy_data, ret, "contiguous");
 }
 

@@ -219,6 +219,8 @@ TN_EXPORT int tn_scalar_to_double(tn_scalar s, double *ret_value)
 	return tn__error(TN_EINVAL, "invalid scalar kind %d", (int)s.kind);
 }
 
+static int overflow_error(enum tn_dtype dtype);
+
 /* 2^63 as a double: the first value past int64's range. */
 #define TWO_POW_63 9223372036854775808.0
 
@@ -236,8 +238,7 @@ TN_EXPORT int tn_scalar_to_int(tn_scalar s, int64_t *ret_value)
 	case TN_SCALAR_DOUBLE: {
 		double t = trunc(s.v.d);
 		if (!(t >= -TWO_POW_63 && t < TWO_POW_63))
-			return tn__error(TN_EOVERFLOW,
-					 "value cannot be converted to type int64 without overflow");
+			return overflow_error(TN_INT64);
 		*ret_value = (int64_t)t;
 		return 0;
 	}
@@ -245,14 +246,32 @@ TN_EXPORT int tn_scalar_to_int(tn_scalar s, int64_t *ret_value)
 	return tn__error(TN_EINVAL, "invalid scalar kind %d", (int)s.kind);
 }
 
+/* The C++ type names c10's Scalar accessors put in their messages (AT_FORALL_SCALAR_TYPES). */
+const char *tn__dtype_cpp_name(enum tn_dtype dtype)
+{
+	static const char *const names[TN_NUM_DTYPES] = {
+		[TN_BOOL] = "bool",	   [TN_UINT8] = "uint8_t",	 [TN_INT8] = "int8_t",
+		[TN_INT16] = "int16_t",	   [TN_INT32] = "int",		 [TN_INT64] = "int64_t",
+		[TN_FLOAT16] = "at::Half", [TN_BFLOAT16] = "at::BFloat16", [TN_FLOAT32] = "float",
+		[TN_FLOAT64] = "double",
+	};
+	return (unsigned)dtype < TN_NUM_DTYPES ? names[dtype] : "?";
+}
+
 static int overflow_error(enum tn_dtype dtype)
 {
 	return tn__error(TN_EOVERFLOW, "value cannot be converted to type %s without overflow",
-			 tn_dtype_name(dtype));
+			 tn__dtype_cpp_name(dtype));
 }
 
-/* Integer targets: [lo, hi] is the dtype's range. Doubles truncate toward zero as a C cast would,
- * after the range check that makes the cast defined. */
+/*
+ * Integer targets, as c10's checked_convert: [lo, hi] is the dtype's range.
+ * - An int may also be negative down to -hi for uint8, and wraps (fill_(-7) gives 249:
+ *   c10 lets "a - b" be computed as "a + 255 * b").
+ * - A double is compared before truncation (-0.5 and 255.5 do not fit uint8), NaN and the
+ *   infinities never fit, and what fits converts as static_cast does on x86: hi + 1 for
+ *   int64 (2^63, which equals (double)INT64_MAX and so passes c10's check) gives INT64_MIN.
+ */
 static int scalar_to_integer(tn_scalar v, int64_t lo, int64_t hi, enum tn_dtype dtype,
 			     int64_t *out)
 {
@@ -261,16 +280,16 @@ static int scalar_to_integer(tn_scalar v, int64_t lo, int64_t hi, enum tn_dtype 
 		*out = v.v.b;
 		return 0;
 	case TN_SCALAR_INT:
-		if (v.v.i < lo || v.v.i > hi)
+		if (v.v.i > hi || (lo == 0 ? v.v.i < -hi : v.v.i < lo))
 			return overflow_error(dtype);
 		*out = v.v.i;
 		return 0;
 	case TN_SCALAR_DOUBLE: {
-		double t = trunc(v.v.d);
-		/* hi + 1 is exact in double for every integer dtype (a power of two). */
-		if (!(t >= (double)lo && t < (double)hi + 1.0))
+		double d = v.v.d;
+		/* (double)hi rounds up to 2^63 for int64, as C++'s comparison converts it. */
+		if (!(d >= (double)lo && d <= (double)hi))
 			return overflow_error(dtype);
-		*out = (int64_t)t;
+		*out = d < 0x1p63 ? (int64_t)d : INT64_MIN;
 		return 0;
 	}
 	}

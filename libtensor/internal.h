@@ -136,6 +136,8 @@ int tn__wrap_dim(int64_t dim, int ndim);
 int tn__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
 
 
+/* The C++ type name of @dtype as c10's messages write it ("int16_t", "int", "at::Half"). */
+const char *tn__dtype_cpp_name(enum tn_dtype dtype);
 /* Convert a scalar to one element of @dtype at @out, with PyTorch's overflow check. */
 int tn__scalar_to_element(tn_scalar value, enum tn_dtype dtype, void *out);
 /* Read one element of @dtype at @in. */
@@ -178,6 +180,9 @@ static inline enum tn_dtype tn__wrapped_scalar_dtype(tn_scalar v)
 /* A device as PyTorch prints it: "cpu", "meta", "cuda:0". */
 void tn__format_device(char *buf, size_t size, tn_device device);
 
+/* PyTorch's infer_dense_strides: dense strides in the order of @t's strides (the layout
+ * .to() and clone give a tensor that is not non-overlapping and dense). */
+void tn__infer_dense_strides(const tn_tensor *t, int64_t *strides);
 /* PyTorch's is_non_overlapping_and_dense: some permutation of the dims is contiguous. */
 bool tn__is_non_overlapping_and_dense(const tn_tensor *t);
 

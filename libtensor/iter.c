@@ -285,7 +285,9 @@ static int compute_shape(struct tn_iter *it, const struct tn_iter_config *cfg)
 			continue;
 		tn__format_shape(a, sizeof(a), t->ndim, t->sizes);
 		tn__format_shape(b, sizeof(b), it->out_ndim, it->out_shape);
-		if (!cfg->resize_outputs)
+		/* ATen's mark_resize_outputs: an output that is also an input (in place) is never
+		 * resized, and PyTorch fails with these words too. */
+		if (!cfg->resize_outputs || it->ops[o].is_read_write)
 			return tn__error(TN_EINVAL,
 					 "output with shape %s doesn't match the broadcast shape %s", a,
 					 b);
@@ -356,6 +358,40 @@ static int compute_types(struct tn_iter *it, const struct tn_iter_config *cfg, c
 					 tn__scalar_type_name(op->dtype), tn__scalar_type_name(common));
 	}
 	return 0;
+}
+
+/* PyTorch's compute_contiguous over @sizes and @strides (an empty tensor is contiguous). */
+static bool strides_contiguous(int n, const int64_t *sizes, const int64_t *strides, int64_t numel)
+{
+	int64_t z = 1;
+	if (numel == 0)
+		return true;
+	for (int d = n - 1; d >= 0; d--) {
+		if (sizes[d] == 1)
+			continue;
+		if (strides[d] != z)
+			return false;
+		z *= sizes[d];
+	}
+	return true;
+}
+
+/* PyTorch's compute_channels_last_contiguous_2d (4 dimensions only). */
+static bool strides_channels_last(int n, const int64_t *sizes, const int64_t *strides)
+{
+	static const int order[] = { 1, 3, 2, 0 };
+	int64_t expected = 1;
+	if (n != 4)
+		return false;
+	for (int i = 0; i < 4; i++) {
+		int d = order[i];
+		if (sizes[d] == 1)
+			continue;
+		if (strides[d] != expected)
+			return false;
+		expected *= sizes[d];
+	}
+	return true;
 }
 
 /* ATen's should_swap for reorder_dimensions: 1 to swap, -1 to keep, 0 undecided. */
@@ -501,6 +537,91 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 		return 0;
 	}
 
+	/* The layout each operand shows ATen's layout decisions. On the CPU, ATen's
+	 * compute_types replaces an input it promotes by input.to(common_dtype) (our loops
+	 * convert chunk by chunk instead), whose strides are the input's when it is
+	 * non-overlapping and dense and otherwise infer_dense_strides of them: the outputs are
+	 * laid out from those. */
+	/* Inferred strides are written into the rows of lstrides, which reorder_dimensions'
+	 * strides replace in place below (one buffer: the build's stack is large already). */
+	int64_t lstrides_buf[TN_ITER_MAX_OPERANDS][TN_MAX_DIMS];
+	const int64_t *lay[TN_ITER_MAX_OPERANDS]; /* elements, tensor dim order */
+	bool any_inferred = false, is_inferred[TN_ITER_MAX_OPERANDS];
+	for (int k = 0; k < it->ntensors; k++) {
+		const tn_tensor *t = it->ops[k].tensor;
+		is_inferred[k] = false;
+		if (!t)
+			continue;
+		lay[k] = t->strides;
+		if (!it->ops[k].is_output && it->ops[k].target_dtype != t->dtype &&
+		    dev.type == TN_DEVICE_CPU && !tn__is_non_overlapping_and_dense(t)) {
+			tn__infer_dense_strides(t, lstrides_buf[k]);
+			lay[k] = lstrides_buf[k];
+			is_inferred[k] = any_inferred = true;
+		}
+	}
+
+	/* ATen's fast setups (compute_fast_setup_type), when every operand has the broadcast
+	 * shape: all contiguous gives contiguous outputs, all channels-last contiguous gives
+	 * channels-last outputs, and all non-overlapping and dense with the same strides gives
+	 * outputs with those strides (size-1 dimensions included, which the permutation below
+	 * would not give). The outputs are allocated here; the loop runs through the general
+	 * setup, over the operands' own strides. */
+	bool same = !cfg->is_reduction;
+	for (int k = 0; k < it->ntensors && same; k++) {
+		const tn_tensor *t = it->ops[k].tensor;
+		same = !t || (t->ndim == n &&
+			      memcmp(t->sizes, it->out_shape, (size_t)n * sizeof(int64_t)) == 0);
+	}
+	if (same) {
+		bool contig = true, cl = n == 4, nod = true;
+		int last = -1;
+		for (int k = 0; k < it->ntensors; k++) {
+			const tn_tensor *t = it->ops[k].tensor;
+			if (!t)
+				continue;
+			contig = contig && (is_inferred[k] ? strides_contiguous(n, t->sizes, lay[k],
+										 t->numel)
+							   : t->contiguous);
+			cl = cl && (is_inferred[k] ? strides_channels_last(n, t->sizes, lay[k])
+						   : t->channels_last);
+		}
+		/* Inputs first, from the last, as ATen compares them. */
+		for (int k = it->ntensors - 1; k >= 0 && !contig && !cl && nod; k--) {
+			const tn_tensor *t = it->ops[k].tensor;
+			if (!t)
+				continue;
+			/* The cheap test first: strides that differ settle it. */
+			if (last >= 0 && memcmp(lay[last], lay[k], (size_t)n * sizeof(int64_t)))
+				nod = false;
+			else
+				nod = is_inferred[k] || t->contiguous || tn__is_non_overlapping_and_dense(t);
+			last = k;
+		}
+		if (contig || cl || (nod && last >= 0)) {
+			int64_t strides[TN_MAX_DIMS];
+			rc = 0;
+			if (contig)
+				rc = tn__format_strides(n, it->out_shape, TN_CONTIGUOUS_FORMAT, strides, who);
+			else if (cl)
+				rc = tn__format_strides(n, it->out_shape, TN_CHANNELS_LAST, strides, who);
+			else
+				memcpy(strides, lay[last], (size_t)n * sizeof(int64_t));
+			if (rc < 0)
+				goto fail;
+			for (int o = 0; o < it->noutputs; o++) {
+				struct tn_iter_operand *op = &it->ops[o];
+				if (op->tensor)
+					continue;
+				if ((rc = tn__empty_like_device(dev, op->dtype, n, n ? it->out_shape : NULL,
+								 n ? strides : NULL, &op->tensor,
+								 who)) < 0)
+					goto fail;
+				op->owned = true;
+			}
+		}
+	}
+
 	/* compute_strides: byte strides of each operand broadcast to the shape. */
 	for (int k = 0; k < it->ntensors; k++) {
 		const tn_tensor *t = it->ops[k].tensor;
@@ -516,6 +637,28 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 		}
 	}
 
+	/* The strides ATen's reorder_dimensions compares (bytes, broadcast): the operands' own,
+	 * except those of inputs it would have converted (above). */
+	int64_t(*lstrides)[TN_MAX_DIMS] = tstrides;
+	if (any_inferred) {
+		lstrides = lstrides_buf;
+		for (int k = 0; k < it->ntensors; k++) {
+			const tn_tensor *t = it->ops[k].tensor;
+			if (!t || it->ops[k].will_resize) /* should_swap skips these */
+				continue;
+			int64_t isz = (int64_t)tn__itemsize(t->dtype);
+			int off = n - t->ndim;
+			/* Downwards: row k may hold lay[k], read at td <= d before d is written. */
+			for (int d = n - 1; d >= 0; d--) {
+				int td = d - off;
+				lstrides[k][d] =
+					(td < 0 || (t->sizes[td] == 1 && it->out_shape[d] != 1))
+						? 0
+						: lay[k][td] * isz;
+			}
+		}
+	}
+
 	/* reorder_dimensions: fastest first. */
 	int perm[TN_MAX_DIMS];
 	for (int i = 0; i < n; i++)
@@ -523,7 +666,7 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 	for (int i = 1; i < n; i++) {
 		int d1 = i;
 		for (int d0 = i - 1; d0 >= 0; d0--) {
-			int c = should_swap(it, (const int64_t(*)[TN_MAX_DIMS])tstrides, it->out_shape,
+			int c = should_swap(it, (const int64_t(*)[TN_MAX_DIMS])lstrides, it->out_shape,
 					    perm[d0], perm[d1]);
 			if (c > 0) {
 				int tmp = perm[d0];
@@ -542,10 +685,12 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 		struct tn_iter_operand *op = &it->ops[o];
 		if (op->tensor)
 			continue;
+		/* ATen's compatible_stride: the running product of the sizes in perm order, a
+		 * size of 0 included (the dimensions after it get stride 0, as in PyTorch). */
 		int64_t strides[TN_MAX_DIMS], acc = 1;
 		for (int i = 0; i < n; i++) {
 			strides[perm[i]] = acc;
-			acc *= it->out_shape[perm[i]] > 1 ? it->out_shape[perm[i]] : 1;
+			acc *= it->out_shape[perm[i]];
 		}
 		if ((rc = tn__empty_like_device(dev, op->dtype, n, n ? it->out_shape : NULL,
 						 n ? strides : NULL, &op->tensor, who)) < 0)

@@ -754,8 +754,11 @@ static int index_reduce(int op, const char *who, const tn_tensor *self, const in
 					 "%s(): Expected reduction dim %d to have non-zero size.", who,
 					 d);
 	}
-	/* PyTorch has no bool kernel for argmax and argmin, only reached with elements. */
-	if (!want_vals && self->dtype == TN_BOOL && self->numel > 0)
+	/* ATen's argmax and argmin fill zeros when the reduced dimension has size 1, before
+	 * any kernel runs; otherwise PyTorch has no bool kernel for them, only reached with
+	 * elements. */
+	const bool zero_fill = !want_vals && dim && self->ndim > 0 && self->sizes[d] == 1;
+	if (!want_vals && self->dtype == TN_BOOL && self->numel > 0 && !zero_fill)
 		return tn__error(TN_EINVAL, "\"%s_cpu\" not implemented for 'Bool'", who);
 
 	uint64_t mask;
@@ -796,7 +799,9 @@ static int index_reduce(int op, const char *who, const tn_tensor *self, const in
 	cfg.is_reduction = true;
 	if ((rc = tn__iter_build(&it, &cfg, who)) < 0)
 		goto out;
-	if (run && it.numel > 0) {
+	if (run && it.numel > 0 && zero_fill) {
+		rc = tn__fill_cpu(ri, tn_scalar_int(0));
+	} else if (run && it.numel > 0) {
 		struct arg_ctx c = { .fn = (tn__argreduce_fn)tn__stub_get(&tn__argreduce_stub),
 				     .op = op,
 				     .dt = self->dtype,

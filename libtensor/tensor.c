@@ -279,9 +279,14 @@ static int storage_bytes_for(int ndim, const int64_t *sizes, const int64_t *stri
 					 (long long)sizes[d], shape);
 		}
 		if (strides && strides[d] < 0) {
-			tn__format_shape(shape, sizeof(shape), ndim, strides);
-			return tn__error(TN_EINVAL,
-					 "Negative strides are not supported, got strides: %s", shape);
+			/* ATen's computeStorageNbytes overflows (it computes in uint64). */
+			char sb[SHAPE_BUF];
+			tn__format_shape(shape, sizeof(shape), ndim, sizes);
+			tn__format_shape(sb, sizeof(sb), ndim, strides);
+			return tn__error(TN_EOVERFLOW,
+					 "Storage size calculation overflowed with sizes=%s and "
+					 "strides=%s",
+					 shape, sb);
 		}
 	}
 	for (int d = 0; d < ndim; d++) {
@@ -327,22 +332,19 @@ int tn__format_strides(int ndim, const int64_t *sizes, enum tn_memory_format fmt
 		return tn__contiguous_strides(ndim, sizes, strides);
 	case TN_CHANNELS_LAST:
 		if (ndim != 4)
-			return tn__error(TN_EINVAL, "%s: required rank 4 tensor to use channels_last "
-						    "format",
-					 who);
+			return tn__error(TN_EINVAL,
+					 "required rank 4 tensor to use channels_last format");
 		order = order2d;
 		break;
 	case TN_CHANNELS_LAST_3D:
 		if (ndim != 5)
-			return tn__error(TN_EINVAL, "%s: required rank 5 tensor to use "
-						    "channels_last_3d format",
-					 who);
+			return tn__error(TN_EINVAL,
+					 "required rank 5 tensor to use channels_last_3d format");
 		order = order3d;
 		break;
 	case TN_PRESERVE_FORMAT:
-		return tn__error(TN_EINVAL,
-				 "%s: Preserve memory format is unsupported by the contiguous operator.",
-				 who);
+		/* empty's words in PyTorch; contiguous answers before it gets here. */
+		return tn__error(TN_EINVAL, "unsupported memory format Preserve");
 	default:
 		return tn__error(TN_EINVAL, "%s: %d is not a memory format", who, (int)fmt);
 	}
@@ -420,8 +422,9 @@ int tn__empty_strided(int nsize, const int64_t *size, int nstride, const int64_t
 {
 	if (nstride != nsize)
 		return tn__error(TN_EINVAL,
-				 "empty_strided: mismatch in length of strides and shape (%d and %d)",
-				 nstride, nsize);
+				 "dimensionality of sizes (%d) must match dimensionality of strides "
+				 "(%d)",
+				 nsize, nstride);
 	if (nsize > 0 && !stride)
 		return tn__error(TN_EINVAL, "empty_strided: NULL strides");
 	return empty_impl(nsize, size, stride, dtype, device, ret_tensor, "empty_strided");

@@ -28,6 +28,19 @@ static int make_view(const tn_tensor *t, int64_t offset, int ndim, const int64_t
 	return tn__tensor_make(t->storage, offset, ndim, sizes, strides, t->dtype, ret);
 }
 
+/* The legacy type name PyTorch prints a tensor's type with ("torch.FloatTensor"). */
+static const char *legacy_type_name(enum tn_dtype dtype)
+{
+	static const char *const names[TN_NUM_DTYPES] = {
+		[TN_BOOL] = "torch.BoolTensor",	    [TN_UINT8] = "torch.ByteTensor",
+		[TN_INT8] = "torch.CharTensor",	    [TN_INT16] = "torch.ShortTensor",
+		[TN_INT32] = "torch.IntTensor",	    [TN_INT64] = "torch.LongTensor",
+		[TN_FLOAT16] = "torch.HalfTensor",  [TN_BFLOAT16] = "torch.BFloat16Tensor",
+		[TN_FLOAT32] = "torch.FloatTensor", [TN_FLOAT64] = "torch.DoubleTensor",
+	};
+	return (unsigned)dtype < TN_NUM_DTYPES ? names[dtype] : "?";
+}
+
 static int check_shape_arg(int ndim, const int64_t *shape, const char *who)
 {
 	if (ndim < 0 || ndim > TN_MAX_DIMS)
@@ -202,7 +215,9 @@ int tn__permute(const tn_tensor *tensor, int ndim, const int64_t *dims, tn_tenso
 		return r;
 	if (ndim != tensor->ndim)
 		return tn__error(TN_EINVAL,
-				 "permute(): number of dimensions in the tensor input does not match "
+				 /* 1.13's words, "sparse_coo" included (its dense permute shares the
+				  * sparse one's message). */
+				 "permute(sparse_coo): number of dimensions in the tensor input does not match "
 				 "the length of the desired ordering of dimensions i.e. input.dim() = "
 				 "%d is not equal to len(dims) = %d",
 				 tensor->ndim, ndim);
@@ -274,10 +289,16 @@ int tn__slice(const tn_tensor *tensor, int64_t dim, int64_t start, int64_t end, 
 	memcpy(strides, tensor->strides, (size_t)n * sizeof(int64_t));
 	int64_t len = end - start;
 	sizes[d] = len == 0 ? 0 : (len - 1) / step + 1;
-	/* A stride only matters when the dimension has two or more elements. */
-	if (sizes[d] > 1 && __builtin_mul_overflow(strides[d], step, &strides[d]))
-		return tn__error(TN_EOVERFLOW, "slice: stride %lld times step %lld overflows",
-				 (long long)tensor->strides[d], (long long)step);
+	/* The stride is stride * step whatever the size, as PyTorch's (a slice left with one
+	 * element keeps it too, and DLPack consumers see it). It only matters when the
+	 * dimension has two or more elements: with fewer, an overflow wraps as it does in
+	 * PyTorch rather than failing. */
+	if (__builtin_mul_overflow(strides[d], step, &strides[d])) {
+		if (sizes[d] > 1)
+			return tn__error(TN_EOVERFLOW, "slice: stride %lld times step %lld overflows",
+					 (long long)tensor->strides[d], (long long)step);
+		strides[d] = (int64_t)((uint64_t)tensor->strides[d] * (uint64_t)step);
+	}
 	if (__builtin_mul_overflow(start, tensor->strides[d], &offset) ||
 	    __builtin_add_overflow(offset, tensor->offset, &offset))
 		return tn__error(TN_EOVERFLOW, "slice: storage offset overflows");
@@ -293,19 +314,23 @@ int tn__narrow(const tn_tensor *tensor, int64_t dim, int64_t start, int64_t leng
 		return r;
 	if (tensor->ndim == 0)
 		return tn__error(TN_EINVAL, "narrow() cannot be applied to a 0-dim tensor.");
-	if (length < 0)
-		return tn__error(TN_EINVAL, "narrow(): length must be non-negative.");
 	if ((d = tn__wrap_dim(dim, tensor->ndim)) < 0)
 		return d;
+	/* PyTorch 1.13's order and words: start wraps as a dimension index would (over the
+	 * size, a size of 0 counting as 1), except that start == size is valid; then one check
+	 * of length and start together. */
 	int64_t cur = tensor->sizes[d];
-	if (start < -cur || start > cur)
-		return tn__error(TN_ERANGE,
-				 "start out of range (expected to be in range of [%lld, %lld], but "
-				 "got %lld)",
-				 (long long)-cur, (long long)cur, (long long)start);
-	if (start < 0)
-		start += cur;
-	if (start > cur - length)
+	if (start != cur) {
+		int64_t n = cur > 0 ? cur : 1;
+		if (start < -n || start > n - 1)
+			return tn__error(TN_ERANGE,
+					 "Dimension out of range (expected to be in range of [%lld, "
+					 "%lld], but got %lld)",
+					 (long long)-n, (long long)(n - 1), (long long)start);
+		if (start < 0)
+			start += n;
+	}
+	if (!(length >= 0 && start <= cur - length))
 		return tn__error(TN_ERANGE, "start (%lld) + length (%lld) exceeds dimension size (%lld).",
 				 (long long)start, (long long)length, (long long)cur);
 	return tn__slice(tensor, d, start, start + length, 1, ret_tensor);
@@ -361,14 +386,14 @@ int tn__expand(const tn_tensor *tensor, int ndim, const int64_t *sizes, tn_tenso
 		return tn__error(TN_EINVAL,
 				 "expand(%s{%s}, size=%s): the number of sizes provided (%d) must be "
 				 "greater or equal to the number of dimensions in the tensor (%d)",
-				 tn_dtype_name(tensor->dtype), have, want, ndim, tdim);
+				 legacy_type_name(tensor->dtype), have, want, ndim, tdim);
 	}
 	for (int i = ndim - 1; i >= 0; i--) {
 		int offset = ndim - 1 - i;
 		int dim = tdim - 1 - offset;
 		int64_t size = dim >= 0 ? tensor->sizes[dim] : 1;
 		int64_t stride = dim >= 0 ? tensor->strides[dim]
-			       : i == ndim - 1 ? 1
+			       : i == ndim - 1 ? 0 /* a 0-dim tensor: every stride is 0 */
 					       : mul_or(out_sizes[i + 1], out_strides[i + 1], 0);
 		int64_t target = sizes[i];
 		if (target == -1) {
@@ -378,12 +403,6 @@ int tn__expand(const tn_tensor *tensor, int ndim, const int64_t *sizes, tn_tenso
 						 "a leading, non-existing dimension %d",
 						 i);
 			target = size;
-		}
-		if (target < 0) {
-			tn__format_shape(want, sizeof(want), ndim, sizes);
-			return tn__error(TN_EINVAL,
-					 "Trying to create tensor with negative dimension %lld: %s",
-					 (long long)target, want);
 		}
 		if (size != target) {
 			if (size != 1) {
@@ -401,6 +420,11 @@ int tn__expand(const tn_tensor *tensor, int ndim, const int64_t *sizes, tn_tenso
 		out_sizes[i] = size;
 		out_strides[i] = stride;
 	}
+	/* A negative size that took a size-1 or new dimension: ATen's numel overflows (it
+	 * multiplies the sizes as uint64). */
+	for (int i = 0; i < ndim; i++)
+		if (out_sizes[i] < 0)
+			return tn__error(TN_EOVERFLOW, "numel: integer multiplication overflow");
 	return make_view(tensor, tensor->offset, ndim, out_sizes, out_strides, ret_tensor);
 }
 
@@ -474,9 +498,7 @@ int tn__as_strided(const tn_tensor *tensor, int ndim, const int64_t *sizes, int 
 	    (r = check_shape_arg(ndim, sizes, "as_strided")))
 		return r;
 	if (nstride != ndim)
-		return tn__error(TN_EINVAL,
-				 "as_strided: mismatch in length of strides and shape (%d and %d)",
-				 nstride, ndim);
+		return tn__error(TN_EINVAL, "mismatch in length of strides and shape");
 	if (ndim && !strides)
 		return tn__error(TN_EINVAL, "as_strided: NULL strides");
 	for (int d = 0; d < ndim; d++) {
@@ -486,6 +508,19 @@ int tn__as_strided(const tn_tensor *tensor, int ndim, const int64_t *sizes, int 
 					 "as_strided: Negative strides are not supported at the moment, "
 					 "got strides: %s",
 					 buf);
+		}
+	}
+	/* A negative size overflows ATen's computeStorageNbytes (in uint64), which stops at
+	 * the first size of 0. */
+	for (int d = 0; d < ndim && sizes[d] != 0; d++) {
+		if (sizes[d] < 0) {
+			char sb[SHAPE_BUF];
+			tn__format_shape(buf, sizeof(buf), ndim, sizes);
+			tn__format_shape(sb, sizeof(sb), ndim, strides);
+			return tn__error(TN_EOVERFLOW,
+					 "Storage size calculation overflowed with sizes=%s and "
+					 "strides=%s",
+					 buf, sb);
 		}
 	}
 	return make_view(tensor, storage_offset ? *storage_offset : tensor->offset, ndim, sizes,
@@ -501,10 +536,12 @@ int tn__unbind(const tn_tensor *self, int64_t dim, int *ret_n, tn_tensor ***ret_
 		return tn__error(TN_EINVAL, "unbind: NULL %s", ret_n ? "ret_tensors" : "ret_n");
 	if ((r = check_in(self, ret_tensors, "unbind")))
 		return r;
-	if (self->ndim == 0)
-		return tn__error(TN_EINVAL, "Dimension specified as 0 but tensor has no dimensions");
+	/* The dimension is checked first (a 0-dim tensor wraps like a 1-dim one), as in
+	 * PyTorch: dim 1 is out of range, dim 0 or -1 has no dimension to unbind. */
 	if ((d = tn__wrap_dim(dim, self->ndim)) < 0)
 		return d;
+	if (self->ndim == 0)
+		return tn__error(TN_ERANGE, "Dimension specified as 0 but tensor has no dimensions");
 	int64_t n = self->sizes[d];
 	if (n > INT32_MAX)
 		return tn__error(TN_EOVERFLOW, "unbind: %lld tensors do not fit an int count",

@@ -12,6 +12,7 @@
 
 #include "testutil.h"
 #include "golden/binary_golden.h"
+#include "golden/parity_golden.h"
 
 typedef int (*tt_fn)(const tn_tensor *, const tn_tensor *, tn_tensor **);
 typedef int (*tt_out_fn)(const tn_tensor *, const tn_tensor *, tn_tensor *);
@@ -776,6 +777,56 @@ START_TEST(test_streamed_outputs)
 }
 END_TEST
 
+static tn_tensor *half_from_bits(const uint16_t *bits, int64_t n)
+{
+	tn_tensor *t;
+	ck_assert_tn_ok(tn_empty(1, &n, TN_FLOAT16, TN_CPU, TN_CONTIGUOUS_FORMAT, &t));
+	memcpy(tn_tensor_data(t), bits, (size_t)n * sizeof(uint16_t));
+	return t;
+}
+
+static void assert_half_bits(const tn_tensor *t, const uint16_t *want, int64_t n, const char *what)
+{
+	ck_assert_int_eq(tn_tensor_numel(t), n);
+	for (int64_t i = 0; i < n; i++) {
+		int64_t idx = i;
+		tn_scalar v;
+		ck_assert_tn_ok(tn_tensor_get(t, 1, &idx, &v));
+		uint16_t got = tn_half_from_float((float)v.v.d).bits;
+		ck_assert_msg(got == want[i], "%s [%lld]: 0x%04x, PyTorch 0x%04x", what, (long long)i,
+			      got, want[i]);
+	}
+}
+
+/* float16 floor division as PyTorch's CPU loops compute it: the vector code (blocks of 32 of
+ * a contiguous row, or with a broadcast scalar) rounds every step to Half, the scalar code
+ * (the rest of a row, strided rows) keeps fmod and the quotient in float; under each
+ * capability. */
+START_TEST(test_half_floor_division_matches_pytorch)
+{
+	tn_test_force_capability(_i);
+	const int64_t n = PAR_HFD_N, ns = (PAR_HFD_N + 1) / 2;
+	tn_tensor *a = half_from_bits(par_hfd_a, n), *b = half_from_bits(par_hfd_b, n), *r, *as, *bs,
+		  *seven;
+	ck_assert_tn_ok(tn_div_mode(a, b, "floor", &r));
+	assert_half_bits(r, par_hfd_contig, n, "contiguous");
+	tn_tensor_unref(r);
+	ck_assert_tn_ok(tn_slice(a, 0, 0, INT64_MAX, 2, &as));
+	ck_assert_tn_ok(tn_slice(b, 0, 0, INT64_MAX, 2, &bs));
+	ck_assert_tn_ok(tn_div_mode(as, bs, "floor", &r));
+	assert_half_bits(r, par_hfd_strided, ns, "strided");
+	tn_tensor_unref(r);
+	ck_assert_tn_ok(tn_full(0, NULL, tn_scalar_double(7.0), &(enum tn_dtype){ TN_FLOAT16 }, TN_CPU,
+				&seven));
+	ck_assert_tn_ok(tn_div_mode(a, seven, "floor", &r));
+	assert_half_bits(r, par_hfd_seven, n, "by a 0-dim 7");
+	tn_tensor_unref(r);
+	tn_tensor *list[] = { a, b, as, bs, seven };
+	for (int k = 0; k < 5; k++)
+		tn_tensor_unref(list[k]);
+}
+END_TEST
+
 static Suite *binary_suite(void)
 {
 	Suite *s = suite_create("binary");
@@ -790,6 +841,7 @@ static Suite *binary_suite(void)
 	tcase_add_test(tc, test_logical_outputs);
 	tcase_add_test(tc, test_streamed_outputs);
 	tcase_add_loop_test(tc, test_kernels_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);
+	tcase_add_loop_test(tc, test_half_floor_division_matches_pytorch, 0, TN_NUM_CPU_CAPABILITIES);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return s;

@@ -207,9 +207,9 @@ START_TEST(test_scalar_conversions)
 	ck_assert_int_eq(i, INT64_MIN);
 	i = 5;
 	ck_assert_tn_error(tn_scalar_to_int(tn_scalar_double(0x1p63), &i), TN_EOVERFLOW,
-			   "value cannot be converted to type int64 without overflow");
+			   "value cannot be converted to type int64_t without overflow");
 	ck_assert_tn_error(tn_scalar_to_int(tn_scalar_double(NAN), &i), TN_EOVERFLOW,
-			   "value cannot be converted to type int64 without overflow");
+			   "value cannot be converted to type int64_t without overflow");
 	ck_assert_int_eq(i, 5);
 	ck_assert_tn_error(tn_scalar_to_int(tn_scalar_int(1), NULL), TN_EINVAL,
 			   "tn_scalar_to_int: NULL ret_value");

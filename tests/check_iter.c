@@ -12,6 +12,7 @@
 #include "testutil.h"
 #include "iter.h"
 #include "golden/iter_golden.h"
+#include "golden/parity_golden.h"
 
 static tn_tensor *arange_f(int n, const int64_t *sizes, enum tn_dtype dt)
 {
@@ -1041,6 +1042,94 @@ START_TEST(test_device_errors)
 }
 END_TEST
 
+/*
+ * Floating -> integer copies of NaN, the infinities and values outside int32's and int64's
+ * range give PyTorch's x86 results (INT64_MIN or INT32_MIN, narrowed), contiguous (long
+ * enough for the vector loops), strided and broadcast, under each CPU capability.
+ */
+START_TEST(test_copy_float_to_int_special_values)
+{
+	tn_test_force_capability(_i);
+	enum { REP = 37 };
+	int64_t n = PAR_CAST_NVALS * REP;
+	double all[PAR_CAST_NVALS * REP];
+	for (int r = 0; r < REP; r++)
+		memcpy(all + r * PAR_CAST_NVALS, par_cast_values, sizeof(par_cast_values));
+	for (size_t s = 0; s < sizeof(par_cast_src) / sizeof(par_cast_src[0]); s++) {
+		tn_tensor *src = tn_test_from_values(all, 1, &n, par_cast_src[s]), *strided, *bcast;
+		int64_t two[] = { 2, n };
+		ck_assert_tn_ok(tn_slice(src, 0, 0, INT64_MAX, 3, &strided));
+		ck_assert_tn_ok(tn_expand(src, 2, two, &bcast));
+		for (size_t d = 0; d < sizeof(par_cast_dst) / sizeof(par_cast_dst[0]); d++) {
+			enum tn_dtype dt = par_cast_dst[d];
+			tn_tensor *c, *st, *bc, *back, *sback;
+			ck_assert_tn_ok(tn_empty(1, &n, dt, TN_CPU, TN_CONTIGUOUS_FORMAT, &c));
+			ck_assert_tn_ok(tn_copy_(c, src, false));
+			ck_assert_tn_ok(tn_to(strided, dt, false, false, NULL, &st));
+			ck_assert_tn_ok(tn_empty(2, two, dt, TN_CPU, TN_CONTIGUOUS_FORMAT, &bc));
+			ck_assert_tn_ok(tn_copy_(bc, bcast, false));
+			ck_assert_tn_ok(tn_to(c, TN_INT64, false, false, NULL, &back));
+			ck_assert_tn_ok(tn_to(st, TN_INT64, false, false, NULL, &sback));
+			const int64_t *got = tn_tensor_data(back), *sgot = tn_tensor_data(sback);
+			for (int64_t i = 0; i < n; i++) {
+				int64_t want = par_cast_golden[s][d][i % PAR_CAST_NVALS];
+				ck_assert_msg(got[i] == want, "%s -> %s: %.17g gives %lld, PyTorch %lld",
+					      tn_dtype_name(par_cast_src[s]), tn_dtype_name(dt),
+					      all[i], (long long)got[i], (long long)want);
+				int64_t idx[] = { 1, i };
+				tn_scalar v;
+				ck_assert_tn_ok(tn_tensor_get(bc, 2, idx, &v));
+				ck_assert_int_eq(v.kind == TN_SCALAR_BOOL ? v.v.b : v.v.i, want);
+			}
+			for (int64_t i = 0; i < tn_tensor_numel(sback); i++)
+				ck_assert_int_eq(sgot[i], par_cast_golden[s][d][(3 * i) % PAR_CAST_NVALS]);
+			tn_tensor *list[] = { c, st, bc, back, sback };
+			for (size_t k = 0; k < 5; k++)
+				tn_tensor_unref(list[k]);
+		}
+		tn_tensor_unref(src);
+		tn_tensor_unref(strided);
+		tn_tensor_unref(bcast);
+	}
+}
+END_TEST
+
+/*
+ * Element-wise outputs are laid out as PyTorch's TensorIterator lays them out, size-1 and
+ * size-0 dimensions included: its fast setups (all contiguous, all channels-last, all dense
+ * with one set of strides) and otherwise its permutation (reorder_dimensions) with
+ * compatible strides, on a grid of mixed layouts, mixed dtypes and broadcasts.
+ */
+START_TEST(test_output_layouts_match_pytorch)
+{
+	for (size_t k = 0; k < sizeof(par_layout_cases) / sizeof(par_layout_cases[0]); k++) {
+		const struct par_layout_case *c = &par_layout_cases[k];
+		tn_tensor *a, *b, *r = NULL;
+		ck_assert_tn_ok(tn_empty_strided(c->na, c->as, c->na, c->ast, TN_FLOAT32, TN_CPU, &a));
+		ck_assert_tn_ok(tn_empty_strided(c->nb, c->bs, c->nb, c->bst,
+						 c->mixed ? TN_INT32 : TN_FLOAT32, TN_CPU, &b));
+		if (c->op == 0)
+			ck_assert_tn_ok(tn_add(a, b, tn_scalar_int(1), &r));
+		else if (c->op == 1)
+			ck_assert_tn_ok(tn_neg(a, &r));
+		else
+			ck_assert_tn_ok(tn_pow_scalar_tensor(c->op == 2 ? tn_scalar_double(2.5)
+								       : tn_scalar_int(1),
+							     a, &r));
+		ck_assert_int_eq(tn_tensor_ndim(r), c->nr);
+		for (int d = 0; d < c->nr; d++) {
+			ck_assert_int_eq(tn_tensor_sizes(r)[d], c->rs[d]);
+			ck_assert_msg(tn_tensor_strides(r)[d] == c->rst[d],
+				      "case %zu (op %d): dim %d stride %lld, PyTorch %lld", k, c->op, d,
+				      (long long)tn_tensor_strides(r)[d], (long long)c->rst[d]);
+		}
+		tn_tensor_unref(a);
+		tn_tensor_unref(b);
+		tn_tensor_unref(r);
+	}
+}
+END_TEST
+
 static Suite *iter_suite(void)
 {
 	Suite *s = suite_create("iter");
@@ -1069,6 +1158,13 @@ static Suite *iter_suite(void)
 			    TN_NUM_CPU_CAPABILITIES);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
+
+	/* Issue 17's parity fixes. */
+	TCase *par = tcase_create("parity");
+	tcase_add_loop_test(par, test_copy_float_to_int_special_values, 0, TN_NUM_CPU_CAPABILITIES);
+	tcase_add_test(par, test_output_layouts_match_pytorch);
+	tcase_set_timeout(par, 60);
+	suite_add_tcase(s, par);
 	return s;
 }
 

@@ -11,6 +11,7 @@
 
 #include "testutil.h"
 #include "golden/reduce_golden.h"
+#include "golden/parity_golden.h"
 
 enum {
 	OP_SUM, OP_SUM_DIM, OP_MEAN, OP_MEAN_DIM, OP_PROD, OP_PROD_DIM, OP_AMAX, OP_AMIN, OP_MAX,
@@ -490,6 +491,35 @@ START_TEST(test_allocation_failures)
 }
 END_TEST
 
+/* argmax and argmin of a bool tensor along a dimension of size 1 are zeros (ATen fills before
+ * looking for a kernel); anything else is PyTorch's "not implemented for 'Bool'". */
+START_TEST(test_argmax_bool_size_one_dim)
+{
+	for (size_t k = 0; k < sizeof(par_argbool_cases) / sizeof(par_argbool_cases[0]); k++) {
+		const struct par_argbool_case *c = &par_argbool_cases[k];
+		tn_tensor *t, *r = NULL;
+		ck_assert_tn_ok(tn_ones(c->ndim, c->sizes, TN_BOOL, TN_CPU, &t));
+		tn_clear_error();
+		int rc = (c->is_min ? tn_argmin : tn_argmax)(t, c->has_dim ? &c->dim : NULL,
+							     c->keepdim, &r);
+		if (!c->ok) {
+			ck_assert_msg(rc < 0, "case %zu: succeeded, PyTorch '%s'", k, c->msg);
+			ck_assert_str_eq(tn_last_error(), c->msg);
+		} else {
+			ck_assert_msg(rc == 0, "case %zu: %s", k, tn_last_error());
+			ck_assert_int_eq(tn_tensor_ndim(r), c->out_ndim);
+			for (int d = 0; d < c->out_ndim; d++)
+				ck_assert_int_eq(tn_tensor_sizes(r)[d], c->out_sizes[d]);
+			const int64_t *p = tn_tensor_data(r);
+			for (int64_t i = 0; i < tn_tensor_numel(r); i++)
+				ck_assert_int_eq(p[i], 0);
+		}
+		tn_tensor_unref(r);
+		tn_tensor_unref(t);
+	}
+}
+END_TEST
+
 static Suite *reduce_suite(void)
 {
 	Suite *s = suite_create("reduce");
@@ -499,6 +529,7 @@ static Suite *reduce_suite(void)
 	tcase_add_loop_test(tc, test_float32_sum_accuracy, 0, 2);
 	tcase_add_test(tc, test_out_errors);
 	tcase_add_test(tc, test_allocation_failures);
+	tcase_add_test(tc, test_argmax_bool_size_one_dim);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return s;

@@ -9,6 +9,7 @@
 
 #include "testutil.h"
 #include "golden/arange_golden.h"
+#include "golden/parity_golden.h"
 
 START_TEST(test_empty_geometry)
 {
@@ -95,8 +96,8 @@ START_TEST(test_bad_factory_arguments)
 	ck_assert_tn_error(tn_empty(2, sizes, (enum tn_dtype)42, TN_CPU, TN_CONTIGUOUS_FORMAT, &t), TN_EINVAL, "empty: invalid dtype 42");
 	ck_assert_tn_error(tn_empty(2, sizes, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, NULL), TN_EINVAL, "empty: NULL ret_tensor");
 	int64_t neg_stride[] = { 1, -1 };
-	ck_assert_tn_error(tn_empty_strided(2, sizes, 2, neg_stride, TN_FLOAT32, TN_CPU, &t), TN_EINVAL,
-			   "Negative strides are not supported, got strides: [1, -1]");
+	ck_assert_tn_error(tn_empty_strided(2, sizes, 2, neg_stride, TN_FLOAT32, TN_CPU, &t), TN_EOVERFLOW,
+			   "Storage size calculation overflowed with sizes=[2, 2] and strides=[1, -1]");
 	ck_assert_tn_error(tn_empty_strided(2, sizes, 2, NULL, TN_FLOAT32, TN_CPU, &t), TN_EINVAL,
 			   "empty_strided: NULL strides");
 	int64_t wide[] = { 0, INT64_MAX, INT64_MAX };
@@ -185,25 +186,25 @@ START_TEST(test_full_overflow)
 	tn_tensor *t = NULL;
 	struct tn_baseline b = tn_test_baseline();
 	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_int(256), &(enum tn_dtype){ TN_UINT8 }, TN_CPU, &t), TN_EOVERFLOW,
-			   "value cannot be converted to type uint8 without overflow");
-	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_int(-1), &(enum tn_dtype){ TN_UINT8 }, TN_CPU, &t), TN_EOVERFLOW,
-			   "value cannot be converted to type uint8 without overflow");
+			   "value cannot be converted to type uint8_t without overflow");
+	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_int(-256), &(enum tn_dtype){ TN_UINT8 }, TN_CPU, &t), TN_EOVERFLOW,
+			   "value cannot be converted to type uint8_t without overflow");
 	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_int(-129), &(enum tn_dtype){ TN_INT8 }, TN_CPU, &t), TN_EOVERFLOW,
-			   "value cannot be converted to type int8 without overflow");
+			   "value cannot be converted to type int8_t without overflow");
 	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_double(2147483648.0), &(enum tn_dtype){ TN_INT32 }, TN_CPU, &t),
-			   TN_EOVERFLOW, "value cannot be converted to type int32 without overflow");
+			   TN_EOVERFLOW, "value cannot be converted to type int without overflow");
 	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_double(NAN), &(enum tn_dtype){ TN_INT64 }, TN_CPU, &t), TN_EOVERFLOW,
-			   "value cannot be converted to type int64 without overflow");
+			   "value cannot be converted to type int64_t without overflow");
 	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_double(65505.0), &(enum tn_dtype){ TN_FLOAT16 }, TN_CPU, &t),
-			   TN_EOVERFLOW, "value cannot be converted to type float16 without overflow");
+			   TN_EOVERFLOW, "value cannot be converted to type at::Half without overflow");
 	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_double(1e39), &(enum tn_dtype){ TN_FLOAT32 }, TN_CPU, &t), TN_EOVERFLOW,
-			   "value cannot be converted to type float32 without overflow");
+			   "value cannot be converted to type float without overflow");
 	ck_assert_tn_error(tn_full(1, sizes, tn_scalar_double(-1e39), &(enum tn_dtype){ TN_BFLOAT16 }, TN_CPU, &t),
-			   TN_EOVERFLOW, "value cannot be converted to type bfloat16 without overflow");
+			   TN_EOVERFLOW, "value cannot be converted to type at::BFloat16 without overflow");
 	ck_assert_ptr_null(t);
 	ck_assert_no_leak(b);
 	/* Edges that fit. */
-	ck_assert_tn_ok(tn_full(1, sizes, tn_scalar_double(-2147483648.9), &(enum tn_dtype){ TN_INT32 }, TN_CPU, &t));
+	ck_assert_tn_ok(tn_full(1, sizes, tn_scalar_double(-2147483648.0), &(enum tn_dtype){ TN_INT32 }, TN_CPU, &t));
 	tn_tensor_unref(t);
 	ck_assert_tn_ok(tn_full(1, sizes, tn_scalar_double(65504.0), &(enum tn_dtype){ TN_FLOAT16 }, TN_CPU, &t));
 	tn_tensor_unref(t);
@@ -324,7 +325,7 @@ START_TEST(test_get_set_item)
 	ck_assert_tn_error(tn_tensor_get(t, 2, bad2, &(tn_scalar){ 0 }), TN_ERANGE,
 			   "index -4 is out of bounds for dimension 1 with size 3");
 	ck_assert_tn_error(tn_tensor_set(t, 2, idx, tn_scalar_int(40000)), TN_EOVERFLOW,
-			   "value cannot be converted to type int16 without overflow");
+			   "value cannot be converted to type int16_t without overflow");
 	ck_assert_int_eq(tn_test_get_int(t, same), -300); /* unchanged */
 	ck_assert_tn_error(tn_tensor_get(t, 2, NULL, &(tn_scalar){ 0 }), TN_EINVAL,
 			   "tn_tensor_get: NULL index");
@@ -471,6 +472,93 @@ START_TEST(test_fault_injection_every_constructor)
 }
 END_TEST
 
+static tn_scalar par_scalar(int kind, int64_t i, double d)
+{
+	return kind == 0 ? tn_scalar_int(i) : kind == 1 ? tn_scalar_double(d) : tn_scalar_bool(i != 0);
+}
+
+/* fill_, full and where's Python numbers convert as c10's checked_convert: a negative int
+ * wraps into uint8 (down to -255), a double is compared before it truncates (-0.5 does not
+ * fit uint8), 2^63 passes for int64 and gives INT64_MIN; the type names are C++'s. */
+START_TEST(test_scalar_conversions_match_pytorch)
+{
+	int64_t one = 1;
+	for (size_t k = 0; k < sizeof(par_scalar_cases) / sizeof(par_scalar_cases[0]); k++) {
+		const struct par_scalar_case *c = &par_scalar_cases[k];
+		tn_scalar v = par_scalar(c->kind, c->i, c->d);
+		tn_tensor *t, *f = NULL;
+		ck_assert_tn_ok(tn_zeros(1, &one, c->dtype, TN_CPU, &t));
+		tn_clear_error();
+		int r = tn_fill_(t, v), rf = tn_full(1, &one, v, &c->dtype, TN_CPU, &f);
+		if (!c->ok) {
+			ck_assert_msg(r == TN_EOVERFLOW && rf == TN_EOVERFLOW,
+				      "case %zu (%s): fill_ %d, full %d, PyTorch '%s'", k,
+				      tn_dtype_name(c->dtype), r, rf, c->msg);
+			ck_assert_str_eq(tn_last_error(), c->msg);
+		} else {
+			ck_assert_msg(r == 0 && rf == 0, "case %zu (%s): %s", k, tn_dtype_name(c->dtype),
+				      tn_last_error());
+			tn_scalar got, gotf;
+			int64_t idx = 0;
+			ck_assert_tn_ok(tn_tensor_get(t, 1, &idx, &got));
+			ck_assert_tn_ok(tn_tensor_get(f, 1, &idx, &gotf));
+			double g = got.kind == TN_SCALAR_DOUBLE ? got.v.d
+				   : got.kind == TN_SCALAR_INT	 ? (double)got.v.i
+								 : got.v.b;
+			double gf = gotf.kind == TN_SCALAR_DOUBLE ? gotf.v.d
+				    : gotf.kind == TN_SCALAR_INT  ? (double)gotf.v.i
+								  : gotf.v.b;
+			ck_assert_msg((g == c->value || (isnan(g) && isnan(c->value))) &&
+					      (gf == c->value || (isnan(gf) && isnan(c->value))),
+				      "case %zu (%s): %.17g / %.17g, PyTorch %.17g", k,
+				      tn_dtype_name(c->dtype), g, gf, c->value);
+		}
+		tn_tensor_unref(t);
+		tn_tensor_unref(f);
+	}
+	/* where with a Python int and a uint8 tensor: uint8, the int wrapped. */
+	int64_t two = 2;
+	tn_tensor *cond, *u, *w;
+	ck_assert_tn_ok(tn_empty(1, &two, TN_BOOL, TN_CPU, TN_CONTIGUOUS_FORMAT, &cond));
+	((bool *)tn_tensor_data(cond))[0] = true;
+	((bool *)tn_tensor_data(cond))[1] = false;
+	ck_assert_tn_ok(tn_empty(1, &two, TN_UINT8, TN_CPU, TN_CONTIGUOUS_FORMAT, &u));
+	((uint8_t *)tn_tensor_data(u))[0] = 3;
+	((uint8_t *)tn_tensor_data(u))[1] = 4;
+	ck_assert_tn_ok(tn_where_scalar_other(cond, u, tn_scalar_int(-7), &w));
+	ck_assert_int_eq(tn_tensor_dtype(w), TN_UINT8);
+	for (int64_t i = 0; i < 2; i++)
+		ck_assert_int_eq(tn_test_get_int(w, &i), par_where_u8_other[i]);
+	tn_tensor_unref(w);
+	ck_assert_tn_ok(tn_where_scalar_self(cond, tn_scalar_int(-7), u, &w));
+	for (int64_t i = 0; i < 2; i++)
+		ck_assert_int_eq(tn_test_get_int(w, &i), par_where_u8_self[i]);
+	tn_tensor_unref(w);
+	ck_assert_tn_error(tn_where_scalar_other(cond, u, tn_scalar_int(300), &w), TN_EOVERFLOW,
+			   par_where_u8_300_msg);
+	tn_tensor_unref(cond);
+	tn_tensor_unref(u);
+}
+END_TEST
+
+/* contiguous(preserve_format) returns a contiguous tensor as it is, and refuses any other
+ * with PyTorch's words. */
+START_TEST(test_contiguous_preserve_format)
+{
+	int64_t s[] = { 2, 3 };
+	tn_tensor *t, *r = NULL, *tt;
+	ck_assert_tn_ok(tn_zeros(2, s, TN_FLOAT32, TN_CPU, &t));
+	ck_assert_tn_ok(tn_contiguous(t, TN_PRESERVE_FORMAT, &r));
+	ck_assert_ptr_eq(r, t);
+	tn_tensor_unref(r);
+	ck_assert_tn_ok(tn_transpose(t, 0, 1, &tt));
+	ck_assert_tn_error(tn_contiguous(tt, TN_PRESERVE_FORMAT, &r), TN_EINVAL,
+			   par_contiguous_preserve_msg);
+	tn_tensor_unref(tt);
+	tn_tensor_unref(t);
+}
+END_TEST
+
 static Suite *tensor_suite(void)
 {
 	Suite *s = suite_create("tensor");
@@ -487,6 +575,8 @@ static Suite *tensor_suite(void)
 	tcase_add_test(tc, test_get_set_item);
 	tcase_add_test(tc, test_bad_tensor_handles);
 	tcase_add_test(tc, test_fault_injection_every_constructor);
+	tcase_add_test(tc, test_scalar_conversions_match_pytorch);
+	tcase_add_test(tc, test_contiguous_preserve_format);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -7,6 +7,7 @@
  * against a brute-force walk over every element.
  */
 #include "testutil.h"
+#include "golden/parity_golden.h"
 
 static tn_tensor *base(int ndim, const int64_t *sizes)
 {
@@ -198,7 +199,7 @@ START_TEST(test_view_errors)
 
 	int64_t dims2[] = { 0, 1 }, dup[] = { 0, 1, -3 };
 	ck_assert_tn_error(tn_permute(a, 2, dims2, &v), TN_EINVAL,
-			   "permute(): number of dimensions in the tensor input does not match the "
+			   "permute(sparse_coo): number of dimensions in the tensor input does not match the "
 			   "length of the desired ordering of dimensions i.e. input.dim() = 3 is not "
 			   "equal to len(dims) = 2");
 	ck_assert_tn_error(tn_permute(a, 3, dup, &v), TN_EINVAL,
@@ -209,16 +210,16 @@ START_TEST(test_view_errors)
 	ck_assert_tn_error(tn_narrow(a, 2, 3, 2, &v), TN_ERANGE,
 			   "start (3) + length (2) exceeds dimension size (4).");
 	ck_assert_tn_error(tn_narrow(a, 2, -5, 1, &v), TN_ERANGE,
-			   "start out of range (expected to be in range of [-4, 4], but got -5)");
-	ck_assert_tn_error(tn_narrow(a, 2, 0, -1, &v), TN_EINVAL,
-			   "narrow(): length must be non-negative.");
+			   "Dimension out of range (expected to be in range of [-4, 3], but got -5)");
+	ck_assert_tn_error(tn_narrow(a, 2, 0, -1, &v), TN_ERANGE,
+			   "start (0) + length (-1) exceeds dimension size (4).");
 	ck_assert_tn_error(tn_select(a, 1, 3, &v), TN_ERANGE,
 			   "select(): index 3 out of range for tensor of size [2, 3, 4] at dimension 1");
 	ck_assert_tn_error(tn_select(a, 1, -4, &v), TN_ERANGE,
 			   "select(): index -4 out of range for tensor of size [2, 3, 4] at dimension 1");
 	int64_t e1[] = { 4 }, e2[] = { 2, 5, 4 }, e3[] = { -1, 2, 3, 4 };
 	ck_assert_tn_error(tn_expand(a, 1, e1, &v), TN_EINVAL,
-			   "expand(int64{[2, 3, 4]}, size=[4]): the number of sizes provided (1) must "
+			   "expand(torch.LongTensor{[2, 3, 4]}, size=[4]): the number of sizes provided (1) must "
 			   "be greater or equal to the number of dimensions in the tensor (3)");
 	ck_assert_tn_error(tn_expand(a, 3, e2, &v), TN_EINVAL,
 			   "The expanded size of the tensor (5) must match the existing size (3) at "
@@ -454,6 +455,171 @@ START_TEST(test_clone_preserve_format)
 }
 END_TEST
 
+/* A view's sizes and strides equal PyTorch's, or its error is PyTorch's message. */
+static void assert_view_case(int r, tn_tensor *v, int ok, int nd, const int64_t *sizes,
+			     const int64_t *strides, const char *msg, const char *what, size_t i)
+{
+	if (!ok) {
+		ck_assert_msg(r < 0, "%s case %zu: succeeded, PyTorch says '%s'", what, i, msg);
+		ck_assert_msg(strcmp(tn_last_error(), msg) == 0, "%s case %zu: '%s', PyTorch '%s'",
+			      what, i, tn_last_error(), msg);
+		return;
+	}
+	ck_assert_msg(r == 0, "%s case %zu failed: %s", what, i, tn_last_error());
+	ck_assert_int_eq(tn_tensor_ndim(v), nd);
+	for (int d = 0; d < nd; d++) {
+		ck_assert_msg(tn_tensor_sizes(v)[d] == sizes[d] && tn_tensor_strides(v)[d] == strides[d],
+			      "%s case %zu dim %d: size %lld stride %lld, PyTorch %lld %lld", what, i,
+			      d, (long long)tn_tensor_sizes(v)[d], (long long)tn_tensor_strides(v)[d],
+			      (long long)sizes[d], (long long)strides[d]);
+	}
+	tn_tensor_unref(v);
+}
+
+static tn_tensor *empty_f32(int ndim, const int64_t *sizes)
+{
+	tn_tensor *t;
+	ck_assert_tn_ok(tn_empty(ndim, sizes, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, &t));
+	return t;
+}
+
+/* slice keeps stride * step even when one element is left; narrow wraps start and words its
+ * errors as 1.13 does (a size-0 dimension takes start -1); expand of a 0-dim tensor gives
+ * stride 0 everywhere: PyTorch's results on a grid of shapes and arguments. */
+START_TEST(test_views_match_pytorch)
+{
+	for (size_t i = 0; i < sizeof(par_slice_cases) / sizeof(par_slice_cases[0]); i++) {
+		const struct par_slice_case *c = &par_slice_cases[i];
+		tn_tensor *t = empty_f32(c->ndim, c->sizes), *v = NULL;
+		tn_clear_error();
+		int r = tn_slice(t, c->dim, c->start, c->end, c->step, &v);
+		assert_view_case(r, v, c->ok, c->out_ndim, c->out_sizes, c->out_strides, c->msg,
+				 "slice", i);
+		tn_tensor_unref(t);
+	}
+	for (size_t i = 0; i < sizeof(par_narrow_cases) / sizeof(par_narrow_cases[0]); i++) {
+		const struct par_narrow_case *c = &par_narrow_cases[i];
+		tn_tensor *t = empty_f32(c->ndim, c->sizes), *v = NULL;
+		tn_clear_error();
+		int r = tn_narrow(t, c->dim, c->start, c->length, &v);
+		assert_view_case(r, v, c->ok, c->out_ndim, c->out_sizes, c->out_strides, c->msg,
+				 "narrow", i);
+		tn_tensor_unref(t);
+	}
+	for (size_t i = 0; i < sizeof(par_expand_cases) / sizeof(par_expand_cases[0]); i++) {
+		const struct par_expand_case *c = &par_expand_cases[i];
+		tn_tensor *t = empty_f32(c->ndim, c->sizes), *v = NULL;
+		tn_clear_error();
+		int r = tn_expand(t, c->nt, c->target, &v);
+		assert_view_case(r, v, c->ok, c->out_ndim, c->out_sizes, c->out_strides, c->msg,
+				 "expand", i);
+		tn_tensor_unref(t);
+	}
+	/* unbind of a 0-dim tensor: the dimension is checked first (PyTorch's order). */
+	tn_tensor *z = empty_f32(0, NULL), **list;
+	int n;
+	ck_assert_tn_error(tn_unbind(z, 1, &n, &list), TN_ERANGE,
+			   "Dimension out of range (expected to be in range of [-1, 0], but got 1)");
+	ck_assert_tn_error(tn_unbind(z, -1, &n, &list), TN_ERANGE,
+			   "Dimension specified as 0 but tensor has no dimensions");
+	tn_tensor_unref(z);
+}
+END_TEST
+
+static const char *par_msg(const char *name)
+{
+	for (size_t i = 0; i < sizeof(par_msg_cases) / sizeof(par_msg_cases[0]); i++)
+		if (strcmp(par_msg_cases[i].name, name) == 0)
+			return par_msg_cases[i].msg;
+	ck_abort_msg("no golden message for %s", name);
+	return NULL;
+}
+
+/* The call fails with PyTorch's message for the same bad call. */
+#define CK_MSG(name, call)                                                                 \
+	do {                                                                               \
+		tn_clear_error();                                                          \
+		int rc_ = (call);                                                          \
+		ck_assert_msg(rc_ < 0, "%s: succeeded, PyTorch says '%s'", name, par_msg(name)); \
+		ck_assert_msg(strcmp(tn_last_error(), par_msg(name)) == 0,                  \
+			      "%s: '%s', PyTorch '%s'", name, tn_last_error(), par_msg(name)); \
+	} while (0)
+#define SZ(...) ((const int64_t[]){ __VA_ARGS__ })
+
+/* A survey of bad calls to the view, shape and factory operators: PyTorch 1.13's words,
+ * with no operator prefix and the first problem PyTorch would report. */
+START_TEST(test_messages_match_pytorch)
+{
+	tn_tensor *t, *z, *tt, *r = NULL, **list, *z23, *z5, *z3, *u8, *i32, *f16;
+	int n;
+	enum tn_dtype f32 = TN_FLOAT32;
+	ck_assert_tn_ok(tn_zeros(3, SZ(2, 3, 4), TN_FLOAT32, TN_CPU, &t));
+	ck_assert_tn_ok(tn_zeros(0, NULL, TN_FLOAT32, TN_CPU, &z));
+	ck_assert_tn_ok(tn_transpose(t, 0, 1, &tt));
+	ck_assert_tn_ok(tn_zeros(2, SZ(2, 3), TN_FLOAT32, TN_CPU, &z23));
+	ck_assert_tn_ok(tn_zeros(1, SZ(5), TN_FLOAT32, TN_CPU, &z5));
+	ck_assert_tn_ok(tn_zeros(1, SZ(3), TN_FLOAT32, TN_CPU, &z3));
+	ck_assert_tn_ok(tn_zeros(1, SZ(2), TN_UINT8, TN_CPU, &u8));
+	ck_assert_tn_ok(tn_zeros(1, SZ(2), TN_INT32, TN_CPU, &i32));
+	ck_assert_tn_ok(tn_zeros(1, SZ(2), TN_FLOAT16, TN_CPU, &f16));
+	CK_MSG("view55", tn_view(t, 2, SZ(5, 5), &r));
+	CK_MSG("view_m1m1", tn_view(t, 2, SZ(-1, -1), &r));
+	CK_MSG("view_m2", tn_view(t, 2, SZ(-2, 12), &r));
+	CK_MSG("view_T", tn_view(tt, 1, SZ(24), &r));
+	CK_MSG("reshape55", tn_reshape(t, 2, SZ(5, 5), &r));
+	CK_MSG("reshape_m1m1", tn_reshape(t, 2, SZ(-1, -1), &r));
+	CK_MSG("reshape_m3", tn_reshape(t, 2, SZ(-3, 8), &r));
+	CK_MSG("permute2", tn_permute(t, 2, SZ(0, 1), &r));
+	CK_MSG("permute_dup", tn_permute(t, 3, SZ(0, 0, 1), &r));
+	CK_MSG("permute_oob", tn_permute(t, 3, SZ(0, 1, 5), &r));
+	CK_MSG("permute_neg", tn_permute(t, 3, SZ(0, 1, -4), &r));
+	CK_MSG("transpose_oob", tn_transpose(t, 0, 3, &r));
+	CK_MSG("transpose_neg", tn_transpose(t, -4, 0, &r));
+	CK_MSG("slice_dim", tn_slice(t, 3, 0, 1, 1, &r));
+	CK_MSG("slice_step0", tn_slice(t, 0, 0, 1, 0, &r));
+	CK_MSG("slice_0d", tn_slice(z, 0, 0, 1, 1, &r));
+	CK_MSG("select_dim", tn_select(t, 3, 0, &r));
+	CK_MSG("select_idx", tn_select(t, 1, 5, &r));
+	CK_MSG("select_0d", tn_select(z, 0, 0, &r));
+	CK_MSG("unbind_dim", tn_unbind(t, 3, &n, &list));
+	CK_MSG("unbind_0d_dim1", tn_unbind(z, 1, &n, &list));
+	CK_MSG("unbind_0d_dim0", tn_unbind(z, 0, &n, &list));
+	CK_MSG("expand_fewer", tn_expand(t, 1, SZ(4), &r));
+	CK_MSG("expand_mismatch", tn_expand(t, 3, SZ(2, 5, 4), &r));
+	CK_MSG("expand_lead_m1", tn_expand(t, 4, SZ(-1, 2, 3, 4), &r));
+	CK_MSG("expand_neg", tn_expand(t, 3, SZ(2, -2, 4), &r));
+	CK_MSG("expand_neg_new", tn_expand(t, 4, SZ(-2, 2, 3, 4), &r));
+	CK_MSG("squeeze_dim", tn_squeeze_dim(t, 3, &r));
+	CK_MSG("unsqueeze_dim", tn_unsqueeze(t, 4, &r));
+	CK_MSG("as_strided_len", tn_as_strided(t, 2, SZ(2, 3), 1, SZ(1), NULL, &r));
+	CK_MSG("as_strided_neg", tn_as_strided(t, 2, SZ(2, 3), 2, SZ(-1, 1), NULL, &r));
+	CK_MSG("as_strided_oob", tn_as_strided(t, 2, SZ(2, 30), 2, SZ(1, 1), NULL, &r));
+	CK_MSG("as_strided_negsize", tn_as_strided(t, 2, SZ(2, -3), 2, SZ(1, 1), NULL, &r));
+	CK_MSG("contig_cl", tn_contiguous(t, TN_CHANNELS_LAST, &r));
+	CK_MSG("contig_cl3d", tn_contiguous(t, TN_CHANNELS_LAST_3D, &r));
+	CK_MSG("contig_preserve", tn_contiguous(tt, TN_PRESERVE_FORMAT, &r));
+	CK_MSG("clone_cl", tn_clone(t, TN_CHANNELS_LAST, &r));
+	CK_MSG("empty_neg", tn_empty(2, SZ(2, -1), f32, TN_CPU, TN_CONTIGUOUS_FORMAT, &r));
+	CK_MSG("empty_cl", tn_empty(2, SZ(2, 3), f32, TN_CPU, TN_CHANNELS_LAST, &r));
+	CK_MSG("empty_preserve", tn_empty(2, SZ(2, 3), f32, TN_CPU, TN_PRESERVE_FORMAT, &r));
+	CK_MSG("empty_strided_len", tn_empty_strided(2, SZ(2, 3), 1, SZ(1), f32, TN_CPU, &r));
+	CK_MSG("empty_strided_neg", tn_empty_strided(2, SZ(2, 3), 2, SZ(-1, 1), f32, TN_CPU, &r));
+	CK_MSG("narrow_start", tn_narrow(t, 2, -5, 1, &r));
+	CK_MSG("narrow_len", tn_narrow(t, 2, 0, -1, &r));
+	CK_MSG("narrow_0d", tn_narrow(z, 0, 0, 1, &r));
+	CK_MSG("add_inplace_shape", tn_add_(z23, t, tn_scalar_int(1)));
+	CK_MSG("add_bcast", tn_add(t, z5, tn_scalar_int(1), &r));
+	CK_MSG("copy_bcast_out", tn_copy_(z3, z23, false));
+	CK_MSG("fill_u8", tn_fill_(u8, tn_scalar_int(256)));
+	CK_MSG("fill_i32_nan", tn_fill_(i32, tn_scalar_double(NAN)));
+	CK_MSG("fill_f16", tn_fill_(f16, tn_scalar_double(1e10)));
+	ck_assert_ptr_null(r);
+	tn_tensor *all[] = { t, z, tt, z23, z5, z3, u8, i32, f16 };
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		tn_tensor_unref(all[i]);
+}
+END_TEST
+
 static Suite *view_suite(void)
 {
 	Suite *s = suite_create("view");
@@ -466,6 +632,8 @@ static Suite *view_suite(void)
 	tcase_add_test(tc, test_as_strided_bounds_fuzz);
 	tcase_add_test(tc, test_contiguous_and_clone);
 	tcase_add_test(tc, test_clone_preserve_format);
+	tcase_add_test(tc, test_views_match_pytorch);
+	tcase_add_test(tc, test_messages_match_pytorch);
 	suite_add_tcase(s, tc);
 	return s;
 }

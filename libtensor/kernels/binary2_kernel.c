@@ -52,6 +52,55 @@ FLOAT_HELPERS(bf, float, R_BF16, fmodf, floorf, copysignf)
 FLOAT_HELPERS(f, float, R_NONE, fmodf, floorf, copysignf)
 FLOAT_HELPERS(d, double, R_NONE, fmod, floor, copysign)
 
+/*
+ * c10::div_floor_floating with scalar_t = Half, as ATen's scalar loop runs it: std::fmod of
+ * two Halves is float's, so the remainder and the quotient stay in float, and only the floor
+ * and its correction round to Half (19920 // 7 is 2844: the quotient 2845 rounds to even).
+ * The vector code rounds every step instead (div_floor_h): 2846.
+ */
+static inline float div_floor_h_scalar(float a, float b)
+{
+	if (b == 0)
+		return R_HALF(a / b);
+	float mod = fmodf(a, b);
+	float div = (a - mod) / b;
+	if (mod != 0 && (b < 0) != (mod < 0))
+		div -= 1.0f;
+	if (div == 0)
+		return copysignf(0.0f, R_HALF(a / b));
+	float fl = R_HALF(floorf(div));
+	return div - fl > 0.5f ? R_HALF(fl + 1.0f) : fl;
+}
+
+/*
+ * float16 floor division as ATen's vectorized_loop runs it: a contiguous row (or one with a
+ * broadcast scalar input) goes through the vector code in blocks of 2 *
+ * Vectorized<Half>::size() = 32 elements (AVX2, the capability PyTorch 1.13's x86 builds run)
+ * and its last n % 32 elements through the scalar code; a strided row through the scalar
+ * code. bfloat16's scalar code rounds every step as its vector code does (c10's BFloat16
+ * fmod returns BFloat16), so it needs no such split.
+ */
+static void div_floor_h_row(char *o, int64_t so, const char *a, int64_t sa, const char *b,
+			    int64_t sb, int64_t n)
+{
+	const int64_t w = (int64_t)sizeof(tn_half);
+	const bool vec = so == w && ((sa == w && sb == w) || (sa == w && sb == 0) ||
+				     (sa == 0 && sb == w));
+	const int64_t body = vec ? n / 32 * 32 : 0;
+	for (int64_t i = 0; i < n; i++) {
+		const float x = tn_half_to_float(*(const tn_half *)(a + i * sa));
+		const float y = tn_half_to_float(*(const tn_half *)(b + i * sb));
+		*(tn_half *)(o + i * so) =
+			tn_half_from_float(i < body ? div_floor_h(x, y) : div_floor_h_scalar(x, y));
+	}
+}
+
+/* The floor division row of each floating type. */
+#define DIV_FLOOR_ROW_h(T, LX, LY, ST) div_floor_h_row(o, so, a, sa, b, sb, n)
+#define DIV_FLOOR_ROW_bf(T, LX, LY, ST) CONTIG_OR_SCALAR(T, LX, LY, div_floor_bf(x, y), ST)
+#define DIV_FLOOR_ROW_f(T, LX, LY, ST) CONTIG_OR_SCALAR(T, LX, LY, div_floor_f(x, y), ST)
+#define DIV_FLOOR_ROW_d(T, LX, LY, ST) CONTIG_OR_SCALAR(T, LX, LY, div_floor_d(x, y), ST)
+
 /* NaN in either input gives NaN; otherwise x86's maxps/minps, which ATen's vector code uses
  * (between equal values, signed zeros included, the second input). */
 #define MAXF(CT, x, y) ((x) != (x) || (y) != (y) ? (CT)NAN : (x) > (y) ? (x) : (y))
@@ -67,7 +116,7 @@ FLOAT_HELPERS(d, double, R_NONE, fmod, floor, copysign)
 			CONTIG_OR_SCALAR(T, LX, LY, TRUNCF(R(x / y)), ST);                 \
 			return;                                                            \
 		case TN_BIN2_DIV_FLOOR:                                                    \
-			CONTIG_OR_SCALAR(T, LX, LY, div_floor_##SUF(x, y), ST);            \
+			DIV_FLOOR_ROW_##SUF(T, LX, LY, ST);                                \
 			return;                                                            \
 		case TN_BIN2_REMAINDER:                                                    \
 			CONTIG_OR_SCALAR(T, LX, LY, remainder_##SUF(x, y), ST);            \

@@ -29,15 +29,49 @@
 #define LOAD_f32(p) (*(const float *)(p))
 #define LOAD_f64(p) (*(const double *)(p))
 
-/* A float converts to a narrow integer through int64 (truncation toward zero, then a
- * two's-complement wrap): what PyTorch's static_cast gives on x86 (-2.5 -> uint8 254), where
- * a direct float-to-uint8 conversion is undefined in C and vectorised code may saturate. */
+/*
+ * A floating value converts to an integer as PyTorch's static_cast compiles on x86: the
+ * truncating conversion to int64 (cvttsd2si) for int64 and uint8, to int32 (cvttss2si) for
+ * int32, int16 and int8; NaN and values outside that range give the "integer indefinite"
+ * INT64_MIN or INT32_MIN, and the narrow types keep the low bits (-2.5 -> uint8 254, 70000.7 ->
+ * int16 4464, 3e9 -> int32 INT32_MIN, int16 0). Written with a range check so that no C
+ * conversion is undefined, and so that every CPU capability gives the same bits (vector
+ * conversions would saturate). Integer sources wrap as C's conversions do.
+ */
+static inline int64_t f64_to_i64(double v)
+{
+	return v >= -0x1p63 && v < 0x1p63 ? (int64_t)v : INT64_MIN;
+}
+
+static inline int64_t f32_to_i64(float v)
+{
+	return v >= -0x1p63f && v < 0x1p63f ? (int64_t)v : INT64_MIN;
+}
+
+static inline int32_t f64_to_i32(double v)
+{
+	return v > -0x1p31 - 1.0 && v < 0x1p31 ? (int32_t)v : INT32_MIN;
+}
+
+static inline int32_t f32_to_i32(float v)
+{
+	return v >= -0x1p31f && v < 0x1p31f ? (int32_t)v : INT32_MIN;
+}
+
+static inline int64_t int_to_i64(int64_t v)
+{
+	return v;
+}
+
+#define TO_I64(v) _Generic((v), double: f64_to_i64, float: f32_to_i64, default: int_to_i64)(v)
+#define TO_I32(v) _Generic((v), double: f64_to_i32, float: f32_to_i32, default: int_to_i64)(v)
+
 #define STORE_b(p, v) (*(bool *)(p) = ((v) != 0))
-#define STORE_u8(p, v) (*(uint8_t *)(p) = (uint8_t)(int64_t)(v))
-#define STORE_i8(p, v) (*(int8_t *)(p) = (int8_t)(int64_t)(v))
-#define STORE_i16(p, v) (*(int16_t *)(p) = (int16_t)(int64_t)(v))
-#define STORE_i32(p, v) (*(int32_t *)(p) = (int32_t)(int64_t)(v))
-#define STORE_i64(p, v) (*(int64_t *)(p) = (int64_t)(v))
+#define STORE_u8(p, v) (*(uint8_t *)(p) = (uint8_t)TO_I64(v))
+#define STORE_i8(p, v) (*(int8_t *)(p) = (int8_t)TO_I32(v))
+#define STORE_i16(p, v) (*(int16_t *)(p) = (int16_t)TO_I32(v))
+#define STORE_i32(p, v) (*(int32_t *)(p) = (int32_t)TO_I32(v))
+#define STORE_i64(p, v) (*(int64_t *)(p) = TO_I64(v))
 #define STORE_f16(p, v) (*(tn_half *)(p) = tn_half_from_float((float)(v)))
 #define STORE_bf16(p, v) (*(tn_bfloat16 *)(p) = tn_bfloat16_from_float((float)(v)))
 #define STORE_f32(p, v) (*(float *)(p) = (float)(v))

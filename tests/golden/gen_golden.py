@@ -15,6 +15,9 @@ Writes C headers, computed with PyTorch (and NumPy) as the reference:
                      special values
     reduce_golden.h  reductions (sum, mean, prod, amax, amin, max, min, argmax, argmin,
                      all, any) over dtypes, dim lists, layouts, special values, errors
+    parity_golden.h  issue 17's parity fixes: float -> integer casts of NaN, infinities and
+                     out-of-range values, scalar conversions, strides and layouts, float16
+                     floor division, error messages
 
 Rerun from the repository root with Debian's interpreter (it has torch and
 numpy; the `python3` found first on PATH may not):
@@ -1823,6 +1826,402 @@ def gen_reduce(outdir):
     return len(cases)
 
 
+# ---------------------------------------------------------------------------
+# parity_golden.h (issue 17, items 5-9): float -> integer casts of special values,
+# scalar conversions, strides and layouts, float16 ties, messages
+# ---------------------------------------------------------------------------
+
+PAR_CAST_VALUES = [
+    float("nan"), float("inf"), -float("inf"), 3e9, -3e9, 2.0 ** 31, -2.0 ** 31 - 1.0, 1e19,
+    -1e19, 9.3e18, -9.3e18, 2.0 ** 40 + 0.5, 70000.7, -70000.2, 300.5, -2.5, 4294967301.0,
+    1e30, 2147483647.5, -2147483648.9, 2147483520.0, 32767.9, -32768.9, 65535.9, 255.9, -0.9,
+    -2.0 ** 63, 2.0 ** 63, -2.0 ** 31, 9.2233720368547748e18, -129.5, 128.5, 65504.0, -0.0,
+]
+PAR_CAST_SRC = ["float64", "float32", "float16", "bfloat16"]
+PAR_CAST_DST = ["int64", "int32", "int16", "int8", "uint8", "bool"]
+
+
+def par_casts(L):
+    vals = PAR_CAST_VALUES
+    L.append("#define PAR_CAST_NVALS %d" % len(vals))
+    L.append("static const double par_cast_values[PAR_CAST_NVALS] = {")
+    L += wrap_items([c_double(v) for v in vals])
+    L.append("};")
+    L.append("static const enum tn_dtype par_cast_src[%d] = { %s };" % (
+        len(PAR_CAST_SRC), ", ".join("TN_" + d.upper() for d in PAR_CAST_SRC)))
+    L.append("static const enum tn_dtype par_cast_dst[%d] = { %s };" % (
+        len(PAR_CAST_DST), ", ".join("TN_" + d.upper() for d in PAR_CAST_DST)))
+    L.append("/* [src][dst][i]: par_cast_values[i] .to(src) then .to(dst), as int64 */")
+    L.append("static const int64_t par_cast_golden[%d][%d][PAR_CAST_NVALS] = {" % (
+        len(PAR_CAST_SRC), len(PAR_CAST_DST)))
+    base = torch.tensor(vals, dtype=torch.float64)
+    for sname in PAR_CAST_SRC:
+        src = base.to(DTYPES[sname])
+        L.append("    { /* %s */" % sname)
+        for dname in PAR_CAST_DST:
+            got = src.to(DTYPES[dname])
+            # The same values from a long, and from a strided, source: torch's vector paths.
+            assert src.repeat(50).to(DTYPES[dname])[:len(vals)].tolist() == got.tolist()
+            L.append("        { /* %s */" % dname)
+            L += wrap_items([c_int64(int(v)) for v in got.tolist()], indent=10)
+            L.append("        },")
+        L.append("    },")
+    L.append("};")
+    L.append("")
+
+
+def par_view_result(fn):
+    """(ok, sizes, strides, message) of a view call."""
+    try:
+        r = fn()
+        return (True, list(r.shape), list(r.stride()), "")
+    except (RuntimeError, IndexError) as e:
+        return (False, [], [], str(e).split("\n")[0])
+
+
+def par_int_list(v):
+    return "{ %s }" % ", ".join(c_int64(x) for x in v) if v else "{ 0 }"
+
+
+def par_views(L):
+    """slice, narrow and expand on a grid of shapes: sizes and strides, or torch's message."""
+    shapes = [[0], [1], [5], [2, 0], [3, 4], [4, 1, 3]]
+    slices, narrows, expands = [], [], []
+    for shp in shapes:
+        nd = len(shp)
+        for dim in range(-nd, nd):
+            for start in (-7, -2, -1, 0, 1, 2, 4, 9):
+                for end in (-1, 0, 1, 3, 2 ** 63 - 1):
+                    for step in (1, 2, 3, 7):
+                        slices.append((shp, dim, start, end, step))
+                for length in (-1, 0, 1, 2, 5):
+                    narrows.append((shp, dim, start, length))
+        narrows.append((shp, nd, 0, 1))
+    narrows.append(([], 0, 0, 1))
+    for shp, tgt in [([], [1]), ([], [3]), ([], [1, 1]), ([], [1, 3, 1]), ([], [2, 1, 1]),
+                     ([1], [1, 3, 1]), ([1, 1], [1, 1, 1]), ([3, 1], [2, 3, 1]),
+                     ([3, 1], [1, 3, 4]), ([3, 1], [1, 1, 3, 1]), ([2, 3], [1, 2, 3]),
+                     ([2, 3], [-1, 3]), ([2, 3], [1, -1, 3]), ([1], [0]), ([1], [4, 0])]:
+        expands.append((shp, tgt))
+
+    def emit(name, cases, fields, call):
+        L.append("static const struct par_%s_case {" % name)
+        L.append("\tint ndim; int64_t sizes[3]; %s" % fields)
+        L.append("\tint ok; int out_ndim; int64_t out_sizes[4], out_strides[4]; const char *msg;")
+        L.append("} par_%s_cases[] = {" % name)
+        for c in cases:
+            shp = c[0]
+            t = torch.empty(shp) if shp else torch.tensor(1.0)
+            ok, sz, st, msg = par_view_result(lambda: call(t, c))
+            L.append("    { %d, %s, %s, %d, %d, %s, %s, %s }," % (
+                len(shp), par_int_list(shp), call.args(c), ok, len(sz), par_int_list(sz),
+                par_int_list(st), c_str(msg)))
+        L.append("};")
+
+    class Call:
+        def __init__(self, f, a):
+            self.f, self.args = f, a
+
+        def __call__(self, t, c):
+            return self.f(t, c)
+
+    emit("slice", slices, "int64_t dim, start, end, step;",
+         Call(lambda t, c: t[(slice(None),) * (c[1] % len(c[0])) + (slice(c[2], c[3], c[4]),)]
+              if -len(c[0]) <= c[1] < len(c[0]) else t.narrow(c[1], 0, 0),
+              lambda c: "%s, %s, %s, %s" % tuple(c_int64(x) for x in c[1:5])))
+    emit("narrow", narrows, "int64_t dim, start, length;",
+         Call(lambda t, c: torch.narrow(t, c[1], c[2], c[3]),
+              lambda c: "%s, %s, %s" % tuple(c_int64(x) for x in c[1:4])))
+    L.append("static const struct par_expand_case {")
+    L.append("\tint ndim; int64_t sizes[3]; int nt; int64_t target[4];")
+    L.append("\tint ok; int out_ndim; int64_t out_sizes[4], out_strides[4]; const char *msg;")
+    L.append("} par_expand_cases[] = {")
+    for shp, tgt in expands:
+        t = torch.empty(shp) if shp else torch.tensor(1.0)
+        ok, sz, st, msg = par_view_result(lambda: t.expand(*tgt))
+        L.append("    { %d, %s, %d, %s, %d, %d, %s, %s, %s }," % (
+            len(shp), par_int_list(shp), len(tgt), par_int_list(tgt), ok, len(sz),
+            par_int_list(sz), par_int_list(st), c_str(msg)))
+    L.append("};")
+    L.append("")
+
+
+PAR_SCALAR_INTS = [-300, -256, -255, -129, -128, -7, -1, 0, 127, 128, 255, 256, 32767, 32768,
+                   -32769, 70000, 2 ** 31 - 1, 2 ** 31, -2 ** 31, -2 ** 31 - 1, 2 ** 40,
+                   -2 ** 63, 2 ** 63 - 1, 65504, 65505, 65520]
+PAR_SCALAR_DOUBLES = [-0.5, -0.0, -0.99, -1.0, 255.5, 255.0, 256.0, 127.5, -128.5, -128.0,
+                      -7.0, 2147483647.5, 2147483647.0, -2147483648.5, -2147483648.0,
+                      2.0 ** 63, -2.0 ** 63, 9.3e18, 9.2233720368547748e18, float("nan"),
+                      float("inf"), -float("inf"), 65504.5, 65504.0, 65520.0, 3.4028235e38,
+                      -3.4028234663852886e38, 3.3895313892515355e38, 3.3895314e38, 1e300]
+
+
+def par_scalars(L):
+    """fill_ of every dtype with Python ints, floats and a bool: torch's value or message."""
+    L.append("/* kind: 0 int (i), 1 double (d), 2 bool (i); value read back as double (ok), else msg */")
+    L.append("static const struct par_scalar_case {")
+    L.append("\tenum tn_dtype dtype; int kind; int64_t i; double d; int ok; double value;")
+    L.append("\tconst char *msg;")
+    L.append("} par_scalar_cases[] = {")
+    values = [(0, v) for v in PAR_SCALAR_INTS] + [(1, v) for v in PAR_SCALAR_DOUBLES] + [
+        (2, True), (2, False)]
+    for name in TN_ORDER:
+        for kind, v in values:
+            t = torch.zeros(1, dtype=DTYPES[name])
+            try:
+                t.fill_(v)
+                # full and a where with a scalar give the same
+                assert str(torch.full((1,), v, dtype=DTYPES[name]).tolist()) == str(t.tolist())
+                ok, val, msg = 1, float(t.double().item()), ""
+            except RuntimeError as e:
+                ok, val, msg = 0, 0.0, str(e).split("\n")[0]
+            L.append("    { TN_%s, %d, %s, %s, %d, %s, %s }," % (
+                name.upper(), kind, c_int64(int(v) if kind != 1 else 0),
+                c_double(v if kind == 1 else 0.0), ok, c_double(val), c_str(msg)))
+    L.append("};")
+    # where(cond, uint8 tensor, scalar) and where(cond, scalar, uint8 tensor)
+    c = torch.tensor([True, False])
+    u = torch.tensor([3, 4], dtype=torch.uint8)
+    w1 = torch.where(c, u, -7)
+    w2 = torch.where(c, -7, u)
+    assert w1.dtype == torch.uint8 and w2.dtype == torch.uint8
+    L.append("static const int64_t par_where_u8_other[2] = { %s };" % ", ".join(
+        c_int64(x) for x in w1.tolist()))
+    L.append("static const int64_t par_where_u8_self[2] = { %s };" % ", ".join(
+        c_int64(x) for x in w2.tolist()))
+    try:
+        torch.where(c, u, 300)
+        msg = ""
+    except RuntimeError as e:
+        msg = str(e).split("\n")[0]
+    L.append("static const char par_where_u8_300_msg[] = %s;" % c_str(msg))
+    # clamp with a NaN bound and a bound the dtype cannot hold
+    L.append("static const struct par_clamp_case {")
+    L.append("\tenum tn_dtype dtype; int has_min, has_max; double min, max; int ok;")
+    L.append("\tdouble value; const char *msg;")
+    L.append("} par_clamp_cases[] = {")
+    nan = float("nan")
+    for name in ["float16", "bfloat16", "float32", "float64"]:
+        for lo, hi in [(nan, 1e300), (1e300, nan), (nan, nan), (nan, None), (None, nan),
+                       (-1e300, None), (None, 1e300), (0.5, 1e300), (nan, -1e300)]:
+            t = torch.full((3,), 2.0, dtype=DTYPES[name])
+            try:
+                r = torch.clamp(t, lo, hi)
+                ok, val, msg = 1, float(r[0].double().item()), ""
+            except RuntimeError as e:
+                ok, val, msg = 0, 0.0, str(e).split("\n")[0]
+                if "not implemented for 'Half'" in msg:
+                    continue  # libtensor has float16 clamp kernels (tn_clamp(3))
+            L.append("    { TN_%s, %d, %d, %s, %s, %d, %s, %s }," % (
+                name.upper(), lo is not None, hi is not None,
+                c_double(lo if lo is not None else 0.0), c_double(hi if hi is not None else 0.0),
+                ok, c_double(val), c_str(msg)))
+    L.append("};")
+    # argmax / argmin of bool tensors
+    L.append("static const struct par_argbool_case {")
+    L.append("\tint ndim; int64_t sizes[3]; int has_dim; int64_t dim; int keepdim; int is_min;")
+    L.append("\tint ok; int out_ndim; int64_t out_sizes[3]; const char *msg;")
+    L.append("} par_argbool_cases[] = {")
+    for shp in ([], [1], [2, 1], [1, 1], [3, 1, 2], [0, 1], [2, 2]):
+        nd = len(shp)
+        for dim in [None] + list(range(-max(nd, 1), max(nd, 1))):
+            for keepdim in (False, True):
+                for is_min in (0, 1):
+                    t = torch.ones(shp, dtype=torch.bool) if shp else torch.tensor(True)
+                    fn = torch.argmin if is_min else torch.argmax
+                    try:
+                        r = fn(t, dim, keepdim) if dim is not None else fn(t)
+                        assert not r.any()
+                        ok, sz, msg = 1, list(r.shape), ""
+                    except (RuntimeError, IndexError) as e:
+                        ok, sz, msg = 0, [], str(e).split("\n")[0]
+                    if dim is None and keepdim:
+                        continue
+                    L.append("    { %d, %s, %d, %s, %d, %d, %d, %d, %s, %s }," % (
+                        nd, par_int_list(shp), dim is not None, c_int64(dim or 0), keepdim,
+                        is_min, ok, len(sz), par_int_list(sz), c_str(msg)))
+    L.append("};")
+    # contiguous(preserve_format)
+    t = torch.zeros(2, 3)
+    assert t.contiguous(memory_format=torch.preserve_format) is t
+    try:
+        t.t().contiguous(memory_format=torch.preserve_format)
+        msg = ""
+    except RuntimeError as e:
+        msg = str(e).split("\n")[0]
+    L.append("static const char par_contiguous_preserve_msg[] = %s;" % c_str(msg))
+    L.append("")
+
+
+def par_layouts(L):
+    """Output strides of element-wise operators (add, neg) whose inputs have mixed layouts:
+    every permutation of a 4-d shape (with and without size-1 dimensions), slices,
+    broadcasts, 0-dim and empty operands; torch's TensorIterator decides them."""
+    import itertools
+
+    def permuted(sizes, p):
+        t = torch.empty([sizes[i] for i in p])
+        return t.permute([p.index(i) for i in range(len(p))])
+
+    groups = []
+    for shape in ((2, 3, 4, 5), (1, 3, 1, 5), (2, 1, 4, 1), (3, 1, 4)):
+        lay = [permuted(shape, p) for p in itertools.permutations(range(len(shape)))]
+        if shape == (2, 3, 4, 5):
+            lay += [torch.empty(2, 3, 4, 10)[..., ::2], torch.empty(1, 3, 1, 5).expand(shape),
+                    torch.empty(2, 1, 4, 1).expand(shape), torch.empty(5).expand(shape),
+                    torch.empty(2, 4, 5, 1).permute(0, 3, 1, 2).expand(shape),
+                    torch.empty(5, 4).t().expand(shape)]
+        groups.append(lay)
+    small = [torch.empty(1, 3, 1, 5), torch.empty(2, 1, 4, 1),
+             torch.empty(5, 1, 3, 1).permute(1, 2, 3, 0),
+             torch.empty(5, 4).t().unsqueeze(0).unsqueeze(0),
+             torch.empty(3, 1, 1).permute(1, 0, 2), torch.empty(()), torch.empty(5),
+             torch.empty(3, 4, 5).permute(2, 0, 1).permute(1, 2, 0)]
+    pairs = []
+    for lay in groups:
+        pairs += [(a, b) for a in lay for b in lay]
+    for a in small:
+        for b in groups[0][::3] + small:
+            pairs.append((a, b))
+    pairs += [(torch.empty(3, 1).t(), torch.empty(0, 1)),
+              (torch.empty(2, 0, 3).permute(2, 0, 1), torch.empty(3, 1, 1)),
+              (torch.empty(0, 3).t(), torch.empty(1)),
+              (torch.empty(4, 0, 3).permute(2, 1, 0), torch.empty(1, 1, 4))]
+    L.append("/* op: 0 add (b int32 when mixed), 1 neg of a, 2 pow(2.5, a), 3 pow(1, a) */")
+    L.append("static const struct par_layout_case {")
+    L.append("\tint op, mixed; int na; int64_t as[4], ast[4]; int nb; int64_t bs[4], bst[4];")
+    L.append("\tint nr; int64_t rs[4], rst[4];")
+    L.append("} par_layout_cases[] = {")
+    seen = set()
+    for k, (a, b) in enumerate(pairs):
+        for op in (0, 1):
+            if op == 1 and (tuple(a.shape), a.stride()) in seen:
+                continue
+            mixed = op == 0 and k % 3 == 0
+            bb = b.to(torch.int32) if mixed else b
+            if mixed:  # .to keeps the layout of a dense tensor only; rebuild with b's strides
+                bb = torch.empty_strided(b.shape, b.stride(), dtype=torch.int32)
+            try:
+                r = a + bb if op == 0 else torch.neg(a)
+            except RuntimeError:
+                continue
+            if op == 1:
+                seen.add((tuple(a.shape), a.stride()))
+            L.append("    { %d, %d, %d, %s, %s, %d, %s, %s, %d, %s, %s }," % (
+                op, mixed, a.dim(), par_int_list(list(a.shape)), par_int_list(list(a.stride())),
+                b.dim(), par_int_list(list(b.shape)), par_int_list(list(b.stride())), r.dim(),
+                par_int_list(list(r.shape)), par_int_list(list(r.stride()))))
+    # pow(Scalar, Tensor): a contiguous result whatever the exponent's layout
+    for a in groups[0] + small:
+        for op, base in ((2, 2.5), (3, 1)):
+            r = torch.pow(base, a)
+            L.append("    { %d, 0, %d, %s, %s, 0, { 0 }, { 0 }, %d, %s, %s }," % (
+                op, a.dim(), par_int_list(list(a.shape)), par_int_list(list(a.stride())),
+                r.dim(), par_int_list(list(r.shape)), par_int_list(list(r.stride()))))
+    L.append("};")
+    L.append("")
+
+
+def par_half_floor(L):
+    """float16 floor division: torch's vector code (blocks of 32 of a contiguous row) rounds
+    every step to Half, its scalar code (a row's last n % 32 elements, strided rows) keeps
+    fmod and the quotient in float. Values chosen so that the two differ often (ties)."""
+    rng = np.random.default_rng(17)
+    n = 1013
+    k = rng.integers(-3000, 3000, n).astype(np.float32)
+    b = torch.tensor(rng.choice([0.5, 1.5, 2.5, 3, 0.1, 0.3, 7, -0.5, -1.5, 0.7, 0.2, 1 / 3],
+                                n), dtype=torch.float16)
+    a = (torch.tensor(k) * b.float()).half()
+    a[::5] = torch.tensor(rng.uniform(-20000, 20000, len(a[::5])), dtype=torch.float16)
+    bits = lambda t: [str(int(v) & 0xffff) for v in t.contiguous().view(torch.int16).tolist()]
+    contig = torch.div(a, b, rounding_mode="floor")
+    strided = torch.div(a[::2], b[::2], rounding_mode="floor")
+    seven = torch.div(a, torch.tensor(7.0, dtype=torch.float16), rounding_mode="floor")
+    fdiv = torch.floor_divide(a, b)
+    assert torch.equal(fdiv.view(torch.int16), contig.view(torch.int16))
+    ref = torch.div(a.float(), b.float(), rounding_mode="floor").half()
+    ndiff = int((ref.view(torch.int16) != contig.view(torch.int16)).sum())
+    L.append("/* float16 floor division; %d of the %d contiguous results differ from float32's" % (
+        ndiff, n))
+    L.append(" * rounded once. Bits of a, b, then a // b contiguous, a[::2] // b[::2], a // 7. */")
+    L.append("#define PAR_HFD_N %d" % n)
+    for name, t in (("a", a), ("b", b), ("contig", contig), ("strided", strided),
+                    ("seven", seven)):
+        L.append("static const uint16_t par_hfd_%s[%d] = {" % (name, len(t)))
+        L += wrap_items(bits(t))
+        L.append("};")
+    L.append("")
+
+
+# Bad calls of the view, shape, index and factory operators, and torch's message for each
+# (tests/check_view.c makes the same calls, by name).
+PAR_MSG_CASES = [
+    ("view55", "t.view(5, 5)"), ("view_m1m1", "t.view(-1, -1)"), ("view_m2", "t.view(-2, 12)"),
+    ("view_T", "t.transpose(0, 1).view(24)"), ("reshape55", "t.reshape(5, 5)"),
+    ("reshape_m1m1", "t.reshape(-1, -1)"), ("reshape_m3", "t.reshape(-3, 8)"),
+    ("permute2", "t.permute(0, 1)"), ("permute_dup", "t.permute(0, 0, 1)"),
+    ("permute_oob", "t.permute(0, 1, 5)"), ("permute_neg", "t.permute(0, 1, -4)"),
+    ("transpose_oob", "t.transpose(0, 3)"), ("transpose_neg", "t.transpose(-4, 0)"),
+    ("slice_dim", "torch.ops.aten.slice(t, 3, 0, 1, 1)"),
+    ("slice_step0", "torch.ops.aten.slice(t, 0, 0, 1, 0)"),
+    ("slice_0d", "torch.ops.aten.slice(z, 0, 0, 1, 1)"), ("select_dim", "t.select(3, 0)"),
+    ("select_idx", "t.select(1, 5)"), ("select_0d", "z.select(0, 0)"),
+    ("unbind_dim", "t.unbind(3)"), ("unbind_0d_dim1", "z.unbind(1)"),
+    ("unbind_0d_dim0", "z.unbind(0)"), ("expand_fewer", "t.expand(4)"),
+    ("expand_mismatch", "t.expand(2, 5, 4)"), ("expand_lead_m1", "t.expand(-1, 2, 3, 4)"),
+    ("expand_neg", "t.expand(2, -2, 4)"), ("expand_neg_new", "t.expand(-2, 2, 3, 4)"),
+    ("squeeze_dim", "t.squeeze(3)"), ("unsqueeze_dim", "t.unsqueeze(4)"),
+    ("as_strided_len", "torch.as_strided(t, (2, 3), (1,))"),
+    ("as_strided_neg", "torch.as_strided(t, (2, 3), (-1, 1))"),
+    ("as_strided_oob", "torch.as_strided(t, (2, 30), (1, 1))"),
+    ("as_strided_negsize", "torch.as_strided(t, (2, -3), (1, 1))"),
+    ("contig_cl", "t.contiguous(memory_format=torch.channels_last)"),
+    ("contig_cl3d", "t.contiguous(memory_format=torch.channels_last_3d)"),
+    ("contig_preserve", "t.transpose(0, 1).contiguous(memory_format=torch.preserve_format)"),
+    ("clone_cl", "t.clone(memory_format=torch.channels_last)"),
+    ("empty_neg", "torch.empty(2, -1)"),
+    ("empty_cl", "torch.empty(2, 3, memory_format=torch.channels_last)"),
+    ("empty_preserve", "torch.empty(2, 3, memory_format=torch.preserve_format)"),
+    ("empty_strided_len", "torch.empty_strided((2, 3), (1,))"),
+    ("empty_strided_neg", "torch.empty_strided((2, 3), (-1, 1))"),
+    ("narrow_start", "t.narrow(2, -5, 1)"), ("narrow_len", "t.narrow(2, 0, -1)"),
+    ("narrow_0d", "z.narrow(0, 0, 1)"), ("add_inplace_shape", "torch.zeros(2, 3).add_(t)"),
+    ("add_bcast", "t + torch.zeros(5)"), ("copy_bcast_out", "torch.zeros(3).copy_(torch.zeros(2, 3))"),
+    ("fill_u8", "torch.zeros(2, dtype=torch.uint8).fill_(256)"),
+    ("fill_i32_nan", "torch.zeros(2, dtype=torch.int32).fill_(float('nan'))"),
+    ("fill_f16", "torch.zeros(2, dtype=torch.float16).fill_(1e10)"),
+]
+
+
+def par_messages(L):
+    t = torch.zeros(2, 3, 4)
+    z = torch.tensor(1.0)
+    L.append("static const struct par_msg_case {")
+    L.append("\tconst char *name, *msg;")
+    L.append("} par_msg_cases[] = {")
+    for name, expr in PAR_MSG_CASES:
+        try:
+            eval(expr, {"torch": torch, "t": t.clone(), "z": z})
+            raise AssertionError("%s does not fail" % name)
+        except (RuntimeError, IndexError) as e:
+            L.append("    { %s, %s }," % (c_str(name), c_str(str(e).split("\n")[0])))
+    L.append("};")
+    L.append("")
+
+
+def gen_parity(outdir):
+    L = header_top("TN_PARITY_GOLDEN_H", "Issue 17 parity goldens (casts, scalars, strides, "
+                   "float16, messages).", ["math.h", "tensor.h"])
+    par_casts(L)
+    par_views(L)
+    par_scalars(L)
+    par_layouts(L)
+    par_half_floor(L)
+    par_messages(L)
+    L += header_bottom("TN_PARITY_GOLDEN_H")
+    write(os.path.join(outdir, "parity_golden.h"), L)
+
+
 def main(argv):
     if len(argv) != 2:
         sys.stderr.write("usage: %s OUTDIR\n" % argv[0])
@@ -1843,6 +2242,7 @@ def main(argv):
     print("unary_ext_golden.h: %d cases" % nux)
     for n in notes:
         print("arange note:", n)
+    gen_parity(outdir)
     return 0
 
 
