@@ -15,6 +15,8 @@ Writes C headers, computed with PyTorch (and NumPy) as the reference:
                      special values
     reduce_golden.h  reductions (sum, mean, prod, amax, amin, max, min, argmax, argmin,
                      all, any) over dtypes, dim lists, layouts, special values, errors
+    reduce_parity_golden.h  issue 17's reduction cases: one-element results keeping
+                     size-1 dims; sum/prod/all/any out= forms that convert
 
 Rerun from the repository root with Debian's interpreter (it has torch and
 numpy; the `python3` found first on PATH may not):
@@ -1823,6 +1825,170 @@ def gen_reduce(outdir):
     return len(cases)
 
 
+# ===========================================================================
+# Issue 17, part A (items 1-4): parity of reductions, add/sub alpha and out= dtypes.
+# Kept apart so that other sections can be merged without touching this one.
+# ===========================================================================
+
+# ---------------------------------------------------------------------------
+# reduce_parity_golden.h (after reduce_golden.h, whose structs it uses)
+# ---------------------------------------------------------------------------
+
+def gen_reduce_parity(outdir):
+    """Item 1: functional reductions (keepdim False) whose result has one element keep the
+    size-1 dims that are not reduced (sum(ones(1, 3), [1]) has shape [1]). Item 2: sum.out
+    and prod.out (no dims) into every out dtype with and without dtype=, and all/any into
+    uint8 out= tensors (the input converted to uint8 first)."""
+    L = header_top("TN_REDUCE_PARITY_GOLDEN_H",
+                   "Reduction parity goldens from PyTorch (issue 17, items 1 and 2).")
+    inputs, cases = [], []
+
+    def add_input(name, dt, values):
+        inputs.append((name, dt, torch.tensor(values, dtype=torch.float64)))
+        return len(inputs) - 1
+
+    # Item 1: results of one element from inputs with size-1 dims.
+    geoms = [((1, 3), [[1], [-1]], [1, -1]),
+             ((3, 1), [[0]], [0]),
+             ((1, 1, 4), [[2], [0, 2], [-1, 1]], [2]),
+             ((2, 1, 1), [[0], [0, 1]], [0])]
+    for dt in ("float32", "int64", "bool", "float16", "float64"):
+        for shape, lists, singles in geoms:
+            n = int(np.prod(shape))
+            vals = [float((i * 3) % 5) + (0.5 if dt.startswith("float") else 0) for i in range(n)]
+            if dt == "bool":
+                vals = [float(i % 2) for i in range(n)]
+            ii = add_input("one_%s_%s" % (dt, "x".join(map(str, shape))), dt,
+                           torch.tensor(vals).reshape(shape).tolist())
+            for kd in (False, True):
+                for op in ("sum_dim", "mean_dim", "amax", "amin"):
+                    for dl in lists:
+                        cases.append((op, ii, dl, kd, None))
+                for op in ("prod_dim", "all_dim", "any_dim", "max_dim", "min_dim", "argmax",
+                           "argmin"):
+                    for d in singles:
+                        cases.append((op, ii, d, kd, None))
+                cases.append(("sum_dim", ii, lists[0], kd, "float64"))
+    for k, (name, dt, base) in enumerate(inputs):
+        L.append("static const double rp_in_%d[] = {" % k)
+        L += wrap_items([c_double(x) for x in base.reshape(-1).tolist()])
+        L.append("};")
+    L.append("static const struct red_input rp_inputs[] = {")
+    for k, (name, dt, base) in enumerate(inputs):
+        shape = list(base.shape)
+        L.append("    { %d, 0, 0, %d, { %s }, rp_in_%d }, /* %s */" % (
+            TN_ORDER.index(dt), len(shape),
+            ", ".join(str(x) for x in (shape + [0] * (4 - len(shape)))), k, name))
+    L.append("};")
+    body = []
+    for c, (op, ii, dims, keepdim, dtarg) in enumerate(cases):
+        name, dt, base = inputs[ii]
+        t = base.to(DTYPES[dt])
+        ok, v, idx, code, msg = red_case(op, t, dims, keepdim, None if dtarg is None else DTYPES[dtarg])
+        if isinstance(dims, list):
+            nd, dl = len(dims), dims
+        else:
+            nd, dl = 1, [dims]
+        dtc = -1 if dtarg is None else TN_ORDER.index(dtarg)
+        dims_s = ", ".join(str(x) for x in dl)
+        if not ok:
+            body.append("    { %d, %d, %d, { %s }, %d, %d, 0, 0, 0, { 0 }, 0, 1, 0, NULL, NULL, %d, %s }," % (
+                RED_OPS.index(op), ii, nd, dims_s, int(keepdim), dtc, code, c_string(msg, 8)))
+            continue
+        flat = v.to(torch.float64).reshape(-1)
+        L.append("static const double rp_v_%d[] = { %s };" % (c, ", ".join(c_double(x) for x in flat.tolist())))
+        iname = "NULL"
+        if idx is not None:
+            L.append("static const int64_t rp_i_%d[] = { %s };" % (
+                c, ", ".join(c_int64(x) for x in idx.reshape(-1).tolist())))
+            iname = "rp_i_%d" % c
+        shape = list(v.shape)
+        body.append("    { %d, %d, %d, { %s }, %d, %d, %d, %d, %d, { %s }, %d, 1, %s, rp_v_%d, %s, 0, NULL }," % (
+            RED_OPS.index(op), ii, nd, dims_s, int(keepdim), dtc, ok,
+            TN_ORDER.index(DTYPE_NAMES[v.dtype]), len(shape),
+            ", ".join(str(x) for x in shape) if shape else "0", v.numel(),
+            c_double(float(flat.sum())), c, iname))
+    L.append("static const struct red_case rp_cases[] = {")
+    L += body
+    L.append("};")
+    L.append("#define RP_NCASES %d" % len(cases))
+
+    # Item 2: out= forms that convert.
+    A = torch.ops.aten
+    oinputs = [("f32_halves", "float32", [2.5, 2.5]), ("f32_mixed", "float32", [1.25, 2.5, -0.5]),
+               ("i32", "int32", [3, 4]), ("bool", "bool", [1, 1]), ("f16", "float16", [2.5, 2.5]),
+               ("f64_half", "float64", [[0.5, 1.0], [2.0, 3.0]]),
+               ("f32_zero", "float32", [[0.5, 0.0], [0.25, 1.0]]),
+               ("i32_wrap", "int32", [[0, 128], [256, 384]]),
+               ("i64_neg", "int64", [[-256, 1], [512, 3]])]
+    L.append("/* Item 2. op: index in red_op_names (sum, prod, all, any, all_dim, any_dim); input:")
+    L.append(" * index in rp_oinputs; dim (all_dim, any_dim); dtype: dtype= or -1; odtype: out's dtype;")
+    L.append(" * ok: 1 values v (of the result shape), 0 the error (code, msg). */")
+    L.append("struct rp_out_case { int op, input, dim, dtype, odtype, ok, rndim; int64_t rshape[2];")
+    L.append("                     const double *v; int code; const char *msg; };")
+    for k, (name, dt, vals) in enumerate(oinputs):
+        L.append("static const double rp_oin_%d[] = { %s };" % (
+            k, ", ".join(c_double(x) for x in torch.tensor(vals, dtype=torch.float64).reshape(-1).tolist())))
+    L.append("static const struct red_input rp_oinputs[] = {")
+    for k, (name, dt, vals) in enumerate(oinputs):
+        shape = list(torch.tensor(vals).shape)
+        L.append("    { %d, 0, 0, %d, { %s }, rp_oin_%d }, /* %s */" % (
+            TN_ORDER.index(dt), len(shape), ", ".join(str(x) for x in (shape + [0] * (4 - len(shape)))),
+            k, name))
+    L.append("};")
+    ocases = []
+    for ii, (name, dt, vals) in enumerate(oinputs):
+        x = torch.tensor(vals).to(DTYPES[dt])
+        if x.dim() == 1:
+            for op in ("sum", "prod"):
+                for od in ("int64", "float64", "int8", "bool", "float16", "uint8"):
+                    for da in (None, "float64", "int64", "float32", "int32"):
+                        if op == "prod" and dt == "float16" and da is None:
+                            continue  # no Half kernel in 1.13; libtensor's is documented
+                        ocases.append((op, ii, 0, da, od))
+        else:
+            for op in ("all", "any", "all_dim", "any_dim"):
+                for od in ("uint8", "bool", "int64", "float32"):
+                    for d in ((0, 1, -1) if op.endswith("_dim") else (0,)):
+                        ocases.append((op, ii, d, None, od))
+    obody = []
+    for c, (op, ii, d, da, od) in enumerate(ocases):
+        name, dt, vals = oinputs[ii]
+        x = torch.tensor(vals).to(DTYPES[dt])
+        fn = {"sum": lambda o: A.sum.out(x, out=o, **kw), "prod": lambda o: A.prod.out(x, out=o, **kw),
+              "all": lambda o: A.all.all_out(x, out=o), "any": lambda o: A.any.all_out(x, out=o),
+              "all_dim": lambda o: A.all.out(x, d, out=o), "any_dim": lambda o: A.any.out(x, d, out=o)}[op]
+        kw = {} if da is None else {"dtype": DTYPES[da]}
+        shape = [] if not op.endswith("_dim") else [s for k, s in enumerate(x.shape) if k != d % x.dim()]
+        o = torch.zeros(shape, dtype=DTYPES[od])
+        dtc = -1 if da is None else TN_ORDER.index(da)
+        try:
+            fn(o)
+        except RuntimeError as e:
+            obody.append("    { %d, %d, %d, %d, %d, 0, 0, { 0 }, NULL, %d, %s }," % (
+                RED_OPS.index(op), ii, d, dtc, TN_ORDER.index(od), EINVAL,
+                c_string(str(e).split("\n")[0], 8)))
+            continue
+        L.append("static const double rp_ov_%d[] = { %s };" % (
+            c, ", ".join(c_double(v) for v in o.to(torch.float64).reshape(-1).tolist())))
+        obody.append("    { %d, %d, %d, %d, %d, 1, %d, { %s }, rp_ov_%d, 0, NULL }," % (
+            RED_OPS.index(op), ii, d, dtc, TN_ORDER.index(od), len(shape),
+            ", ".join(str(v) for v in shape) if shape else "0", c))
+    L.append("static const struct rp_out_case rp_out_cases[] = {")
+    L += obody
+    L.append("};")
+    L.append("#define RP_NOUTCASES %d" % len(ocases))
+    L += header_bottom("TN_REDUCE_PARITY_GOLDEN_H")
+    write(os.path.join(outdir, "reduce_parity_golden.h"), L)
+    return len(cases) + len(ocases)
+
+
+def gen_parity17(outdir):
+    """Every header of this section; main() calls this one function."""
+    n = gen_reduce_parity(outdir)
+    print("reduce_parity_golden.h: %d cases" % n)
+
+
 def main(argv):
     if len(argv) != 2:
         sys.stderr.write("usage: %s OUTDIR\n" % argv[0])
@@ -1836,6 +2002,7 @@ def main(argv):
     gen_binary(outdir)
     nux = gen_unary_ext(outdir)
     nred = gen_reduce(outdir)
+    gen_parity17(outdir)
     print("reduce_golden.h: %d cases" % nred)
     print("half_golden.h: %d conversion rows, %d widen rows" % (nh, nw))
     print("repr_golden.h: %d cases" % len(rc))
