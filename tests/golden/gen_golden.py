@@ -17,6 +17,8 @@ Writes C headers, computed with PyTorch (and NumPy) as the reference:
                      all, any) over dtypes, dim lists, layouts, special values, errors
     reduce_parity_golden.h  issue 17's reduction cases: one-element results keeping
                      size-1 dims; sum/prod/all/any out= forms that convert
+    binary_parity_golden.h  add/sub with alpha (alpha converted and checked; the
+                     rounding of each dtype's kernel)
 
 Rerun from the repository root with Debian's interpreter (it has torch and
 numpy; the `python3` found first on PATH may not):
@@ -1983,10 +1985,102 @@ def gen_reduce_parity(outdir):
     return len(cases) + len(ocases)
 
 
+# ---------------------------------------------------------------------------
+# binary_parity_golden.h: add and sub with alpha (item 3)
+# ---------------------------------------------------------------------------
+
+def gen_binary_parity(outdir):
+    """add/sub with alpha: alpha converted to the compute dtype first (checked, rounded), and
+    a + alpha * b rounded as 1.13's CPU kernels round it: float32/float64 once (fmadd), float16
+    in Half arithmetic, bfloat16 once in contiguous and broadcast rows and in BFloat16
+    arithmetic in strided ones. Layouts: 0 contiguous, 1 both operands every other element,
+    2 other of shape [1] (broadcast), 3 self of shape [1]. Row lengths leave no remainder to
+    PyTorch's scalar loops where those round differently from its vector loops (a broadcast
+    other in float32/float64, contiguous bfloat16): multiples of 64.
+    Values: float32 randn * 4 (short decimals), so the header stays small."""
+    L = header_top("TN_BINARY_PARITY_GOLDEN_H",
+                   "add/sub alpha goldens from PyTorch (issue 17, item 3).")
+    g = torch.Generator().manual_seed(1717)
+    cases = []  # (op, dtype, layout, n, alpha)
+    for dt in ("float32", "float64"):
+        for al in (1.37, -0.3, 2, 1e-3):
+            for lay, n in ((0, 135), (1, 135), (2, 128), (3, 135), (0, 16), (1, 5)):
+                for op in ("add", "sub"):
+                    cases.append((op, dt, lay, n, al))
+    for al in (1.37, 772.0, -0.3, 3):
+        for lay, n in ((0, 128), (1, 135), (2, 128), (3, 128)):
+            for op in ("add", "sub"):
+                cases.append((op, "bfloat16", lay, n, al))
+                cases.append((op, "float16", lay, n if lay else 135, al))
+    for dt, als in (("int16", (3, -7, 70000, -32768, 32767)), ("uint8", (-255, 5, -256, 256)),
+                    ("int8", (200, -128, 127)), ("int64", (-5,)),
+                    ("float16", (1e6, 65519.0, 65504.0)), ("bfloat16", (1e39, 3e38)),
+                    ("float32", (1e39, float("inf")))):
+        for al in als:
+            for op in ("add", "sub"):
+                cases.append((op, dt, 0, 7, al))
+    L.append("/* op: 0 add, 1 sub; dtype: both operands'; alpha: an int Scalar when alpha_int;")
+    L.append(" * a, b: the operands' values (na, nb of them); want: the result (n), or the error. */")
+    L.append("struct bp_case { int op, dtype, layout; int64_t n; double alpha; int alpha_int;")
+    L.append("                 int64_t ialpha; const double *a, *b, *want; int code; const char *msg; };")
+    body = []
+    for c, (op, dt, lay, n, al) in enumerate(cases):
+        tdt = DTYPES[dt]
+        na = 1 if lay == 3 else n
+        nb = 1 if lay == 2 else n
+        def vals(m):
+            if dt in ("uint8",):
+                return torch.randint(0, 256, (m,), generator=g).to(tdt)
+            if dt in ("int8", "int16", "int64"):
+                return torch.randint(-100, 100, (m,), generator=g).to(tdt)
+            return (torch.randn(m, generator=g) * 4).to(tdt)
+        a, b = vals(na), vals(nb)
+        if lay == 1:
+            ta = torch.zeros(2 * n, dtype=tdt)
+            ta[::2] = a
+            tb = torch.zeros(2 * n, dtype=tdt)
+            tb[::2] = b
+            ta, tb = ta[::2], tb[::2]
+        else:
+            ta, tb = a, b
+        is_int = isinstance(al, int)
+        fn = torch.add if op == "add" else torch.sub
+        L.append("static const double bp_a_%d[] = {" % c)
+        L += wrap_items([c_double(x) for x in a.to(torch.float64).tolist()])
+        L.append("};")
+        L.append("static const double bp_b_%d[] = {" % c)
+        L += wrap_items([c_double(x) for x in b.to(torch.float64).tolist()])
+        L.append("};")
+        try:
+            r = fn(ta, tb, alpha=al)
+        except RuntimeError as e:
+            body.append("    { %d, %d, %d, %d, %s, %d, %s, bp_a_%d, bp_b_%d, NULL, -75, %s }," % (
+                ("add", "sub").index(op), TN_ORDER.index(dt), lay, n,
+                c_double(float(al)), int(is_int), c_int64(al) if is_int else "0", c, c,
+                c_string(str(e).split("\n")[0], 8)))
+            continue
+        assert r.shape == (n,) and r.dtype == tdt
+        L.append("static const double bp_w_%d[] = {" % c)
+        L += wrap_items([c_double(x) for x in r.to(torch.float64).tolist()])
+        L.append("};")
+        body.append("    { %d, %d, %d, %d, %s, %d, %s, bp_a_%d, bp_b_%d, bp_w_%d, 0, NULL }," % (
+            ("add", "sub").index(op), TN_ORDER.index(dt), lay, n, c_double(float(al)),
+            int(is_int), c_int64(al) if is_int else "0", c, c, c))
+    L.append("static const struct bp_case bp_cases[] = {")
+    L += body
+    L.append("};")
+    L.append("#define BP_NCASES %d" % len(cases))
+    L += header_bottom("TN_BINARY_PARITY_GOLDEN_H")
+    write(os.path.join(outdir, "binary_parity_golden.h"), L)
+    return len(cases)
+
+
 def gen_parity17(outdir):
     """Every header of this section; main() calls this one function."""
     n = gen_reduce_parity(outdir)
     print("reduce_parity_golden.h: %d cases" % n)
+    n = gen_binary_parity(outdir)
+    print("binary_parity_golden.h: %d cases" % n)
 
 
 def main(argv):
