@@ -19,6 +19,8 @@ Writes C headers, computed with PyTorch (and NumPy) as the reference:
                      size-1 dims; sum/prod/all/any out= forms that convert
     binary_parity_golden.h  add/sub with alpha (alpha converted and checked; the
                      rounding of each dtype's kernel)
+    unary_parity_golden.h  out= dtype rules of the unary .out and Scalar_Tensor_out
+                     operators over every dtype pair
 
 Rerun from the repository root with Debian's interpreter (it has torch and
 numpy; the `python3` found first on PATH may not):
@@ -2075,12 +2077,95 @@ def gen_binary_parity(outdir):
     return len(cases)
 
 
+# ---------------------------------------------------------------------------
+# unary_parity_golden.h: out= dtype rules of the unary .out and Scalar_Tensor_out ops (item 4)
+# ---------------------------------------------------------------------------
+
+UP_UNARY = ["neg", "abs", "sign", "floor", "ceil", "round", "trunc", "relu", "exp", "log",
+            "sqrt", "sigmoid", "reciprocal", "logical_not", "bitwise_not", "isnan", "isinf"]
+UP_SCALAR_TENSOR = ["remainder", "bitwise_and", "bitwise_or", "bitwise_xor",
+                    "bitwise_left_shift", "bitwise_right_shift"]
+
+
+def gen_unary_parity(outdir):
+    """Every (input dtype, out dtype) pair of the .out forms of the unary operators whose
+    out= rules differ (neg/abs/sign/floor/ceil/round/trunc: out must have the input's dtype;
+    relu.out and the Scalar_Tensor_out overloads: computed, then converted into out of any
+    dtype), with a few floating ones for contrast, called as torch.ops.aten.<op>.<overload>.
+    Left out: float16 inputs where 1.13 has no CPU kernel (libtensor computes them, documented)
+    and bool Scalars (the Python API refuses them; torch.ops reads them as integers), and NaN
+    results into integer outputs (float-to-integer conversion of NaN is item 5's)."""
+    L = header_top("TN_UNARY_PARITY_GOLDEN_H",
+                   "out= dtype rules of unary and Scalar_Tensor ops from PyTorch (issue 17, item 4).")
+    A = torch.ops.aten
+    lines = []
+    for op in UP_UNARY:
+        for sd in TN_ORDER:
+            for od in TN_ORDER:
+                lines.append(("%s.out" % op, sd, od, None))
+    for op in UP_SCALAR_TENSOR:
+        for sd in TN_ORDER:
+            for od in TN_ORDER:
+                for sc in (3, 2.5):
+                    lines.append(("%s.Scalar_Tensor_out" % op, sd, od, sc))
+    L.append("/* name: the operator; sdtype, odtype: the input's and out's dtypes; scalar: 0 none,")
+    L.append(" * 1 the int Scalar 3 before the tensor, 2 the float Scalar 2.5; the input is up_in[sdtype]'s")
+    L.append(" * class of values (see up_values); ok: v (3 values) or the error (code, msg). */")
+    L.append("struct up_case { const char *name; int sdtype, odtype, scalar, ok; double v[3]; int code;")
+    L.append("                 const char *msg; };")
+    body = []
+    for name, sd, od, sc in lines:
+        tsd, tod = DTYPES[sd], DTYPES[od]
+        if sd == "uint8":
+            vals = [1, 2, 3]
+        elif sd == "bool":
+            vals = [1, 0, 1]
+        elif tsd.is_floating_point:
+            vals = [1.5, -2.0, 3.0]
+        else:
+            vals = [1, -2, 3]
+        x = torch.tensor(vals, dtype=torch.float64).to(tsd)
+        o = torch.zeros(3, dtype=tod)
+        op, ov = name.split(".")
+        f = getattr(getattr(A, op), ov)
+        try:
+            if sc is None:
+                f(x, out=o)
+            else:
+                f(sc, x, out=o)
+        except RuntimeError as e:
+            msg = str(e).split("\n")[0]
+            if "not implemented for 'Half'" in msg:
+                continue
+            body.append("    { \"%s\", %d, %d, %d, 0, { 0 }, %d, %s }," % (
+                name, TN_ORDER.index(sd), TN_ORDER.index(od), 0 if sc is None else 1 if sc == 3 else 2,
+                EINVAL, c_string(msg, 8)))
+            continue
+        if not tod.is_floating_point and tod != torch.bool:
+            # A NaN or out-of-range floating result converted to an integer (item 5).
+            r = getattr(A, op).default(x) if sc is None else getattr(A, op).Scalar_Tensor(sc, x)
+            if r.is_floating_point() and not torch.isfinite(r).all():
+                continue
+        body.append("    { \"%s\", %d, %d, %d, 1, { %s }, 0, NULL }," % (
+            name, TN_ORDER.index(sd), TN_ORDER.index(od), 0 if sc is None else 1 if sc == 3 else 2,
+            ", ".join(c_double(v) for v in o.to(torch.float64).tolist())))
+    L.append("static const struct up_case up_cases[] = {")
+    L += body
+    L.append("};")
+    L.append("#define UP_NCASES %d" % len(body))
+    L += header_bottom("TN_UNARY_PARITY_GOLDEN_H")
+    write(os.path.join(outdir, "unary_parity_golden.h"), L)
+    return len(body)
+
+
 def gen_parity17(outdir):
     """Every header of this section; main() calls this one function."""
     n = gen_reduce_parity(outdir)
     print("reduce_parity_golden.h: %d cases" % n)
     n = gen_binary_parity(outdir)
     print("binary_parity_golden.h: %d cases" % n)
+    n = gen_unary_parity(outdir)
+    print("unary_parity_golden.h: %d cases" % n)
 
 
 def main(argv):
