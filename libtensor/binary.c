@@ -12,6 +12,8 @@
  * stack and back (bounded memory, no full-size temporaries). That loop and the Scalar wrapping
  * serve the other binary operators (binary_ext.c) too, through binary_internal.h.
  */
+#include <float.h>
+#include <math.h>
 #include <string.h>
 
 #include "backend.h"
@@ -78,6 +80,67 @@ int tn__wrap_scalar(tn_scalar v, const tn_tensor *like, tn_tensor **ret)
 	return 0;
 }
 
+/* The C++ type names c10 writes in its conversion errors. */
+static const char *c10_type_name(enum tn_dtype dt)
+{
+	static const char *const names[] = { "bool",  "uint8_t", "int8_t",	"int16_t", "int",
+					     "int64_t", "at::Half", "at::BFloat16", "float",	"double" };
+	return names[dt];
+}
+
+/*
+ * alpha as PyTorch's add_kernel takes it: alpha.to<scalar_t>() of the compute dtype @ct, a
+ * checked conversion (an int16 add refuses alpha 70000; uint8 accepts down to -255, as c10's
+ * overflows() does for unsigned types; 16-bit floats and float32 refuse finite values past
+ * their largest) that rounds floating values to @ct (a bfloat16 alpha of 772 is 768). sub is
+ * add with -alpha, converted as such (an int16 sub refuses alpha -32768); the kernel gets
+ * alpha back, negated exactly.
+ */
+static int convert_alpha(int op, enum tn_dtype ct, tn_scalar alpha, struct tn__alpha *ret)
+{
+	const bool neg = op == TN_BINOP_SUB;
+	*ret = (struct tn__alpha){ 1.0, 1, true };
+	if (ct == TN_BOOL) {
+		ret->b = alpha.kind == TN_SCALAR_BOOL ? alpha.v.b
+			 : alpha.kind == TN_SCALAR_INT ? alpha.v.i != 0
+						       : alpha.v.d != 0;
+		return 0;
+	}
+	if (!tn_dtype_is_floating(ct)) {
+		static const int64_t lo[] = { 0, -UINT8_MAX, INT8_MIN, INT16_MIN, INT32_MIN, INT64_MIN },
+				     hi[] = { 1, UINT8_MAX, INT8_MAX, INT16_MAX, INT32_MAX, INT64_MAX };
+		int64_t v = alpha.kind == TN_SCALAR_INT ? alpha.v.i : alpha.v.b;
+		/* -INT64_MIN does not exist: PyTorch negates it with undefined behaviour. */
+		if (neg && v != INT64_MIN)
+			v = -v;
+		if (v < lo[ct] || v > hi[ct])
+			goto overflow;
+		ret->i = neg ? (int64_t)(0 - (uint64_t)v) : v;
+		ret->d = (double)ret->i;
+		ret->b = ret->i != 0;
+		return 0;
+	}
+	double d = alpha.kind == TN_SCALAR_DOUBLE ? alpha.v.d
+		   : alpha.kind == TN_SCALAR_INT  ? (double)alpha.v.i
+						  : (double)alpha.v.b;
+	double max = ct == TN_FLOAT16 ? 65504.0 : ct == TN_BFLOAT16 ? 3.3895313892515355e38
+		     : ct == TN_FLOAT32 ? (double)FLT_MAX : INFINITY;
+	if (isfinite(d) && (d > max || d < -max))
+		goto overflow;
+	if (ct == TN_FLOAT16)
+		d = tn_half_to_float(tn_half_from_float((float)d));
+	else if (ct == TN_BFLOAT16)
+		d = tn_bfloat16_to_float(tn_bfloat16_from_float((float)d));
+	else if (ct == TN_FLOAT32)
+		d = (float)d;
+	ret->d = d;
+	ret->b = d != 0;
+	return 0;
+overflow:
+	return tn__error(TN_EOVERFLOW, "value cannot be converted to type %s without overflow",
+			 c10_type_name(ct));
+}
+
 /*
  * The checks that depend on the compute dtype @ct, and the kernel context they set up:
  * PyTorch's refusals of bool subtraction and of alpha values the dtype cannot hold.
@@ -105,11 +168,7 @@ static int binary_setup(bool cmp, int op, enum tn_dtype ct, enum tn_dtype da, en
 		if (alpha.kind == TN_SCALAR_DOUBLE && !tn_dtype_is_floating(ct))
 			return tn__error(TN_EINVAL, "For integral input tensors, argument alpha "
 						    "must not be a floating point number.");
-		c->alpha.b = alpha.kind == TN_SCALAR_BOOL ? alpha.v.b
-			     : alpha.kind == TN_SCALAR_INT ? alpha.v.i != 0
-							   : alpha.v.d != 0;
-		c->alpha.i = alpha.kind == TN_SCALAR_INT ? alpha.v.i : alpha.kind == TN_SCALAR_BOOL;
-		c->alpha.d = alpha.kind == TN_SCALAR_DOUBLE ? alpha.v.d : (double)c->alpha.i;
+		return convert_alpha(op, ct, alpha, &c->alpha);
 	} else {
 		c->alpha = (struct tn__alpha){ 1.0, 1, true };
 	}

@@ -438,6 +438,49 @@ static int div_mode(const char *mode)
 		return rc ? rc : ext(X, out, NULL, &self, other, NULL, KEY, NULL);            \
 	}
 
+/*
+ * Scalar OP Tensor for the families whose Scalar_Tensor_out PyTorch 1.13 generates from the
+ * functional form (remainder, the bitwise operators and shifts): the result is computed as the
+ * functional form computes it and then converted into @out, of any dtype (a float remainder
+ * into an int64 out truncates; the functional form's errors come first). PyTorch resizes
+ * @out; libtensor requires the result's shape.
+ */
+static int st_out_copy(int x, tn_scalar self, const tn_tensor *other, tn_tensor *out,
+		       enum tn_dispatch_key key)
+{
+	tn_tensor *r = NULL;
+	int rc = ext(x, NULL, NULL, &self, other, NULL, key, &r);
+	if (rc < 0)
+		return rc;
+	if (out->ndim != r->ndim ||
+	    memcmp(out->sizes, r->sizes, (size_t)r->ndim * sizeof(int64_t)) != 0) {
+		char a[256], b[256];
+		tn__format_shape(a, sizeof(a), out->ndim, out->sizes);
+		tn__format_shape(b, sizeof(b), r->ndim, r->sizes);
+		rc = tn__error(TN_EINVAL,
+			       "output with shape %s doesn't match the broadcast shape %s (libtensor "
+			       "does not resize out= tensors)",
+			       a, b);
+	} else {
+		rc = tn__copy(out, r, key, ext_ops[x].name);
+	}
+	tn_tensor_unref(r);
+	return rc;
+}
+#define ST_COPY_RUN(NAME, X, SUFFIX, KEY)                                                    \
+	int tn__##NAME##_##SUFFIX(tn_scalar self, const tn_tensor *other, tn_tensor **ret_tensor) \
+	{                                                                                    \
+		int rc = need_ret(ret_tensor, ext_ops[X].name);                              \
+		return rc ? rc : ext(X, NULL, NULL, &self, other, NULL, KEY, ret_tensor);     \
+	}                                                                                    \
+	int tn__##NAME##_out_##SUFFIX(tn_scalar self, const tn_tensor *other, tn_tensor *out)   \
+	{                                                                                    \
+		int rc = tn__check_live(out, ext_ops[X].name);                               \
+		if (rc == 0)                                                                 \
+			rc = tn__check_live(other, ext_ops[X].name);                         \
+		return rc ? rc : st_out_copy(X, self, other, out, KEY);                      \
+	}
+
 #define ALL_KEYS(FORM, NAME, X) TN_FOR_EACH_KEY(FORM, NAME, X)
 
 /* The families with every form: Tensor, Scalar (and Scalar_Tensor), out=, in place. */
@@ -447,18 +490,18 @@ static int div_mode(const char *mode)
 	ALL_KEYS(TS_RUN, NAME##_scalar, X)
 
 FULL_FAMILY(remainder, X_REMAINDER)
-ALL_KEYS(ST_RUN, remainder_scalar_tensor, X_REMAINDER)
+ALL_KEYS(ST_COPY_RUN, remainder_scalar_tensor, X_REMAINDER)
 FULL_FAMILY(fmod, X_FMOD)
 FULL_FAMILY(bitwise_and, X_BITWISE_AND)
-ALL_KEYS(ST_RUN, bitwise_and_scalar_tensor, X_BITWISE_AND)
+ALL_KEYS(ST_COPY_RUN, bitwise_and_scalar_tensor, X_BITWISE_AND)
 FULL_FAMILY(bitwise_or, X_BITWISE_OR)
-ALL_KEYS(ST_RUN, bitwise_or_scalar_tensor, X_BITWISE_OR)
+ALL_KEYS(ST_COPY_RUN, bitwise_or_scalar_tensor, X_BITWISE_OR)
 FULL_FAMILY(bitwise_xor, X_BITWISE_XOR)
-ALL_KEYS(ST_RUN, bitwise_xor_scalar_tensor, X_BITWISE_XOR)
+ALL_KEYS(ST_COPY_RUN, bitwise_xor_scalar_tensor, X_BITWISE_XOR)
 FULL_FAMILY(bitwise_left_shift, X_LSHIFT)
-ALL_KEYS(ST_RUN, bitwise_left_shift_scalar_tensor, X_LSHIFT)
+ALL_KEYS(ST_COPY_RUN, bitwise_left_shift_scalar_tensor, X_LSHIFT)
 FULL_FAMILY(bitwise_right_shift, X_RSHIFT)
-ALL_KEYS(ST_RUN, bitwise_right_shift_scalar_tensor, X_RSHIFT)
+ALL_KEYS(ST_COPY_RUN, bitwise_right_shift_scalar_tensor, X_RSHIFT)
 
 ALL_KEYS(TT_RUN, pow, X_POW)
 ALL_KEYS(TT_INPLACE_RUN, pow, X_POW)

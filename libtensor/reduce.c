@@ -600,6 +600,20 @@ static int value_reduce(enum kind k, const tn_tensor *self, int ndims, const int
 		return rc;
 	if ((rc = dim_mask(self, ndims, dims, &mask)) < 0)
 		return rc;
+	/* all and any into a uint8 out= tensor: PyTorch converts the input to uint8 first, so
+	 * 0.5 counts as false and 256 (wrapping to 0) too. */
+	if ((k == K_ALL || k == K_ANY) && out && out->dtype == TN_UINT8 &&
+	    self->dtype != TN_UINT8) {
+		tn_tensor *u8;
+		if ((rc = tn__empty_like_device(self->storage->device, TN_UINT8, self->ndim,
+						self->ndim ? self->sizes : NULL, NULL, &u8, who)) < 0)
+			return rc;
+		rc = tn__copy(u8, self, key, who);
+		if (rc == 0)
+			rc = value_reduce(k, u8, ndims, dims, keepdim, dtype, out, key, ret);
+		tn_tensor_unref(u8);
+		return rc;
+	}
 
 	/* The kernel's input dtype and the accumulator: sums and products run in the result
 	 * dtype (16-bit floats accumulating in float32, which also reads them directly); the
@@ -615,10 +629,14 @@ static int value_reduce(enum kind k, const tn_tensor *self, int ndims, const int
 	for (int d = 0; d < self->ndim; d++)
 		one &= (mask >> d & 1) || self->sizes[d] == 1;
 	if (key == TN_KEY_CPU && one && !out && acc_dt == dt && flat_ok(self, kdt)) {
+		/* Every dim has size 1 in the result: the reduced ones kept (keepdim) and
+		 * the size-1 dims not reduced, which stay (sum(ones(1, 3), [1]) has shape
+		 * [1], not []). */
 		int64_t ones[TN_MAX_DIMS];
-		int n = keepdim ? self->ndim : 0;
-		for (int d = 0; d < n; d++)
-			ones[d] = 1;
+		int n = 0;
+		for (int d = 0; d < self->ndim; d++)
+			if (keepdim || !(mask >> d & 1))
+				ones[n++] = 1;
 		if ((rc = tn__empty_like_device(self->storage->device, dt, n, n ? ones : NULL,
 						NULL, &res, who)) < 0)
 			return rc;
@@ -658,6 +676,37 @@ out:
 		*ret = res;
 	else
 		tn_tensor_unref(res);
+	return rc;
+}
+
+/*
+ * sum.out and prod.out without dims: PyTorch 1.13 has no kernel of their own but runs the
+ * functional form (in the input's dtype, int64 for integers, or dtype=) and copies its result
+ * into @out, converting: a float32 sum of [2.5, 2.5] into an int64 out is 5, and dtype= need
+ * not be out's dtype. PyTorch resizes @out to the 0-dim result; libtensor requires that shape.
+ */
+static int whole_out(enum kind k, const tn_tensor *self, const enum tn_dtype *dtype,
+		     tn_tensor *out, enum tn_dispatch_key key)
+{
+	const char *who = kinds[k].name;
+	tn_tensor *r = NULL;
+	int rc;
+
+	if ((rc = tn__check_live(self, who)) < 0 || (rc = tn__check_live(out, who)) < 0)
+		return rc;
+	if ((rc = value_reduce(k, self, 0, NULL, false, dtype, NULL, key, &r)) < 0)
+		return rc;
+	if (out->ndim != 0) {
+		char a[256];
+		tn__format_shape(a, sizeof(a), out->ndim, out->sizes);
+		rc = tn__error(TN_EINVAL,
+			       "%s: output with shape %s doesn't match the result shape [] "
+			       "(libtensor does not resize out= tensors)",
+			       who, a);
+	} else {
+		rc = tn__copy(out, r, key, who);
+	}
+	tn_tensor_unref(r);
 	return rc;
 }
 
@@ -881,8 +930,7 @@ out:
 	int tn__sum_out_##SUFFIX(const tn_tensor *self, const enum tn_dtype *dtype,           \
 				 tn_tensor *out)                                              \
 	{                                                                                     \
-		int rc = tn__check_live(out, "sum");                                          \
-		return rc ? rc : value_reduce(K_SUM, self, 0, NULL, false, dtype, out, KEY, NULL); \
+		return whole_out(K_SUM, self, dtype, out, KEY);                                 \
 	}                                                                                     \
 	int tn__sum_dim_##SUFFIX(const tn_tensor *self, int ndim, const int64_t *dim,          \
 				 bool keepdim, const enum tn_dtype *dtype, tn_tensor **ret_tensor) \
@@ -921,8 +969,7 @@ out:
 	int tn__prod_out_##SUFFIX(const tn_tensor *self, const enum tn_dtype *dtype,          \
 				  tn_tensor *out)                                             \
 	{                                                                                     \
-		int rc = tn__check_live(out, "prod");                                         \
-		return rc ? rc : value_reduce(K_PROD, self, 0, NULL, false, dtype, out, KEY, NULL); \
+		return whole_out(K_PROD, self, dtype, out, KEY);                                 \
 	}                                                                                     \
 	int tn__prod_dim_##SUFFIX(const tn_tensor *self, int64_t dim, bool keepdim,            \
 				  const enum tn_dtype *dtype, tn_tensor **ret_tensor)         \

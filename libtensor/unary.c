@@ -27,13 +27,22 @@ static const struct {
 	 * whether those are the integral ones (else the floating ones). */
 	const char *impl;
 	bool floating_only;
+	/* With same_dtype: the bool refusal comes before the out= dtype check (neg's meta
+	 * function checks its input first). */
+	bool bool_first;
+	/* The out= form is PyTorch's generated one: the functional result converted into out,
+	 * of any dtype. */
+	bool out_copies;
 } unops[TN_NUM_UNOPS] = {
+	/* neg, abs, sign, floor, ceil, round and trunc are ATen "unary ops" proper: an out=
+	 * tensor must have the input's dtype ("Found dtype Char but expected Short"). */
 	[TN_UN_NEG] = { "neg", false,
 			"Negation, the `-` operator, on a bool tensor is not supported. If you are "
 			"trying to invert a mask, use the `~` or `logical_not()` operator "
-			"instead." },
-	[TN_UN_ABS] = { "abs", false, "\"abs_cpu\" not implemented for 'Bool'" },
-	[TN_UN_SIGN] = { "sign", false, NULL },
+			"instead.",
+			true, NULL, false, true },
+	[TN_UN_ABS] = { "abs", false, "\"abs_cpu\" not implemented for 'Bool'", true },
+	[TN_UN_SIGN] = { "sign", false, NULL, true },
 	[TN_UN_EXP] = { "exp", true, NULL },
 	[TN_UN_EXPM1] = { "expm1", true, NULL },
 	[TN_UN_LOG] = { "log", true, NULL },
@@ -46,12 +55,12 @@ static const struct {
 	[TN_UN_TAN] = { "tan", true, NULL },
 	[TN_UN_TANH] = { "tanh", true, NULL },
 	[TN_UN_SIGMOID] = { "sigmoid", true, NULL },
-	[TN_UN_RELU] = { "relu", false, "Boolean inputs not supported for relu" },
+	[TN_UN_RELU] = { "relu", false, "Boolean inputs not supported for relu", .out_copies = true },
 	[TN_UN_ERF] = { "erf", true, NULL },
-	[TN_UN_FLOOR] = { "floor", false, "\"floor_vml_cpu\" not implemented for 'Bool'" },
-	[TN_UN_CEIL] = { "ceil", false, "\"ceil_vml_cpu\" not implemented for 'Bool'" },
-	[TN_UN_ROUND] = { "round", false, "\"round_vml_cpu\" not implemented for 'Bool'" },
-	[TN_UN_TRUNC] = { "trunc", false, "\"trunc_vml_cpu\" not implemented for 'Bool'" },
+	[TN_UN_FLOOR] = { "floor", false, "\"floor_vml_cpu\" not implemented for 'Bool'", true },
+	[TN_UN_CEIL] = { "ceil", false, "\"ceil_vml_cpu\" not implemented for 'Bool'", true },
+	[TN_UN_ROUND] = { "round", false, "\"round_vml_cpu\" not implemented for 'Bool'", true },
+	[TN_UN_TRUNC] = { "trunc", false, "\"trunc_vml_cpu\" not implemented for 'Bool'", true },
 	[TN_UN_RECIPROCAL] = { "reciprocal", true, NULL },
 	[TN_UN_GELU] = { "gelu", false, NULL, true, "GeluKernelImpl", true },
 	[TN_UN_GELU_TANH] = { "gelu", false, NULL, true, "GeluKernelImpl", true },
@@ -80,6 +89,34 @@ static void unary_config(struct tn_iter_config *cfg, tn_tensor *out, const tn_te
 	cfg->tensors[1] = a;
 }
 
+static int unary_impl(int op, tn_tensor *out, const tn_tensor *a, enum tn_dispatch_key key,
+		      tn_tensor **ret, const char *bad_arg);
+
+/* relu.out as PyTorch 1.13 generates it: relu computed as the functional form computes it,
+ * then converted into @out of any dtype (a float relu into a bool out gives true for every
+ * nonzero). PyTorch resizes @out; libtensor requires the result's shape. */
+static int unary_out_copy(int op, tn_tensor *out, const tn_tensor *a, enum tn_dispatch_key key)
+{
+	tn_tensor *r = NULL;
+	int rc = unary_impl(op, NULL, a, key, &r, NULL);
+	if (rc < 0)
+		return rc;
+	if (out->ndim != r->ndim ||
+	    memcmp(out->sizes, r->sizes, (size_t)r->ndim * sizeof(int64_t)) != 0) {
+		char sa[256], sb[256];
+		tn__format_shape(sa, sizeof(sa), out->ndim, out->sizes);
+		tn__format_shape(sb, sizeof(sb), r->ndim, r->sizes);
+		rc = tn__error(TN_EINVAL,
+			       "output with shape %s doesn't match the broadcast shape %s (libtensor "
+			       "does not resize out= tensors)",
+			       sa, sb);
+	} else {
+		rc = tn__copy(out, r, key, unops[op].name);
+	}
+	tn_tensor_unref(r);
+	return rc;
+}
+
 /*
  * out = f(a): @out NULL allocates, @out == a is in place; @key is the kernel's dispatch key
  * (tn__key_runs).
@@ -94,6 +131,10 @@ static int unary_impl(int op, tn_tensor *out, const tn_tensor *a, enum tn_dispat
 	struct tn_iter it;
 	int rc;
 
+	if (unops[op].bool_first && tn__handle_is(a, TN_MAGIC_TENSOR) && a->dtype == TN_BOOL)
+		return tn__error(TN_EINVAL, "%s", unops[op].bool_error);
+	if (unops[op].out_copies && out && out != a)
+		return unary_out_copy(op, out, a, key);
 	unary_config(&cfg, out, a);
 	if (!unops[op].same_dtype) {
 		cfg.promote_inputs_to_common_dtype = true;

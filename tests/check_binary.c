@@ -13,6 +13,7 @@
 #include "testutil.h"
 #include "golden/binary_golden.h"
 #include "golden/parity_golden.h"
+#include "golden/binary_parity_golden.h"
 
 typedef int (*tt_fn)(const tn_tensor *, const tn_tensor *, tn_tensor **);
 typedef int (*tt_out_fn)(const tn_tensor *, const tn_tensor *, tn_tensor *);
@@ -824,6 +825,80 @@ START_TEST(test_half_floor_division_matches_pytorch)
 	tn_tensor *list[] = { a, b, as, bs, seven };
 	for (int k = 0; k < 5; k++)
 		tn_tensor_unref(list[k]);
+/* @n values @v as a 1-d tensor of @dt, contiguous or (@stepped) every other element of a
+ * twice longer one. */
+static tn_tensor *values_1d(const double *v, int64_t n, enum tn_dtype dt, bool stepped)
+{
+	tn_tensor *f, *mem, *t;
+	ck_assert_tn_ok(tn_empty(1, &n, TN_FLOAT64, TN_CPU, TN_CONTIGUOUS_FORMAT, &f));
+	memcpy(tn_tensor_data(f), v, (size_t)n * sizeof(double));
+	int64_t m = stepped ? 2 * n : n;
+	ck_assert_tn_ok(tn_zeros(1, &m, dt, TN_CPU, &mem));
+	if (stepped)
+		ck_assert_tn_ok(tn_slice(mem, 0, 0, INT64_MAX, 2, &t));
+	else
+		t = tn_tensor_ref(mem);
+	ck_assert_tn_ok(tn_copy_(t, f, false));
+	tn_tensor_unref(mem);
+	tn_tensor_unref(f);
+	return t;
+}
+
+/*
+ * Issue 17, item 3: add and sub with alpha, bit for bit as PyTorch 1.13's CPU kernels (alpha
+ * converted to the compute dtype first, with its overflow error; float32 and float64 rounded
+ * once; 16-bit floats as ATen rounds them), functional and out=, in each CPU capability.
+ */
+START_TEST(test_alpha_matches_pytorch)
+{
+	tn_test_force_capability(_i);
+	for (size_t k = 0; k < BP_NCASES; k++) {
+		const struct bp_case *c = &bp_cases[k];
+		const enum tn_dtype dt = (enum tn_dtype)c->dtype;
+		const int64_t na = c->layout == 3 ? 1 : c->n, nb = c->layout == 2 ? 1 : c->n;
+		tn_tensor *a = values_1d(c->a, na, dt, c->layout == 1);
+		tn_tensor *b = values_1d(c->b, nb, dt, c->layout == 1), *r = NULL, *o;
+		tn_scalar al = c->alpha_int ? tn_scalar_int(c->ialpha) : tn_scalar_double(c->alpha);
+		const char *op = c->op ? "sub" : "add";
+		int64_t n = c->n;
+		tn_clear_error();
+		int rc = c->op ? tn_sub(a, b, al, &r) : tn_add(a, b, al, &r);
+		ck_assert_tn_ok(tn_zeros(1, &n, dt, TN_CPU, &o));
+		if (!c->want) {
+			ck_assert_msg(rc == c->code, "case %zu %s %s alpha %g: returned %d (%s)", k, op,
+				      tn_dtype_name(dt), c->alpha, rc, tn_last_error());
+			ck_assert_str_eq(tn_last_error(), c->msg);
+			rc = c->op ? tn_sub_out(a, b, al, o) : tn_add_out(a, b, al, o);
+			ck_assert_int_eq(rc, c->code);
+			ck_assert_str_eq(tn_last_error(), c->msg);
+		} else {
+			ck_assert_msg(rc == 0, "case %zu %s: %s", k, op, tn_last_error());
+			ck_assert_tn_ok(c->op ? tn_sub_out(a, b, al, o) : tn_add_out(a, b, al, o));
+			tn_tensor *res[2] = { r, o };
+			for (int f = 0; f < 2; f++) {
+				tn_tensor *d;
+				ck_assert_int_eq(tn_tensor_dtype(res[f]), dt);
+				ck_assert_int_eq(tn_tensor_numel(res[f]), c->n);
+				ck_assert_tn_ok(tn_empty(1, &n, TN_FLOAT64, TN_CPU, TN_CONTIGUOUS_FORMAT,
+							 &d));
+				ck_assert_tn_ok(tn_copy_(d, res[f], false));
+				const double *got = tn_tensor_data(d);
+				for (int64_t i = 0; i < n; i++)
+					ck_assert_msg(got[i] == c->want[i] ||
+							      (got[i] != got[i] && c->want[i] != c->want[i]),
+						      "case %zu %s %s layout %d alpha %g (%s): element %lld is "
+						      "%.17g, PyTorch %.17g",
+						      k, op, tn_dtype_name(dt), c->layout, c->alpha,
+						      f ? "out=" : "functional", (long long)i, got[i],
+						      c->want[i]);
+				tn_tensor_unref(d);
+			}
+		}
+		tn_tensor_unref(o);
+		tn_tensor_unref(r);
+		tn_tensor_unref(a);
+		tn_tensor_unref(b);
+	}
 }
 END_TEST
 
@@ -842,6 +917,7 @@ static Suite *binary_suite(void)
 	tcase_add_test(tc, test_streamed_outputs);
 	tcase_add_loop_test(tc, test_kernels_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_half_floor_division_matches_pytorch, 0, TN_NUM_CPU_CAPABILITIES);
+	tcase_add_loop_test(tc, test_alpha_matches_pytorch, 0, TN_NUM_CPU_CAPABILITIES);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return s;

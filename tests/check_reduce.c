@@ -12,6 +12,7 @@
 #include "testutil.h"
 #include "golden/reduce_golden.h"
 #include "golden/parity_golden.h"
+#include "golden/reduce_parity_golden.h"
 
 enum {
 	OP_SUM, OP_SUM_DIM, OP_MEAN, OP_MEAN_DIM, OP_PROD, OP_PROD_DIM, OP_AMAX, OP_AMIN, OP_MAX,
@@ -223,11 +224,10 @@ static bool has_indices(int op)
 	return op == OP_MAX_DIM || op == OP_MIN_DIM;
 }
 
-/* One golden case: functional, out= (into tensors filled with 7 first) and Meta. */
-static void run_case(size_t k, bool meta)
+/* One golden case @c of input @in: functional, out= (into tensors filled with 7 first) and
+ * Meta. */
+static void run_golden(const struct red_case *c, const struct red_input *in, size_t k, bool meta)
 {
-	const struct red_case *c = &red_cases[k];
-	const struct red_input *in = &red_inputs[c->input];
 	tn_tensor *x = make_input(in, TN_CPU), *r = NULL, *r2 = NULL;
 	const char *op = red_op_names[c->op];
 
@@ -274,6 +274,11 @@ static void run_case(size_t k, bool meta)
 	tn_tensor_unref(r);
 	tn_tensor_unref(r2);
 	tn_tensor_unref(x);
+}
+
+static void run_case(size_t k, bool meta)
+{
+	run_golden(&red_cases[k], &red_inputs[red_cases[k].input], k, meta);
 }
 
 /* Every golden case, in the kernel variant of each CPU capability. */
@@ -357,6 +362,79 @@ static tn_tensor *arange23(enum tn_dtype dt)
 }
 
 /* The out= forms' dtype and shape errors, with PyTorch's messages; nothing is written. */
+/*
+ * Issue 17, item 1: results of one element keep the size-1 dims that are not reduced
+ * (sum(ones(1, 3), [1]) has shape [1]), in every functional, out= and Meta form.
+ */
+START_TEST(test_one_element_results)
+{
+	for (size_t k = 0; k < RP_NCASES; k++)
+		run_golden(&rp_cases[k], &rp_inputs[rp_cases[k].input], k, true);
+}
+END_TEST
+
+/*
+ * Issue 17, item 2: sum.out and prod.out reduce in the input's dtype (or dtype=) and convert
+ * into out, of any dtype; all and any into a uint8 out convert the input to uint8 first.
+ */
+START_TEST(test_out_converts)
+{
+	for (size_t k = 0; k < RP_NOUTCASES; k++) {
+		const struct rp_out_case *c = &rp_out_cases[k];
+		tn_tensor *x = make_input(&rp_oinputs[c->input], TN_CPU), *o;
+		enum tn_dtype dt = (enum tn_dtype)c->dtype;
+		const enum tn_dtype *dtp = c->dtype >= 0 ? &dt : NULL;
+		const char *op = red_op_names[c->op];
+		int64_t osz[2] = { 0, 0 };
+		int ond = c->op == OP_ALL_DIM || c->op == OP_ANY_DIM ? tn_tensor_ndim(x) - 1 : 0;
+		for (int d = 0, j = 0; d < tn_tensor_ndim(x); d++)
+			if (ond && d != (c->dim + tn_tensor_ndim(x)) % tn_tensor_ndim(x))
+				osz[j++] = tn_tensor_sizes(x)[d];
+		ck_assert_tn_ok(tn_zeros(ond, osz, (enum tn_dtype)c->odtype, TN_CPU, &o));
+		int rc;
+		tn_clear_error();
+		switch (c->op) {
+		case OP_SUM:
+			rc = tn_sum_out(x, dtp, o);
+			break;
+		case OP_PROD:
+			rc = tn_prod_out(x, dtp, o);
+			break;
+		case OP_ALL:
+			rc = tn_all_out(x, o);
+			break;
+		case OP_ANY:
+			rc = tn_any_out(x, o);
+			break;
+		case OP_ALL_DIM:
+			rc = tn_all_dim_out(x, c->dim, false, o);
+			break;
+		default:
+			rc = tn_any_dim_out(x, c->dim, false, o);
+			break;
+		}
+		if (!c->ok) {
+			ck_assert_msg(rc == c->code, "case %zu %s: returned %d (%s), PyTorch %s", k, op,
+				      rc, tn_last_error(), c->msg);
+			ck_assert_str_eq(tn_last_error(), c->msg);
+		} else {
+			ck_assert_msg(rc == 0, "case %zu %s failed: %s", k, op, tn_last_error());
+			ck_assert_int_eq(tn_tensor_ndim(o), c->rndim);
+			tn_tensor *f = as_f64(o);
+			const double *got = tn_tensor_data(f);
+			for (int64_t i = 0; i < tn_tensor_numel(o); i++)
+				ck_assert_msg(got[i] == c->v[i],
+					      "case %zu %s into %s: element %lld is %.17g, PyTorch %.17g",
+					      k, op, tn_dtype_name(c->odtype), (long long)i, got[i],
+					      c->v[i]);
+			tn_tensor_unref(f);
+		}
+		tn_tensor_unref(o);
+		tn_tensor_unref(x);
+	}
+}
+END_TEST
+
 START_TEST(test_out_errors)
 {
 	tn_tensor *x = arange23(TN_FLOAT32), *xi = arange23(TN_INT64), *o3l, *o3f, *o3d, *o3i,
@@ -527,6 +605,8 @@ static Suite *reduce_suite(void)
 	tcase_add_loop_test(tc, test_goldens_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_goldens_with_threads, 0, 3);
 	tcase_add_loop_test(tc, test_float32_sum_accuracy, 0, 2);
+	tcase_add_test(tc, test_one_element_results);
+	tcase_add_test(tc, test_out_converts);
 	tcase_add_test(tc, test_out_errors);
 	tcase_add_test(tc, test_allocation_failures);
 	tcase_add_test(tc, test_argmax_bool_size_one_dim);

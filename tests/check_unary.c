@@ -13,6 +13,7 @@
 #include "stub.h"
 #include "golden/unary_ext_golden.h"
 #include "golden/parity_golden.h"
+#include "golden/unary_parity_golden.h"
 
 /* ---- building operands ---- */
 
@@ -822,6 +823,69 @@ START_TEST(test_clamp_nan_bound_matches_pytorch)
 		}
 		tn_tensor_unref(r);
 		tn_tensor_unref(t);
+/*
+ * Issue 17, item 4: the out= dtype rules of PyTorch 1.13, operator by operator, over every
+ * pair of input and out dtypes: neg, abs, sign, floor, ceil, round and trunc require out to
+ * have the input's dtype ("Found dtype Char but expected Short"); relu.out and the
+ * Scalar_Tensor_out overloads of remainder, the bitwise operators and the shifts compute,
+ * then convert into out of any dtype; the others as before. Called boxed, by name.
+ */
+START_TEST(test_out_dtype_rules)
+{
+	for (size_t k = 0; k < UP_NCASES; k++) {
+		const struct up_case *c = &up_cases[k];
+		const enum tn_dtype sd = (enum tn_dtype)c->sdtype, od = (enum tn_dtype)c->odtype;
+		double vals[3] = { 1.5, -2.0, 3.0 };
+		int64_t n = 3;
+		if (sd == TN_UINT8)
+			memcpy(vals, (double[]){ 1, 2, 3 }, sizeof(vals));
+		else if (sd == TN_BOOL)
+			memcpy(vals, (double[]){ 1, 0, 1 }, sizeof(vals));
+		else if (!tn_dtype_is_floating(sd))
+			memcpy(vals, (double[]){ 1, -2, 3 }, sizeof(vals));
+		tn_tensor *f, *x, *o;
+		ck_assert_tn_ok(tn_empty(1, &n, TN_FLOAT64, TN_CPU, TN_CONTIGUOUS_FORMAT, &f));
+		memcpy(tn_tensor_data(f), vals, sizeof(vals));
+		ck_assert_tn_ok(tn_empty(1, &n, sd, TN_CPU, TN_CONTIGUOUS_FORMAT, &x));
+		ck_assert_tn_ok(tn_copy_(x, f, false));
+		ck_assert_tn_ok(tn_zeros(1, &n, od, TN_CPU, &o));
+		tn_stack st = TN_STACK_INIT;
+		if (c->scalar)
+			ck_assert_tn_ok(tn_stack_push(&st, tn_ivalue_scalar(c->scalar == 1
+									     ? tn_scalar_int(3)
+									     : tn_scalar_double(2.5))));
+		ck_assert_tn_ok(tn_stack_push_tensor(&st, x));
+		ck_assert_tn_ok(tn_stack_push_tensor(&st, o));
+		tn_clear_error();
+		int rc = tn_call_boxed(c->name, &st);
+		if (!c->ok) {
+			ck_assert_msg(rc == c->code, "case %zu %s %s into %s: returned %d (%s), PyTorch %s",
+				      k, c->name, tn_dtype_name(sd), tn_dtype_name(od), rc,
+				      tn_last_error(), c->msg);
+			ck_assert_str_eq(tn_last_error(), c->msg);
+		} else {
+			ck_assert_msg(rc == 0, "case %zu %s %s into %s: %s", k, c->name,
+				      tn_dtype_name(sd), tn_dtype_name(od), tn_last_error());
+			tn_tensor *g;
+			ck_assert_tn_ok(tn_empty(1, &n, TN_FLOAT64, TN_CPU, TN_CONTIGUOUS_FORMAT, &g));
+			ck_assert_tn_ok(tn_copy_(g, o, false));
+			const double *got = tn_tensor_data(g);
+			/* The operators' own accuracy is tested elsewhere: a few ulps here. */
+			double tol = od == TN_FLOAT16 || od == TN_BFLOAT16 ? 1e-2
+				     : tn_dtype_is_floating(od)		   ? 1e-6
+									   : 0;
+			for (int i = 0; i < 3; i++)
+				ck_assert_msg(got[i] == c->v[i] || (isnan(got[i]) && isnan(c->v[i])) ||
+						      fabs(got[i] - c->v[i]) <= tol * fmax(1, fabs(c->v[i])),
+					      "case %zu %s %s into %s: element %d is %.17g, PyTorch %.17g",
+					      k, c->name, tn_dtype_name(sd), tn_dtype_name(od), i, got[i],
+					      c->v[i]);
+			tn_tensor_unref(g);
+		}
+		tn_stack_destroy(&st);
+		tn_tensor_unref(o);
+		tn_tensor_unref(x);
+		tn_tensor_unref(f);
 	}
 }
 END_TEST
@@ -834,6 +898,7 @@ static Suite *unary_suite(void)
 	tcase_add_test(tc, test_errors);
 	tcase_add_test(tc, test_to_aliases_and_copies);
 	tcase_add_test(tc, test_predicates_into_any_dtype);
+	tcase_add_test(tc, test_out_dtype_rules);
 	tcase_add_loop_test(tc, test_kernels_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_mixed_dtypes_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);

@@ -9,6 +9,7 @@
  * float and round once, as c10::Half does. Kernels are built with -ffp-contract=off so that
  * every capability gives the same bits.
  */
+#include <math.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -44,23 +45,59 @@
 			return; /* integer true division promotes to float first */        \
 		}
 
-#define FLOAT_CASE(DT, T, CT, LX, LY, ST)                                                   \
+/*
+ * a + alpha * b as PyTorch 1.13's CPU kernels compute it (alpha already converted to the dtype):
+ * float32 and float64 with one rounding, as the vectorised kernels' fmadd (and their scalar
+ * loops, which the compiler contracts); float16 in c10::Half arithmetic, rounding alpha * b to
+ * half first; bfloat16 rows of contiguous or broadcast operands with one rounding from float
+ * (Vectorized<BFloat16>'s fmadd), strided rows in c10::BFloat16 arithmetic as float16. Sub is
+ * add with -alpha. With alpha 1 every form is one rounding of x + y.
+ */
+#define ROUND_HALF(v) tn_half_to_float(tn_half_from_float(v))
+#define ROUND_BF16(v) tn_bfloat16_to_float(tn_bfloat16_from_float(v))
+
+#define FMA_CASE(DT, T, FMA)                                                                \
 	case DT:                                                                            \
 		switch (op) {                                                               \
-		case TN_BINOP_ADD: {                                                        \
-			const CT al = (CT)alpha->d;                                         \
+		case TN_BINOP_ADD:                                                          \
+		case TN_BINOP_SUB: {                                                        \
+			const T al = op == TN_BINOP_SUB ? -(T)alpha->d : (T)alpha->d;       \
 			if (al == 1)                                                        \
-				CONTIG_OR_SCALAR(T, LX, LY, x + y, ST);                     \
+				CONTIG_OR_SCALAR(T, LX_PLAIN, LY_PLAIN, x + y, ST_PLAIN);   \
+			else if (al == -1)                                                  \
+				CONTIG_OR_SCALAR(T, LX_PLAIN, LY_PLAIN, x - y, ST_PLAIN);   \
 			else                                                                \
-				CONTIG_OR_SCALAR(T, LX, LY, x + al * y, ST);                \
+				CONTIG_OR_SCALAR(T, LX_PLAIN, LY_PLAIN, FMA(al, y, x),      \
+						 ST_PLAIN);                                 \
 			return;                                                             \
 		}                                                                           \
+		case TN_BINOP_MUL:                                                          \
+			CONTIG_OR_SCALAR(T, LX_PLAIN, LY_PLAIN, x * y, ST_PLAIN);           \
+			return;                                                             \
+		case TN_BINOP_DIV:                                                          \
+			CONTIG_OR_SCALAR(T, LX_PLAIN, LY_PLAIN, x / y, ST_PLAIN);           \
+			return;                                                             \
+		}                                                                           \
+		return;
+
+/* 16-bit floats: FUSED says whether contiguous and broadcast rows round once. */
+#define HALF_CASE(DT, T, LX, LY, ST, ROUND, FUSED)                                         \
+	case DT:                                                                            \
+		switch (op) {                                                               \
+		case TN_BINOP_ADD:                                                          \
 		case TN_BINOP_SUB: {                                                        \
-			const CT al = (CT)alpha->d;                                         \
+			const float al = op == TN_BINOP_SUB ? -(float)alpha->d : (float)alpha->d; \
+			const int64_t ew = (int64_t)sizeof(T);                              \
+			const bool row = so == ew && (sa == ew || sa == 0) && (sb == ew || sb == 0) && \
+					 (sa | sb) != 0;                                    \
 			if (al == 1)                                                        \
+				CONTIG_OR_SCALAR(T, LX, LY, x + y, ST);                     \
+			else if (al == -1)                                                  \
 				CONTIG_OR_SCALAR(T, LX, LY, x - y, ST);                     \
+			else if (FUSED && row)                                              \
+				CONTIG_OR_SCALAR(T, LX, LY, fmaf(al, y, x), ST);            \
 			else                                                                \
-				CONTIG_OR_SCALAR(T, LX, LY, x - al * y, ST);                \
+				CONTIG_OR_SCALAR(T, LX, LY, x + ROUND(al * y), ST);         \
 			return;                                                             \
 		}                                                                           \
 		case TN_BINOP_MUL:                                                          \
@@ -130,16 +167,14 @@
 		const T al = (T)alpha->d;                                                   \
 		switch (op) {                                                               \
 		case TN_BINOP_ADD:                                                          \
-			if (al == 1)                                                        \
-				STREAM_ROW(T, x + y);                                       \
-			else                                                                \
-				STREAM_ROW(T, x + al * y);                                  \
+			if (al != 1) /* a fused multiply-add: the plain loop's fma */       \
+				return false;                                               \
+			STREAM_ROW(T, x + y);                                               \
 			return true;                                                        \
 		case TN_BINOP_SUB:                                                          \
-			if (al == 1)                                                        \
-				STREAM_ROW(T, x - y);                                       \
-			else                                                                \
-				STREAM_ROW(T, x - al * y);                                  \
+			if (al != 1)                                                        \
+				return false;                                               \
+			STREAM_ROW(T, x - y);                                               \
 			return true;                                                        \
 		case TN_BINOP_MUL:                                                          \
 			STREAM_ROW(T, x * y);                                               \
@@ -191,10 +226,10 @@ void TN_KERNEL_FN(tn__binary_kernel)(int op, enum tn_dtype dt, char *o, int64_t 
 		INT_CASE(TN_INT16, int16_t, uint16_t)
 		INT_CASE(TN_INT32, int32_t, uint32_t)
 		INT_CASE(TN_INT64, int64_t, uint64_t)
-		FLOAT_CASE(TN_FLOAT16, tn_half, float, LX_HALF, LY_HALF, ST_HALF)
-		FLOAT_CASE(TN_BFLOAT16, tn_bfloat16, float, LX_BF16, LY_BF16, ST_BF16)
-		FLOAT_CASE(TN_FLOAT32, float, float, LX_PLAIN, LY_PLAIN, ST_PLAIN)
-		FLOAT_CASE(TN_FLOAT64, double, double, LX_PLAIN, LY_PLAIN, ST_PLAIN)
+		HALF_CASE(TN_FLOAT16, tn_half, LX_HALF, LY_HALF, ST_HALF, ROUND_HALF, false)
+		HALF_CASE(TN_BFLOAT16, tn_bfloat16, LX_BF16, LY_BF16, ST_BF16, ROUND_BF16, true)
+		FMA_CASE(TN_FLOAT32, float, fmaf)
+		FMA_CASE(TN_FLOAT64, double, fma)
 	default:
 		return;
 	}

@@ -18,6 +18,12 @@ Writes C headers, computed with PyTorch (and NumPy) as the reference:
     parity_golden.h  issue 17's parity fixes: float -> integer casts of NaN, infinities and
                      out-of-range values, scalar conversions, strides and layouts, float16
                      floor division, error messages
+    reduce_parity_golden.h  issue 17's reduction cases: one-element results keeping
+                     size-1 dims; sum/prod/all/any out= forms that convert
+    binary_parity_golden.h  add/sub with alpha (alpha converted and checked; the
+                     rounding of each dtype's kernel)
+    unary_parity_golden.h  out= dtype rules of the unary .out and Scalar_Tensor_out
+                     operators over every dtype pair
 
 Rerun from the repository root with Debian's interpreter (it has torch and
 numpy; the `python3` found first on PATH may not):
@@ -2220,6 +2226,343 @@ def gen_parity(outdir):
     par_messages(L)
     L += header_bottom("TN_PARITY_GOLDEN_H")
     write(os.path.join(outdir, "parity_golden.h"), L)
+# ===========================================================================
+# Issue 17, part A (items 1-4): parity of reductions, add/sub alpha and out= dtypes.
+# Kept apart so that other sections can be merged without touching this one.
+# ===========================================================================
+
+# ---------------------------------------------------------------------------
+# reduce_parity_golden.h (after reduce_golden.h, whose structs it uses)
+# ---------------------------------------------------------------------------
+
+def gen_reduce_parity(outdir):
+    """Item 1: functional reductions (keepdim False) whose result has one element keep the
+    size-1 dims that are not reduced (sum(ones(1, 3), [1]) has shape [1]). Item 2: sum.out
+    and prod.out (no dims) into every out dtype with and without dtype=, and all/any into
+    uint8 out= tensors (the input converted to uint8 first)."""
+    L = header_top("TN_REDUCE_PARITY_GOLDEN_H",
+                   "Reduction parity goldens from PyTorch (issue 17, items 1 and 2).")
+    inputs, cases = [], []
+
+    def add_input(name, dt, values):
+        inputs.append((name, dt, torch.tensor(values, dtype=torch.float64)))
+        return len(inputs) - 1
+
+    # Item 1: results of one element from inputs with size-1 dims.
+    geoms = [((1, 3), [[1], [-1]], [1, -1]),
+             ((3, 1), [[0]], [0]),
+             ((1, 1, 4), [[2], [0, 2], [-1, 1]], [2]),
+             ((2, 1, 1), [[0], [0, 1]], [0])]
+    for dt in ("float32", "int64", "bool", "float16", "float64"):
+        for shape, lists, singles in geoms:
+            n = int(np.prod(shape))
+            vals = [float((i * 3) % 5) + (0.5 if dt.startswith("float") else 0) for i in range(n)]
+            if dt == "bool":
+                vals = [float(i % 2) for i in range(n)]
+            ii = add_input("one_%s_%s" % (dt, "x".join(map(str, shape))), dt,
+                           torch.tensor(vals).reshape(shape).tolist())
+            for kd in (False, True):
+                for op in ("sum_dim", "mean_dim", "amax", "amin"):
+                    for dl in lists:
+                        cases.append((op, ii, dl, kd, None))
+                for op in ("prod_dim", "all_dim", "any_dim", "max_dim", "min_dim", "argmax",
+                           "argmin"):
+                    for d in singles:
+                        cases.append((op, ii, d, kd, None))
+                cases.append(("sum_dim", ii, lists[0], kd, "float64"))
+    for k, (name, dt, base) in enumerate(inputs):
+        L.append("static const double rp_in_%d[] = {" % k)
+        L += wrap_items([c_double(x) for x in base.reshape(-1).tolist()])
+        L.append("};")
+    L.append("static const struct red_input rp_inputs[] = {")
+    for k, (name, dt, base) in enumerate(inputs):
+        shape = list(base.shape)
+        L.append("    { %d, 0, 0, %d, { %s }, rp_in_%d }, /* %s */" % (
+            TN_ORDER.index(dt), len(shape),
+            ", ".join(str(x) for x in (shape + [0] * (4 - len(shape)))), k, name))
+    L.append("};")
+    body = []
+    for c, (op, ii, dims, keepdim, dtarg) in enumerate(cases):
+        name, dt, base = inputs[ii]
+        t = base.to(DTYPES[dt])
+        ok, v, idx, code, msg = red_case(op, t, dims, keepdim, None if dtarg is None else DTYPES[dtarg])
+        if isinstance(dims, list):
+            nd, dl = len(dims), dims
+        else:
+            nd, dl = 1, [dims]
+        dtc = -1 if dtarg is None else TN_ORDER.index(dtarg)
+        dims_s = ", ".join(str(x) for x in dl)
+        if not ok:
+            body.append("    { %d, %d, %d, { %s }, %d, %d, 0, 0, 0, { 0 }, 0, 1, 0, NULL, NULL, %d, %s }," % (
+                RED_OPS.index(op), ii, nd, dims_s, int(keepdim), dtc, code, c_string(msg, 8)))
+            continue
+        flat = v.to(torch.float64).reshape(-1)
+        L.append("static const double rp_v_%d[] = { %s };" % (c, ", ".join(c_double(x) for x in flat.tolist())))
+        iname = "NULL"
+        if idx is not None:
+            L.append("static const int64_t rp_i_%d[] = { %s };" % (
+                c, ", ".join(c_int64(x) for x in idx.reshape(-1).tolist())))
+            iname = "rp_i_%d" % c
+        shape = list(v.shape)
+        body.append("    { %d, %d, %d, { %s }, %d, %d, %d, %d, %d, { %s }, %d, 1, %s, rp_v_%d, %s, 0, NULL }," % (
+            RED_OPS.index(op), ii, nd, dims_s, int(keepdim), dtc, ok,
+            TN_ORDER.index(DTYPE_NAMES[v.dtype]), len(shape),
+            ", ".join(str(x) for x in shape) if shape else "0", v.numel(),
+            c_double(float(flat.sum())), c, iname))
+    L.append("static const struct red_case rp_cases[] = {")
+    L += body
+    L.append("};")
+    L.append("#define RP_NCASES %d" % len(cases))
+
+    # Item 2: out= forms that convert.
+    A = torch.ops.aten
+    oinputs = [("f32_halves", "float32", [2.5, 2.5]), ("f32_mixed", "float32", [1.25, 2.5, -0.5]),
+               ("i32", "int32", [3, 4]), ("bool", "bool", [1, 1]), ("f16", "float16", [2.5, 2.5]),
+               ("f64_half", "float64", [[0.5, 1.0], [2.0, 3.0]]),
+               ("f32_zero", "float32", [[0.5, 0.0], [0.25, 1.0]]),
+               ("i32_wrap", "int32", [[0, 128], [256, 384]]),
+               ("i64_neg", "int64", [[-256, 1], [512, 3]])]
+    L.append("/* Item 2. op: index in red_op_names (sum, prod, all, any, all_dim, any_dim); input:")
+    L.append(" * index in rp_oinputs; dim (all_dim, any_dim); dtype: dtype= or -1; odtype: out's dtype;")
+    L.append(" * ok: 1 values v (of the result shape), 0 the error (code, msg). */")
+    L.append("struct rp_out_case { int op, input, dim, dtype, odtype, ok, rndim; int64_t rshape[2];")
+    L.append("                     const double *v; int code; const char *msg; };")
+    for k, (name, dt, vals) in enumerate(oinputs):
+        L.append("static const double rp_oin_%d[] = { %s };" % (
+            k, ", ".join(c_double(x) for x in torch.tensor(vals, dtype=torch.float64).reshape(-1).tolist())))
+    L.append("static const struct red_input rp_oinputs[] = {")
+    for k, (name, dt, vals) in enumerate(oinputs):
+        shape = list(torch.tensor(vals).shape)
+        L.append("    { %d, 0, 0, %d, { %s }, rp_oin_%d }, /* %s */" % (
+            TN_ORDER.index(dt), len(shape), ", ".join(str(x) for x in (shape + [0] * (4 - len(shape)))),
+            k, name))
+    L.append("};")
+    ocases = []
+    for ii, (name, dt, vals) in enumerate(oinputs):
+        x = torch.tensor(vals).to(DTYPES[dt])
+        if x.dim() == 1:
+            for op in ("sum", "prod"):
+                for od in ("int64", "float64", "int8", "bool", "float16", "uint8"):
+                    for da in (None, "float64", "int64", "float32", "int32"):
+                        if op == "prod" and dt == "float16" and da is None:
+                            continue  # no Half kernel in 1.13; libtensor's is documented
+                        ocases.append((op, ii, 0, da, od))
+        else:
+            for op in ("all", "any", "all_dim", "any_dim"):
+                for od in ("uint8", "bool", "int64", "float32"):
+                    for d in ((0, 1, -1) if op.endswith("_dim") else (0,)):
+                        ocases.append((op, ii, d, None, od))
+    obody = []
+    for c, (op, ii, d, da, od) in enumerate(ocases):
+        name, dt, vals = oinputs[ii]
+        x = torch.tensor(vals).to(DTYPES[dt])
+        fn = {"sum": lambda o: A.sum.out(x, out=o, **kw), "prod": lambda o: A.prod.out(x, out=o, **kw),
+              "all": lambda o: A.all.all_out(x, out=o), "any": lambda o: A.any.all_out(x, out=o),
+              "all_dim": lambda o: A.all.out(x, d, out=o), "any_dim": lambda o: A.any.out(x, d, out=o)}[op]
+        kw = {} if da is None else {"dtype": DTYPES[da]}
+        shape = [] if not op.endswith("_dim") else [s for k, s in enumerate(x.shape) if k != d % x.dim()]
+        o = torch.zeros(shape, dtype=DTYPES[od])
+        dtc = -1 if da is None else TN_ORDER.index(da)
+        try:
+            fn(o)
+        except RuntimeError as e:
+            obody.append("    { %d, %d, %d, %d, %d, 0, 0, { 0 }, NULL, %d, %s }," % (
+                RED_OPS.index(op), ii, d, dtc, TN_ORDER.index(od), EINVAL,
+                c_string(str(e).split("\n")[0], 8)))
+            continue
+        L.append("static const double rp_ov_%d[] = { %s };" % (
+            c, ", ".join(c_double(v) for v in o.to(torch.float64).reshape(-1).tolist())))
+        obody.append("    { %d, %d, %d, %d, %d, 1, %d, { %s }, rp_ov_%d, 0, NULL }," % (
+            RED_OPS.index(op), ii, d, dtc, TN_ORDER.index(od), len(shape),
+            ", ".join(str(v) for v in shape) if shape else "0", c))
+    L.append("static const struct rp_out_case rp_out_cases[] = {")
+    L += obody
+    L.append("};")
+    L.append("#define RP_NOUTCASES %d" % len(ocases))
+    L += header_bottom("TN_REDUCE_PARITY_GOLDEN_H")
+    write(os.path.join(outdir, "reduce_parity_golden.h"), L)
+    return len(cases) + len(ocases)
+
+
+# ---------------------------------------------------------------------------
+# binary_parity_golden.h: add and sub with alpha (item 3)
+# ---------------------------------------------------------------------------
+
+def gen_binary_parity(outdir):
+    """add/sub with alpha: alpha converted to the compute dtype first (checked, rounded), and
+    a + alpha * b rounded as 1.13's CPU kernels round it: float32/float64 once (fmadd), float16
+    in Half arithmetic, bfloat16 once in contiguous and broadcast rows and in BFloat16
+    arithmetic in strided ones. Layouts: 0 contiguous, 1 both operands every other element,
+    2 other of shape [1] (broadcast), 3 self of shape [1]. Row lengths leave no remainder to
+    PyTorch's scalar loops where those round differently from its vector loops (a broadcast
+    other in float32/float64, contiguous bfloat16): multiples of 64.
+    Values: float32 randn * 4 (short decimals), so the header stays small."""
+    L = header_top("TN_BINARY_PARITY_GOLDEN_H",
+                   "add/sub alpha goldens from PyTorch (issue 17, item 3).")
+    g = torch.Generator().manual_seed(1717)
+    cases = []  # (op, dtype, layout, n, alpha)
+    for dt in ("float32", "float64"):
+        for al in (1.37, -0.3, 2, 1e-3):
+            for lay, n in ((0, 135), (1, 135), (2, 128), (3, 135), (0, 16), (1, 5)):
+                for op in ("add", "sub"):
+                    cases.append((op, dt, lay, n, al))
+    for al in (1.37, 772.0, -0.3, 3):
+        for lay, n in ((0, 128), (1, 135), (2, 128), (3, 128)):
+            for op in ("add", "sub"):
+                cases.append((op, "bfloat16", lay, n, al))
+                cases.append((op, "float16", lay, n if lay else 135, al))
+    for dt, als in (("int16", (3, -7, 70000, -32768, 32767)), ("uint8", (-255, 5, -256, 256)),
+                    ("int8", (200, -128, 127)), ("int64", (-5,)),
+                    ("float16", (1e6, 65519.0, 65504.0)), ("bfloat16", (1e39, 3e38)),
+                    ("float32", (1e39, float("inf")))):
+        for al in als:
+            for op in ("add", "sub"):
+                cases.append((op, dt, 0, 7, al))
+    L.append("/* op: 0 add, 1 sub; dtype: both operands'; alpha: an int Scalar when alpha_int;")
+    L.append(" * a, b: the operands' values (na, nb of them); want: the result (n), or the error. */")
+    L.append("struct bp_case { int op, dtype, layout; int64_t n; double alpha; int alpha_int;")
+    L.append("                 int64_t ialpha; const double *a, *b, *want; int code; const char *msg; };")
+    body = []
+    for c, (op, dt, lay, n, al) in enumerate(cases):
+        tdt = DTYPES[dt]
+        na = 1 if lay == 3 else n
+        nb = 1 if lay == 2 else n
+        def vals(m):
+            if dt in ("uint8",):
+                return torch.randint(0, 256, (m,), generator=g).to(tdt)
+            if dt in ("int8", "int16", "int64"):
+                return torch.randint(-100, 100, (m,), generator=g).to(tdt)
+            return (torch.randn(m, generator=g) * 4).to(tdt)
+        a, b = vals(na), vals(nb)
+        if lay == 1:
+            ta = torch.zeros(2 * n, dtype=tdt)
+            ta[::2] = a
+            tb = torch.zeros(2 * n, dtype=tdt)
+            tb[::2] = b
+            ta, tb = ta[::2], tb[::2]
+        else:
+            ta, tb = a, b
+        is_int = isinstance(al, int)
+        fn = torch.add if op == "add" else torch.sub
+        L.append("static const double bp_a_%d[] = {" % c)
+        L += wrap_items([c_double(x) for x in a.to(torch.float64).tolist()])
+        L.append("};")
+        L.append("static const double bp_b_%d[] = {" % c)
+        L += wrap_items([c_double(x) for x in b.to(torch.float64).tolist()])
+        L.append("};")
+        try:
+            r = fn(ta, tb, alpha=al)
+        except RuntimeError as e:
+            body.append("    { %d, %d, %d, %d, %s, %d, %s, bp_a_%d, bp_b_%d, NULL, -75, %s }," % (
+                ("add", "sub").index(op), TN_ORDER.index(dt), lay, n,
+                c_double(float(al)), int(is_int), c_int64(al) if is_int else "0", c, c,
+                c_string(str(e).split("\n")[0], 8)))
+            continue
+        assert r.shape == (n,) and r.dtype == tdt
+        L.append("static const double bp_w_%d[] = {" % c)
+        L += wrap_items([c_double(x) for x in r.to(torch.float64).tolist()])
+        L.append("};")
+        body.append("    { %d, %d, %d, %d, %s, %d, %s, bp_a_%d, bp_b_%d, bp_w_%d, 0, NULL }," % (
+            ("add", "sub").index(op), TN_ORDER.index(dt), lay, n, c_double(float(al)),
+            int(is_int), c_int64(al) if is_int else "0", c, c, c))
+    L.append("static const struct bp_case bp_cases[] = {")
+    L += body
+    L.append("};")
+    L.append("#define BP_NCASES %d" % len(cases))
+    L += header_bottom("TN_BINARY_PARITY_GOLDEN_H")
+    write(os.path.join(outdir, "binary_parity_golden.h"), L)
+    return len(cases)
+
+
+# ---------------------------------------------------------------------------
+# unary_parity_golden.h: out= dtype rules of the unary .out and Scalar_Tensor_out ops (item 4)
+# ---------------------------------------------------------------------------
+
+UP_UNARY = ["neg", "abs", "sign", "floor", "ceil", "round", "trunc", "relu", "exp", "log",
+            "sqrt", "sigmoid", "reciprocal", "logical_not", "bitwise_not", "isnan", "isinf"]
+UP_SCALAR_TENSOR = ["remainder", "bitwise_and", "bitwise_or", "bitwise_xor",
+                    "bitwise_left_shift", "bitwise_right_shift"]
+
+
+def gen_unary_parity(outdir):
+    """Every (input dtype, out dtype) pair of the .out forms of the unary operators whose
+    out= rules differ (neg/abs/sign/floor/ceil/round/trunc: out must have the input's dtype;
+    relu.out and the Scalar_Tensor_out overloads: computed, then converted into out of any
+    dtype), with a few floating ones for contrast, called as torch.ops.aten.<op>.<overload>.
+    Left out: float16 inputs where 1.13 has no CPU kernel (libtensor computes them, documented)
+    and bool Scalars (the Python API refuses them; torch.ops reads them as integers), and NaN
+    results into integer outputs (float-to-integer conversion of NaN is item 5's)."""
+    L = header_top("TN_UNARY_PARITY_GOLDEN_H",
+                   "out= dtype rules of unary and Scalar_Tensor ops from PyTorch (issue 17, item 4).")
+    A = torch.ops.aten
+    lines = []
+    for op in UP_UNARY:
+        for sd in TN_ORDER:
+            for od in TN_ORDER:
+                lines.append(("%s.out" % op, sd, od, None))
+    for op in UP_SCALAR_TENSOR:
+        for sd in TN_ORDER:
+            for od in TN_ORDER:
+                for sc in (3, 2.5):
+                    lines.append(("%s.Scalar_Tensor_out" % op, sd, od, sc))
+    L.append("/* name: the operator; sdtype, odtype: the input's and out's dtypes; scalar: 0 none,")
+    L.append(" * 1 the int Scalar 3 before the tensor, 2 the float Scalar 2.5; the input is up_in[sdtype]'s")
+    L.append(" * class of values (see up_values); ok: v (3 values) or the error (code, msg). */")
+    L.append("struct up_case { const char *name; int sdtype, odtype, scalar, ok; double v[3]; int code;")
+    L.append("                 const char *msg; };")
+    body = []
+    for name, sd, od, sc in lines:
+        tsd, tod = DTYPES[sd], DTYPES[od]
+        if sd == "uint8":
+            vals = [1, 2, 3]
+        elif sd == "bool":
+            vals = [1, 0, 1]
+        elif tsd.is_floating_point:
+            vals = [1.5, -2.0, 3.0]
+        else:
+            vals = [1, -2, 3]
+        x = torch.tensor(vals, dtype=torch.float64).to(tsd)
+        o = torch.zeros(3, dtype=tod)
+        op, ov = name.split(".")
+        f = getattr(getattr(A, op), ov)
+        try:
+            if sc is None:
+                f(x, out=o)
+            else:
+                f(sc, x, out=o)
+        except RuntimeError as e:
+            msg = str(e).split("\n")[0]
+            if "not implemented for 'Half'" in msg:
+                continue
+            body.append("    { \"%s\", %d, %d, %d, 0, { 0 }, %d, %s }," % (
+                name, TN_ORDER.index(sd), TN_ORDER.index(od), 0 if sc is None else 1 if sc == 3 else 2,
+                EINVAL, c_string(msg, 8)))
+            continue
+        if not tod.is_floating_point and tod != torch.bool:
+            # A NaN or out-of-range floating result converted to an integer (item 5).
+            r = getattr(A, op).default(x) if sc is None else getattr(A, op).Scalar_Tensor(sc, x)
+            if r.is_floating_point() and not torch.isfinite(r).all():
+                continue
+        body.append("    { \"%s\", %d, %d, %d, 1, { %s }, 0, NULL }," % (
+            name, TN_ORDER.index(sd), TN_ORDER.index(od), 0 if sc is None else 1 if sc == 3 else 2,
+            ", ".join(c_double(v) for v in o.to(torch.float64).tolist())))
+    L.append("static const struct up_case up_cases[] = {")
+    L += body
+    L.append("};")
+    L.append("#define UP_NCASES %d" % len(body))
+    L += header_bottom("TN_UNARY_PARITY_GOLDEN_H")
+    write(os.path.join(outdir, "unary_parity_golden.h"), L)
+    return len(body)
+
+
+def gen_parity17(outdir):
+    """Every header of this section; main() calls this one function."""
+    n = gen_reduce_parity(outdir)
+    print("reduce_parity_golden.h: %d cases" % n)
+    n = gen_binary_parity(outdir)
+    print("binary_parity_golden.h: %d cases" % n)
+    n = gen_unary_parity(outdir)
+    print("unary_parity_golden.h: %d cases" % n)
 
 
 def main(argv):
@@ -2235,6 +2578,7 @@ def main(argv):
     gen_binary(outdir)
     nux = gen_unary_ext(outdir)
     nred = gen_reduce(outdir)
+    gen_parity17(outdir)
     print("reduce_golden.h: %d cases" % nred)
     print("half_golden.h: %d conversion rows, %d widen rows" % (nh, nw))
     print("repr_golden.h: %d cases" % len(rc))
