@@ -825,6 +825,9 @@ START_TEST(test_half_floor_division_matches_pytorch)
 	tn_tensor *list[] = { a, b, as, bs, seven };
 	for (int k = 0; k < 5; k++)
 		tn_tensor_unref(list[k]);
+}
+END_TEST
+
 /* @n values @v as a 1-d tensor of @dt, contiguous or (@stepped) every other element of a
  * twice longer one. */
 static tn_tensor *values_1d(const double *v, int64_t n, enum tn_dtype dt, bool stepped)

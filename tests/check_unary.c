@@ -823,6 +823,10 @@ START_TEST(test_clamp_nan_bound_matches_pytorch)
 		}
 		tn_tensor_unref(r);
 		tn_tensor_unref(t);
+	}
+}
+END_TEST
+
 /*
  * Issue 17, item 4: the out= dtype rules of PyTorch 1.13, operator by operator, over every
  * pair of input and out dtypes: neg, abs, sign, floor, ceil, round and trunc require out to
