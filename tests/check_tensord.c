@@ -2625,6 +2625,139 @@ START_TEST(test_cuda_exports_restart)
 }
 END_TEST
 
+/* ---- socket activation -------------------------------------------------------------------------- */
+
+/* A listening AF_UNIX socket of @type bound to @path, as systemd's tensord.socket makes it. */
+static int listening_socket(const char *path, int type)
+{
+	int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(fd, 16), 0);
+	return fd;
+}
+
+/* Start tensord as systemd does for a socket unit: @lfd becomes descriptor 3 and the child
+ * sets LISTEN_PID to its own pid and LISTEN_FDS=1 before the exec. @sock, when not NULL, is
+ * passed as --socket. */
+static pid_t spawn_activated(int lfd, const char *sock, const char *log)
+{
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		if (lfd != 3 && dup2(lfd, 3) != 3)
+			_exit(126);
+		fcntl(3, F_SETFD, 0);
+		char pidbuf[32];
+		snprintf(pidbuf, sizeof(pidbuf), "%d", (int)getpid());
+		setenv("LISTEN_PID", pidbuf, 1);
+		setenv("LISTEN_FDS", "1", 1);
+		unsetenv("TENSORD_SOCKET");
+		const char *argv[16] = { "tensord", "--foreground", "--config", D.config,
+					 "--arena-dir", D.arena_dir, "--log-level", "info" };
+		int n = 8;
+		if (sock) {
+			argv[n++] = "--socket";
+			argv[n++] = sock;
+		}
+		argv[n] = NULL;
+		execv(TN_TENSORD_BIN, (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static bool file_has(const char *file, const char *needle)
+{
+	char buf[8192];
+	int fd = open(file, O_RDONLY);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	return strstr(buf, needle) != NULL;
+}
+
+/* tensord started with a socket systemd made (LISTEN_FDS/LISTEN_PID) serves it without a
+ * --socket, leaves it in place when it stops (it is systemd's), and refuses a socket of the
+ * wrong type or bound elsewhere than its configuration names. */
+START_TEST(test_socket_activation)
+{
+	static int counter;
+	memset(&D, 0, sizeof(D));
+	snprintf(D.dir, sizeof(D.dir), "/tmp/check-tensord-%d-XXXXXX", (int)runner_pid);
+	ck_assert_ptr_nonnull(mkdtemp(D.dir));
+	snprintf(D.sock, sizeof(D.sock), "%s/activated.sock", D.dir);
+	snprintf(D.config, sizeof(D.config), "%s/tensord.conf", D.dir);
+	snprintf(D.log, sizeof(D.log), "%s/log", D.dir);
+	snprintf(D.arena_dir, sizeof(D.arena_dir), "/dev/shm/check-tensord-%d-%d-a%d",
+		 (int)runner_pid, (int)getpid(), counter++);
+	FILE *f = fopen(D.config, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("# empty\n", f);
+	fclose(f);
+
+	int lfd = listening_socket(D.sock, SOCK_SEQPACKET);
+	D.pid = spawn_activated(lfd, NULL, D.log);
+	close(lfd);
+	daemon_wait_ready();
+	char want[200];
+	snprintf(want, sizeof(want), "listening on %s ", D.sock);
+	ck_assert_msg(log_has(want), "the log does not say \"%s\"", want);
+	/* A request through the passed socket, from the library and from tensorctl. */
+	tn_tensord *c = conn();
+	make_arena(c, "act", 4 << 20, 16, 0);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "act", 0));
+	tn_tensord_close(c);
+	char out[4096];
+	const char *args[] = { "--socket", D.sock, "status", NULL };
+	ck_assert_int_eq(tensorctl(out, sizeof(out), args), 0);
+	ck_assert_msg(strstr(out, "tensord pid"), "tensorctl status said: %s", out);
+	int st;
+	ck_assert_int_eq(kill(D.pid, SIGTERM), 0);
+	ck_assert_int_eq(waitpid(D.pid, &st, 0), D.pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "tensord stopped with 0x%x", st);
+	D.pid = 0;
+	ck_assert_msg(access(D.sock, F_OK) == 0, "tensord removed systemd's socket");
+	ck_assert_int_eq(unlink(D.sock), 0);
+
+	/* A stream socket, and a socket bound elsewhere than --socket names: refused. */
+	char log2[160], other[160];
+	snprintf(log2, sizeof(log2), "%s/log2", D.dir);
+	snprintf(other, sizeof(other), "%s/other.sock", D.dir);
+	lfd = listening_socket(D.sock, SOCK_STREAM);
+	pid_t p = spawn_activated(lfd, NULL, log2);
+	close(lfd);
+	st = child_status(p);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "stream socket: 0x%x", st);
+	ck_assert_msg(file_has(log2, "ListenSequentialPacket"), "stream socket: no reason given");
+	ck_assert_int_eq(unlink(D.sock), 0);
+	char log3[160];
+	snprintf(log3, sizeof(log3), "%s/log3", D.dir);
+	lfd = listening_socket(D.sock, SOCK_SEQPACKET);
+	p = spawn_activated(lfd, other, log3);
+	close(lfd);
+	st = child_status(p);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "socket elsewhere: 0x%x", st);
+	ck_assert_msg(file_has(log3, "configured for"), "socket elsewhere: no reason given");
+	ck_assert_int_eq(access(other, F_OK), -1);
+	ck_assert_int_eq(unlink(D.sock), 0);
+
+	ck_assert_int_eq(count_files(D.arena_dir), 0);
+	ck_assert_int_eq(rmdir(D.arena_dir), 0);
+	rm_dir_files(D.dir);
+	D.dir[0] = D.arena_dir[0] = 0;
+}
+END_TEST
+
 static Suite *tensord_suite(void)
 {
 	Suite *s = suite_create("tensord");
@@ -2638,6 +2771,7 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_restart_recovers);
 	tcase_add_test(tc, test_access_control);
 	tcase_add_test(tc, test_startup_refusals);
+	tcase_add_test(tc, test_socket_activation);
 	tcase_add_test(tc, test_protocol_robustness);
 	tcase_add_test(tc, test_many_clients);
 	tcase_add_test(tc, test_limits_fds);
