@@ -2625,6 +2625,102 @@ START_TEST(test_cuda_exports_restart)
 }
 END_TEST
 
+/* ---- messages a user can act on ---------------------------------------------------------------- */
+
+/* Run tensorctl with @args; its standard error into @err. Returns its exit status. */
+static int tensorctl_err(char *err, size_t cap, const char *const *args)
+{
+	char file[160];
+	snprintf(file, sizeof(file), "%s/tensorctl.err", D.dir);
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		int nul = open("/dev/null", O_WRONLY);
+		if (fd < 0 || nul < 0)
+			_exit(126);
+		dup2(nul, 1);
+		dup2(fd, 2);
+		const char *argv[32] = { "tensorctl" };
+		int n = 1;
+		for (int i = 0; args[i] && n < 31; i++)
+			argv[n++] = args[i];
+		argv[n] = NULL;
+		execv(TN_TENSORCTL_BIN, (char *const *)argv);
+		_exit(127);
+	}
+	int st = child_status(pid);
+	ck_assert_msg(WIFEXITED(st), "tensorctl died: 0x%x", st);
+	int fd = open(file, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ssize_t n = read(fd, err, cap - 1);
+	close(fd);
+	err[n > 0 ? n : 0] = 0;
+	unlink(file);
+	return WEXITSTATUS(st);
+}
+
+/* tensorctl's errors name arenas and tensors by their names, never the library's functions or
+ * the arenas' files, and say what to do; malformed names are usage errors (exit 2); a client
+ * that exits holding nothing is not logged as a reclaim at info. */
+START_TEST(test_tensorctl_messages)
+{
+	daemon_setup();
+	char err[4096];
+	tn_tensord *c = conn();
+	make_arena(c, "good", 4 << 20, 16, 0);
+#define CTL(code, ...)                                                                        \
+	do {                                                                                  \
+		const char *a_[] = { "--socket", D.sock, __VA_ARGS__, NULL };                 \
+		int rc_ = tensorctl_err(err, sizeof(err), a_);                                \
+		ck_assert_msg(rc_ == (code), "tensorctl %s: exit %d, not %d: %s", #__VA_ARGS__, \
+			      rc_, (code), err);                                             \
+		ck_assert_msg(!strstr(err, "tn_") && !strstr(err, D.arena_dir),               \
+			      "tensorctl %s names internals: %s", #__VA_ARGS__, err);          \
+	} while (0)
+	/* Malformed names: usage errors. */
+	CTL(2, "arena", "create", "a/b");
+	ck_assert_msg(strstr(err, "bad arena name \"a/b\""), "%s", err);
+	CTL(2, "arena", "create", "");
+	CTL(2, "arena", "stat", "-x");
+	CTL(2, "ls", ".hidden");
+	CTL(2, "load", "a b", "/dev/null");
+	CTL(2, "save", "a/b", "/nonexistent/x.safetensors");
+	CTL(2, "fsck", "a:b");
+	CTL(2, "show", "good", "a//b");
+	ck_assert_msg(strstr(err, "bad tensor name \"a//b\""), "%s", err);
+	CTL(2, "rm", "good", "/x");
+	/* Errors of well-formed requests: by name, without function names or paths. */
+	CTL(4, "show", "good", "nosuch");
+	ck_assert_msg(strstr(err, "no tensor 'nosuch' in arena \"good\""), "%s", err);
+	CTL(4, "arena", "stat", "nosuch");
+	ck_assert_msg(strstr(err, "no arena \"nosuch\""), "%s", err);
+	CTL(1, "arena", "create", "small", "--size", "1k");
+	ck_assert_msg(strstr(err, "arena create: size 1024 outside"), "%s", err);
+	/* No daemon: where it looked, and what to do. */
+	char nothere[160];
+	snprintf(nothere, sizeof(nothere), "%s/nothere.sock", D.dir);
+	const char *a[] = { "--socket", nothere, "status", NULL };
+	ck_assert_int_eq(tensorctl_err(err, sizeof(err), a), 3);
+	char want[256];
+	snprintf(want, sizeof(want), "cannot reach tensord at %s: No such file or directory",
+		 nothere);
+	ck_assert_msg(strstr(err, want), "%s", err);
+	ck_assert_msg(strstr(err, "systemctl start tensord.socket") &&
+			      strstr(err, "TENSORD_SOCKET"),
+		      "%s", err);
+	/* A client that opens an arena and exits normally: no reclaim at info. */
+	CTL(0, "ls", "good");
+	wait_clients(c, "good", 1, 3000); /* the daemon alone */
+	sleep_ms(50);
+	ck_assert_msg(!log_has("reclaimed slot"), "a normal exit was logged as a reclaim");
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "good", 0));
+	tn_tensord_close(c);
+	daemon_finish();
+#undef CTL
+}
+END_TEST
+
 /* ---- socket activation -------------------------------------------------------------------------- */
 
 /* A listening AF_UNIX socket of @type bound to @path, as systemd's tensord.socket makes it. */
@@ -2633,7 +2729,8 @@ static int listening_socket(const char *path, int type)
 	int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
 	ck_assert_int_ge(fd, 0);
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
+	memcpy(sa.sun_path, path, strlen(path) + 1);
 	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	ck_assert_int_eq(listen(fd, 16), 0);
 	return fd;
@@ -2772,6 +2869,7 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_access_control);
 	tcase_add_test(tc, test_startup_refusals);
 	tcase_add_test(tc, test_socket_activation);
+	tcase_add_test(tc, test_tensorctl_messages);
 	tcase_add_test(tc, test_protocol_robustness);
 	tcase_add_test(tc, test_many_clients);
 	tcase_add_test(tc, test_limits_fds);
