@@ -205,7 +205,17 @@ static int parse_uint(const char *v, unsigned lo, unsigned hi, unsigned *ret)
 static int set_key(struct tnd_config *c, const char *k, char *v, char *why, size_t whylen)
 {
 	unsigned u;
-	if (!strcmp(k, "socket")) {
+	/* "auto": the default these keys compute (from the uid, /proc/mounts, --foreground). */
+	bool dflt = !strcmp(v, "auto");
+	if (!strcmp(k, "socket") && dflt) {
+		c->socket[0] = 0;
+		c->set_socket = false;
+	} else if ((!strcmp(k, "arena_dir") || !strcmp(k, "hugepage_dir")) && dflt) {
+		(k[0] == 'a' ? c->arena_dir : c->hugepage_dir)[0] = 0;
+	} else if (!strcmp(k, "log_target") && dflt) {
+		c->log_target = TND_LOG_STDERR;
+		c->set_log_target = false;
+	} else if (!strcmp(k, "socket")) {
 		if (strlen(v) >= sizeof(c->socket)) {
 			snprintf(why, whylen, "socket path longer than %zu bytes", sizeof(c->socket) - 1);
 			return -1;
@@ -215,8 +225,8 @@ static int set_key(struct tnd_config *c, const char *k, char *v, char *why, size
 	} else if (!strcmp(k, "arena_dir") || !strcmp(k, "hugepage_dir")) {
 		char *dst = k[0] == 'a' ? c->arena_dir : c->hugepage_dir;
 		if (v[0] != '/' || strlen(v) >= PATH_MAX - 300) {
-			snprintf(why, whylen, "%s must be an absolute path of at most %d bytes", k,
-				 PATH_MAX - 301);
+			snprintf(why, whylen, "%s must be auto or an absolute path of at most %d "
+				 "bytes", k, PATH_MAX - 301);
 			return -1;
 		}
 		strcpy(dst, v);
@@ -314,7 +324,7 @@ static int set_key(struct tnd_config *c, const char *k, char *v, char *why, size
 		else if (!strcmp(v, "syslog"))
 			c->log_target = TND_LOG_SYSLOG;
 		else {
-			snprintf(why, whylen, "log_target must be stderr or syslog");
+			snprintf(why, whylen, "log_target must be auto, stderr or syslog");
 			return -1;
 		}
 		c->set_log_target = true;

@@ -570,6 +570,35 @@ static void load_data(struct xfer *x, uint64_t size)
 	residency_fini(&res);
 }
 
+/* A safetensors file's "__metadata__" travels with the arena's names: a load publishes it as
+ * the uint8 tensor PREFIX__metadata__ holding the JSON header of a file of no tensors,
+ * {"__metadata__":{...}}, and a save of PREFIX writes it back (loadsave.h). No tensor of a
+ * file can have that name: the format reserves it. */
+#define META_NAME "__metadata__"
+
+/* The JSON text that holds @st's metadata; NULL with 0 when it has none. */
+static int meta_text(const struct tn__safetensors *st, void **ret_header, const char **ret_text,
+		     size_t *ret_len)
+{
+	uint64_t fsz;
+	size_t len;
+	*ret_header = NULL;
+	*ret_text = NULL;
+	*ret_len = 0;
+	if (!st->has_metadata || !st->nmeta)
+		return 0;
+	int r = tn__safetensors_write(NULL, 0, st->meta, st->nmeta, ret_header, &len, &fsz);
+	if (r)
+		return r;
+	const char *t = (const char *)*ret_header + TN__SAFETENSORS_PREFIX;
+	len -= TN__SAFETENSORS_PREFIX;
+	while (len && t[len - 1] == ' ')
+		len--;
+	*ret_text = t;
+	*ret_len = len;
+	return 0;
+}
+
 struct load_name {
 	char *name;          /* the full name */
 	tn_tensor *tensor;   /* the new tensor */
@@ -775,8 +804,9 @@ int tnd_load_txn(tn_arena *a, int fd, unsigned format, const char *prefix, unsig
 	struct tn__fmt_tensor npy, *descs;
 	struct load_name *names = NULL;
 	struct xfer x;
-	size_t n = 0, plen;
-	void *header = NULL;
+	size_t n = 0, nn = 0, plen, mlen = 0;
+	void *header = NULL, *mheader = NULL;
+	const char *mtext = NULL;
 	char *namebuf = NULL;
 	int r;
 
@@ -833,35 +863,40 @@ int tnd_load_txn(tn_arena *a, int fd, unsigned format, const char *prefix, unsig
 			memcpy(header, head + 8, (size_t)hlen);
 		else if ((r = pread_all(fn, fd, header, (size_t)hlen, 8)))
 			goto out;
-		if ((r = tn__safetensors_parse(header, (size_t)hlen, size, 0, &st)))
+		if ((r = tn__safetensors_parse(header, (size_t)hlen, size,
+					       TN__SAFETENSORS_KEEP_METADATA, &st)) ||
+		    (r = meta_text(st, &mheader, &mtext, &mlen)))
 			goto out;
 		descs = st->tensors;
 		n = st->ntensors;
 	}
+	/* names[n], when the file has metadata, is PREFIX__metadata__. */
+	nn = n + (mtext != NULL);
+#define LOAD_NAME(i) ((i) < n ? (descs[i].name ? descs[i].name : "") : META_NAME)
 
 	/* The names, every one checked before anything is allocated in the arena. */
 	size_t total_len = 0;
-	for (size_t i = 0; i < n; i++) {
-		size_t len = plen + (descs[i].name ? strlen(descs[i].name) : 0);
+	for (size_t i = 0; i < nn; i++) {
+		size_t len = plen + strlen(LOAD_NAME(i));
 		if (len > TN_ARENA_NAME_MAX) {
 			r = tn__error(TN_EINVAL, "%s: the name '%s%s' is %zu bytes long; a name has "
-				      "at most %d", fn, prefix, descs[i].name ? descs[i].name : "",
-				      len, TN_ARENA_NAME_MAX);
+				      "at most %d", fn, prefix, LOAD_NAME(i), len,
+				      TN_ARENA_NAME_MAX);
 			goto out;
 		}
 		total_len += len + 1;
 	}
-	names = tn__calloc(n ? n : 1, sizeof(*names));
+	names = tn__calloc(nn ? nn : 1, sizeof(*names));
 	namebuf = tn__malloc(total_len ? total_len : 1);
 	if (!names || !namebuf) {
 		r = tn__error(TN_ENOMEM, "%s: out of memory for %zu names", fn, n);
 		goto out;
 	}
 	char *p = namebuf;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < nn; i++) {
 		tn_arena_entry e;
 		names[i].name = p;
-		p = stpcpy(stpcpy(p, prefix), descs[i].name ? descs[i].name : "") + 1;
+		p = stpcpy(stpcpy(p, prefix), LOAD_NAME(i)) + 1;
 		r = tn_arena_info(a, names[i].name, &e);
 		if (r == TN_ENOENT)
 			continue;
@@ -899,6 +934,18 @@ int tnd_load_txn(tn_arena *a, int fd, unsigned format, const char *prefix, unsig
 		tn__fmt_strides(d, strides);
 		x.items[i] = (struct load_item){ d->offset, d->nbytes, tn_storage_data(s) };
 		r = tn_tensor_new(s, 0, d->ndim, d->sizes, strides, d->dtype, &names[i].tensor);
+		tn_storage_unref(s);
+		if (r)
+			goto out_x;
+	}
+	if (mtext) {
+		tn_storage *s;
+		int64_t len = (int64_t)mlen, one = 1;
+		r = tn_storage_new_with_allocator(TN_CPU, mlen, tn_arena_allocator(a), &s);
+		if (r)
+			goto out_x;
+		memcpy(tn_storage_data(s), mtext, mlen);
+		r = tn_tensor_new(s, 0, 1, &len, &one, TN_UINT8, &names[n].tensor);
 		tn_storage_unref(s);
 		if (r)
 			goto out_x;
@@ -948,7 +995,7 @@ int tnd_load_txn(tn_arena *a, int fd, unsigned format, const char *prefix, unsig
 	}
 	unsigned pflags = (flags & TND_XFER_SEAL ? TN_ARENA_SEAL : 0) |
 			  (flags & TND_XFER_REPLACE ? TN_ARENA_REPLACE : 0);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < nn; i++) {
 		if ((r = tn_arena_publish(a, names[i].name, names[i].tensor, pflags, NULL)))
 			goto out_x;
 		names[i].published = true;
@@ -976,7 +1023,7 @@ out_x:
 		 * message of the first failure is kept. */
 		char msg[512];
 		snprintf(msg, sizeof(msg), "%s", tn_last_error());
-		for (size_t i = 0; i < n; i++) {
+		for (size_t i = 0; i < nn; i++) {
 			if (!names[i].published)
 				continue;
 			/* Unpublished first: a sealed entry cannot be replaced. */
@@ -998,13 +1045,15 @@ out_x:
 	xfer_fini(&x);
 out:
 	if (names)
-		for (size_t i = 0; i < n; i++) {
+		for (size_t i = 0; i < nn; i++) {
 			tn_tensor_unref(names[i].tensor);
 			tn_tensor_unref(names[i].old);
 		}
+#undef LOAD_NAME
 	tn__free(names);
 	tn__free(namebuf);
 	tn__free(header);
+	free(mheader);
 	tn__safetensors_free(st);
 	return r;
 }
@@ -1165,6 +1214,30 @@ out:
 	xfer_drain(x);
 }
 
+/* The metadata a load kept as the tensor @name (META_NAME), parsed back. */
+static int save_meta(tn_arena *a, const char *fn, const char *name, struct tn__safetensors **ret)
+{
+	tn_tensor *t;
+	int r = tn_arena_lookup(a, name, &t, NULL);
+	if (r)
+		return r;
+	size_t len = (size_t)tn_tensor_numel(t);
+	if (tn_tensor_dtype(t) != TN_UINT8 || tn_tensor_ndim(t) != 1 ||
+	    !tn_tensor_is_contiguous(t))
+		r = tn__error(TN_EINVAL, "%s: '%s' is not the uint8 vector of a file's metadata",
+			      fn, name);
+	else
+		r = tn__safetensors_parse(tn_tensor_data(t), len, TN__SAFETENSORS_PREFIX + len,
+					  TN__SAFETENSORS_KEEP_METADATA, ret);
+	tn_tensor_unref(t);
+	if (!r && (*ret)->ntensors) {
+		tn__safetensors_free(*ret);
+		*ret = NULL;
+		r = tn__error(TN_EINVAL, "%s: '%s' is not a file's metadata", fn, name);
+	}
+	return r;
+}
+
 int tnd_save(tn_arena *a, int fd, unsigned format, const char *prefix, unsigned flags,
 	     tnd_progress_fn progress, void *ctx, const _Atomic bool *cancel,
 	     struct tnd_xfer_result *ret)
@@ -1177,8 +1250,9 @@ int tnd_save(tn_arena *a, int fd, unsigned format, const char *prefix, unsigned 
 	unsigned char npy_header[TN__NPY_HEADER_MAX];
 	void *header = NULL;
 	size_t n = 0, plen, header_len = 0;
+	struct tn__safetensors *meta = NULL;
 	struct xfer x;
-	bool x_ok = false;
+	bool x_ok = false, exact = false;
 	int r;
 
 	if (!tn_arena_allocator(a))
@@ -1206,12 +1280,27 @@ int tnd_save(tn_arena *a, int fd, unsigned format, const char *prefix, unsigned 
 			return r;
 		entries = &one;
 		n = 1;
+	} else if (plen && tn_arena_info(a, prefix, &one) == 0) {
+		/* A prefix that is a tensor's whole name: that tensor alone, under its name. */
+		entries = &one;
+		n = 1;
+		exact = true;
 	} else {
 		if ((r = tn_arena_list(a, prefix, &entries, &n)))
 			return r;
 		if (n == 0 && plen)
 			return tn__error(TN_ENOENT, "%s: no tensor of arena %s has a name that starts "
 					 "with '%s'", fn, tn_arena_path(a), prefix);
+		/* PREFIX__metadata__, kept by a load, is the file's metadata, not a tensor. */
+		for (size_t i = 0; i < n; i++) {
+			if (strcmp(entries[i].name + plen, META_NAME))
+				continue;
+			if ((r = save_meta(a, fn, entries[i].name, &meta)))
+				goto out;
+			memmove(&entries[i], &entries[i + 1], (n - i - 1) * sizeof(*entries));
+			n--;
+			break;
+		}
 	}
 	items = tn__calloc(n ? n : 1, sizeof(*items));
 	order = tn__calloc(n ? n : 1, sizeof(*order));
@@ -1222,7 +1311,7 @@ int tnd_save(tn_arena *a, int fd, unsigned format, const char *prefix, unsigned 
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct save_item *it = &items[i];
-		const char *rel = entries[i].name + (format == TND_FORMAT_NPY ? 0 : plen);
+		const char *rel = entries[i].name + (format == TND_FORMAT_NPY || exact ? 0 : plen);
 		if (format == TND_FORMAT_SAFETENSORS && !*rel) {
 			r = tn__error(TN_EINVAL, "%s: the tensor '%s' would have an empty name in the "
 				      "file: its name is the prefix itself", fn, entries[i].name);
@@ -1250,7 +1339,8 @@ int tnd_save(tn_arena *a, int fd, unsigned format, const char *prefix, unsigned 
 	} else {
 		for (size_t i = 0; i < n; i++)
 			descs[i] = items[i].desc;
-		if ((r = tn__safetensors_write(descs, n, NULL, 0, &header, &header_len,
+		if ((r = tn__safetensors_write(descs, n, meta ? meta->meta : NULL,
+					       meta ? meta->nmeta : 0, &header, &header_len,
 					       &file_size)))
 			goto out;
 		for (size_t i = 0; i < n; i++)
@@ -1282,6 +1372,7 @@ out:
 	tn__free(order);
 	tn__free(descs);
 	free(header);
+	tn__safetensors_free(meta);
 	if (entries != &one)
 		free(entries);
 	return r;

@@ -51,7 +51,10 @@ struct tnd_xfer_result {
  * its name in the file (NULL or "" for none); a .npy file has no names, so @prefix is the
  * whole name and is required. Fortran-order .npy arrays are published with column-major
  * strides, big-endian ones swapped to this machine's order. @flags: TND_XFER_SEAL seals every
- * tensor, TND_XFER_REPLACE replaces unsealed tensors of the same names.
+ * tensor, TND_XFER_REPLACE replaces unsealed tensors of the same names. A safetensors file's
+ * "__metadata__" entries are published too, as the uint8 vector @prefix"__metadata__" holding
+ * the JSON {"__metadata__":{...}} (a name no tensor of a file can have); tnd_save writes them
+ * back. It is one more name, under the same rules, not counted in ret->tensors.
  *
  * All or nothing: every name is checked before any data is read, and on any failure no tensor
  * of the file stays published, tensors replaced are published again as they were, and every
@@ -114,13 +117,15 @@ int tnd_load_sweep_backups(tn_arena *a);
  * tnd_save - write the tensors of @a whose names start with @prefix (NULL or "": all) to the
  * empty regular file open for writing at @fd. TND_FORMAT_SAFETENSORS: every such tensor,
  * named relative to @prefix (the part of its name after it), laid out as the reference
- * writer lays them out. TND_FORMAT_NPY: the one tensor named @prefix exactly; a tensor
+ * writer lays them out, with the metadata of @prefix"__metadata__" (see tnd_load) as the
+ * file's "__metadata__"; or, when @prefix is a tensor's whole name, that tensor alone under
+ * its whole name. TND_FORMAT_NPY: the one tensor named @prefix exactly; a tensor
  * contiguous in column-major order but not in row-major order is written with fortran_order
  * True. Other non-contiguous tensors are written in C order. @flags must be 0; @progress,
  * @ctx, @cancel and *ret as for tnd_load. On failure the file is truncated back to empty.
  *
  * Errors: TN_EINVAL (bad arguments, TND_FORMAT_AUTO, not a regular file, a file that is not
- * empty, a tensor named @prefix exactly in safetensors, so with an empty name), TN_EACCES (@fd
+ * empty, a @prefix"__metadata__" that is not a record tnd_load made), TN_EACCES (@fd
  * not open for writing), TN_ENOENT (no tensor has the name or the prefix), TN_ENOTSUP
  * (bfloat16 in .npy), TN_ENOMEM, TN_ENOSPC (the file system is full), TN_EIO (a write failed,
  * cancelled).

@@ -39,8 +39,14 @@ void tnd_reclaim_slot(struct tnd_arena *ar, int slot, uint64_t state, pid_t pid)
 	int r = tnd_arena_locked(ar, tn__arena_reclaim_if(ar->a, slot, state, &freed));
 	if (r == 1) {
 		tnd_d.reclaimed_slots++;
-		tnd_info("arena %s: reclaimed slot %d of pid %d (%" PRIu64 " bytes freed)",
-			 ar->name, slot, (int)pid, freed);
+		/* A process that exits or detaches holding nothing is the normal case: info
+		 * is for slots that held memory (a crash, an exit without freeing). */
+		if (freed)
+			tnd_info("arena %s: reclaimed slot %d of pid %d (%" PRIu64 " bytes freed)",
+				 ar->name, slot, (int)pid, freed);
+		else
+			tnd_debug("arena %s: released slot %d of pid %d (it held nothing)",
+				  ar->name, slot, (int)pid);
 	} else if (r < 0) {
 		tnd_warn("arena %s: reclaiming slot %d: %s", ar->name, slot, tn_last_error());
 	}
@@ -101,9 +107,10 @@ void tnd_reclaim_sweep(void)
 		int n = tnd_arena_locked(ar, tn_arena_reclaim_dead(ar->a));
 		if (n > 0 && !tnd_arena_locked(ar, tn_arena_stat(ar->a, &after))) {
 			tnd_d.reclaimed_slots += (uint64_t)n;
-			tnd_info("arena %s: reclaimed %d slots of dead processes (%" PRIu64
-				 " bytes freed)", ar->name, n,
-				 after.free_bytes - before.free_bytes);
+			uint64_t freed = after.free_bytes - before.free_bytes;
+			tnd_log(freed ? TND_LOG_INFO : TND_LOG_DEBUG,
+				"arena %s: reclaimed %d slots of dead processes (%" PRIu64
+				" bytes freed)", ar->name, n, freed);
 		}
 	}
 }

@@ -68,10 +68,47 @@ static int exit_for(int code)
 	}
 }
 
+/* The library's message for the user: without the names of the library's and the daemon's
+ * functions that prefix it ("tn_tensord_arena_create: ...", "tnd_load: ...") and with an arena's file named by the arena's
+ * name ("/dev/shm/tensord/w.arena" -> "w"). */
+static const char *user_message(char *buf, size_t cap)
+{
+	const char *m = tn_last_error();
+	for (;;) {
+		size_t k = 0;
+		if (strncmp(m, "tn_", 3) && strncmp(m, "tnd_", 4))
+			break;
+		while (m[k] && (m[k] == '_' || (m[k] >= 'a' && m[k] <= 'z') ||
+				(m[k] >= '0' && m[k] <= '9')))
+			k++;
+		if (strncmp(m + k, ": ", 2))
+			break;
+		m += k + 2;
+	}
+	size_t o = 0;
+	while (*m && o + 1 < cap) {
+		const char *ext = *m == '/' ? strstr(m, ".arena") : NULL;
+		const char *sp = *m == '/' ? strpbrk(m, " '\"") : NULL;
+		if (ext && (!sp || ext < sp) && (!ext[6] || strchr(" ,;:)'\"", ext[6]))) {
+			const char *base = ext;
+			while (base > m && base[-1] != '/')
+				base--;
+			int w = snprintf(buf + o, cap - o, "\"%.*s\"", (int)(ext - base), base);
+			o = w < 0 ? o : o + (size_t)w < cap ? o + (size_t)w : cap - 1;
+			m = ext + 6;
+			continue;
+		}
+		buf[o++] = *m++;
+	}
+	buf[o] = 0;
+	return buf;
+}
+
 static int fail(int code, const char *what)
 {
-	fprintf(stderr, "tensorctl: %s: %s\n", what, tn_last_error()[0] ? tn_last_error()
-									   : tn_strerror(code));
+	char msg[1200];
+	fprintf(stderr, "tensorctl: %s: %s\n", what,
+		tn_last_error()[0] ? user_message(msg, sizeof(msg)) : tn_strerror(code));
 	return exit_for(code);
 }
 
@@ -86,16 +123,63 @@ static int usage_error(const char *fmt, ...)
 	return EX_USAGE;
 }
 
+/* A malformed arena or tensor name is a usage error (exit 2), told before any request. The
+ * rules are tensord's (tnd_name_ok in proto.c) and the arena's (tn_arena_publish(3)). */
+static bool bad_arena_name(const char *name, int *ret)
+{
+	size_t n = strlen(name);
+	bool ok = n >= 1 && n <= TND_NAME_MAX && name[0] != '.' && name[0] != '-';
+	for (size_t i = 0; ok && i < n; i++) {
+		char c = name[i];
+		ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		     c == '.' || c == '_' || c == '-';
+	}
+	if (!ok)
+		*ret = usage_error("bad arena name \"%s\": 1 to %d letters, digits, '.', '_' or "
+				   "'-', not starting with '.' or '-'", name, TND_NAME_MAX);
+	return !ok;
+}
+
+static bool bad_tensor_name(const char *name, int *ret)
+{
+	size_t n = strlen(name);
+	bool ok = n >= 1 && n <= TN_ARENA_NAME_MAX && name[0] != '/' && name[n - 1] != '/' &&
+		  !strstr(name, "//");
+	for (const unsigned char *p = (const unsigned char *)name; ok && *p; p++)
+		ok = *p >= 0x20 && *p != 0x7f;
+	if (!ok)
+		*ret = usage_error("bad tensor name \"%s\": 1 to %d bytes of '/'-separated parts, "
+				   "none empty, no control characters", name, TN_ARENA_NAME_MAX);
+	return !ok;
+}
+
 static tn_tensord *conn;
 
 static int connect_daemon(void)
 {
 	int r = tn_tensord_connect(socket_path, &conn);
-	if (r) {
-		fprintf(stderr, "tensorctl: cannot reach tensord: %s\n", tn_last_error());
+	if (!r)
+		return 0;
+	char path[256];
+	if (socket_path)
+		snprintf(path, sizeof(path), "%s", socket_path);
+	else if (tn_tensord_socket_path(path, sizeof(path)) < 0) {
+		fprintf(stderr, "tensorctl: no socket to reach tensord: TENSORD_SOCKET and "
+				"XDG_RUNTIME_DIR are unset; set TENSORD_SOCKET (the system "
+				"daemon's is /run/tensord/tensord.sock) or use --socket\n");
 		return EX_CONNECT;
 	}
-	return 0;
+	/* The library's message ends with the system's reason. */
+	const char *why = strrchr(tn_last_error(), ':');
+	why = why && why[1] ? why + 2 : tn_strerror(r);
+	fprintf(stderr, "tensorctl: cannot reach tensord at %s: %s\n", path, why);
+	if (r == TN_EACCES || r == TN_EPERM)
+		fprintf(stderr, "tensorctl: you may not use that socket; ask its owner\n");
+	else
+		fprintf(stderr, "tensorctl: is tensord running? start it with `systemctl start "
+				"tensord.socket` (or run tensord), or set TENSORD_SOCKET (or "
+				"--socket) to the socket it listens on\n");
+	return EX_CONNECT;
 }
 
 /* ---- output helpers ------------------------------------------------------------------------ */
@@ -252,7 +336,10 @@ static int cmd_arena_create(int argc, char **argv)
 	}
 	if (argc - optind != 1)
 		return usage_error("arena create NAME [options]");
-	int r = tn_tensord_arena_create(conn, argv[optind], &opts);
+	int r;
+	if (bad_arena_name(argv[optind], &r))
+		return r;
+	r = tn_tensord_arena_create(conn, argv[optind], &opts);
 	if (r)
 		return fail(r, "arena create");
 	if (json)
@@ -332,7 +419,10 @@ static int cmd_arena_list(void)
 static int cmd_arena_stat(const char *name)
 {
 	tn_tensord_arena_info i;
-	int r = tn_tensord_arena_stat(conn, name, &i);
+	int r;
+	if (bad_arena_name(name, &r))
+		return r;
+	r = tn_tensord_arena_stat(conn, name, &i);
 	if (r)
 		return fail(r, "arena stat");
 	if (json) {
@@ -396,7 +486,10 @@ static int cmd_arena_destroy(int argc, char **argv)
 	}
 	if (!name)
 		return usage_error("arena destroy NAME [--force]");
-	int r = tn_tensord_arena_destroy(conn, name, force ? TN_TENSORD_FORCE : 0);
+	int r;
+	if (bad_arena_name(name, &r))
+		return r;
+	r = tn_tensord_arena_destroy(conn, name, force ? TN_TENSORD_FORCE : 0);
 	if (r)
 		return fail(r, "arena destroy");
 	if (json)
@@ -474,10 +567,13 @@ static int cmd_arena_grant(int argc, char **argv)
 	}
 	if (np != 2)
 		return usage_error("arena grant NAME USER|GROUP [--ro|--rw|--revoke]");
+	int r;
+	if (bad_arena_name(pos[0], &r))
+		return r;
 	if (parse_principal(pos[1], &g))
 		return usage_error("no user or group \"%s\" (uid:N, gid:N, user:NAME, group:NAME)",
 				   pos[1]);
-	int r = tn_tensord_arena_grant(conn, pos[0], &g);
+	r = tn_tensord_arena_grant(conn, pos[0], &g);
 	if (r)
 		return fail(r, "arena grant");
 	if (json)
@@ -498,7 +594,10 @@ static int cmd_arena_grant(int argc, char **argv)
 /* Open an arena through the daemon; read-only unless @write. */
 static int open_arena(const char *name, bool write, tn_arena **ret)
 {
-	int r = tn_tensord_arena_open(conn, name, write ? 0 : TN_TENSORD_READ_ONLY, ret);
+	int r;
+	if (bad_arena_name(name, &r))
+		return r;
+	r = tn_tensord_arena_open(conn, name, write ? 0 : TN_TENSORD_READ_ONLY, ret);
 	if (r)
 		return fail(r, "open arena");
 	return 0;
@@ -560,7 +659,10 @@ static int cmd_show(int argc, char **argv)
 	if (argc != 3)
 		return usage_error("show NAME TENSOR");
 	tn_arena *a;
-	int r = open_arena(argv[1], false, &a);
+	int r;
+	if (bad_tensor_name(argv[2], &r))
+		return r;
+	r = open_arena(argv[1], false, &a);
 	if (r)
 		return r;
 	tn_arena_entry e;
@@ -605,8 +707,11 @@ static int cmd_rm_seal(int argc, char **argv, bool seal)
 	if (argc < 3)
 		return usage_error(seal ? "seal NAME TENSOR..." : "rm NAME TENSOR...");
 	tn_arena *a;
-	int r = open_arena(argv[1], true, &a), ret = 0;
-	if (r)
+	int r, ret = 0;
+	for (int i = 2; i < argc; i++)
+		if (bad_tensor_name(argv[i], &r))
+			return r;
+	if ((r = open_arena(argv[1], true, &a)))
 		return r;
 	for (int i = 2; i < argc; i++) {
 		r = seal ? tn_arena_seal(a, argv[i]) : tn_arena_unpublish(a, argv[i]);
@@ -735,6 +840,9 @@ static int cmd_fsck(int argc, char **argv)
 	}
 	if (!name)
 		return usage_error("fsck NAME [--repair]");
+	int bad;
+	if (bad_arena_name(name, &bad))
+		return bad;
 	tn_arena_fsck_report rep;
 	/* TN_EIO: the check ran and problems remain; the report is written. */
 	int r = tn_tensord_fsck(conn, name, repair ? TN_ARENA_FSCK_REPAIR : 0, &rep);
@@ -763,7 +871,10 @@ static int cmd_gc(int argc, char **argv)
 	if (argc > 2)
 		return usage_error("gc [NAME]");
 	uint64_t slots = 0, bytes = 0;
-	int r = tn_tensord_gc(conn, argc == 2 ? argv[1] : NULL, &slots, &bytes);
+	int r;
+	if (argc == 2 && bad_arena_name(argv[1], &r))
+		return r;
+	r = tn_tensord_gc(conn, argc == 2 ? argv[1] : NULL, &slots, &bytes);
 	if (r)
 		return fail(r, "gc");
 	char b[32];
@@ -843,6 +954,9 @@ static int cmd_load(int argc, char **argv)
 	if (argc - optind != 2)
 		return usage_error("load NAME FILE [--prefix P] [--format F] [--seal] [--replace]");
 	const char *name = argv[optind], *file = argv[optind + 1];
+	int bad;
+	if (bad_arena_name(name, &bad))
+		return bad;
 	int fd = open(file, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		fprintf(stderr, "tensorctl: %s: %s\n", file, strerror(errno));
@@ -886,6 +1000,9 @@ static int cmd_save(int argc, char **argv)
 		return usage_error("save NAME FILE [PREFIX] [--format safetensors|npy]");
 	const char *name = argv[optind], *file = argv[optind + 1];
 	const char *prefix = argc - optind == 3 ? argv[optind + 2] : "";
+	int bad;
+	if (bad_arena_name(name, &bad))
+		return bad;
 	size_t n = strlen(file);
 	if (fmt == TN_TENSORD_FORMAT_AUTO)
 		fmt = n > 4 && !strcmp(file + n - 4, ".npy") ? TN_TENSORD_FORMAT_NPY

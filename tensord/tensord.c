@@ -17,6 +17,10 @@
  *   cudashare.c  the table of CUDA exports; guard.c  the SIGBUS guard over the arena mappings;
  *   config.c     tensord.conf; log.c  the log.
  *
+ * Socket activation: started by systemd from tensord.socket, the daemon takes the listening
+ * socket systemd passes (sd_listen_fds(3)'s protocol, LISTEN_PID and LISTEN_FDS, read here
+ * without libsystemd) instead of binding one, and leaves it in place when it stops.
+ *
  * Restarts: a stopped daemon leaves the arenas, their records and its clients' slots in place.
  * The next one reopens the arenas from their records and repairs them, and clients that are
  * still alive re-register their slots (REATTACH) when they reconnect.
@@ -46,7 +50,11 @@ struct tnd_daemon tnd_d;
 
 static int lock_fd;
 static char config_path[PATH_MAX];
-static bool config_required, level_from_cli;
+static bool config_required, level_from_cli, socket_named;
+/* The descriptors systemd passed (LISTEN_FDS, when LISTEN_PID is this process); -1: error. */
+static int listen_fds;
+
+#define SD_LISTEN_FDS_START 3
 
 /* ---- the socket and the directories ---------------------------------------------------------- */
 
@@ -91,7 +99,6 @@ static int sd_notify_msg(const char *msg)
 	return n < 0 ? -1 : 0;
 }
 
-/* Bind the socket, refusing when another tensord serves it. */
 /* The socket's directory: another user who may write in it could make the lock file or the
  * socket's name first, and keep tensord from starting or stand in for it. It must belong to
  * tensord's user or root, and be writable by nobody else, unless its sticky bit is set (as
@@ -121,8 +128,85 @@ static int check_socket_dir(const char *dir)
 	return 0;
 }
 
+/* sd_listen_fds(3) without libsystemd: the count of sockets passed from SD_LISTEN_FDS_START on,
+ * when LISTEN_PID names this process; the variables are removed so children never see them. */
+static int take_listen_fds(void)
+{
+	const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+	int n = 0;
+	if (pid && fds) {
+		char *end;
+		errno = 0;
+		unsigned long long p = strtoull(pid, &end, 10);
+		if (!errno && !*end && end != pid && p == (unsigned long long)getpid()) {
+			unsigned long long f = strtoull(fds, &end, 10);
+			n = !errno && !*end && end != fds && f < 1024 ? (int)f : -1;
+		}
+	}
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+	unsetenv("LISTEN_FDNAMES");
+	return n;
+}
+
+/* Take the socket systemd passed: one listening AF_UNIX SOCK_SEQPACKET socket bound to a path,
+ * the configured one when the command line, TENSORD_SOCKET or the configuration file names it. */
+static int adopt_socket(void)
+{
+	if (listen_fds != 1) {
+		tnd_error("systemd passed %d sockets (LISTEN_FDS); tensord takes exactly one: "
+			  "check tensord.socket", listen_fds);
+		return -1;
+	}
+	int fd = SD_LISTEN_FDS_START, v;
+	socklen_t vl = sizeof(v);
+	struct stat st;
+	if (fstat(fd, &st) || !S_ISSOCK(st.st_mode)) {
+		tnd_error("descriptor %d from systemd is not a socket: check tensord.socket", fd);
+		return -1;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &vl) || v != AF_UNIX ||
+	    getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &(socklen_t){ sizeof(v) }) ||
+	    v != SOCK_SEQPACKET ||
+	    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &(socklen_t){ sizeof(v) }) || !v) {
+		tnd_error("the socket from systemd is not a listening AF_UNIX SOCK_SEQPACKET "
+			  "socket: tensord.socket must use ListenSequentialPacket=");
+		return -1;
+	}
+	struct sockaddr_un sa;
+	socklen_t sl = sizeof(sa);
+	memset(&sa, 0, sizeof(sa));
+	if (getsockname(fd, (struct sockaddr *)&sa, &sl) || sl <= offsetof(struct sockaddr_un,
+									     sun_path) ||
+	    sa.sun_path[0] != '/') {
+		tnd_error("the socket from systemd is not bound to a path: tensord.socket must "
+			  "listen on a file system path");
+		return -1;
+	}
+	char bound[sizeof(sa.sun_path) + 1];
+	size_t bl = sl - offsetof(struct sockaddr_un, sun_path);
+	memcpy(bound, sa.sun_path, bl);
+	bound[bl] = 0;
+	if (socket_named && strcmp(bound, tnd_d.cfg.socket)) {
+		tnd_error("systemd passed the socket %s but tensord is configured for %s: make "
+			  "tensord.socket and the configuration agree", bound, tnd_d.cfg.socket);
+		return -1;
+	}
+	if (strlen(bound) >= sizeof(tnd_d.cfg.socket)) {
+		tnd_error("the socket from systemd is bound to a path of %zu bytes", strlen(bound));
+		return -1;
+	}
+	memcpy(tnd_d.cfg.socket, bound, strlen(bound) + 1);
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	tnd_d.listen_fd = fd;
+	return 0;
+}
+
+/* Bind the socket, refusing when another tensord serves it; or take systemd's. */
 static int open_socket(void)
 {
+	if (listen_fds && adopt_socket())
+		return -1;
 	const char *path = tnd_d.cfg.socket;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	if (strlen(path) >= sizeof(sa.sun_path)) {
@@ -165,6 +249,8 @@ static int open_socket(void)
 		tnd_error("another tensord holds %s: it is serving or starting on %s", lock, path);
 		return -1;
 	}
+	if (listen_fds)
+		return 0; /* systemd's socket: nothing to probe or bind */
 	/* A daemon killed a moment ago may still have its socket listening: its io_uring is
 	 * torn down after the process, by the kernel's workers, and holds the socket until
 	 * then. A listener whose process is gone is given up to 2 s to disappear. */
@@ -330,6 +416,8 @@ static int parse_args(int argc, char **argv, bool *foreground, char *cfg_err, si
 				     errlen))
 			return -1;
 	}
+	socket_named = sock || (getenv("TENSORD_SOCKET") && getenv("TENSORD_SOCKET")[0]) ||
+		       tnd_d.cfg.set_socket;
 	if (sock) {
 		if (strlen(sock) >= sizeof(tnd_d.cfg.socket)) {
 			snprintf(cfg_err, errlen, "socket path %s is %zu bytes; a UNIX socket "
@@ -346,6 +434,8 @@ static int parse_args(int argc, char **argv, bool *foreground, char *cfg_err, si
 			return -1;
 		}
 		strcpy(tnd_d.cfg.socket, env);
+	} else if (!tnd_d.cfg.set_socket && listen_fds) {
+		tnd_d.cfg.socket[0] = 0; /* the path systemd's socket is bound to */
 	} else if (!tnd_d.cfg.set_socket) {
 		char p[sizeof(tnd_d.cfg.socket)];
 		int r = tn_tensord_socket_path(p, sizeof(p));
@@ -411,7 +501,8 @@ static void shutdown_daemon(void)
 		atomic_store(&c->cancel, true);
 	tnd_transfer_wait();
 	close(tnd_d.listen_fd);
-	unlink(tnd_d.cfg.socket);
+	if (!listen_fds) /* systemd's socket stays, for the next start */
+		unlink(tnd_d.cfg.socket);
 	/* The lock file stays: removing it would let a daemon that opened it before and one
 	 * that creates it afresh both win the lock. */
 	close(lock_fd);
@@ -432,6 +523,8 @@ int main(int argc, char **argv)
 	bool foreground = false;
 	char err[600];
 	tnd_d.uid = geteuid();
+	tnd_d.listen_fd = -1;
+	listen_fds = take_listen_fds();
 	if (parse_args(argc, argv, &foreground, err, sizeof(err))) {
 		fprintf(stderr, "tensord: %s\n", err);
 		return 1;

@@ -529,15 +529,16 @@ START_TEST(test_golden_safetensors)
 	ck_assert_uint_eq(r.tensors, g->ntensors);
 	ck_assert_uint_eq(r.file_bytes, g->file_size);
 	ck_assert_uint_eq(r.bytes, g->file_size - 8 - g->header_len);
-	ck_assert_uint_eq(snap(a).count, g->ntensors);
+	/* The metadata, when there is some, is kept as g/__metadata__. */
+	ck_assert_uint_eq(snap(a).count, g->ntensors + (g->nmeta > 0));
 	for (size_t i = 0; i < g->ntensors; i++) {
 		snprintf(name, sizeof(name), "g/%s", g->tensors[i].name);
 		check_golden(a, name, &g->tensors[i], false);
 	}
-	/* Files PyTorch's writer made come back byte for byte (without the metadata, which
-	 * the arena does not keep: so only for files that have none). */
-	if (g->reference_layout && g->nmeta == 0)
-		assert_saves_back(a, TND_FORMAT_SAFETENSORS, g->ntensors ? "g/" : "", fd);
+	/* Files PyTorch's writer made come back byte for byte, metadata included. */
+	if (g->reference_layout)
+		assert_saves_back(a, TND_FORMAT_SAFETENSORS, g->ntensors || g->nmeta ? "g/" : "",
+				  fd);
 	close(fd);
 	tn_arena_unref(a);
 }
@@ -731,9 +732,6 @@ START_TEST(test_refused)
 	ck_assert_tn_error_has(tnd_save(a, fd, TND_FORMAT_NPY, "w/none", 0, NULL, NULL, NULL,
 					NULL),
 			       TN_ENOENT, "w/none");
-	ck_assert_tn_error_has(tnd_save(a, fd, TND_FORMAT_SAFETENSORS, "w/x", 0, NULL, NULL,
-					NULL, NULL),
-			       TN_EINVAL, "empty name");
 	ck_assert_tn_error_has(tnd_save(a, fd, TND_FORMAT_NPY, "w/bf", 0, NULL, NULL, NULL, NULL),
 			       TN_ENOTSUP, "bfloat16");
 	ck_assert_int_eq(lseek(fd, 0, SEEK_END), 0);
@@ -818,6 +816,114 @@ START_TEST(test_names)
 	close(two);
 	tn_arena_unref(a);
 	tn_arena_unref(s);
+}
+END_TEST
+
+/* The header of a file open as @fd, parsed with its metadata. */
+static struct tn__safetensors *parse_saved(int fd)
+{
+	size_t size;
+	unsigned char *file = slurp_fd(fd, &size);
+	uint64_t hlen;
+	struct tn__safetensors *st;
+	ck_assert_tn_ok(tn__safetensors_prefix(file, size, size, &hlen));
+	ck_assert_tn_ok(tn__safetensors_parse(file + 8, (size_t)hlen, size,
+					      TN__SAFETENSORS_KEEP_METADATA, &st));
+	free(file);
+	return st;
+}
+
+/* A safetensors file's "__metadata__" survives a load and a save: kept as the uint8 tensor
+ * PREFIX__metadata__, written back by a save of PREFIX; a file without metadata adds no such
+ * name. A prefix that is a tensor's whole name saves that tensor alone, under its name. */
+START_TEST(test_metadata)
+{
+	tn_arena *a = make_arena("a", 16 * MIB, 0);
+	static const char hdr[] = "{\"__metadata__\":{\"format\":\"pt\",\"note\":\"a\\\"b\\u00e9\"},"
+				  "\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+	unsigned char file[256];
+	size_t hl = (sizeof(hdr) - 1 + 7) / 8 * 8;
+	uint64_t hl64 = hl;
+	memcpy(file, &hl64, 8); /* little-endian, as every machine libtensor builds for */
+	memset(file + 8, ' ', hl);
+	memcpy(file + 8, hdr, sizeof(hdr) - 1);
+	float w[2] = { 1.5f, -2.0f };
+	memcpy(file + 8 + hl, w, sizeof(w));
+	write_file("meta.safetensors", file, 8 + hl + sizeof(w));
+
+	int in = open_file("meta.safetensors");
+	ck_assert_tn_ok(tnd_load(a, in, TND_FORMAT_AUTO, "p/", 0, NULL, NULL, NULL, NULL));
+	close(in);
+	tn_arena_entry e;
+	ck_assert_tn_ok(tn_arena_info(a, "p/__metadata__", &e));
+	ck_assert_int_eq(e.dtype, TN_UINT8);
+	ck_assert_int_eq(e.ndim, 1);
+	ck_assert_double_eq(value_of(a, "p/w", 1), -2.0);
+
+	/* Saved back: the same metadata, and the tensor alone. */
+	int out = create_file("out.safetensors");
+	struct tnd_xfer_result res;
+	ck_assert_tn_ok(tnd_save(a, out, TND_FORMAT_SAFETENSORS, "p/", 0, NULL, NULL, NULL, &res));
+	ck_assert_uint_eq(res.tensors, 1);
+	struct tn__safetensors *st = parse_saved(out);
+	close(out);
+	ck_assert_uint_eq(st->ntensors, 1);
+	ck_assert_str_eq(st->tensors[0].name, "w");
+	ck_assert(st->has_metadata);
+	ck_assert_uint_eq(st->nmeta, 2);
+	ck_assert_str_eq(st->meta[0].key, "format");
+	ck_assert_str_eq(st->meta[0].value, "pt");
+	ck_assert_str_eq(st->meta[1].key, "note");
+	ck_assert_str_eq(st->meta[1].value, "a\"b\xc3\xa9");
+	tn__safetensors_free(st);
+
+	/* Loaded again under another prefix: the same record. */
+	in = open_file("out.safetensors");
+	ck_assert_tn_ok(tnd_load(a, in, TND_FORMAT_AUTO, "q/", 0, NULL, NULL, NULL, NULL));
+	close(in);
+	tn_arena_entry e2;
+	ck_assert_tn_ok(tn_arena_info(a, "q/__metadata__", &e2));
+	ck_assert_int_eq(e2.sizes[0], e.sizes[0]);
+	tn_tensor *m1, *m2;
+	ck_assert_tn_ok(tn_arena_lookup(a, "p/__metadata__", &m1, NULL));
+	ck_assert_tn_ok(tn_arena_lookup(a, "q/__metadata__", &m2, NULL));
+	ck_assert_int_eq(memcmp(tn_tensor_data(m1), tn_tensor_data(m2), (size_t)e.sizes[0]), 0);
+	tn_tensor_unref(m1);
+	tn_tensor_unref(m2);
+
+	/* A file without metadata adds no record. */
+	int64_t two = 2;
+	publish(a, "plain/x", arena_tensor(a, 1, &two, TN_FLOAT32, 3));
+	out = create_file("plain.safetensors");
+	ck_assert_tn_ok(tnd_save(a, out, TND_FORMAT_SAFETENSORS, "plain/", 0, NULL, NULL, NULL,
+				 NULL));
+	st = parse_saved(out);
+	ck_assert(!st->has_metadata);
+	tn__safetensors_free(st);
+	ck_assert_tn_ok(tnd_load(a, out, TND_FORMAT_AUTO, "r/", 0, NULL, NULL, NULL, NULL));
+	close(out);
+	ck_assert_int_eq(tn_arena_info(a, "r/__metadata__", &e2), TN_ENOENT);
+
+	/* One tensor by its exact name: that tensor alone, under its whole name. */
+	out = create_file("one.safetensors");
+	ck_assert_tn_ok(tnd_save(a, out, TND_FORMAT_SAFETENSORS, "p/w", 0, NULL, NULL, NULL, &res));
+	ck_assert_uint_eq(res.tensors, 1);
+	st = parse_saved(out);
+	close(out);
+	ck_assert_uint_eq(st->ntensors, 1);
+	ck_assert_str_eq(st->tensors[0].name, "p/w");
+	ck_assert(!st->has_metadata);
+	tn__safetensors_free(st);
+
+	/* A PREFIX__metadata__ that is not a record is refused, the file left empty. */
+	publish(a, "bad/__metadata__", arena_tensor(a, 1, &two, TN_FLOAT32, 4));
+	out = create_file("bad.safetensors");
+	ck_assert_tn_error_has(tnd_save(a, out, TND_FORMAT_SAFETENSORS, "bad/", 0, NULL, NULL,
+					NULL, NULL),
+			       TN_EINVAL, "'bad/__metadata__' is not the uint8 vector");
+	ck_assert_int_eq(lseek(out, 0, SEEK_END), 0);
+	close(out);
+	tn_arena_unref(a);
 }
 END_TEST
 
@@ -1009,7 +1115,7 @@ START_TEST(test_alloc_failures)
 		ck_assert_uint_lt(nth, 1000);
 	}
 	ck_assert_uint_gt(nth, 10);
-	ck_assert_uint_eq(snap(a).count, 12);
+	ck_assert_uint_eq(snap(a).count, 13); /* 12 tensors and g/__metadata__ */
 	int out = create_file("out.safetensors");
 	for (nth = 1;; nth++) {
 		tn_alloc_fail_nth(nth);
@@ -1046,6 +1152,7 @@ static Suite *loadsave_suite(void)
 	tcase_add_test(tc, test_mutated);
 	tcase_add_test(tc, test_refused);
 	tcase_add_test(tc, test_names);
+	tcase_add_test(tc, test_metadata);
 	tcase_add_test(tc, test_directory_full);
 	tcase_add_test(tc, test_arena_full);
 	tcase_add_test(tc, test_paths_progress_cancel);

@@ -2047,7 +2047,7 @@ START_TEST(test_load_save)
 	tn_arena_entry *e;
 	size_t n;
 	ck_assert_tn_ok(tn_arena_list(a, "st1/", &e, &n));
-	ck_assert_uint_eq(n, 12);
+	ck_assert_uint_eq(n, 13); /* 12 tensors and the file's metadata, st1/__metadata__ */
 	for (size_t i = 0; i < n; i++) {
 		char other[300];
 		snprintf(other, sizeof(other), "st2/%s", e[i].name + 4);
@@ -3549,6 +3549,236 @@ START_TEST(test_hugepage_create_restores_pool)
 }
 END_TEST
 
+/* ---- messages a user can act on ---------------------------------------------------------------- */
+
+/* Run tensorctl with @args; its standard error into @err. Returns its exit status. */
+static int tensorctl_err(char *err, size_t cap, const char *const *args)
+{
+	char file[160];
+	snprintf(file, sizeof(file), "%s/tensorctl.err", D.dir);
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		int nul = open("/dev/null", O_WRONLY);
+		if (fd < 0 || nul < 0)
+			_exit(126);
+		dup2(nul, 1);
+		dup2(fd, 2);
+		const char *argv[32] = { "tensorctl" };
+		int n = 1;
+		for (int i = 0; args[i] && n < 31; i++)
+			argv[n++] = args[i];
+		argv[n] = NULL;
+		execv(TN_TENSORCTL_BIN, (char *const *)argv);
+		_exit(127);
+	}
+	int st = child_status(pid);
+	ck_assert_msg(WIFEXITED(st), "tensorctl died: 0x%x", st);
+	int fd = open(file, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ssize_t n = read(fd, err, cap - 1);
+	close(fd);
+	err[n > 0 ? n : 0] = 0;
+	unlink(file);
+	return WEXITSTATUS(st);
+}
+
+/* tensorctl's errors name arenas and tensors by their names, never the library's functions or
+ * the arenas' files, and say what to do; malformed names are usage errors (exit 2); a client
+ * that exits holding nothing is not logged as a reclaim at info. */
+START_TEST(test_tensorctl_messages)
+{
+	daemon_setup();
+	char err[4096];
+	tn_tensord *c = conn();
+	make_arena(c, "good", 4 << 20, 16, 0);
+#define CTL(code, ...)                                                                        \
+	do {                                                                                  \
+		const char *a_[] = { "--socket", D.sock, __VA_ARGS__, NULL };                 \
+		int rc_ = tensorctl_err(err, sizeof(err), a_);                                \
+		ck_assert_msg(rc_ == (code), "tensorctl %s: exit %d, not %d: %s", #__VA_ARGS__, \
+			      rc_, (code), err);                                             \
+		ck_assert_msg(!strstr(err, "tn_") && !strstr(err, D.arena_dir),               \
+			      "tensorctl %s names internals: %s", #__VA_ARGS__, err);          \
+	} while (0)
+	/* Malformed names: usage errors. */
+	CTL(2, "arena", "create", "a/b");
+	ck_assert_msg(strstr(err, "bad arena name \"a/b\""), "%s", err);
+	CTL(2, "arena", "create", "");
+	CTL(2, "arena", "stat", "-x");
+	CTL(2, "ls", ".hidden");
+	CTL(2, "load", "a b", "/dev/null");
+	CTL(2, "save", "a/b", "/nonexistent/x.safetensors");
+	CTL(2, "fsck", "a:b");
+	CTL(2, "show", "good", "a//b");
+	ck_assert_msg(strstr(err, "bad tensor name \"a//b\""), "%s", err);
+	CTL(2, "rm", "good", "/x");
+	/* Errors of well-formed requests: by name, without function names or paths. */
+	CTL(4, "show", "good", "nosuch");
+	ck_assert_msg(strstr(err, "no tensor 'nosuch' in arena \"good\""), "%s", err);
+	CTL(4, "arena", "stat", "nosuch");
+	ck_assert_msg(strstr(err, "no arena \"nosuch\""), "%s", err);
+	CTL(1, "arena", "create", "small", "--size", "1k");
+	ck_assert_msg(strstr(err, "arena create: size 1024 outside"), "%s", err);
+	/* No daemon: where it looked, and what to do. */
+	char nothere[160];
+	snprintf(nothere, sizeof(nothere), "%s/nothere.sock", D.dir);
+	const char *a[] = { "--socket", nothere, "status", NULL };
+	ck_assert_int_eq(tensorctl_err(err, sizeof(err), a), 3);
+	char want[256];
+	snprintf(want, sizeof(want), "cannot reach tensord at %s: No such file or directory",
+		 nothere);
+	ck_assert_msg(strstr(err, want), "%s", err);
+	ck_assert_msg(strstr(err, "systemctl start tensord.socket") &&
+			      strstr(err, "TENSORD_SOCKET"),
+		      "%s", err);
+	/* A client that opens an arena and exits normally: no reclaim at info. */
+	CTL(0, "ls", "good");
+	wait_clients(c, "good", 1, 3000); /* the daemon alone */
+	sleep_ms(50);
+	ck_assert_msg(!log_has("reclaimed slot"), "a normal exit was logged as a reclaim");
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "good", 0));
+	tn_tensord_close(c);
+	daemon_finish();
+#undef CTL
+}
+END_TEST
+
+/* ---- socket activation -------------------------------------------------------------------------- */
+
+/* A listening AF_UNIX socket of @type bound to @path, as systemd's tensord.socket makes it. */
+static int listening_socket(const char *path, int type)
+{
+	int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(fd, 16), 0);
+	return fd;
+}
+
+/* Start tensord as systemd does for a socket unit: @lfd becomes descriptor 3 and the child
+ * sets LISTEN_PID to its own pid and LISTEN_FDS=1 before the exec. @sock, when not NULL, is
+ * passed as --socket. */
+static pid_t spawn_activated(int lfd, const char *sock, const char *log)
+{
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		if (lfd != 3 && dup2(lfd, 3) != 3)
+			_exit(126);
+		fcntl(3, F_SETFD, 0);
+		char pidbuf[32];
+		snprintf(pidbuf, sizeof(pidbuf), "%d", (int)getpid());
+		setenv("LISTEN_PID", pidbuf, 1);
+		setenv("LISTEN_FDS", "1", 1);
+		unsetenv("TENSORD_SOCKET");
+		const char *argv[16] = { "tensord", "--foreground", "--config", D.config,
+					 "--arena-dir", D.arena_dir, "--log-level", "info" };
+		int n = 8;
+		if (sock) {
+			argv[n++] = "--socket";
+			argv[n++] = sock;
+		}
+		argv[n] = NULL;
+		execv(TN_TENSORD_BIN, (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static bool file_has(const char *file, const char *needle)
+{
+	char buf[8192];
+	int fd = open(file, O_RDONLY);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	return strstr(buf, needle) != NULL;
+}
+
+/* tensord started with a socket systemd made (LISTEN_FDS/LISTEN_PID) serves it without a
+ * --socket, leaves it in place when it stops (it is systemd's), and refuses a socket of the
+ * wrong type or bound elsewhere than its configuration names. */
+START_TEST(test_socket_activation)
+{
+	static int counter;
+	memset(&D, 0, sizeof(D));
+	snprintf(D.dir, sizeof(D.dir), "/tmp/check-tensord-%d-XXXXXX", (int)runner_pid);
+	ck_assert_ptr_nonnull(mkdtemp(D.dir));
+	snprintf(D.sock, sizeof(D.sock), "%s/activated.sock", D.dir);
+	snprintf(D.config, sizeof(D.config), "%s/tensord.conf", D.dir);
+	snprintf(D.log, sizeof(D.log), "%s/log", D.dir);
+	snprintf(D.arena_dir, sizeof(D.arena_dir), "/dev/shm/check-tensord-%d-%d-a%d",
+		 (int)runner_pid, (int)getpid(), counter++);
+	FILE *f = fopen(D.config, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("# empty\n", f);
+	fclose(f);
+
+	int lfd = listening_socket(D.sock, SOCK_SEQPACKET);
+	D.pid = spawn_activated(lfd, NULL, D.log);
+	close(lfd);
+	daemon_wait_ready();
+	char want[200];
+	snprintf(want, sizeof(want), "listening on %s ", D.sock);
+	ck_assert_msg(log_has(want), "the log does not say \"%s\"", want);
+	/* A request through the passed socket, from the library and from tensorctl. */
+	tn_tensord *c = conn();
+	make_arena(c, "act", 4 << 20, 16, 0);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "act", 0));
+	tn_tensord_close(c);
+	char out[4096];
+	const char *args[] = { "--socket", D.sock, "status", NULL };
+	ck_assert_int_eq(tensorctl(out, sizeof(out), args), 0);
+	ck_assert_msg(strstr(out, "tensord pid"), "tensorctl status said: %s", out);
+	int st;
+	ck_assert_int_eq(kill(D.pid, SIGTERM), 0);
+	ck_assert_int_eq(waitpid(D.pid, &st, 0), D.pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "tensord stopped with 0x%x", st);
+	D.pid = 0;
+	ck_assert_msg(access(D.sock, F_OK) == 0, "tensord removed systemd's socket");
+	ck_assert_int_eq(unlink(D.sock), 0);
+
+	/* A stream socket, and a socket bound elsewhere than --socket names: refused. */
+	char log2[160], other[160];
+	snprintf(log2, sizeof(log2), "%s/log2", D.dir);
+	snprintf(other, sizeof(other), "%s/other.sock", D.dir);
+	lfd = listening_socket(D.sock, SOCK_STREAM);
+	pid_t p = spawn_activated(lfd, NULL, log2);
+	close(lfd);
+	st = child_status(p);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "stream socket: 0x%x", st);
+	ck_assert_msg(file_has(log2, "ListenSequentialPacket"), "stream socket: no reason given");
+	ck_assert_int_eq(unlink(D.sock), 0);
+	char log3[160];
+	snprintf(log3, sizeof(log3), "%s/log3", D.dir);
+	lfd = listening_socket(D.sock, SOCK_SEQPACKET);
+	p = spawn_activated(lfd, other, log3);
+	close(lfd);
+	st = child_status(p);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "socket elsewhere: 0x%x", st);
+	ck_assert_msg(file_has(log3, "configured for"), "socket elsewhere: no reason given");
+	ck_assert_int_eq(access(other, F_OK), -1);
+	ck_assert_int_eq(unlink(D.sock), 0);
+
+	ck_assert_int_eq(count_files(D.arena_dir), 0);
+	ck_assert_int_eq(rmdir(D.arena_dir), 0);
+	rm_dir_files(D.dir);
+	D.dir[0] = D.arena_dir[0] = 0;
+}
+END_TEST
+
 static Suite *tensord_suite(void)
 {
 	Suite *s = suite_create("tensord");
@@ -3562,6 +3792,8 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_restart_recovers);
 	tcase_add_test(tc, test_access_control);
 	tcase_add_test(tc, test_startup_refusals);
+	tcase_add_test(tc, test_socket_activation);
+	tcase_add_test(tc, test_tensorctl_messages);
 	tcase_add_test(tc, test_protocol_robustness);
 	tcase_add_test(tc, test_many_clients);
 	tcase_add_test(tc, test_limits_fds);

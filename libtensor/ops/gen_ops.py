@@ -627,7 +627,7 @@ def generate(table_path, map_in, outdir, rel_table):
         if s.ns != "aten":
             raise TableError("%s: table operators live in aten::" % where)
         s.index, s.line, s.text, s.doc = idx, e["func_line"], e["func"], e["doc"]
-        s.since = e.get("since", "0.1")
+        s.since = e.get("since", "0.1.0")
         s.qualname = "aten::" + s.name + ("." + s.overload if s.overload else "")
         s.ident = cident(s)
         if s.qualname in seen_names:
