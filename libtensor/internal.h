@@ -149,6 +149,12 @@ double tn__element_to_double(enum tn_dtype dtype, const void *in);
  * through the fill kernel of the process's CPU capability. */
 void tn__fill_elements(void *dst, const void *elem, size_t itemsize, int64_t count);
 
+/* PyTorch's compute_contiguous and compute_channels_last_contiguous_2d/3d over @sizes and
+ * @strides (NHWC order for 4 dims, NDHWC for 5; false for other ranks): the tensor's flags, and
+ * the iterator's fast setup over layouts it infers. */
+bool tn__compute_contiguous(int ndim, const int64_t *sizes, const int64_t *strides, int64_t numel);
+bool tn__compute_channels_last(int ndim, const int64_t *sizes, const int64_t *strides);
+
 /* Strides of a dense tensor of @sizes in memory format @fmt (not preserve). */
 int tn__format_strides(int ndim, const int64_t *sizes, enum tn_memory_format fmt,
 		       int64_t *strides, const char *who);

@@ -360,40 +360,6 @@ static int compute_types(struct tn_iter *it, const struct tn_iter_config *cfg, c
 	return 0;
 }
 
-/* PyTorch's compute_contiguous over @sizes and @strides (an empty tensor is contiguous). */
-static bool strides_contiguous(int n, const int64_t *sizes, const int64_t *strides, int64_t numel)
-{
-	int64_t z = 1;
-	if (numel == 0)
-		return true;
-	for (int d = n - 1; d >= 0; d--) {
-		if (sizes[d] == 1)
-			continue;
-		if (strides[d] != z)
-			return false;
-		z *= sizes[d];
-	}
-	return true;
-}
-
-/* PyTorch's compute_channels_last_contiguous_2d (4 dimensions only). */
-static bool strides_channels_last(int n, const int64_t *sizes, const int64_t *strides)
-{
-	static const int order[] = { 1, 3, 2, 0 };
-	int64_t expected = 1;
-	if (n != 4)
-		return false;
-	for (int i = 0; i < 4; i++) {
-		int d = order[i];
-		if (sizes[d] == 1)
-			continue;
-		if (strides[d] != expected)
-			return false;
-		expected *= sizes[d];
-	}
-	return true;
-}
-
 /* ATen's should_swap for reorder_dimensions: 1 to swap, -1 to keep, 0 undecided. */
 static int should_swap(const struct tn_iter *it, const int64_t (*strides)[TN_MAX_DIMS],
 		       const int64_t *shape, int d0, int d1)
@@ -580,10 +546,10 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 			const tn_tensor *t = it->ops[k].tensor;
 			if (!t)
 				continue;
-			contig = contig && (is_inferred[k] ? strides_contiguous(n, t->sizes, lay[k],
+			contig = contig && (is_inferred[k] ? tn__compute_contiguous(n, t->sizes, lay[k],
 										 t->numel)
 							   : t->contiguous);
-			cl = cl && (is_inferred[k] ? strides_channels_last(n, t->sizes, lay[k])
+			cl = cl && (is_inferred[k] ? (n == 4 && tn__compute_channels_last(n, t->sizes, lay[k]))
 						   : t->channels_last);
 		}
 		/* Inputs first, from the last, as ATen compares them. */

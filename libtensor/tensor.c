@@ -61,7 +61,7 @@ int tn__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides)
 	return 0;
 }
 
-static bool compute_contiguous(int ndim, const int64_t *sizes, const int64_t *strides,
+bool tn__compute_contiguous(int ndim, const int64_t *sizes, const int64_t *strides,
 			       int64_t numel)
 {
 	int64_t expected = 1;
@@ -78,7 +78,7 @@ static bool compute_contiguous(int ndim, const int64_t *sizes, const int64_t *st
 }
 
 /* PyTorch's compute_channels_last_contiguous_2d/3d: the dims in NHWC (NDHWC) order. */
-static bool compute_channels_last(int ndim, const int64_t *sizes, const int64_t *strides)
+bool tn__compute_channels_last(int ndim, const int64_t *sizes, const int64_t *strides)
 {
 	static const int order4[] = { 1, 3, 2, 0 };
 	static const int order5[] = { 1, 4, 3, 2, 0 };
@@ -216,9 +216,9 @@ int tn__tensor_make(tn_storage *storage, int64_t offset, int ndim, const int64_t
 	t->offset = offset;
 	t->numel = numel;
 	t->dtype = dtype;
-	t->contiguous = compute_contiguous(ndim, t->sizes, t->strides, numel);
-	t->channels_last = ndim == 4 && compute_channels_last(ndim, t->sizes, t->strides);
-	t->channels_last_3d = ndim == 5 && compute_channels_last(ndim, t->sizes, t->strides);
+	t->contiguous = tn__compute_contiguous(ndim, t->sizes, t->strides, numel);
+	t->channels_last = ndim == 4 && tn__compute_channels_last(ndim, t->sizes, t->strides);
+	t->channels_last_3d = ndim == 5 && tn__compute_channels_last(ndim, t->sizes, t->strides);
 	t->storage = tn_storage_ref(storage);
 	atomic_fetch_add_explicit(&storage->tensors, 1, memory_order_relaxed);
 	atomic_init(&t->refcount, 1);
