@@ -44,6 +44,19 @@ template <typename T, typename A> TN_HD A rnd(A v)
 
 /* ---- arithmetic: add, sub (with alpha), mul, div ---- */
 
+/*
+ * a * b + c rounded once, as nvcc's default contraction (--fmad=true) computes PyTorch's
+ * a + alpha * b on the device, and as the CPU kernels' fmadd does; spelt out so the host
+ * emulation (where the compiler need not contract) rounds the same way.
+ */
+template <typename A> TN_HD A fused(A a, A b, A c)
+{
+	if constexpr (std::is_same<A, float>::value)
+		return fmaf(a, b, c);
+	else
+		return fma(a, b, c);
+}
+
 template <typename T> struct BinaryOp {
 	template <int K> using in_t = T;
 	using out_t = T;
@@ -80,9 +93,9 @@ template <typename T> struct BinaryOp {
 			A x = widen(a), y = widen(b);
 			switch (op) {
 			case TN_BINOP_ADD:
-				return narrow<T>(alpha_f == (A)1 ? x + y : x + alpha_f * y);
+				return narrow<T>(alpha_f == (A)1 ? x + y : fused(alpha_f, y, x));
 			case TN_BINOP_SUB:
-				return narrow<T>(alpha_f == (A)1 ? x - y : x - alpha_f * y);
+				return narrow<T>(alpha_f == (A)1 ? x - y : fused(-alpha_f, y, x));
 			case TN_BINOP_MUL:
 				return narrow<T>(x * y);
 			default:
