@@ -30,11 +30,6 @@ static uint64_t next_visit(const tn_arena *a, uint64_t off)
 	return n;
 }
 
-static int damaged(const tn_arena *a, uint64_t off)
-{
-	return tn__error(TN_EIO, "arena %s: heap damaged at offset %" PRIu64 "; run fsck", a->path,
-			 off);
-}
 
 int tn__reclaim_locked(tn_arena *a, int slot)
 {
@@ -42,7 +37,7 @@ int tn__reclaim_locked(tn_arena *a, int slot)
 	int freed = 0;
 	for (uint64_t off = a->data_off; off < data_end(a);) {
 		if (!tn__block_sane(a, off))
-			return damaged(a, off);
+			return tn__arena_damaged(a, DAMAGE_BLOCK, off);
 		struct block *b = tn__block_at(a, off);
 		uint64_t next = next_visit(a, off);
 		if (tn__block_magic(b) == BLOCK_MAGIC_USED && tn__hold_has(b, slot)) {
@@ -522,6 +517,18 @@ static int fsck_pass(struct fsck *f)
 		if (f->repair)
 			atomic_store_explicit(&a->hdr->undo_count, 0, memory_order_release);
 	}
+	uint64_t damage = *(volatile uint64_t *)&a->hdr->damage;
+	if (damage) {
+		/* Counted as mended at the end, once everything else is. */
+		problem(f, false, "the arena is marked damaged (%s at offset %" PRIu64 ")",
+			damage == DAMAGE_FREE_LIST ? "a free list"
+			: damage == DAMAGE_BLOCK   ? "a block header"
+						   : "its metadata",
+			a->hdr->damage_off);
+	}
+	/* The heap first: reclaiming dead clients' blocks below follows the free lists. */
+	if ((r = fsck_heap(f)))
+		return r;
 	/* Clients whose process is gone. */
 	uint64_t clients = 0;
 	for (int i = 0; i < (int)a->max_clients; i++) {
@@ -547,10 +554,16 @@ static int fsck_pass(struct fsck *f)
 	}
 	uint64_t *named = NULL;
 	size_t nnamed = 0;
-	if (!(r = fsck_heap(f)) && !(r = fsck_directory(f, &named, &nnamed)) &&
-	    !(r = fsck_blocks(f, named, nnamed)) && f->repair)
+	if (!(r = fsck_directory(f, &named, &nnamed)) && !(r = fsck_blocks(f, named, nnamed)) &&
+	    f->repair)
 		r = fsck_heap(f); /* the counts after the repairs above */
 	free(named);
+	/* Everything found is mended: the damage mark goes. */
+	if (!r && damage && f->repair && f->rep.problems == f->rep.repaired + 1) {
+		a->hdr->damage_off = 0;
+		*(volatile uint64_t *)&a->hdr->damage = DAMAGE_NONE;
+		f->rep.repaired++;
+	}
 	return r;
 }
 
@@ -577,7 +590,7 @@ TN_EXPORT int tn_arena_fsck(tn_arena *a, unsigned flags, tn_arena_fsck_report *r
 				break;
 		}
 	} else {
-		if ((r = tn__arena_lock(a)))
+		if ((r = tn__arena_lock_any(a)))
 			return r;
 		r = fsck_pass(&f);
 		tn__arena_unlock(a);

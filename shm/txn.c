@@ -52,7 +52,7 @@ static void rollback(tn_arena *a)
  * not freeze the daemon for every other arena. */
 _Thread_local unsigned tn__arena_lock_timeout_ms;
 
-int tn__arena_lock(tn_arena *a)
+int tn__arena_lock_any(tn_arena *a)
 {
 	int r;
 	if (TN_LIKELY(!tn__arena_lock_timeout_ms)) {
@@ -98,6 +98,39 @@ int tn__arena_lock(tn_arena *a)
 		return 0;
 	}
 	return tn__error(TN_EIO, "arena %s: its lock is unusable (%s)", a->path, strerror(r));
+}
+
+int tn__arena_damage_error(const tn_arena *a)
+{
+	/* Read once: a writer outside the rules may change it under us. */
+	uint64_t what = *(const volatile uint64_t *)&a->hdr->damage;
+	uint64_t off = *(const volatile uint64_t *)&a->hdr->damage_off;
+	const char *name = what == DAMAGE_FREE_LIST ? "a free list"
+			   : what == DAMAGE_BLOCK   ? "a block header"
+						    : "its metadata";
+	return tn__error(TN_EIO, "arena %s is damaged (%s at offset %" PRIu64 "): run tensorctl "
+			 "fsck --repair", a->path, name, off);
+}
+
+int tn__arena_lock(tn_arena *a)
+{
+	int r = tn__arena_lock_any(a);
+	/* Damage a lock holder found stays until fsck mends it: nobody follows the bad words
+	 * again (which could crash or spread it). One load of a header word per lock. */
+	if (TN_LIKELY(!r) && TN_UNLIKELY(*(volatile uint64_t *)&a->hdr->damage)) {
+		tn__arena_unlock(a);
+		return tn__arena_damage_error(a);
+	}
+	return r;
+}
+
+int tn__arena_damaged(tn_arena *a, unsigned what, uint64_t off)
+{
+	tn__tx_abort(a);
+	a->hdr->damage_off = off;
+	atomic_thread_fence(memory_order_release);
+	*(volatile uint64_t *)&a->hdr->damage = what;
+	return tn__arena_damage_error(a);
 }
 
 void tn__arena_unlock(tn_arena *a)
