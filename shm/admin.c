@@ -198,7 +198,8 @@ TN_EXPORT int tn_arena_stat(tn_arena *a, tn_arena_stats *ret)
 		return tn__error(TN_EINVAL, "tn_arena_stat: NULL ret_stats");
 	if (a->read_only)
 		return stat_unlocked(a, ret);
-	int r = tn__arena_lock(a);
+	/* Counters and bitmaps only: a damaged arena's figures are shown too. */
+	int r = tn__arena_lock_any(a);
 	if (r)
 		return r;
 	stat_read(a, ret);
@@ -213,7 +214,8 @@ TN_EXPORT int tn_arena_clients(tn_arena *a, tn_arena_client *ret, size_t capacit
 	if (!ret && capacity)
 		return tn__error(TN_EINVAL, "tn_arena_clients: NULL ret_clients");
 	uint64_t blocks[TN_ARENA_MAX_CLIENTS] = { 0 }, bytes[TN_ARENA_MAX_CLIENTS] = { 0 };
-	int r = a->read_only ? (tn__quiet_undo(a), 0) : tn__arena_lock(a), n = 0;
+	/* Reads validated headers only: a damaged arena's clients are listed too. */
+	int r = a->read_only ? (tn__quiet_undo(a), 0) : tn__arena_lock_any(a), n = 0;
 	if (r)
 		return r;
 	for (uint64_t off = a->data_off; off < data_end(a);) {

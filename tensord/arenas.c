@@ -316,7 +316,14 @@ void tnd_arenas_recover(void)
 		ar->damaged = false;
 		tnd_arena_guard(ar);
 		tn_arena_fsck_report rep;
-		if (tn_arena_fsck(ar->a, TN_ARENA_FSCK_REPAIR, &rep) >= 0 && rep.problems)
+		int fr = tn_arena_fsck(ar->a, TN_ARENA_FSCK_REPAIR, &rep);
+		if (fr == TN_EIO)
+			/* Left as it is, attached and listed: its users get TN_EIO, its owner
+			 * can inspect and destroy it, and the other arenas are served. */
+			tnd_error("arena %s is damaged, fsck could not mend it (%s): its users get "
+				  "errors until it is repaired or destroyed", ar->name,
+				  rep.first_problem);
+		else if (fr >= 0 && rep.problems)
 			tnd_warn("arena %s: fsck repaired %" PRIu64 " of %" PRIu64 " problems (%s)",
 				 ar->name, rep.repaired, rep.problems, rep.first_problem);
 		int k = tn_arena_reclaim_dead(ar->a);
