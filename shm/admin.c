@@ -578,6 +578,12 @@ TN_EXPORT int tn_arena_fsck(tn_arena *a, unsigned flags, tn_arena_fsck_report *r
 	struct fsck f = { .a = a, .repair = flags & TN_ARENA_FSCK_REPAIR };
 	if (f.repair && a->read_only)
 		return tn__read_only_error(a, "tn_arena_fsck");
+	/* A repair rewrites what every process of the arena relies on: where tensord serves the
+	 * arena, that is for its owner and root, whom the daemon tells from the socket's
+	 * credentials; a read-write grantee may check, not repair. */
+	if (f.repair && a->has_remote)
+		return tn__error(TN_EPERM, "tn_arena_fsck: arena %s is served by tensord: its owner "
+				 "or root repairs it (tensorctl fsck NAME --repair)", a->path);
 	int r = tn__arena_validate(a, "tn_arena_fsck");
 	if (r)
 		return r;

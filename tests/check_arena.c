@@ -1477,6 +1477,41 @@ START_TEST(test_poisoned_free_lists)
 }
 END_TEST
 
+/* Issue 17 C7: a grantee writes a live thread's ID into the lock word. Every other process
+ * used to wait for ever (and stayed hung after the word was put back, asleep on the futex);
+ * a wait is bounded now (TN_ARENA_LOCK_TIMEOUT_MS, 10 s by default) and ends in TN_EBUSY
+ * naming the thread, and the arena works again once the word is restored. */
+START_TEST(test_lock_word_forged)
+{
+	setenv("TN_ARENA_LOCK_TIMEOUT_MS", "300", 1);
+	tn_arena *a = make("lockword", 8 << 20);
+	pid_t sleeper = fork();
+	if (sleeper == 0) {
+		pause();
+		_exit(0);
+	}
+	void *p;
+	a->hdr->lock.__data.__lock = (int)sleeper;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	char want[64];
+	snprintf(want, sizeof(want), "by thread %d", (int)sleeper);
+	ck_assert_tn_error_has(tn_arena_alloc(a, 100, &p), TN_EBUSY, want);
+	ck_assert_tn_error_has(tn_arena_reclaim_dead(a), TN_EBUSY, "held for over 300 ms");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	ck_assert_double_lt(secs, 3.0);
+	ck_assert_double_ge(secs, 0.55);
+	a->hdr->lock.__data.__lock = 0;
+	ck_assert_tn_ok(tn_arena_alloc(a, 100, &p));
+	ck_assert_tn_ok(tn_arena_free(a, p));
+	kill(sleeper, SIGKILL);
+	wait_status(sleeper);
+	assert_clean(a);
+	tn_arena_unref(a);
+}
+END_TEST
+
 START_TEST(test_hostile_metadata)
 {
 	tn_arena *a = make("hostile", 16 << 20);
@@ -2007,6 +2042,7 @@ static Suite *arena_suite(void)
 	tcase_add_test(tc, test_hostile_metadata);
 	tcase_add_test(tc, test_poisoned_free_lists);
 	tcase_add_test(tc, test_metadata_fuzz);
+	tcase_add_test(tc, test_lock_word_forged);
 	tcase_add_test(tc, test_reclaim_rules);
 	tcase_add_test(tc, test_hugepages);
 	tcase_add_test(tc, test_numa_bind);
