@@ -314,6 +314,7 @@ void tnd_arenas_recover(void)
 			continue;
 		}
 		ar->damaged = false;
+		memset(ar->owners, 0, sizeof(ar->owners));
 		tnd_arena_guard(ar);
 		tn_arena_fsck_report rep;
 		int fr = tn_arena_fsck(ar->a, TN_ARENA_FSCK_REPAIR, &rep);

@@ -146,6 +146,16 @@ struct tnd_arena {
 	uint64_t resident[TND_MAX_NODES];
 	uint32_t nnodes;
 	uint64_t resident_ns;
+	/* Who each slot the daemon assigned belongs to, from the socket's credentials
+	 * (SO_PEERCRED and /proc) when it was assigned: the periodic sweep judges whether such
+	 * a slot's process is gone from this record, never from the client table in the file,
+	 * which any read-write grantee can forge. state 0: no record (the daemon's own slot,
+	 * or one attached without the daemon). */
+	struct tnd_slot_owner {
+		uint64_t state;
+		pid_t pid;
+		uint64_t start_time;
+	} owners[TN_ARENA_MAX_CLIENTS];
 };
 
 /* A slot the daemon assigned to a client (or the client re-registered). */

@@ -35,6 +35,8 @@ void tnd_reclaim_slot(struct tnd_arena *ar, int slot, uint64_t state, pid_t pid)
 	if (!tnd_arena_intact(ar))
 		return;
 	int r = tn__arena_reclaim_if(ar->a, slot, state, &freed);
+	if (r >= 0 && slot >= 0 && slot < TN_ARENA_MAX_CLIENTS && ar->owners[slot].state == state)
+		ar->owners[slot].state = 0;
 	if (r == 1) {
 		tnd_d.reclaimed_slots++;
 		tnd_info("arena %s: reclaimed slot %d of pid %d (%" PRIu64 " bytes freed)",
@@ -87,6 +89,44 @@ bool tnd_reclaim_waiting(void)
 	return pending_list || cuda_waiting;
 }
 
+/* The slots of dead processes in @ar; returns how many were reclaimed, or a TN_E* code. A
+ * slot the daemon assigned is judged by the daemon's record of its process (ar->owners):
+ * a grantee that forges the pid or start time of another client's record in the file cannot
+ * have that live client's slot, and its blocks, reclaimed. Other slots (attached without the
+ * daemon) are judged by the file's record, the only one there is. */
+static int sweep_arena(struct tnd_arena *ar)
+{
+	tn_arena_client cl[TN_ARENA_MAX_CLIENTS];
+	int n = tn_arena_clients(ar->a, cl, TN_ARENA_MAX_CLIENTS), done = 0;
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n && i < TN_ARENA_MAX_CLIENTS; i++) {
+		int slot = cl[i].slot, r;
+		if (slot < 0 || slot >= TN_ARENA_MAX_CLIENTS)
+			continue;
+		struct tnd_slot_owner *o = &ar->owners[slot];
+		if (o->state) {
+			uint64_t st = tn__proc_start_time(o->pid);
+			if (st != 0 && (st == UINT64_MAX || st == o->start_time))
+				continue; /* its process lives (or cannot be told): keep it */
+			r = tn__arena_reclaim_if(ar->a, slot, o->state, NULL);
+			if (r >= 0)
+				o->state = 0; /* reclaimed, or released and reassigned since */
+		} else {
+			if (cl[i].alive)
+				continue;
+			r = tn_arena_reclaim(ar->a, slot);
+			if (r == TN_EINVAL || r == TN_EBUSY)
+				continue; /* the daemon's own slot; alive after all */
+			r = r >= 0;
+		}
+		if (r < 0)
+			return r;
+		done += r;
+	}
+	return done;
+}
+
 /* Every reclaim_interval_ms: the slots of dead processes in every arena, whoever attached
  * them (a connection's pending slots whose process outlived the deadline end up here). */
 void tnd_reclaim_sweep(void)
@@ -95,7 +135,7 @@ void tnd_reclaim_sweep(void)
 		tn_arena_stats before, after;
 		if (!tnd_arena_intact(ar) || tn_arena_stat(ar->a, &before))
 			continue;
-		int n = tn_arena_reclaim_dead(ar->a);
+		int n = sweep_arena(ar);
 		if (n > 0 && !tn_arena_stat(ar->a, &after)) {
 			tnd_d.reclaimed_slots += (uint64_t)n;
 			tnd_info("arena %s: reclaimed %d slots of dead processes (%" PRIu64

@@ -2192,6 +2192,11 @@ START_TEST(test_damaged_arena_survived)
 	void *p;
 	ck_assert_tn_ok(tn_tensord_arena_open(c, "dmg", 0, &a));
 	ck_assert_tn_error_has(tn_arena_alloc(a, 1000, &p), TN_EIO, "run tensorctl fsck");
+	/* Issue 17 C7: repair is for the owner and root, through the daemon, not for a
+	 * grantee's own handle. */
+	ck_assert_tn_error_has(tn_arena_fsck(a, TN_ARENA_FSCK_REPAIR, &rep), TN_EPERM,
+			       "its owner or root repairs it");
+	ck_assert_int_eq(tn_arena_fsck(a, 0, &rep), TN_EIO);
 	tn_arena_unref(a);
 	ck_assert_tn_ok(tn_tensord_arena_open(c, "fine", 0, &a));
 	ck_assert_tn_ok(publish_i32(a, "x", 100, 5));
@@ -2222,6 +2227,76 @@ START_TEST(test_damaged_arena_survived)
 	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "dmg", 0));
 	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "dmg2", TN_TENSORD_FORCE));
 	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "fine", 0));
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
+/* Issue 17 C7: a read-write grantee forges another live client's start time (and pid) in the
+ * file's client table. The periodic sweep used to judge the slot dead from that record and
+ * reclaim it, freeing the victim's private block under it; it judges the slots it assigned
+ * from its own record of the socket's credentials now, and leaves the live client alone. */
+START_TEST(test_forged_client_record)
+{
+	daemon_setup_conf("reclaim_interval_ms = 20\n");
+	tn_tensord *c = conn();
+	make_arena(c, "forge", 8 << 20, 0, 0);
+	int ready[2], go[2];
+	ck_assert_int_eq(pipe(ready), 0);
+	ck_assert_int_eq(pipe(go), 0);
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		tn_tensord *cc;
+		tn_arena *a;
+		uint32_t *p;
+		EXPECT(tn_tensord_connect(D.sock, &cc) == 0);
+		EXPECT(tn_tensord_arena_open(cc, "forge", 0, &a) == 0);
+		EXPECT(tn_arena_alloc(a, 4096, (void **)&p) == 0);
+		for (int i = 0; i < 1024; i++)
+			p[i] = 0x5eed0000u + (uint32_t)i;
+		put_byte(ready[1]);
+		wait_byte(go[0]);
+		for (int i = 0; i < 1024; i++)
+			EXPECT(p[i] == 0x5eed0000u + (uint32_t)i);
+		EXPECT(tn_arena_free(a, p) == 0);
+		tn_arena_unref(a);
+		tn_tensord_close(cc);
+		_exit(0);
+	}
+	get_byte(ready[0]);
+	tn_arena *a;
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "forge", 0, &a));
+	tn_arena_client cl[TN_ARENA_MAX_CLIENTS];
+	int n = tn_arena_clients(a, cl, TN_ARENA_MAX_CLIENTS), victim = -1;
+	for (int i = 0; i < n; i++)
+		if (cl[i].pid == pid)
+			victim = cl[i].slot;
+	ck_assert_int_ge(victim, 0);
+	struct client_rec *rec = tn__client_at(a, victim);
+	rec->start_time ^= 0x12345;
+	sleep_ms(300); /* fifteen sweeps */
+	n = tn_arena_clients(a, cl, TN_ARENA_MAX_CLIENTS);
+	int found = 0;
+	for (int i = 0; i < n; i++)
+		if (cl[i].slot == victim) {
+			found = 1;
+			ck_assert_uint_eq(cl[i].held_blocks, 1);
+		}
+	ck_assert_msg(found, "the live victim's slot was reclaimed on a forged start time");
+	/* The victim's block is still its own: nobody else's allocation lands on it. */
+	void *q[8];
+	for (int i = 0; i < 8; i++)
+		ck_assert_tn_ok(tn_arena_alloc(a, 4096, &q[i]));
+	for (int i = 0; i < 8; i++)
+		memset(q[i], 0xa5, 4096);
+	put_byte(go[1]);
+	ck_assert_child_ok(pid);
+	for (int i = 0; i < 8; i++)
+		ck_assert_tn_ok(tn_arena_free(a, q[i]));
+	tn_arena_unref(a);
+	wait_clients(c, "forge", 1, 2000);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "forge", 0));
 	tn_tensord_close(c);
 	daemon_finish();
 }
@@ -2735,6 +2810,7 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_load_save);
 	tcase_add_test(tc, test_shrink_during_save);
 	tcase_add_test(tc, test_damaged_arena_survived);
+	tcase_add_test(tc, test_forged_client_record);
 	tcase_add_test(tc, test_user_quotas);
 	tcase_add_test(tc, test_cuda_exports);
 	tcase_add_test(tc, test_cuda_exports_access);
