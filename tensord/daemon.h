@@ -318,6 +318,9 @@ bool tnd_process_connected(pid_t pid, uint64_t start_time);
 
 /* reclaim.c: giving back the slots of processes that are gone. */
 void tnd_reclaim_slot(struct tnd_arena *ar, int slot, uint64_t state, pid_t pid);
+/* fsck's check of the file's client table against the daemon's record of the slots it
+ * assigned (a forged pid or start time); adds what it finds to @rep, mending nothing. */
+void tnd_fsck_owners(struct tnd_arena *ar, tn_arena_fsck_report *rep);
 void tnd_reclaim_later(const struct tnd_client *c);
 bool tnd_reclaim_waiting(void);
 void tnd_reclaim_check(void);

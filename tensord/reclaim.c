@@ -8,6 +8,7 @@
  * closed a connection is swept at the same pace (cudashare.c).
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "../shm/arena_remote.h"
@@ -125,6 +126,27 @@ static int sweep_arena(struct tnd_arena *ar)
 		done += r;
 	}
 	return done;
+}
+
+void tnd_fsck_owners(struct tnd_arena *ar, tn_arena_fsck_report *rep)
+{
+	tn_arena_client cl[TN_ARENA_MAX_CLIENTS];
+	int n = tn_arena_clients(ar->a, cl, TN_ARENA_MAX_CLIENTS);
+	for (int i = 0; i < n && i < TN_ARENA_MAX_CLIENTS; i++) {
+		int slot = cl[i].slot;
+		if (slot < 0 || slot >= TN_ARENA_MAX_CLIENTS || !ar->owners[slot].state)
+			continue;
+		const struct tnd_slot_owner *o = &ar->owners[slot];
+		if (cl[i].pid == o->pid && cl[i].start_time == o->start_time)
+			continue;
+		if (!rep->problems++)
+			snprintf(rep->first_problem, sizeof(rep->first_problem),
+				 "slot %d records pid %d started at %" PRIu64 "; tensord assigned "
+				 "it to pid %d started at %" PRIu64 " (written by another process; "
+				 "not repaired)",
+				 slot, (int)cl[i].pid, cl[i].start_time, (int)o->pid,
+				 o->start_time);
+	}
 }
 
 /* Every reclaim_interval_ms: the slots of dead processes in every arena, whoever attached

@@ -2284,6 +2284,14 @@ START_TEST(test_forged_client_record)
 			ck_assert_uint_eq(cl[i].held_blocks, 1);
 		}
 	ck_assert_msg(found, "the live victim's slot was reclaimed on a forged start time");
+	/* fsck, through the daemon, reports the forgery. */
+	tn_arena_fsck_report rep;
+	ck_assert_int_eq(tn_tensord_fsck(c, "forge", 0, &rep), TN_EIO);
+	ck_assert_uint_ge(rep.problems, 1);
+	ck_assert_ptr_nonnull(strstr(rep.first_problem, "written by another process"));
+	/* and its repair leaves the live victim's slot alone. */
+	ck_assert_int_eq(tn_tensord_fsck(c, "forge", TN_ARENA_FSCK_REPAIR, &rep), TN_EIO);
+	ck_assert_uint_eq(rep.repaired, 0);
 	/* The victim's block is still its own: nobody else's allocation lands on it. */
 	void *q[8];
 	for (int i = 0; i < 8; i++)
