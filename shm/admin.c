@@ -30,11 +30,6 @@ static uint64_t next_visit(const tn_arena *a, uint64_t off)
 	return n;
 }
 
-static int damaged(const tn_arena *a, uint64_t off)
-{
-	return tn__error(TN_EIO, "arena %s: heap damaged at offset %" PRIu64 "; run fsck", a->path,
-			 off);
-}
 
 int tn__reclaim_locked(tn_arena *a, int slot)
 {
@@ -42,7 +37,7 @@ int tn__reclaim_locked(tn_arena *a, int slot)
 	int freed = 0;
 	for (uint64_t off = a->data_off; off < data_end(a);) {
 		if (!tn__block_sane(a, off))
-			return damaged(a, off);
+			return tn__arena_damaged(a, DAMAGE_BLOCK, off);
 		struct block *b = tn__block_at(a, off);
 		uint64_t next = next_visit(a, off);
 		if (tn__block_magic(b) == BLOCK_MAGIC_USED && tn__hold_has(b, slot)) {
@@ -203,7 +198,8 @@ TN_EXPORT int tn_arena_stat(tn_arena *a, tn_arena_stats *ret)
 		return tn__error(TN_EINVAL, "tn_arena_stat: NULL ret_stats");
 	if (a->read_only)
 		return stat_unlocked(a, ret);
-	int r = tn__arena_lock(a);
+	/* Counters and bitmaps only: a damaged arena's figures are shown too. */
+	int r = tn__arena_lock_any(a);
 	if (r)
 		return r;
 	stat_read(a, ret);
@@ -218,7 +214,8 @@ TN_EXPORT int tn_arena_clients(tn_arena *a, tn_arena_client *ret, size_t capacit
 	if (!ret && capacity)
 		return tn__error(TN_EINVAL, "tn_arena_clients: NULL ret_clients");
 	uint64_t blocks[TN_ARENA_MAX_CLIENTS] = { 0 }, bytes[TN_ARENA_MAX_CLIENTS] = { 0 };
-	int r = a->read_only ? (tn__quiet_undo(a), 0) : tn__arena_lock(a), n = 0;
+	/* Reads validated headers only: a damaged arena's clients are listed too. */
+	int r = a->read_only ? (tn__quiet_undo(a), 0) : tn__arena_lock_any(a), n = 0;
 	if (r)
 		return r;
 	for (uint64_t off = a->data_off; off < data_end(a);) {
@@ -522,6 +519,18 @@ static int fsck_pass(struct fsck *f)
 		if (f->repair)
 			atomic_store_explicit(&a->hdr->undo_count, 0, memory_order_release);
 	}
+	uint64_t damage = *(volatile uint64_t *)&a->hdr->damage;
+	if (damage) {
+		/* Counted as mended at the end, once everything else is. */
+		problem(f, false, "the arena is marked damaged (%s at offset %" PRIu64 ")",
+			damage == DAMAGE_FREE_LIST ? "a free list"
+			: damage == DAMAGE_BLOCK   ? "a block header"
+						   : "its metadata",
+			a->hdr->damage_off);
+	}
+	/* The heap first: reclaiming dead clients' blocks below follows the free lists. */
+	if ((r = fsck_heap(f)))
+		return r;
 	/* Clients whose process is gone. */
 	uint64_t clients = 0;
 	for (int i = 0; i < (int)a->max_clients; i++) {
@@ -547,10 +556,16 @@ static int fsck_pass(struct fsck *f)
 	}
 	uint64_t *named = NULL;
 	size_t nnamed = 0;
-	if (!(r = fsck_heap(f)) && !(r = fsck_directory(f, &named, &nnamed)) &&
-	    !(r = fsck_blocks(f, named, nnamed)) && f->repair)
+	if (!(r = fsck_directory(f, &named, &nnamed)) && !(r = fsck_blocks(f, named, nnamed)) &&
+	    f->repair)
 		r = fsck_heap(f); /* the counts after the repairs above */
 	free(named);
+	/* Everything found is mended: the damage mark goes. */
+	if (!r && damage && f->repair && f->rep.problems == f->rep.repaired + 1) {
+		a->hdr->damage_off = 0;
+		*(volatile uint64_t *)&a->hdr->damage = DAMAGE_NONE;
+		f->rep.repaired++;
+	}
 	return r;
 }
 
@@ -563,6 +578,12 @@ TN_EXPORT int tn_arena_fsck(tn_arena *a, unsigned flags, tn_arena_fsck_report *r
 	struct fsck f = { .a = a, .repair = flags & TN_ARENA_FSCK_REPAIR };
 	if (f.repair && a->read_only)
 		return tn__read_only_error(a, "tn_arena_fsck");
+	/* A repair rewrites what every process of the arena relies on: where tensord serves the
+	 * arena, that is for its owner and root, whom the daemon tells from the socket's
+	 * credentials; a read-write grantee may check, not repair. */
+	if (f.repair && a->has_remote)
+		return tn__error(TN_EPERM, "tn_arena_fsck: arena %s is served by tensord: its owner "
+				 "or root repairs it (tensorctl fsck NAME --repair)", a->path);
 	int r = tn__arena_validate(a, "tn_arena_fsck");
 	if (r)
 		return r;
@@ -577,7 +598,7 @@ TN_EXPORT int tn_arena_fsck(tn_arena *a, unsigned flags, tn_arena_fsck_report *r
 				break;
 		}
 	} else {
-		if ((r = tn__arena_lock(a)))
+		if ((r = tn__arena_lock_any(a)))
 			return r;
 		r = fsck_pass(&f);
 		tn__arena_unlock(a);

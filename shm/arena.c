@@ -780,9 +780,10 @@ TN_EXPORT tn_arena *tn_arena_unref(tn_arena *a)
 		for (size_t i = 0; i < a->holds_cap; i++)
 			if (a->holds[i].block)
 				a->remote.release(a->remote.ctx, a->holds[i].block);
-	} else if (a->slot >= 0 && tn__arena_lock(a) == 0) {
+	} else if (a->slot >= 0 && tn__arena_lock_any(a) == 0) {
 		/* No storage of ours is left, so no hold: release the slot (dropping any hold
-		 * bit a raw allocation that was never freed still has). */
+		 * bit a raw allocation that was never freed still has). In a damaged arena too:
+		 * the walk is validated, and a slot that holds nothing is released. */
 		tn__reclaim_locked(a, a->slot);
 		tn__arena_unlock(a);
 	}

@@ -80,7 +80,13 @@ struct arena_header {
 	uint64_t data_off;
 	uint64_t data_size;
 	uint64_t create_ns;
-	uint64_t reserved[16];
+	/* Damage found by a lock holder (a free list, a block header or a link that fails its
+	 * checks, which only a writer outside the rules leaves): DAMAGE_* and where. Set
+	 * without the undo log and persistent: every change is refused until fsck --repair
+	 * mends the metadata and clears it, so nobody follows the bad word again. */
+	uint64_t damage;
+	uint64_t damage_off;
+	uint64_t reserved[14];
 
 	/* The lock. glibc's pthread_mutex_t is 40 bytes on every 64-bit ABI it supports. */
 	alignas(64) pthread_mutex_t lock;
@@ -217,7 +223,18 @@ static inline uint64_t tn__now_ns(void)
 
 /* ---- txn.c: the lock and the undo log ---- */
 extern int tn__arena_crash_countdown;
+/* Take the lock; TN_EIO (the lock released) when the arena is marked damaged. */
 int tn__arena_lock(tn_arena *a);
+/* Take the lock whatever the damage mark says (fsck, which mends the damage). */
+int tn__arena_lock_any(tn_arena *a);
+
+/* What a lock holder found damaged (struct arena_header's damage word). */
+enum { DAMAGE_NONE = 0, DAMAGE_FREE_LIST = 1, DAMAGE_BLOCK = 2 };
+/* Mark the arena damaged (under the lock): the current change is undone, the mark set, and
+ * the error for the caller returned (TN_EIO). */
+int tn__arena_damaged(tn_arena *a, unsigned what, uint64_t off);
+/* The error an arena's damage mark gives its users (TN_EIO). */
+int tn__arena_damage_error(const tn_arena *a);
 void tn__arena_unlock(tn_arena *a);
 /* Write @value to @word (in the file) inside the current change, logging its old value. */
 void tn__tx_set(tn_arena *a, uint64_t *word, uint64_t value);
@@ -239,7 +256,6 @@ bool tn__block_ok(const tn_arena *a, uint64_t off);
 bool tn__block_sane(const tn_arena *a, uint64_t off);
 /* Rebuild the free lists and bitmaps from the block headers (under the lock). */
 void tn__rebuild_free_lists(tn_arena *a);
-void tn__insert_free(tn_arena *a, uint64_t off);
 /* Write a fresh heap's one free block (the file is new; nothing is logged). */
 void tn__heap_format(tn_arena *a);
 /* Free a used block that nobody holds or names (under the lock, inside a change). */

@@ -57,12 +57,23 @@ static void bitmap_set(tn_arena *a, unsigned fl, unsigned sl)
 		tn__tx_set(a, &h->fl_bitmap, h->fl_bitmap | UINT64_C(1) << fl);
 }
 
-static void insert_free(tn_arena *a, uint64_t off)
+/* Push a free block onto its list; false when the list's head is damaged (not a free block
+ * of that bin at the front of its list), which is then neither followed nor written. */
+static bool insert_free(tn_arena *a, uint64_t off)
 {
 	struct arena_header *h = a->hdr;
-	unsigned fl, sl;
+	unsigned fl, sl, hfl, hsl;
 	mapping(tn__block_at(a, off)->size, &fl, &sl);
 	uint64_t head = h->bins[fl][sl];
+	if (head) {
+		if (!tn__block_sane(a, head) ||
+		    tn__block_magic(tn__block_at(a, head)) != BLOCK_MAGIC_FREE ||
+		    links_at(a, head)->prev != 0)
+			return false;
+		mapping(tn__block_at(a, head)->size, &hfl, &hsl);
+		if (hfl != fl || hsl != sl)
+			return false;
+	}
 	struct free_links *l = links_at(a, off);
 	tn__tx_set(a, &l->next, head);
 	tn__tx_set(a, &l->prev, 0);
@@ -70,11 +81,7 @@ static void insert_free(tn_arena *a, uint64_t off)
 		tn__tx_set(a, &links_at(a, head)->prev, off);
 	tn__tx_set(a, &h->bins[fl][sl], off);
 	bitmap_set(a, fl, sl);
-}
-
-void tn__insert_free(tn_arena *a, uint64_t off)
-{
-	insert_free(a, off);
+	return true;
 }
 
 void tn__rebuild_free_lists(tn_arena *a)
@@ -208,6 +215,8 @@ void tn__heap_format(tn_arena *a)
 int tn__heap_free_block(tn_arena *a, uint64_t off)
 {
 	struct arena_header *h = a->hdr;
+	if (!tn__block_sane(a, off) || tn__block_magic(tn__block_at(a, off)) != BLOCK_MAGIC_USED)
+		return tn__arena_damaged(a, DAMAGE_BLOCK, off);
 	struct block *b = tn__block_at(a, off);
 	uint64_t size = b->size, start = off, total = size;
 	int64_t merged = 0;
@@ -218,7 +227,7 @@ int tn__heap_free_block(tn_arena *a, uint64_t off)
 			goto damaged;
 		if (tn__block_magic(tn__block_at(a, p)) == BLOCK_MAGIC_FREE) {
 			if (!remove_free(a, p))
-				goto damaged;
+				return tn__arena_damaged(a, DAMAGE_FREE_LIST, p);
 			start = p;
 			total += tn__block_at(a, p)->size;
 			merged++;
@@ -230,7 +239,7 @@ int tn__heap_free_block(tn_arena *a, uint64_t off)
 			goto damaged;
 		if (tn__block_magic(tn__block_at(a, n)) == BLOCK_MAGIC_FREE) {
 			if (!remove_free(a, n))
-				goto damaged;
+				return tn__arena_damaged(a, DAMAGE_FREE_LIST, n);
 			total += tn__block_at(a, n)->size;
 			merged++;
 		}
@@ -238,7 +247,8 @@ int tn__heap_free_block(tn_arena *a, uint64_t off)
 	struct block *s = tn__block_at(a, start);
 	write_header(a, start, BLOCK_MAGIC_FREE, 0, total, s->prev_size);
 	set_next_prev_size(a, start, total);
-	insert_free(a, start);
+	if (!insert_free(a, start))
+		return tn__arena_damaged(a, DAMAGE_FREE_LIST, start);
 	tn__counter_add(a, &h->used_bytes, -(int64_t)size);
 	tn__counter_add(a, &h->free_bytes, (int64_t)size);
 	tn__counter_add(a, &h->blocks, -1);
@@ -246,9 +256,7 @@ int tn__heap_free_block(tn_arena *a, uint64_t off)
 	tn__counter_add(a, &h->num_frees, 1);
 	return 0;
 damaged:
-	tn__tx_abort(a);
-	return tn__error(TN_EIO, "arena %s: heap damaged near offset %" PRIu64 "; run fsck", a->path,
-			 off);
+	return tn__arena_damaged(a, DAMAGE_BLOCK, off);
 }
 
 /* Carve a block for @need bytes (header included) at @align; 0 with ENOMEM. Under the lock;
@@ -262,11 +270,8 @@ static int heap_alloc(tn_arena *a, uint64_t need, uint64_t align, uint64_t *ret_
 	if (!off)
 		return TN_ENOMEM;
 	if (!tn__block_sane(a, off) || tn__block_magic(tn__block_at(a, off)) != BLOCK_MAGIC_FREE ||
-	    tn__block_at(a, off)->size < search || !remove_free(a, off)) {
-		tn__tx_abort(a);
-		return tn__error(TN_EIO, "arena %s: free list damaged at offset %" PRIu64
-				 "; run fsck", a->path, off);
-	}
+	    tn__block_at(a, off)->size < search || !remove_free(a, off))
+		return tn__arena_damaged(a, DAMAGE_FREE_LIST, off);
 	uint64_t size = tn__block_at(a, off)->size, prev_size = tn__block_at(a, off)->prev_size;
 	int64_t free_delta = -1;
 	uint64_t free_bytes_delta = size;
@@ -278,7 +283,8 @@ static int heap_alloc(tn_arena *a, uint64_t need, uint64_t align, uint64_t *ret_
 		uint64_t gap = p - BLOCK_HDR - off;
 		if (gap) {
 			write_header(a, off, BLOCK_MAGIC_FREE, 0, gap, prev_size);
-			insert_free(a, off);
+			if (!insert_free(a, off))
+				return tn__arena_damaged(a, DAMAGE_FREE_LIST, off);
 			free_delta++;
 			free_bytes_delta -= gap;
 			prev_size = gap;
@@ -290,7 +296,8 @@ static int heap_alloc(tn_arena *a, uint64_t need, uint64_t align, uint64_t *ret_
 		uint64_t t = off + need;
 		write_header(a, t, BLOCK_MAGIC_FREE, 0, size - need, need);
 		set_next_prev_size(a, t, size - need);
-		insert_free(a, t);
+		if (!insert_free(a, t))
+			return tn__arena_damaged(a, DAMAGE_FREE_LIST, t);
 		free_delta++;
 		free_bytes_delta -= size - need;
 		size = need;

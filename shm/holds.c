@@ -243,7 +243,9 @@ int tn__claim_slot(tn_arena *a, int64_t pid, uint64_t start_time, int *ret_slot,
 		   uint64_t *ret_state)
 {
 	struct arena_header *h = a->hdr;
-	int r = tn__arena_lock(a);
+	/* A damaged arena can be attached (its fsck needs a handle; tensord recovers it): the
+	 * client table follows no offset of the heap, and every later change is refused. */
+	int r = tn__arena_lock_any(a);
 	if (r)
 		return r;
 	int slot = -1;
@@ -257,7 +259,7 @@ int tn__claim_slot(tn_arena *a, int64_t pid, uint64_t start_time, int *ret_slot,
 		}
 		/* All taken: reclaim the slots of processes that are gone, then look again. */
 		if (slot < 0 && pass == 0)
-			for (int i = 0; i < (int)a->max_clients; i++)
+			for (int i = 0; i < (int)a->max_clients && !h->damage; i++)
 				if (!tn__client_alive(tn__client_at(a, i)))
 					tn__reclaim_locked(a, i);
 	}

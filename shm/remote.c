@@ -46,7 +46,7 @@ int tn__arena_slot_info(tn_arena *a, int slot, bool *ret_attached, int32_t *ret_
 		return r;
 	/* One record of four words: under the lock they agree; a read-only handle reads them
 	 * as they are. */
-	if (!a->read_only && (r = tn__arena_lock(a)))
+	if (!a->read_only && (r = tn__arena_lock_any(a)))
 		return r;
 	const volatile struct client_rec *c = tn__client_at(a, slot);
 	uint64_t state = c->state_gen, start = c->start_time;

@@ -16,6 +16,7 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 #include <sched.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <string.h>
 #include <time.h>
@@ -52,16 +53,42 @@ static void rollback(tn_arena *a)
  * not freeze the daemon for every other arena. */
 _Thread_local unsigned tn__arena_lock_timeout_ms;
 
-int tn__arena_lock(tn_arena *a)
+/* The bound on a wait for the lock where the thread sets none: TN_ARENA_LOCK_TIMEOUT_MS, or
+ * 10 s. No change holds the lock for more than milliseconds; a holder that keeps it longer is
+ * stopped or hostile (a grantee can write a live thread's ID into the lock word), and waiting
+ * for it for ever would hang every honest process of the arena with it. */
+static unsigned default_timeout_ms(void)
+{
+	static _Atomic unsigned cached;
+	unsigned ms = atomic_load_explicit(&cached, memory_order_relaxed);
+	if (TN_LIKELY(ms))
+		return ms;
+	const char *e = secure_getenv("TN_ARENA_LOCK_TIMEOUT_MS");
+	char *end;
+	unsigned long v = e ? strtoul(e, &end, 10) : 0;
+	ms = e && *e && !*end && v >= 1 && v <= 3600000 ? (unsigned)v : 10000;
+	atomic_store_explicit(&cached, ms, memory_order_relaxed);
+	return ms;
+}
+
+int tn__arena_lock_any(tn_arena *a)
 {
 	int r;
-	if (TN_LIKELY(!tn__arena_lock_timeout_ms)) {
-		r = pthread_mutex_lock(&a->hdr->lock);
+	unsigned timeout_ms = tn__arena_lock_timeout_ms;
+	/* The uncontended case costs what pthread_mutex_lock does: the clock is read only
+	 * when the lock is busy. */
+	r = pthread_mutex_trylock(&a->hdr->lock);
+	if (TN_LIKELY(r == 0) || r == EOWNERDEAD) {
+		/* taken (or taken from a dead holder: repaired below) */
+	} else if (r != EBUSY) {
+		/* EINVAL and friends: a lock word no pthread_mutex_lock could use either. */
 	} else {
+		if (!timeout_ms)
+			timeout_ms = default_timeout_ms();
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += tn__arena_lock_timeout_ms / 1000;
-		ts.tv_nsec += (long)(tn__arena_lock_timeout_ms % 1000) * 1000000;
+		ts.tv_sec += timeout_ms / 1000;
+		ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
 		if (ts.tv_nsec >= 1000000000) {
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000;
@@ -78,10 +105,14 @@ int tn__arena_lock(tn_arena *a)
 			__tsan_mutex_post_lock(&a->hdr->lock, __tsan_mutex_try_lock, 0);
 		}
 #endif
-		if (r == ETIMEDOUT)
+		if (r == ETIMEDOUT) {
+			/* glibc keeps the owner's thread ID in the word (robust mutexes: the
+			 * kernel's futex protocol); the message names it for the operator. */
+			unsigned owner = (unsigned)a->hdr->lock.__data.__lock & 0x3fffffffu;
 			return tn__error(TN_EBUSY, "arena %s: its lock has been held for over %u ms "
-					 "(by a stopped or stuck process?)", a->path,
-					 tn__arena_lock_timeout_ms);
+					 "by thread %u (a stopped, stuck or hostile process)",
+					 a->path, timeout_ms, owner);
+		}
 	}
 
 	if (TN_LIKELY(r == 0))
@@ -98,6 +129,39 @@ int tn__arena_lock(tn_arena *a)
 		return 0;
 	}
 	return tn__error(TN_EIO, "arena %s: its lock is unusable (%s)", a->path, strerror(r));
+}
+
+int tn__arena_damage_error(const tn_arena *a)
+{
+	/* Read once: a writer outside the rules may change it under us. */
+	uint64_t what = *(const volatile uint64_t *)&a->hdr->damage;
+	uint64_t off = *(const volatile uint64_t *)&a->hdr->damage_off;
+	const char *name = what == DAMAGE_FREE_LIST ? "a free list"
+			   : what == DAMAGE_BLOCK   ? "a block header"
+						    : "its metadata";
+	return tn__error(TN_EIO, "arena %s is damaged (%s at offset %" PRIu64 "): run tensorctl "
+			 "fsck --repair", a->path, name, off);
+}
+
+int tn__arena_lock(tn_arena *a)
+{
+	int r = tn__arena_lock_any(a);
+	/* Damage a lock holder found stays until fsck mends it: nobody follows the bad words
+	 * again (which could crash or spread it). One load of a header word per lock. */
+	if (TN_LIKELY(!r) && TN_UNLIKELY(*(volatile uint64_t *)&a->hdr->damage)) {
+		tn__arena_unlock(a);
+		return tn__arena_damage_error(a);
+	}
+	return r;
+}
+
+int tn__arena_damaged(tn_arena *a, unsigned what, uint64_t off)
+{
+	tn__tx_abort(a);
+	a->hdr->damage_off = off;
+	atomic_thread_fence(memory_order_release);
+	*(volatile uint64_t *)&a->hdr->damage = what;
+	return tn__arena_damage_error(a);
 }
 
 void tn__arena_unlock(tn_arena *a)

@@ -471,12 +471,20 @@ void tnd_arenas_recover(void)
 			continue;
 		}
 		ar->damaged = false;
+		memset(ar->owners, 0, sizeof(ar->owners));
 		tnd_arena_guard(ar);
 		/* Before anything reclaims the dead daemon's slot: the loads' new blocks it
 		 * held are freed by that reclamation once their names are undone. */
 		recover_loads(ar, ar->name, false);
 		tn_arena_fsck_report rep;
-		if (tn_arena_fsck(ar->a, TN_ARENA_FSCK_REPAIR, &rep) >= 0 && rep.problems)
+		int fr = tn_arena_fsck(ar->a, TN_ARENA_FSCK_REPAIR, &rep);
+		if (fr == TN_EIO)
+			/* Left as it is, attached and listed: its users get TN_EIO, its owner
+			 * can inspect and destroy it, and the other arenas are served. */
+			tnd_error("arena %s is damaged, fsck could not mend it (%s): its users get "
+				  "errors until it is repaired or destroyed", ar->name,
+				  rep.first_problem);
+		else if (fr >= 0 && rep.problems)
 			tnd_warn("arena %s: fsck repaired %" PRIu64 " of %" PRIu64 " problems (%s)",
 				 ar->name, rep.repaired, rep.problems, rep.first_problem);
 		int k = tn_arena_reclaim_dead(ar->a);

@@ -179,6 +179,8 @@ int tnd_slot_add(struct tnd_client *c, struct tnd_arena *ar, int slot, uint64_t 
 		c->capslots = cap;
 	}
 	c->slots[c->nslots++] = (struct tnd_slot){ ar, slot, state, ro };
+	if (slot >= 0 && slot < TN_ARENA_MAX_CLIENTS)
+		ar->owners[slot] = (struct tnd_slot_owner){ state, c->pid, c->start_time };
 	return 0;
 }
 

@@ -164,6 +164,16 @@ struct tnd_arena {
 	uint64_t resident[TND_MAX_NODES];
 	uint32_t nnodes;
 	uint64_t resident_ns;
+	/* Who each slot the daemon assigned belongs to, from the socket's credentials
+	 * (SO_PEERCRED and /proc) when it was assigned: the periodic sweep judges whether such
+	 * a slot's process is gone from this record, never from the client table in the file,
+	 * which any read-write grantee can forge. state 0: no record (the daemon's own slot,
+	 * or one attached without the daemon). */
+	struct tnd_slot_owner {
+		uint64_t state;
+		pid_t pid;
+		uint64_t start_time;
+	} owners[TN_ARENA_MAX_CLIENTS];
 };
 
 /* A slot the daemon assigned to a client (or the client re-registered). */
@@ -346,6 +356,9 @@ bool tnd_process_connected(pid_t pid, uint64_t start_time);
 
 /* reclaim.c: giving back the slots of processes that are gone. */
 void tnd_reclaim_slot(struct tnd_arena *ar, int slot, uint64_t state, pid_t pid);
+/* fsck's check of the file's client table against the daemon's record of the slots it
+ * assigned (a forged pid or start time); adds what it finds to @rep, mending nothing. */
+void tnd_fsck_owners(struct tnd_arena *ar, tn_arena_fsck_report *rep);
 void tnd_reclaim_later(const struct tnd_client *c);
 bool tnd_reclaim_waiting(void);
 void tnd_reclaim_check(void);

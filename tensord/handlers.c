@@ -397,9 +397,18 @@ static int do_FSCK(struct tnd_client *c, const struct tnd_hdr *h, const struct t
 		return 0;
 	/* TN_EIO: the check ran and problems remain; the report says which (the client
 	 * library turns it back into TN_EIO). */
-	int r = tnd_arena_locked(ar, tn_arena_fsck(ar->a, m->flags, &rep));
+	/* The client table against the daemon's record first: a forged record would have the
+	 * repair reclaim a live client's slot, so there is no repair then, only the report. */
+	tn_arena_fsck_report own = { 0 };
+	tnd_fsck_owners(ar, &own);
+	unsigned flags = own.problems ? m->flags & ~TN_ARENA_FSCK_REPAIR : m->flags;
+	int r = tnd_arena_locked(ar, tn_arena_fsck(ar->a, flags, &rep));
 	if (r < 0 && r != TN_EIO)
 		return tnd_reply_tn(c, h, r);
+	if (own.problems) {
+		rep.problems += own.problems;
+		memcpy(rep.first_problem, own.first_problem, sizeof(rep.first_problem));
+	}
 	struct tnd_fsck_reply w = { .problems = rep.problems, .repaired = rep.repaired,
 				    .blocks = rep.blocks, .free_blocks = rep.free_blocks,
 				    .orphan_blocks = rep.orphan_blocks, .dead_holds = rep.dead_holds,

@@ -8,7 +8,9 @@
  * closed a connection is swept at the same pace (cudashare.c).
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../shm/arena_remote.h"
 #include "daemon.h"
@@ -37,6 +39,8 @@ void tnd_reclaim_slot(struct tnd_arena *ar, int slot, uint64_t state, pid_t pid)
 	if (!tnd_arena_intact(ar) || !tnd_arena_lockable(ar))
 		return;
 	int r = tnd_arena_locked(ar, tn__arena_reclaim_if(ar->a, slot, state, &freed));
+	if (r >= 0 && slot >= 0 && slot < TN_ARENA_MAX_CLIENTS && ar->owners[slot].state == state)
+		ar->owners[slot].state = 0;
 	if (r == 1) {
 		tnd_d.reclaimed_slots++;
 		/* A process that exits or detaches holding nothing is the normal case: info
@@ -95,6 +99,65 @@ bool tnd_reclaim_waiting(void)
 	return pending_list || cuda_waiting;
 }
 
+/* The slots of dead processes in @ar; returns how many were reclaimed, or a TN_E* code. A
+ * slot the daemon assigned is judged by the daemon's record of its process (ar->owners):
+ * a grantee that forges the pid or start time of another client's record in the file cannot
+ * have that live client's slot, and its blocks, reclaimed. Other slots (attached without the
+ * daemon) are judged by the file's record, the only one there is. */
+static int sweep_arena(struct tnd_arena *ar)
+{
+	tn_arena_client cl[TN_ARENA_MAX_CLIENTS];
+	int n = tn_arena_clients(ar->a, cl, TN_ARENA_MAX_CLIENTS), done = 0;
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n && i < TN_ARENA_MAX_CLIENTS; i++) {
+		int slot = cl[i].slot, r;
+		if (slot < 0 || slot >= TN_ARENA_MAX_CLIENTS)
+			continue;
+		struct tnd_slot_owner *o = &ar->owners[slot];
+		if (o->state) {
+			uint64_t st = tn__proc_start_time(o->pid);
+			if (st != 0 && (st == UINT64_MAX || st == o->start_time))
+				continue; /* its process lives (or cannot be told): keep it */
+			r = tn__arena_reclaim_if(ar->a, slot, o->state, NULL);
+			if (r >= 0)
+				o->state = 0; /* reclaimed, or released and reassigned since */
+		} else {
+			if (cl[i].alive)
+				continue;
+			r = tn_arena_reclaim(ar->a, slot);
+			if (r == TN_EINVAL || (r == TN_EBUSY && strstr(tn_last_error(), "alive")))
+				continue; /* the daemon's own slot; alive after all */
+			r = r >= 0;
+		}
+		if (r < 0)
+			return r;
+		done += r;
+	}
+	return done;
+}
+
+void tnd_fsck_owners(struct tnd_arena *ar, tn_arena_fsck_report *rep)
+{
+	tn_arena_client cl[TN_ARENA_MAX_CLIENTS];
+	int n = tn_arena_clients(ar->a, cl, TN_ARENA_MAX_CLIENTS);
+	for (int i = 0; i < n && i < TN_ARENA_MAX_CLIENTS; i++) {
+		int slot = cl[i].slot;
+		if (slot < 0 || slot >= TN_ARENA_MAX_CLIENTS || !ar->owners[slot].state)
+			continue;
+		const struct tnd_slot_owner *o = &ar->owners[slot];
+		if (cl[i].pid == o->pid && cl[i].start_time == o->start_time)
+			continue;
+		if (!rep->problems++)
+			snprintf(rep->first_problem, sizeof(rep->first_problem),
+				 "slot %d records pid %d started at %" PRIu64 "; tensord assigned "
+				 "it to pid %d started at %" PRIu64 " (written by another process; "
+				 "not repaired)",
+				 slot, (int)cl[i].pid, cl[i].start_time, (int)o->pid,
+				 o->start_time);
+	}
+}
+
 /* Every reclaim_interval_ms: the slots of dead processes in every arena, whoever attached
  * them (a connection's pending slots whose process outlived the deadline end up here). */
 void tnd_reclaim_sweep(void)
@@ -104,7 +167,7 @@ void tnd_reclaim_sweep(void)
 		if (!tnd_arena_intact(ar) || !tnd_arena_lockable(ar) ||
 		    tnd_arena_locked(ar, tn_arena_stat(ar->a, &before)))
 			continue;
-		int n = tnd_arena_locked(ar, tn_arena_reclaim_dead(ar->a));
+		int n = tnd_arena_locked(ar, sweep_arena(ar));
 		if (n > 0 && !tnd_arena_locked(ar, tn_arena_stat(ar->a, &after))) {
 			tnd_d.reclaimed_slots += (uint64_t)n;
 			uint64_t freed = after.free_bytes - before.free_bytes;

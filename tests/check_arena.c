@@ -1121,7 +1121,7 @@ START_TEST(test_crash_every_point)
 		ck_assert_uint_eq(stats(a).blocks, 0);
 		assert_clean(a);
 		tn_arena_unref(a);
-		ck_assert_tn_ok(tn_arena_destroy(name, dir, 0));
+		tn_arena_destroy(name, dir, 0); /* refused while damaged: the teardown removes it */
 		points_done++;
 		if (finished)
 			break; /* the change completed before the countdown ran out */
@@ -1432,6 +1432,86 @@ END_TEST
 /* Damage that another process (or a bug) wrote into the shared file: the library refuses it
  * with an error, never crashes, never writes out of bounds, never spreads it. One case each
  * for the paths a reviewer found trusting the file. */
+/* Issue 17 C1: a client writes a wild offset into every free-list head and exits holding three
+ * blocks. Reclaiming its slot used to follow the head (SIGSEGV, in tensord as in any client);
+ * now the arena is marked damaged: every user gets TN_EIO naming fsck, fsck reports it, and
+ * fsck --repair rebuilds the lists from the block headers and lifts the mark. */
+START_TEST(test_poisoned_free_lists)
+{
+	tn_arena *a = make("poison", 16 << 20);
+	void *mine;
+	ck_assert_tn_ok(tn_arena_alloc(a, 100, &mine));
+	pid_t pid = fork();
+	if (pid == 0) {
+		tn_arena *b;
+		void *p;
+		if (tn_arena_open("poison", dir, &b))
+			_exit(10);
+		for (int i = 0; i < 3; i++)
+			if (tn_arena_alloc(b, 100 + 64 * (size_t)i, &p))
+				_exit(11);
+		for (unsigned fl = 0; fl < FL_COUNT; fl++)
+			for (unsigned sl = 0; sl < SL_COUNT; sl++)
+				b->hdr->bins[fl][sl] = UINT64_C(0x4141414141414000);
+		_exit(0);
+	}
+	ck_assert_int_eq(WEXITSTATUS(wait_status(pid)), 0);
+	ck_assert_tn_error_has(tn_arena_reclaim_dead(a), TN_EIO, "is damaged");
+	ck_assert_uint_ne(a->hdr->damage, 0);
+	/* Every writer is refused now, the honest process's free included, and nothing crashes. */
+	void *p;
+	ck_assert_tn_error_has(tn_arena_alloc(a, 100, &p), TN_EIO, "run tensorctl fsck");
+	/* A free may go to the thread's cache without the lock; either way no crash. */
+	int freed = tn_arena_free(a, mine);
+	ck_assert(freed == 0 || freed == TN_EIO);
+	tn_arena_fsck_report rep;
+	ck_assert_int_eq(tn_arena_fsck(a, 0, &rep), TN_EIO);
+	ck_assert_uint_ge(rep.problems, 1);
+	ck_assert_tn_ok(tn_arena_fsck(a, TN_ARENA_FSCK_REPAIR, &rep));
+	ck_assert_uint_eq(a->hdr->damage, 0);
+	ck_assert_uint_eq(stats(a).clients, 1); /* the dead slot was reclaimed by the repair */
+	if (freed)
+		ck_assert_tn_ok(tn_arena_free(a, mine));
+	assert_clean(a);
+	tn_arena_unref(a);
+}
+END_TEST
+
+/* Issue 17 C7: a grantee writes a live thread's ID into the lock word. Every other process
+ * used to wait for ever (and stayed hung after the word was put back, asleep on the futex);
+ * a wait is bounded now (TN_ARENA_LOCK_TIMEOUT_MS, 10 s by default) and ends in TN_EBUSY
+ * naming the thread, and the arena works again once the word is restored. */
+START_TEST(test_lock_word_forged)
+{
+	setenv("TN_ARENA_LOCK_TIMEOUT_MS", "300", 1);
+	tn_arena *a = make("lockword", 8 << 20);
+	pid_t sleeper = fork();
+	if (sleeper == 0) {
+		pause();
+		_exit(0);
+	}
+	void *p;
+	a->hdr->lock.__data.__lock = (int)sleeper;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	char want[64];
+	snprintf(want, sizeof(want), "by thread %d", (int)sleeper);
+	ck_assert_tn_error_has(tn_arena_alloc(a, 100, &p), TN_EBUSY, want);
+	ck_assert_tn_error_has(tn_arena_reclaim_dead(a), TN_EBUSY, "held for over 300 ms");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	ck_assert_double_lt(secs, 3.0);
+	ck_assert_double_ge(secs, 0.55);
+	a->hdr->lock.__data.__lock = 0;
+	ck_assert_tn_ok(tn_arena_alloc(a, 100, &p));
+	ck_assert_tn_ok(tn_arena_free(a, p));
+	kill(sleeper, SIGKILL);
+	wait_status(sleeper);
+	assert_clean(a);
+	tn_arena_unref(a);
+}
+END_TEST
+
 START_TEST(test_hostile_metadata)
 {
 	tn_arena *a = make("hostile", 16 << 20);
@@ -1737,6 +1817,199 @@ START_TEST(test_numa_bind)
 }
 END_TEST
 
+/* ---- the arena-metadata fuzzer (issue 17 C1) ---------------------------------------------- */
+
+/* A value worth writing into an offset or size word: wild, zero, near the geometry, or a real
+ * offset of the heap a little off. */
+static uint64_t fuzz_value(tn_arena *a, unsigned *seed, const uint64_t *blocks, int nblocks)
+{
+	uint64_t r = (uint64_t)rand_r(seed) << 32 | (uint64_t)rand_r(seed);
+	switch (rand_r(seed) % 9) {
+	case 0: return UINT64_C(0x4141414141414000);
+	case 1: return 0;
+	case 2: return r;
+	case 3: return a->data_off + r % a->data_size / 64 * 64;
+	case 4: return a->data_off + a->data_size - 64 * (r % 4);
+	case 5: return nblocks ? blocks[r % (unsigned)nblocks] : a->data_off;
+	case 6: return nblocks ? blocks[r % (unsigned)nblocks] + 64 * (r % 3) - 64 : r;
+	case 7: return UINT64_MAX - r % 128;
+	default: return r % 4096;
+	}
+}
+
+/* Apply @n seeded mutations to @a's metadata, each aimed at one kind of structure. */
+static void fuzz_mutate(tn_arena *a, unsigned *seed, int n)
+{
+	struct arena_header *h = a->hdr;
+	uint64_t blocks[512];
+	int nb = 0;
+	for (uint64_t off = a->data_off; off < a->data_off + a->data_size && nb < 512;) {
+		if (!tn__block_sane(a, off))
+			break;
+		blocks[nb++] = off;
+		off += tn__block_at(a, off)->size;
+	}
+	for (int k = 0; k < n; k++) {
+		uint64_t v = fuzz_value(a, seed, blocks, nb);
+		switch (rand_r(seed) % 10) {
+		case 0: { /* a free-list head: one in use, every one, or any */
+			unsigned pick = (unsigned)rand_r(seed) % 4, used = 0;
+			for (unsigned i = 0; i < FL_COUNT * SL_COUNT; i++)
+				if (pick == 0 || (pick == 1 && h->bins[i / SL_COUNT][i % SL_COUNT] &&
+						  used++ % 2 == 0))
+					h->bins[i / SL_COUNT][i % SL_COUNT] = v;
+			if (pick >= 2)
+				h->bins[rand_r(seed) % FL_COUNT][rand_r(seed) % SL_COUNT] = v;
+			break;
+		}
+		case 1: /* a bitmap */
+			if (rand_r(seed) % 2)
+				h->fl_bitmap ^= UINT64_C(1) << (rand_r(seed) % 64);
+			else
+				h->sl_bitmap[rand_r(seed) % FL_COUNT] = v;
+			break;
+		case 2: /* a word of a block header */
+		case 3:
+			if (nb)
+				((uint64_t *)tn__block_at(a, blocks[rand_r(seed) % nb]))[rand_r(seed) % 8] =
+					rand_r(seed) % 2 ? v : v ^ (UINT64_C(1) << (rand_r(seed) % 64));
+			break;
+		case 4: /* a free block's links */
+			if (nb) {
+				uint64_t *l = (uint64_t *)(a->base + blocks[rand_r(seed) % nb] + BLOCK_HDR);
+				l[rand_r(seed) % 2] = v;
+			}
+			break;
+		case 5: { /* a client record */
+			uint64_t *c = (uint64_t *)tn__client_at(a, rand_r(seed) % (int)a->max_clients);
+			c[rand_r(seed) % 4] = rand_r(seed) % 2 ? v : (uint64_t)rand_r(seed) % 3;
+			break;
+		}
+		case 6: { /* the undo log, as a holder killed in a change (or a liar) leaves it */
+			unsigned cnt = (unsigned)rand_r(seed) % (UNDO_MAX + 20);
+			for (unsigned i = 0; i < cnt && i < UNDO_MAX; i++)
+				if (rand_r(seed) % 4 == 0)
+					h->undo[i] = (struct undo_rec){ rand_r(seed) % 2 ? v :
+						(uint64_t)((uint8_t *)&h->bins[0][0] - a->base) +
+						8 * (uint64_t)(rand_r(seed) % 64), fuzz_value(a, seed, blocks, nb) };
+			atomic_store(&h->undo_count, cnt);
+			break;
+		}
+		case 7: { /* a directory entry's word */
+			uint64_t *e = (uint64_t *)tn__entry_at(a, (uint32_t)rand_r(seed) % a->dir_slots);
+			e[rand_r(seed) % 8] = rand_r(seed) % 2 ? v : (uint64_t)rand_r(seed) % 3;
+			break;
+		}
+		case 8: /* a counter */
+			(&h->used_bytes)[rand_r(seed) % 12] = v;
+			break;
+		default: { /* a random bit anywhere in the mutable metadata */
+			uint64_t lo = offsetof(struct arena_header, fl_bitmap), hi = a->data_off;
+			uint64_t o = lo + ((uint64_t)rand_r(seed) << 16 ^ (uint64_t)rand_r(seed)) % (hi - lo);
+			if (o >= a->clients_off || o < ARENA_HEADER_BYTES)
+				a->base[o] ^= (uint8_t)(1u << rand_r(seed) % 8);
+			break;
+		}
+		}
+	}
+}
+
+/* What the daemon and a client do with an arena, over the fuzzed file: a fresh open (the
+ * daemon's recovery), reclaiming dead slots, fsck, alloc, free, publish and lookup, repair,
+ * and the same again. Any result is fine but a signal; run in a child. */
+static void fuzz_drive(const char *name, unsigned seed)
+{
+	tn_arena *b;
+	alarm(30);
+	if (tn_arena_open(name, dir, &b))
+		_exit(0);
+	for (int round = 0; round < 2; round++) {
+		tn_arena_fsck_report rep;
+		tn_arena_stats st;
+		tn_tensor *x;
+		void *p[8] = { 0 };
+		tn_arena_reclaim_dead(b);
+		tn_arena_fsck(b, 0, &rep);
+		tn_arena_stat(b, &st);
+		for (int i = 0; i < 8; i++)
+			tn_arena_alloc(b, 64 + (size_t)(rand_r(&seed) % 70000), &p[i]);
+		for (int i = 0; i < 8; i += 2)
+			if (p[i])
+				tn_arena_free(b, p[i]);
+		for (int i = 0; i < 4; i++) {
+			char key[8] = { 'n', (char)('0' + i), 0 };
+			if (tn_arena_lookup(b, key, &x, NULL) == 0) {
+				volatile float sink = *(const float *)tn_tensor_data(x);
+				(void)sink;
+				tn_arena_unpublish(b, key);
+				tn_tensor_unref(x);
+			}
+		}
+		tn_arena_entry *list = NULL;
+		size_t nlist = 0;
+		if (tn_arena_list(b, NULL, &list, &nlist) == 0)
+			free(list);
+		tn_arena_fsck(b, TN_ARENA_FSCK_REPAIR, &rep);
+		for (int i = 1; i < 8; i += 2)
+			if (p[i])
+				tn_arena_free(b, p[i]);
+	}
+	tn_arena_unref(b);
+	_exit(0);
+}
+
+/* Seeded mutations of an arena with blocks, holds (of a dead client and of live ones) and
+ * published tensors, then the daemon's and a client's operations in a child: none may die of
+ * a signal. TN_ARENA_FUZZ_ROUNDS sets the budget (default 40), TN_ARENA_FUZZ_SEED the seed. */
+START_TEST(test_metadata_fuzz)
+{
+	const char *e = getenv("TN_ARENA_FUZZ_ROUNDS"), *es = getenv("TN_ARENA_FUZZ_SEED");
+	int rounds = e ? atoi(e) : 40;
+	unsigned base_seed = es ? (unsigned)strtoul(es, NULL, 0) : 17u;
+	for (int round = 0; round < rounds; round++) {
+		unsigned seed = base_seed * 1000003u + (unsigned)round;
+		char name[32];
+		snprintf(name, sizeof(name), "fz%d", round);
+		tn_arena *a = make(name, 8 << 20);
+		for (int i = 0; i < 4; i++) {
+			char key[8] = { 'n', (char)('0' + i), 0 };
+			tn_tensor *t = arena_tensor(a, 1, (int64_t[]){ 16 + 100 * i }, TN_FLOAT32);
+			ck_assert_tn_ok(tn_arena_publish(a, key, t, 0, NULL));
+			tn_tensor_unref(t);
+		}
+		pid_t pid = fork();
+		if (pid == 0) { /* a client that dies holding blocks */
+			tn_arena *b;
+			void *p;
+			if (tn_arena_open(name, dir, &b))
+				_exit(10);
+			for (int i = 0; i < 6; i++)
+				if (tn_arena_alloc(b, 100 + 1000 * (size_t)i, &p))
+					_exit(11);
+			_exit(0);
+		}
+		ck_assert_int_eq(WEXITSTATUS(wait_status(pid)), 0);
+		void *mine[3];
+		for (int i = 0; i < 3; i++)
+			ck_assert_tn_ok(tn_arena_alloc(a, 200 + 5000 * (size_t)i, &mine[i]));
+		ck_assert_tn_ok(tn_arena_free(a, mine[1]));
+		fuzz_mutate(a, &seed, 1 + rand_r(&seed) % 6);
+		pid = fork();
+		if (pid == 0)
+			fuzz_drive(name, seed);
+		int st = wait_status(pid);
+		ck_assert_msg(!WIFSIGNALED(st), "round %d (TN_ARENA_FUZZ_SEED=%u): the client died of "
+			      "signal %d", round, base_seed, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+		/* This process, the arena's creator, goes on using it too. */
+		tn_arena_free(a, mine[0]);
+		tn_arena_free(a, mine[2]);
+		tn_arena_reclaim_dead(a);
+		tn_arena_unref(a);
+		tn_arena_destroy(name, dir, 0); /* refused while damaged: the teardown removes it */
+	}
+}
+END_TEST
+
 static Suite *arena_suite(void)
 {
 	Suite *s = suite_create("arena");
@@ -1767,6 +2040,9 @@ static Suite *arena_suite(void)
 	tcase_add_test(tc, test_many_processes);
 	tcase_add_test(tc, test_fsck_repairs);
 	tcase_add_test(tc, test_hostile_metadata);
+	tcase_add_test(tc, test_poisoned_free_lists);
+	tcase_add_test(tc, test_metadata_fuzz);
+	tcase_add_test(tc, test_lock_word_forged);
 	tcase_add_test(tc, test_reclaim_rules);
 	tcase_add_test(tc, test_hugepages);
 	tcase_add_test(tc, test_numa_bind);

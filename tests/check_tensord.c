@@ -38,6 +38,7 @@
 #include <tensor.h>
 #include <tensor/tensord.h>
 
+#include "../shm/arena_internal.h"
 #include "client.h"
 #include "proto.h"
 #include "testutil.h"
@@ -2138,6 +2139,178 @@ static bool log_has(const char *needle)
 	return found;
 }
 
+/* Issue 17 C1, end to end: a client of an arena poisons its free-list heads (the first
+ * arena) or a block header (the second) and exits holding blocks. tensord, reclaiming its
+ * slot, used to die of SIGSEGV, and again on every restart while recovering. Now it survives,
+ * the arena is marked damaged (its users and fsck get TN_EIO), other arenas are served, and a
+ * restart recovers: the free lists are rebuilt from the block headers, while a broken tiling,
+ * which fsck cannot mend, stays quarantined without stopping the daemon. */
+static int poison_child(const char *name, bool header)
+{
+	tn_tensord *cc;
+	tn_arena *a;
+	void *p[3];
+	EXPECT(tn_tensord_connect(D.sock, &cc) == 0);
+	EXPECT(tn_tensord_arena_open(cc, name, 0, &a) == 0);
+	for (int i = 0; i < 3; i++)
+		EXPECT(tn_arena_alloc(a, 100 + 64 * (size_t)i, &p[i]) == 0);
+	if (header) {
+		tn__block_at(a, a->data_off)->size = UINT64_C(0x4141414141414000);
+	} else {
+		for (unsigned fl = 0; fl < FL_COUNT; fl++)
+			for (unsigned sl = 0; sl < SL_COUNT; sl++)
+				a->hdr->bins[fl][sl] = UINT64_C(0x4141414141414000);
+	}
+	_exit(0);
+}
+
+START_TEST(test_damaged_arena_survived)
+{
+	daemon_setup();
+	tn_tensord *c = conn();
+	make_arena(c, "dmg", 8 << 20, 0, 0);
+	make_arena(c, "dmg2", 8 << 20, 0, 0);
+	make_arena(c, "fine", 4 << 20, 0, 0);
+	for (int k = 0; k < 2; k++) {
+		pid_t pid = fork_child();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0)
+			poison_child(k ? "dmg2" : "dmg", k);
+		ck_assert_child_ok(pid);
+	}
+	uint64_t deadline = now_ms() + 5000;
+	while (!log_has("dmg2: reclaiming slot") && now_ms() < deadline)
+		sleep_ms(10);
+	ck_assert_msg(log_has("arena dmg: reclaiming slot") && log_has("is damaged"),
+		      "the daemon logged no damage");
+	tn_tensord_status st;
+	ck_assert_tn_ok(tn_tensord_status_get(c, &st)); /* the daemon lives */
+	tn_arena_fsck_report rep;
+	ck_assert_int_eq(tn_tensord_fsck(c, "dmg", 0, &rep), TN_EIO);
+	ck_assert_uint_ge(rep.problems, 1);
+	/* A user of the damaged arena gets the error, not a crash; the others are served. */
+	tn_arena *a;
+	void *p;
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "dmg", 0, &a));
+	ck_assert_tn_error_has(tn_arena_alloc(a, 1000, &p), TN_EIO, "run tensorctl fsck");
+	/* Issue 17 C7: repair is for the owner and root, through the daemon, not for a
+	 * grantee's own handle. */
+	ck_assert_tn_error_has(tn_arena_fsck(a, TN_ARENA_FSCK_REPAIR, &rep), TN_EPERM,
+			       "its owner or root repairs it");
+	ck_assert_int_eq(tn_arena_fsck(a, 0, &rep), TN_EIO);
+	tn_arena_unref(a);
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "fine", 0, &a));
+	ck_assert_tn_ok(publish_i32(a, "x", 100, 5));
+	ck_assert_int_eq(check_i32(a, "x", 100, 5), 0);
+	tn_arena_unref(a);
+
+	/* A restart recovers both without dying: "dmg" repaired, "dmg2" left damaged. */
+	daemon_kill9();
+	daemon_start();
+	ck_assert_tn_ok(tn_tensord_status_get(c, &st));
+	ck_assert_uint_eq(st.arenas, 3);
+	ck_assert_tn_ok(tn_tensord_fsck(c, "dmg", 0, &rep));
+	ck_assert_uint_eq(arena_stat(c, "dmg").stats.clients, 1); /* the daemon's own */
+	ck_assert_uint_eq(arena_stat(c, "dmg").stats.blocks, 0);
+	ck_assert_int_eq(tn_tensord_fsck(c, "dmg2", 0, &rep), TN_EIO);
+	ck_assert(log_has("arena dmg2 is damaged, fsck could not mend it"));
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "dmg2", 0, &a));
+	ck_assert_tn_error_has(tn_arena_alloc(a, 1000, &p), TN_EIO, "is damaged");
+	tn_arena_unref(a);
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "fine", 0, &a));
+	ck_assert_int_eq(check_i32(a, "x", 100, 5), 0);
+	ck_assert_tn_ok(tn_arena_unpublish(a, "x"));
+	tn_arena_unref(a);
+	daemon_kill9(); /* and once more, recovering the quarantined arena again */
+	daemon_start();
+	ck_assert_tn_ok(tn_tensord_status_get(c, &st));
+	ck_assert_uint_eq(st.arenas, 3);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "dmg", 0));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "dmg2", TN_TENSORD_FORCE));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "fine", 0));
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
+/* Issue 17 C7: a read-write grantee forges another live client's start time (and pid) in the
+ * file's client table. The periodic sweep used to judge the slot dead from that record and
+ * reclaim it, freeing the victim's private block under it; it judges the slots it assigned
+ * from its own record of the socket's credentials now, and leaves the live client alone. */
+START_TEST(test_forged_client_record)
+{
+	daemon_setup_conf("reclaim_interval_ms = 20\n");
+	tn_tensord *c = conn();
+	make_arena(c, "forge", 8 << 20, 0, 0);
+	int ready[2], go[2];
+	ck_assert_int_eq(pipe(ready), 0);
+	ck_assert_int_eq(pipe(go), 0);
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		tn_tensord *cc;
+		tn_arena *a;
+		uint32_t *p;
+		EXPECT(tn_tensord_connect(D.sock, &cc) == 0);
+		EXPECT(tn_tensord_arena_open(cc, "forge", 0, &a) == 0);
+		EXPECT(tn_arena_alloc(a, 4096, (void **)&p) == 0);
+		for (int i = 0; i < 1024; i++)
+			p[i] = 0x5eed0000u + (uint32_t)i;
+		put_byte(ready[1]);
+		wait_byte(go[0]);
+		for (int i = 0; i < 1024; i++)
+			EXPECT(p[i] == 0x5eed0000u + (uint32_t)i);
+		EXPECT(tn_arena_free(a, p) == 0);
+		tn_arena_unref(a);
+		tn_tensord_close(cc);
+		_exit(0);
+	}
+	get_byte(ready[0]);
+	tn_arena *a;
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "forge", 0, &a));
+	tn_arena_client cl[TN_ARENA_MAX_CLIENTS];
+	int n = tn_arena_clients(a, cl, TN_ARENA_MAX_CLIENTS), victim = -1;
+	for (int i = 0; i < n; i++)
+		if (cl[i].pid == pid)
+			victim = cl[i].slot;
+	ck_assert_int_ge(victim, 0);
+	struct client_rec *rec = tn__client_at(a, victim);
+	rec->start_time ^= 0x12345;
+	sleep_ms(300); /* fifteen sweeps */
+	n = tn_arena_clients(a, cl, TN_ARENA_MAX_CLIENTS);
+	int found = 0;
+	for (int i = 0; i < n; i++)
+		if (cl[i].slot == victim) {
+			found = 1;
+			ck_assert_uint_eq(cl[i].held_blocks, 1);
+		}
+	ck_assert_msg(found, "the live victim's slot was reclaimed on a forged start time");
+	/* fsck, through the daemon, reports the forgery. */
+	tn_arena_fsck_report rep;
+	ck_assert_int_eq(tn_tensord_fsck(c, "forge", 0, &rep), TN_EIO);
+	ck_assert_uint_ge(rep.problems, 1);
+	ck_assert_ptr_nonnull(strstr(rep.first_problem, "written by another process"));
+	/* and its repair leaves the live victim's slot alone. */
+	ck_assert_int_eq(tn_tensord_fsck(c, "forge", TN_ARENA_FSCK_REPAIR, &rep), TN_EIO);
+	ck_assert_uint_eq(rep.repaired, 0);
+	/* The victim's block is still its own: nobody else's allocation lands on it. */
+	void *q[8];
+	for (int i = 0; i < 8; i++)
+		ck_assert_tn_ok(tn_arena_alloc(a, 4096, &q[i]));
+	for (int i = 0; i < 8; i++)
+		memset(q[i], 0xa5, 4096);
+	put_byte(go[1]);
+	ck_assert_child_ok(pid);
+	for (int i = 0; i < 8; i++)
+		ck_assert_tn_ok(tn_arena_free(a, q[i]));
+	tn_arena_unref(a);
+	wait_clients(c, "forge", 1, 2000);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "forge", 0));
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
 /* A read-write client shrinks the arena file while the daemon saves a tensor it gathers
  * element by element from the arena's pages: the daemon's reads past the new end raise SIGBUS,
  * which the guard catches. The save fails with TN_EIO, the daemon keeps serving, the arena is
@@ -3800,6 +3973,8 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_hostile_clients);
 	tcase_add_test(tc, test_load_save);
 	tcase_add_test(tc, test_shrink_during_save);
+	tcase_add_test(tc, test_damaged_arena_survived);
+	tcase_add_test(tc, test_forged_client_record);
 	tcase_add_test(tc, test_user_quotas);
 	tcase_add_test(tc, test_cuda_exports);
 	tcase_add_test(tc, test_cuda_exports_access);
