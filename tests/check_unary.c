@@ -806,6 +806,28 @@ START_TEST(test_mixed_dtypes_under_each_capability)
 }
 END_TEST
 
+/* log1p near FLT_MAX is finite (88.6), where PyTorch 1.13's vectorised log1p gives inf: a
+ * deliberate difference (tn_exp(3)); float32 and bfloat16, one element and 40. */
+START_TEST(test_log1p_near_flt_max)
+{
+	static const enum tn_dtype dts[] = { TN_FLOAT32, TN_BFLOAT16 };
+	for (size_t d = 0; d < 2; d++) {
+		for (int64_t n = 1; n <= 40; n += 39) {
+			tn_tensor *x, *r;
+			ck_assert_tn_ok(tn_full(1, &n, tn_scalar_double(3e38), &dts[d], TN_CPU, &x));
+			ck_assert_tn_ok(tn_log1p(x, &r));
+			for (int64_t i = 0; i < n; i++) {
+				double v = tn_test_get_double(r, &i);
+				ck_assert_msg(isfinite(v) && fabs(v - 88.59) < 0.5,
+					      "log1p(3e38) of dtype %d: %g", (int)dts[d], v);
+			}
+			tn_tensor_unref(r);
+			tn_tensor_unref(x);
+		}
+	}
+}
+END_TEST
+
 /* gelu(bfloat16, approximate='tanh') bit for bit with PyTorch, which rounds each operation to
  * bfloat16 (found by tests/difftest: -0.0 at x = -5.59375, not -1.03e-05), contiguous (the
  * goldens' layout) and every other element, in place and into out=, under each capability. */
@@ -852,6 +874,7 @@ static Suite *unary_suite(void)
 	tcase_add_loop_test(tc, test_kernels_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_mixed_dtypes_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);
+	tcase_add_test(tc, test_log1p_near_flt_max);
 	tcase_add_loop_test(tc, test_gelu_tanh_bfloat16_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);
 	tcase_set_timeout(tc, 120);
