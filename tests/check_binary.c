@@ -564,6 +564,52 @@ START_TEST(test_logical_outputs)
 }
 END_TEST
 
+/*
+ * Ties of -0.0 and 0.0, a deliberate difference (tn_maximum(3), tn_clamp(3)): maximum and
+ * minimum give other, as PyTorch 1.13's vector loop does; clamp with Tensor bounds keeps
+ * self, as its scalar std::max and std::min do. PyTorch takes one or the other by the
+ * element's place in its vectorised loop (the first 32 float32 elements of 37 on AVX-512,
+ * the last 5 scalar); libtensor the same for all, at every length.
+ */
+START_TEST(test_signed_zero_ties)
+{
+	static const enum tn_dtype dts[] = { TN_FLOAT16, TN_BFLOAT16, TN_FLOAT32, TN_FLOAT64 };
+	for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+		for (int64_t n = 1; n <= 37; n += 36) {
+			double *vm = malloc((size_t)n * sizeof(double));
+			double *vp = malloc((size_t)n * sizeof(double));
+			ck_assert(vm && vp);
+			for (int64_t i = 0; i < n; i++)
+				vm[i] = -0.0, vp[i] = 0.0;
+			tn_tensor *m = tn_test_from_values(vm, 1, &n, dts[d]);
+			tn_tensor *p = tn_test_from_values(vp, 1, &n, dts[d]);
+			tn_tensor *r[6];
+			ck_assert_tn_ok(tn_maximum(m, p, &r[0]));
+			ck_assert_tn_ok(tn_maximum(p, m, &r[1]));
+			ck_assert_tn_ok(tn_minimum(m, p, &r[2]));
+			ck_assert_tn_ok(tn_minimum(p, m, &r[3]));
+			ck_assert_tn_ok(tn_clamp_tensor(m, p, NULL, &r[4]));
+			ck_assert_tn_ok(tn_clamp_tensor(m, NULL, p, &r[5]));
+			/* The sign of each result: other's, other's, ..., self's, self's. */
+			static const bool neg[6] = { false, true, false, true, true, true };
+			for (int k = 0; k < 6; k++) {
+				for (int64_t i = 0; i < n; i++) {
+					double v = tn_test_get_double(r[k], &i);
+					ck_assert_msg(v == 0.0 && !!signbit(v) == neg[k],
+						      "dtype %d n %lld result %d element %lld: %g",
+						      (int)dts[d], (long long)n, k, (long long)i, v);
+				}
+				tn_tensor_unref(r[k]);
+			}
+			tn_tensor_unref(m);
+			tn_tensor_unref(p);
+			free(vm);
+			free(vp);
+		}
+	}
+}
+END_TEST
+
 /* ---- under each CPU capability ---- */
 
 #define TILE 400 /* BIN_FNVALS * TILE elements: past the grain size */
@@ -917,6 +963,7 @@ static Suite *binary_suite(void)
 	tcase_add_test(tc, test_zero_division);
 	tcase_add_test(tc, test_errors);
 	tcase_add_test(tc, test_logical_outputs);
+	tcase_add_test(tc, test_signed_zero_ties);
 	tcase_add_test(tc, test_streamed_outputs);
 	tcase_add_loop_test(tc, test_kernels_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_half_floor_division_matches_pytorch, 0, TN_NUM_CPU_CAPABILITIES);

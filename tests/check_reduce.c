@@ -496,6 +496,41 @@ START_TEST(test_out_errors)
 			   "unsupported operation: some elements of the input tensor and the "
 			   "written-to tensor refer to a single memory location. Please clone() "
 			   "the tensor before performing the operation.");
+	/* An out= whose elements overlap one another (stride 0) is refused by every reduction,
+	 * a deliberate difference (tn_sum(3), tn_amax(3), tn_all(3)): PyTorch 1.13 writes it
+	 * from sum, prod, amax, amin, argmax, argmin, all and any, the rows' reductions running
+	 * into one another. Nothing is written. */
+	{
+		static const char overlap[] =
+			"unsupported operation: more than one element of the written-to tensor "
+			"refers to a single memory location. Please clone() the tensor before "
+			"performing the operation.";
+		int64_t one = 1;
+		static const enum tn_dtype odt[] = { TN_FLOAT32, TN_INT64, TN_BOOL };
+		tn_tensor *o1[3], *oe[3];
+		for (int k = 0; k < 3; k++) {
+			ck_assert_tn_ok(tn_zeros(1, &one, odt[k], TN_CPU, &o1[k]));
+			ck_assert_tn_ok(tn_expand(o1[k], 1, &three, &oe[k]));
+		}
+		ck_assert_tn_error(tn_sum_dim_out(x, 1, &d0, false, NULL, oe[0]), TN_EINVAL,
+				   overlap);
+		ck_assert_tn_error(tn_prod_dim_out(x, 0, false, NULL, oe[0]), TN_EINVAL, overlap);
+		ck_assert_tn_error(tn_mean_dim_out(x, 1, &d0, false, NULL, oe[0]), TN_EINVAL,
+				   overlap);
+		ck_assert_tn_error(tn_amin_out(x, 1, &d0, false, oe[0]), TN_EINVAL, overlap);
+		ck_assert_tn_error(tn_amax_out(x, 1, &d0, false, oe[0]), TN_EINVAL, overlap);
+		ck_assert_tn_error(tn_argmax_out(x, &d0, false, oe[1]), TN_EINVAL, overlap);
+		ck_assert_tn_error(tn_argmin_out(x, &d0, false, oe[1]), TN_EINVAL, overlap);
+		ck_assert_tn_error(tn_all_dim_out(x, 0, false, oe[2]), TN_EINVAL, overlap);
+		ck_assert_tn_error(tn_any_dim_out(x, 0, false, oe[2]), TN_EINVAL, overlap);
+		ck_assert(*(const float *)tn_tensor_data(o1[0]) == 0.0f);
+		ck_assert(*(const int64_t *)tn_tensor_data(o1[1]) == 0);
+		ck_assert(*(const bool *)tn_tensor_data(o1[2]) == false);
+		for (int k = 0; k < 3; k++) {
+			tn_tensor_unref(oe[k]);
+			tn_tensor_unref(o1[k]);
+		}
+	}
 	/* A uint8 out= tensor takes all and any of any dtype; keepdim shapes work too. */
 	tn_tensor *u8;
 	ck_assert_tn_ok(tn_zeros(2, s13, TN_UINT8, TN_CPU, &u8));

@@ -14,6 +14,7 @@
 #include "golden/unary_ext_golden.h"
 #include "golden/parity_golden.h"
 #include "golden/unary_parity_golden.h"
+#include "golden/difftest_golden.h"
 
 /* ---- building operands ---- */
 
@@ -823,6 +824,24 @@ START_TEST(test_clamp_nan_bound_matches_pytorch)
 		}
 		tn_tensor_unref(r);
 		tn_tensor_unref(t);
+/* log1p near FLT_MAX is finite (88.6), where PyTorch 1.13's vectorised log1p gives inf: a
+ * deliberate difference (tn_exp(3)); float32 and bfloat16, one element and 40. */
+START_TEST(test_log1p_near_flt_max)
+{
+	static const enum tn_dtype dts[] = { TN_FLOAT32, TN_BFLOAT16 };
+	for (size_t d = 0; d < 2; d++) {
+		for (int64_t n = 1; n <= 40; n += 39) {
+			tn_tensor *x, *r;
+			ck_assert_tn_ok(tn_full(1, &n, tn_scalar_double(3e38), &dts[d], TN_CPU, &x));
+			ck_assert_tn_ok(tn_log1p(x, &r));
+			for (int64_t i = 0; i < n; i++) {
+				double v = tn_test_get_double(r, &i);
+				ck_assert_msg(isfinite(v) && fabs(v - 88.59) < 0.5,
+					      "log1p(3e38) of dtype %d: %g", (int)dts[d], v);
+			}
+			tn_tensor_unref(r);
+			tn_tensor_unref(x);
+		}
 	}
 }
 END_TEST
@@ -891,6 +910,38 @@ START_TEST(test_out_dtype_rules)
 		tn_tensor_unref(x);
 		tn_tensor_unref(f);
 	}
+/* gelu(bfloat16, approximate='tanh') bit for bit with PyTorch, which rounds each operation to
+ * bfloat16 (found by tests/difftest: -0.0 at x = -5.59375, not -1.03e-05), contiguous (the
+ * goldens' layout) and every other element, in place and into out=, under each capability. */
+START_TEST(test_gelu_tanh_bfloat16_under_each_capability)
+{
+	tn_test_force_capability(_i);
+	int64_t n = GELU_BF16_N, n2 = 2 * GELU_BF16_N, st = 2;
+	tn_tensor *x, *base, *xs, *r, *out;
+	ck_assert_tn_ok(tn_empty(1, &n, TN_BFLOAT16, TN_CPU, TN_CONTIGUOUS_FORMAT, &x));
+	memcpy(tn_tensor_data(x), gelu_bf16_x, sizeof gelu_bf16_x);
+	ck_assert_tn_ok(tn_zeros(1, &n2, TN_BFLOAT16, TN_CPU, &base));
+	uint16_t *pb = tn_tensor_data(base);
+	for (int64_t i = 0; i < n; i++)
+		pb[2 * i] = gelu_bf16_x[i];
+	ck_assert_tn_ok(tn_as_strided(base, 1, &n, 1, &st, NULL, &xs));
+	ck_assert_tn_ok(tn_empty(1, &n, TN_BFLOAT16, TN_CPU, TN_CONTIGUOUS_FORMAT, &out));
+	ck_assert_tn_ok(tn_gelu(x, "tanh", &r));
+	ck_assert_tn_ok(tn_gelu_out(xs, "tanh", out));
+	ck_assert_tn_ok(tn_gelu_(xs, "tanh"));
+	const uint16_t *pr = tn_tensor_data(r), *po = tn_tensor_data(out);
+	/* The same bits, or both NaN (of any sign and payload). */
+#define SAME_BF16(a, b) ((a) == (b) || (((a)&0x7fff) > 0x7f80 && ((b)&0x7fff) > 0x7f80))
+	for (int64_t i = 0; i < n; i++) {
+		uint16_t w = gelu_bf16_r[i];
+		ck_assert_msg(SAME_BF16(pr[i], w) && SAME_BF16(po[i], w) && SAME_BF16(pb[2 * i], w),
+			      "gelu(0x%04x): 0x%04x, out= 0x%04x, in place 0x%04x, PyTorch 0x%04x",
+			      gelu_bf16_x[i], pr[i], po[i], pb[2 * i], gelu_bf16_r[i]);
+	}
+#undef SAME_BF16
+	tn_tensor *list[] = { x, base, xs, r, out };
+	for (size_t k = 0; k < 5; k++)
+		tn_tensor_unref(list[k]);
 }
 END_TEST
 
@@ -907,6 +958,9 @@ static Suite *unary_suite(void)
 	tcase_add_loop_test(tc, test_mixed_dtypes_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);
 	tcase_add_test(tc, test_clamp_nan_bound_matches_pytorch);
+	tcase_add_test(tc, test_log1p_near_flt_max);
+	tcase_add_loop_test(tc, test_gelu_tanh_bfloat16_under_each_capability, 0,
+			    TN_NUM_CPU_CAPABILITIES);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return s;

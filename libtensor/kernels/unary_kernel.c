@@ -7,7 +7,8 @@
  * C library's float or double versions; 16-bit floats compute in float and round once.
  * round is half-to-even (rint), as torch.round; sign of NaN is 0, as torch.sign. gelu follows
  * ATen's CPU formulas term by term (x * 0.5 * (1 + erf(x / sqrt 2)), and 0.5 * x * (1 + tanh(
- * sqrt(2 / pi) * (x + 0.044715 x^3))) for approximate='tanh'), so the roundings agree.
+ * sqrt(2 / pi) * (x + 0.044715 x^3))) for approximate='tanh'), so the roundings agree;
+ * bfloat16's tanh form rounds each operation to bfloat16 as ATen's does (gelu_tanh_bf16).
  *
  * The predicate kernel (logical_not, isnan, isinf, isfinite) writes bool whatever the input's
  * dtype; integers are never NaN or infinite.
@@ -41,6 +42,19 @@
 #define HSTORE(v) tn_half_from_float(v)
 #define BLOAD(v) tn_bfloat16_to_float(v)
 #define BSTORE(v) tn_bfloat16_from_float(v)
+
+/* bfloat16 gelu, approximate='tanh', as ATen's scalar_t formula on BFloat16: every constant
+ * and every operation's result rounds to bfloat16 (its vector code converts each operation's
+ * result back too), so 1 + tanh(inner) is 0 at x = -5.6 and the result -0.0. */
+static inline float gelu_tanh_bf16(float x)
+{
+#define R(v) BLOAD(BSTORE(v))
+	const float beta = R((float)(M_SQRT2 * M_2_SQRTPI * 0.5)), kappa = R(0.044715f);
+	float cube = R(R(x * x) * x);
+	float inner = R(beta * R(x + R(kappa * cube)));
+	return R(0.5f * x) * R(1.0f + R(tanhf(inner)));
+#undef R
+}
 
 /* Floating functions of one C type F (float or double) with suffix S ("f" or ""). */
 #define FLOAT_OPS(T, LOAD, STORE, F, EXP, EXPM1, LOG, LOG1P, LOG2, SQRT, SIN, COS, TAN, TANH, \
@@ -193,6 +207,10 @@ void TN_KERNEL_FN(tn__unary_kernel)(int op, enum tn_dtype dt, char *o, int64_t s
 	case TN_FLOAT16:
 		FLOATF(tn_half, HLOAD, HSTORE)
 	case TN_BFLOAT16:
+		if (op == TN_UN_GELU_TANH) {
+			ROW_LOOP(tn_bfloat16, BLOAD, BSTORE, gelu_tanh_bf16(x));
+			return;
+		}
 		FLOATF(tn_bfloat16, BLOAD, BSTORE)
 	case TN_FLOAT32:
 		FLOATF(float, ID, ID)

@@ -2565,6 +2565,36 @@ def gen_parity17(outdir):
     print("unary_parity_golden.h: %d cases" % n)
 
 
+# ---------------------------------------------------------------------------
+# Disagreements found by tests/difftest (issue 17), fixed: difftest_golden.h
+# ---------------------------------------------------------------------------
+
+def gen_difftest(outdir):
+    """gelu of bfloat16 with approximate='tanh': 1.13 rounds every operation to bfloat16
+    (-0.0 at x = -5.59375 where computing in float gives -1.03e-05). The inputs are every
+    bfloat16 in [-8, 8] from a fine grid, then specials, as one contiguous tensor (torch's
+    vector loop and its scalar tail); inputs and results as bfloat16 bits."""
+    x = torch.linspace(-8, 8, 20001).to(torch.bfloat16).unique()
+    special = torch.tensor([float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 1e30, -1e30,
+                            1e-30, -1e-30, 100.0, -100.0, 3e38, -3e38], dtype=torch.bfloat16)
+    x = torch.cat([x, special])
+    r = torch.nn.functional.gelu(x, approximate="tanh")
+    xb = x.view(torch.int16).to(torch.int32).bitwise_and(0xFFFF).tolist()
+    rb = r.view(torch.int16).to(torch.int32).bitwise_and(0xFFFF).tolist()
+    L = header_top("TN_DIFFTEST_GOLDEN_H",
+                   "Goldens for disagreements with PyTorch found by tests/difftest.")
+    L.append("/* gelu(x, approximate='tanh') of bfloat16: inputs and results as bits. */")
+    L.append("#define GELU_BF16_N %d" % len(xb))
+    for name, bits in (("gelu_bf16_x", xb), ("gelu_bf16_r", rb)):
+        L.append("static const uint16_t %s[GELU_BF16_N] = {" % name)
+        for i in range(0, len(bits), 12):
+            L.append("    " + ", ".join("0x%04x" % b for b in bits[i:i + 12]) + ",")
+        L.append("};")
+    L += header_bottom("TN_DIFFTEST_GOLDEN_H")
+    write(os.path.join(outdir, "difftest_golden.h"), L)
+    return len(xb)
+
+
 def main(argv):
     if len(argv) != 2:
         sys.stderr.write("usage: %s OUTDIR\n" % argv[0])
@@ -2579,7 +2609,9 @@ def main(argv):
     nux = gen_unary_ext(outdir)
     nred = gen_reduce(outdir)
     gen_parity17(outdir)
+    ndt = gen_difftest(outdir)
     print("reduce_golden.h: %d cases" % nred)
+    print("difftest_golden.h: %d gelu bfloat16 values" % ndt)
     print("half_golden.h: %d conversion rows, %d widen rows" % (nh, nw))
     print("repr_golden.h: %d cases" % len(rc))
     print("arange_golden.h: %d cases" % len(ac))
