@@ -824,6 +824,10 @@ START_TEST(test_clamp_nan_bound_matches_pytorch)
 		}
 		tn_tensor_unref(r);
 		tn_tensor_unref(t);
+	}
+}
+END_TEST
+
 /* log1p near FLT_MAX is finite (88.6), where PyTorch 1.13's vectorised log1p gives inf: a
  * deliberate difference (tn_exp(3)); float32 and bfloat16, one element and 40. */
 START_TEST(test_log1p_near_flt_max)
@@ -910,6 +914,9 @@ START_TEST(test_out_dtype_rules)
 		tn_tensor_unref(x);
 		tn_tensor_unref(f);
 	}
+}
+END_TEST
+
 /* gelu(bfloat16, approximate='tanh') bit for bit with PyTorch, which rounds each operation to
  * bfloat16 (found by tests/difftest: -0.0 at x = -5.59375, not -1.03e-05), contiguous (the
  * goldens' layout) and every other element, in place and into out=, under each capability. */
