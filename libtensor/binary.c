@@ -201,6 +201,11 @@ static int binary_trivial(bool cmp, int op, tn_tensor *out, const tn_tensor *a,
 	int64_t n = tn__iter_trivial(out, cmp ? TN_BOOL : ct, a, b_scalar ? NULL : b, &shape);
 	if (n < 0)
 		return 0;
+	/* With a wrapped scalar or a broadcast, ATen allocates the result through
+	 * reorder_dimensions: contiguous only for inputs of the standard strides. */
+	if (!out && (b_scalar || b->ndim != a->ndim) &&
+	    (!tn__standard_contiguous(a) || (!b_scalar && !tn__standard_contiguous(b))))
+		return 0;
 	/* Integer true division computes in the default float dtype: not trivial. */
 	if (!cmp && op == TN_BINOP_DIV && !tn__is_floating(ct))
 		return 0;

@@ -294,6 +294,8 @@ static int ext(int x, tn_tensor *out, const tn_tensor *a, const tn_scalar *a_sca
 			b = wrapped;
 	}
 	tn__bin_config(&cfg, out, a, a_scalar != NULL, b, b_scalar != NULL);
+	/* ATen's pow(Tensor, Scalar) is a unary op on the base: the exponent lays out nothing. */
+	cfg.by_value[2] = x == X_POW_TS;
 	switch (d->kind) {
 	case K_FLOAT:
 		cfg.promote_integer_inputs_to_float = true;

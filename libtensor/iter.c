@@ -476,7 +476,7 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 	bool fast = !cfg->is_reduction;
 	for (int k = 0; k < it->ntensors && fast; k++) {
 		const tn_tensor *t = it->ops[k].tensor;
-		fast = !t || (t->contiguous && t->ndim == n &&
+		fast = !t || cfg->by_value[k] || (t->contiguous && t->ndim == n &&
 			      memcmp(t->sizes, it->out_shape, (size_t)n * sizeof(int64_t)) == 0);
 	}
 	if (fast) {
@@ -492,7 +492,7 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 					goto fail;
 				op->owned = true;
 			}
-			op->strides[0] = (int64_t)tn__itemsize(op->dtype);
+			op->strides[0] = cfg->by_value[k] && n ? 0 : (int64_t)tn__itemsize(op->dtype);
 			op->data = tn__data(op->tensor);
 		}
 		for (int i = 0; i < n; i++)
@@ -536,7 +536,7 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 	bool same = !cfg->is_reduction;
 	for (int k = 0; k < it->ntensors && same; k++) {
 		const tn_tensor *t = it->ops[k].tensor;
-		same = !t || (t->ndim == n &&
+		same = !t || cfg->by_value[k] || (t->ndim == n &&
 			      memcmp(t->sizes, it->out_shape, (size_t)n * sizeof(int64_t)) == 0);
 	}
 	if (same) {
@@ -544,7 +544,7 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 		int last = -1;
 		for (int k = 0; k < it->ntensors; k++) {
 			const tn_tensor *t = it->ops[k].tensor;
-			if (!t)
+			if (!t || cfg->by_value[k])
 				continue;
 			contig = contig && (is_inferred[k] ? tn__compute_contiguous(n, t->sizes, lay[k],
 										 t->numel)
@@ -555,7 +555,7 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 		/* Inputs first, from the last, as ATen compares them. */
 		for (int k = it->ntensors - 1; k >= 0 && !contig && !cl && nod; k--) {
 			const tn_tensor *t = it->ops[k].tensor;
-			if (!t)
+			if (!t || cfg->by_value[k])
 				continue;
 			/* The cheap test first: strides that differ settle it. */
 			if (last >= 0 && memcmp(lay[last], lay[k], (size_t)n * sizeof(int64_t)))
@@ -651,12 +651,23 @@ int tn__iter_build(struct tn_iter *it, const struct tn_iter_config *cfg, const c
 		struct tn_iter_operand *op = &it->ops[o];
 		if (op->tensor)
 			continue;
-		/* ATen's compatible_stride: the running product of the sizes in perm order, a
-		 * size of 0 included (the dimensions after it get stride 0, as in PyTorch). */
+		/* ATen's allocate_or_resize_outputs: where the permutation is the inverted order
+		 * the output is contiguous (strides over max(size, 1)); otherwise its
+		 * compatible_stride, the running product of the sizes in perm order, a size of 0
+		 * included (the dimensions after it get stride 0, as in PyTorch). The two differ
+		 * only when a size is 0. */
 		int64_t strides[TN_MAX_DIMS], acc = 1;
-		for (int i = 0; i < n; i++) {
-			strides[perm[i]] = acc;
-			acc *= it->out_shape[perm[i]];
+		bool inverted = true;
+		for (int i = 0; i < n; i++)
+			inverted = inverted && perm[i] == n - 1 - i;
+		if (inverted) {
+			if ((rc = tn__contiguous_strides(n, it->out_shape, strides)) < 0)
+				goto fail;
+		} else {
+			for (int i = 0; i < n; i++) {
+				strides[perm[i]] = acc;
+				acc *= it->out_shape[perm[i]];
+			}
 		}
 		if ((rc = tn__empty_like_device(dev, op->dtype, n, n ? it->out_shape : NULL,
 						 n ? strides : NULL, &op->tensor, who)) < 0)

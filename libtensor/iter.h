@@ -32,6 +32,10 @@ struct tn_iter_config {
 	/* Inputs that stand for a Python number (a Scalar argument): lowest promotion priority,
 	 * and a floating one counts as float32. */
 	bool wrapped[TN_ITER_MAX_OPERANDS];
+	/* Inputs (0-dim) that carry a Scalar argument ATen's kernel takes by value, not as an
+	 * operand of its iterator (pow(Tensor, Scalar) builds a unary op): they take no part
+	 * in the layout decisions (fast setup, reorder), so the result is laid out as ATen's. */
+	bool by_value[TN_ITER_MAX_OPERANDS];
 	bool check_mem_overlap;              /* default true */
 	bool check_all_same_dtype;           /* default true */
 	bool promote_inputs_to_common_dtype; /* default false */
@@ -117,6 +121,27 @@ static inline bool tn__same_shape_but_leading_ones(const tn_tensor *t, const tn_
 		if (hi->sizes[d] != 1)
 			return false;
 	return memcmp(hi->sizes + extra, lo->sizes, (size_t)lo->ndim * sizeof(int64_t)) == 0;
+}
+
+/*
+ * True when @t (contiguous) has elements and the strides empty() gives its sizes, size-1
+ * dimensions included: ATen's reorder_dimensions then keeps the inverted order whatever the
+ * other operands (a wrapped scalar, a tensor broadcast along leading dimensions), and the
+ * result it allocates is contiguous. A contiguous tensor whose size-1 dimensions have other
+ * strides, or one with no elements, can be permuted (a result of strides [3, 1, 6] for sizes
+ * [2, 3, 1] in PyTorch 1.13).
+ */
+static inline bool tn__standard_contiguous(const tn_tensor *t)
+{
+	int64_t acc = 1;
+	if (t->numel == 0)
+		return false;
+	for (int d = t->ndim - 1; d >= 0; d--) {
+		if (t->strides[d] != acc)
+			return false;
+		acc *= t->sizes[d];
+	}
+	return true;
 }
 
 /*

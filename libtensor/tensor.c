@@ -348,9 +348,11 @@ int tn__format_strides(int ndim, const int64_t *sizes, enum tn_memory_format fmt
 	default:
 		return tn__error(TN_EINVAL, "%s: %d is not a memory format", who, (int)fmt);
 	}
+	/* c10's get_channels_last_strides_2d/3d: the plain running product, a size of 0
+	 * included (sizes [2, 2, 0, 0] get strides [0, 1, 0, 2]), unlike contiguous strides. */
 	for (int i = 0; i < ndim; i++) {
 		strides[order[i]] = acc;
-		if (__builtin_mul_overflow(acc, sizes[order[i]] > 1 ? sizes[order[i]] : 1, &acc))
+		if (__builtin_mul_overflow(acc, sizes[order[i]], &acc))
 			return tn__error(TN_EOVERFLOW, "%s: strides overflow int64", who);
 	}
 	return 0;

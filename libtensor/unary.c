@@ -9,6 +9,7 @@
  * and whose out= tensors may have any dtype. Inputs or outputs of another dtype than the
  * compute dtype are converted in 256-element chunks on the stack (loops.h).
  */
+#include <math.h>
 #include <string.h>
 
 #include "backend.h"
@@ -273,6 +274,49 @@ static void pred_row(const void *vctx, char *const *p, const int64_t *s, int64_t
 }
 
 /*
+ * The strides of PyTorch 1.13's isinf and isfinite results, which are composites there: of
+ * an integer or bool tensor zeros_like/ones_like(self, kBool) (preserve_format: the strides
+ * of a non-overlapping, dense self, else dense strides in its order); of a floating one
+ * self.abs() == inf and (self == self) * (self.abs() != inf), whose layout the same
+ * operators give on Meta tensors of self's sizes and strides. Fused here into one kernel,
+ * they must still lay the result out as the composites do (size-1 and size-0 dimensions).
+ */
+static int composite_pred_layout(int op, const tn_tensor *a, tn_tensor **ret, const char *who)
+{
+	int64_t strides[TN_MAX_DIMS];
+	tn_tensor *m = NULL, *ab = NULL, *x = NULL, *y = NULL, *r = NULL;
+	int rc;
+	if (!tn__is_floating(a->dtype)) {
+		if (tn__is_non_overlapping_and_dense(a))
+			memcpy(strides, a->strides, (size_t)a->ndim * sizeof(int64_t));
+		else
+			tn__infer_dense_strides(a, strides);
+		return tn__empty_like_device(a->storage->device, TN_BOOL, a->ndim, a->sizes,
+					     strides, ret, who);
+	}
+	const tn_scalar inf = tn_scalar_double(INFINITY);
+	if ((rc = tn__empty_like_device(TN_META, a->dtype, a->ndim, a->sizes, a->strides, &m,
+					who)) < 0 ||
+	    (rc = tn_abs(m, &ab)) < 0)
+		goto out;
+	if (op == TN_PRED_ISINF) {
+		rc = tn_eq_scalar(ab, inf, &r);
+	} else if ((rc = tn_eq(m, m, &x)) == 0 && (rc = tn_ne_scalar(ab, inf, &y)) == 0) {
+		rc = tn_mul(x, y, &r);
+	}
+	if (rc == 0)
+		rc = tn__empty_like_device(a->storage->device, TN_BOOL, a->ndim, a->sizes,
+					   r->strides, ret, who);
+out:
+	tn_tensor_unref(r);
+	tn_tensor_unref(y);
+	tn_tensor_unref(x);
+	tn_tensor_unref(ab);
+	tn_tensor_unref(m);
+	return rc;
+}
+
+/*
  * out = p(a) as bool, as ATen's logical_not_out: no dtype rule, a functional result is bool,
  * an out= (or in-place) tensor of another dtype receives 0 and 1 converted.
  */
@@ -281,14 +325,24 @@ static int predicate(int op, tn_tensor *out, const tn_tensor *a, enum tn_dispatc
 {
 	struct tn_iter_config cfg;
 	struct tn_iter it;
+	tn_tensor *laid = NULL;
 	int rc;
 
+	if (!out && (op == TN_PRED_ISINF || op == TN_PRED_ISFINITE) &&
+	    tn__handle_is(a, TN_MAGIC_TENSOR) && !(a->contiguous && a->numel > 0 &&
+						     tn__standard_contiguous(a))) {
+		if ((rc = composite_pred_layout(op, a, &laid, pred_names[op])) < 0)
+			return rc;
+		out = laid;
+	}
 	unary_config(&cfg, out, a);
 	cfg.check_all_same_dtype = false;
 	cfg.has_output_dtype = true;
 	cfg.output_dtype = TN_BOOL;
-	if ((rc = tn__iter_build(&it, &cfg, pred_names[op])) < 0)
+	if ((rc = tn__iter_build(&it, &cfg, pred_names[op])) < 0) {
+		tn_tensor_unref(laid);
 		return rc;
+	}
 	if (tn__key_on_backend(key)) {
 		rc = tn__device_run(key, &it, TN_KERNEL_PRED, op, NULL, it.ops[1].dtype, 1.0,
 				    pred_names[op]);
@@ -299,7 +353,9 @@ static int predicate(int op, tn_tensor *out, const tn_tensor *a, enum tn_dispatc
 				     pred_row, &c);
 	}
 	if (ret && rc == 0)
-		*ret = tn__iter_output(&it, 0);
+		*ret = laid ? laid : tn__iter_output(&it, 0);
+	else
+		tn_tensor_unref(laid);
 	tn__iter_release(&it);
 	return rc;
 }

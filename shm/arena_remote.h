@@ -28,8 +28,10 @@
 uint64_t tn__proc_start_time(int64_t pid);
 
 /* Milliseconds the calling thread waits for an arena's lock before the call fails with
- * TN_EBUSY; 0 (the default) waits for ever. */
+ * TN_EBUSY; 0 (the default) waits tn__arena_lock_default_ms(). */
 extern _Thread_local unsigned tn__arena_lock_timeout_ms;
+/* The bound on a lock wait where the thread sets none: TN_ARENA_LOCK_TIMEOUT_MS, or 10 s. */
+unsigned tn__arena_lock_default_ms(void);
 
 /* ---- daemon side ----------------------------------------------------------------------------- */
 

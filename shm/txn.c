@@ -57,18 +57,14 @@ _Thread_local unsigned tn__arena_lock_timeout_ms;
  * 10 s. No change holds the lock for more than milliseconds; a holder that keeps it longer is
  * stopped or hostile (a grantee can write a live thread's ID into the lock word), and waiting
  * for it for ever would hang every honest process of the arena with it. */
-static unsigned default_timeout_ms(void)
+unsigned tn__arena_lock_default_ms(void)
 {
-	static _Atomic unsigned cached;
-	unsigned ms = atomic_load_explicit(&cached, memory_order_relaxed);
-	if (TN_LIKELY(ms))
-		return ms;
+	/* Read at each busy wait (never on the uncontended path), so a change of the
+	 * environment takes effect. */
 	const char *e = secure_getenv("TN_ARENA_LOCK_TIMEOUT_MS");
 	char *end;
 	unsigned long v = e ? strtoul(e, &end, 10) : 0;
-	ms = e && *e && !*end && v >= 1 && v <= 3600000 ? (unsigned)v : 10000;
-	atomic_store_explicit(&cached, ms, memory_order_relaxed);
-	return ms;
+	return e && *e && !*end && v >= 1 && v <= 3600000 ? (unsigned)v : 10000;
 }
 
 int tn__arena_lock_any(tn_arena *a)
@@ -84,7 +80,7 @@ int tn__arena_lock_any(tn_arena *a)
 		/* EINVAL and friends: a lock word no pthread_mutex_lock could use either. */
 	} else {
 		if (!timeout_ms)
-			timeout_ms = default_timeout_ms();
+			timeout_ms = tn__arena_lock_default_ms();
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += timeout_ms / 1000;

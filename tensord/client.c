@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -179,9 +180,40 @@ static int connect_locked(tn_tensord *c, const char *fn);
 /* One request and its replies, with the lock held. A request that could not be sent because
  * the daemon went away is sent again once after reconnecting; one whose reply was lost is
  * not (it may have taken effect), and fails with TN_ENOTCONN. */
+/*
+ * Requests the daemon refuses with TN_EBUSY, having done nothing, while a process holds the
+ * arena's lock: the daemon waits for a lock only a millisecond, so that one arena's holder
+ * delays no request about another, and the caller waits instead, as a local caller of the
+ * arena would (tn__arena_lock_default_ms: TN_ARENA_LOCK_TIMEOUT_MS, 10 s by default).
+ */
+static bool retried_while_locked(unsigned op, const char *message)
+{
+	switch (op) {
+	case TND_OP_ARENA_OPEN:
+	case TND_OP_ARENA_STAT:
+	case TND_OP_REATTACH:
+	case TND_OP_HOLD:
+	case TND_OP_FSCK:
+	case TND_OP_GC:
+	case TND_OP_SAVE:
+		return strstr(message, "\" is locked by ") != NULL;
+	default:
+		return false;
+	}
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static int exchange_locked(tn_tensord *c, struct exchange *x, const char *fn)
 {
 	int r;
+	uint64_t busy_deadline = 0;
+	unsigned busy_sleep_us = 500;
 	if (c->pid != getpid()) {
 		/* A fork child shares the parent's socket: let go of it (closing our copy does
 		 * not disturb the parent) and of the parent's arena records. */
@@ -237,6 +269,22 @@ static int exchange_locked(tn_tensord *c, struct exchange *x, const char *fn)
 			const void *body = in.bytes + sizeof(in.hdr);
 			if (in.hdr.status < 0) {
 				const struct tnd_error *e = body;
+				if (in.hdr.status == TN_EBUSY &&
+				    retried_while_locked(x->op, e->message)) {
+					uint64_t now = now_ns();
+					if (!busy_deadline)
+						busy_deadline = now + (uint64_t)tn__arena_lock_default_ms() *
+									      1000000u;
+					if (now < busy_deadline) {
+						/* 0.5 ms doubling to 50 ms: the holder of a lock
+						 * keeps it microseconds, unless it is stopped. */
+						usleep(busy_sleep_us);
+						if (busy_sleep_us < 50000)
+							busy_sleep_us *= 2;
+						attempt = -1;
+						break;
+					}
+				}
 				return tn__error(in.hdr.status, "%s", e->message);
 			}
 			if (in.hdr.flags & TND_F_PROGRESS) {

@@ -1859,6 +1859,7 @@ START_TEST(test_hostile_clients)
 			_exit(2);
 		put_byte(go[1]);
 		get_byte(done[0]);
+		sleep_ms(300);
 		pthread_mutex_unlock(m);
 		_exit(0);
 	}
@@ -1868,15 +1869,27 @@ START_TEST(test_hostile_clients)
 	tn_tensord_status st;
 	ck_assert_tn_ok(tn_tensord_status_get(c2, &st));
 	ck_assert_uint_eq(arena_stat(c2, "other").stats.free_bytes, free_other);
-	tn_arena *b;
-	ck_assert_tn_error_has(tn_tensord_arena_open(c2, "victim", 0, &b), TN_EBUSY, "is locked by pid");
 	ck_assert_msg(now_ms() - t0 < 3000, "the daemon took %llu ms with a lock held",
 		      (unsigned long long)(now_ms() - t0));
+	/* The client retries an open the daemon refuses while the lock is held, for as long as
+	 * a local caller would wait for the lock (TN_ARENA_LOCK_TIMEOUT_MS), then reports it. */
+	tn_arena *b;
+	ck_assert_int_eq(setenv("TN_ARENA_LOCK_TIMEOUT_MS", "400", 1), 0);
+	t0 = now_ms();
+	ck_assert_tn_error_has(tn_tensord_arena_open(c2, "victim", 0, &b), TN_EBUSY, "is locked by pid");
+	uint64_t waited = now_ms() - t0;
+	ck_assert_msg(waited >= 390 && waited < 3000, "the open gave up after %llu ms",
+		      (unsigned long long)waited);
+	ck_assert_int_eq(unsetenv("TN_ARENA_LOCK_TIMEOUT_MS"), 0);
+	/* A lock let go of while the client retries (300 ms after this byte): the open waits
+	 * for it and succeeds. */
 	put_byte(done[1]);
-	ck_assert_int_eq(child_status(holder), 0);
-	/* Once it lets go, the arena is served again. */
+	t0 = now_ms();
 	ck_assert_tn_ok(tn_tensord_arena_open(c2, "victim", 0, &b));
+	ck_assert_msg(now_ms() - t0 >= 250, "the open did not wait for the lock (%llu ms)",
+		      (unsigned long long)(now_ms() - t0));
 	tn_arena_unref(b);
+	ck_assert_int_eq(child_status(holder), 0);
 
 	/* 2. A client shrinks the arena file (any writable descriptor can): the daemon survives,
 	 * serves the other arenas, refuses this one with TN_EIO except its forced destruction. */
