@@ -123,6 +123,11 @@ static int convert_alpha(int op, enum tn_dtype ct, tn_scalar alpha, struct tn__a
 	double d = alpha.kind == TN_SCALAR_DOUBLE ? alpha.v.d
 		   : alpha.kind == TN_SCALAR_INT  ? (double)alpha.v.i
 						  : (double)alpha.v.b;
+	/* sub's -alpha of the integer INT64_MIN is INT64_MIN again in PyTorch (c10::Scalar's
+	 * negation wraps), so sub(x, y, alpha=INT64_MIN) adds -2^63 * y: the kernel, which
+	 * subtracts d * y, gets 2^63. */
+	if (neg && alpha.kind == TN_SCALAR_INT && alpha.v.i == INT64_MIN)
+		d = -d;
 	double max = ct == TN_FLOAT16 ? 65504.0 : ct == TN_BFLOAT16 ? 3.3895313892515355e38
 		     : ct == TN_FLOAT32 ? (double)FLT_MAX : INFINITY;
 	if (isfinite(d) && (d > max || d < -max))

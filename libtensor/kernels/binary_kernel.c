@@ -50,7 +50,9 @@
  * float32 and float64 with one rounding, as the vectorised kernels' fmadd (and their scalar
  * loops, which the compiler contracts); float16 in c10::Half arithmetic, rounding alpha * b to
  * half first; bfloat16 rows of contiguous or broadcast operands with one rounding from float
- * (Vectorized<BFloat16>'s fmadd), strided rows in c10::BFloat16 arithmetic as float16. Sub is
+ * (Vectorized<BFloat16>'s fmadd) in whole blocks of 32 elements (its vector loop under
+ * PyTorch's AVX2 and default builds), the row's tail and strided rows in c10::BFloat16
+ * arithmetic as float16. Sub is
  * add with -alpha. With alpha 1 every form is one rounding of x + y.
  */
 #define ROUND_HALF(v) tn_half_to_float(tn_half_from_float(v))
@@ -94,9 +96,19 @@
 				CONTIG_OR_SCALAR(T, LX, LY, x + y, ST);                     \
 			else if (al == -1)                                                  \
 				CONTIG_OR_SCALAR(T, LX, LY, x - y, ST);                     \
-			else if (FUSED && row)                                              \
+			else if (FUSED && row) {                                            \
+				/* ATen's vector loop: 2 * Vectorized<BFloat16>::size() (32 \
+				 * under its AVX2 and default builds) at a time; its scalar   \
+				 * tail rounds as the strided rows do. */                     \
+				const int64_t nrow = n, nv = n / 32 * 32;                   \
+				n = nv;                                                     \
 				CONTIG_OR_SCALAR(T, LX, LY, fmaf(al, y, x), ST);            \
-			else                                                                \
+				o += nv * so;                                               \
+				a += nv * sa;                                               \
+				b += nv * sb;                                               \
+				n = nrow - nv;                                              \
+				CONTIG_OR_SCALAR(T, LX, LY, x + ROUND(al * y), ST);         \
+			} else                                                              \
 				CONTIG_OR_SCALAR(T, LX, LY, x + ROUND(al * y), ST);         \
 			return;                                                             \
 		}                                                                           \

@@ -2418,6 +2418,17 @@ def gen_binary_parity(outdir):
         for al in als:
             for op in ("add", "sub"):
                 cases.append((op, dt, 0, 7, al))
+    # bfloat16 rows that are no multiple of 32: PyTorch's vector loop fuses 32 elements at a
+    # time (two Vectorized<BFloat16> of 16 in its AVX2 build), its scalar loop rounds
+    # alpha * b to bfloat16 in the rest.
+    for al in (1.37, -0.3):
+        for lay, n in ((0, 40), (0, 70), (2, 45), (3, 99)):
+            for op in ("add", "sub"):
+                cases.append((op, "bfloat16", lay, n, al))
+    # The integer alpha INT64_MIN: sub's -alpha wraps to INT64_MIN in c10::Scalar.
+    for dt in ("float32", "float64", "int64"):
+        for op in ("add", "sub"):
+            cases.append((op, dt, 0, 7, -2**63))
     L.append("/* op: 0 add, 1 sub; dtype: both operands'; alpha: an int Scalar when alpha_int;")
     L.append(" * a, b: the operands' values (na, nb of them); want: the result (n), or the error. */")
     L.append("struct bp_case { int op, dtype, layout; int64_t n; double alpha; int alpha_int;")
