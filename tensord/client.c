@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -65,14 +66,20 @@ TN_EXPORT int tn_tensord_socket_path(char *buf, size_t cap)
 	if (env && env[0]) {
 		snprintf(path, sizeof(path), "%.4100s", env);
 	} else if (geteuid() == 0) {
-		snprintf(path, sizeof(path), "/run/tensord/tensord.sock");
+		snprintf(path, sizeof(path), "%s", TN_TENSORD_SYSTEM_SOCKET);
 	} else {
+		/* Another user: its own daemon's socket where one is there, else the system
+		 * daemon's where that is there (a user with no session of its own, or who runs
+		 * no daemon), else its own (or, without XDG_RUNTIME_DIR, the system's) path, so
+		 * that the connection's error names where a daemon was looked for. */
 		const char *xdg = getenv("XDG_RUNTIME_DIR");
-		if (!xdg || !xdg[0])
-			return tn__error(TN_ENOENT, "%s: TENSORD_SOCKET and XDG_RUNTIME_DIR are "
-					 "unset: no default socket for uid %u", fn,
-					 (unsigned)geteuid());
-		snprintf(path, sizeof(path), "%.4080s/tensord.sock", xdg);
+		struct stat st;
+		bool own = xdg && xdg[0];
+		if (own)
+			snprintf(path, sizeof(path), "%.4080s/tensord.sock", xdg);
+		if (!own || ((stat(path, &st) || !S_ISSOCK(st.st_mode)) &&
+			     !stat(TN_TENSORD_SYSTEM_SOCKET, &st) && S_ISSOCK(st.st_mode)))
+			snprintf(path, sizeof(path), "%s", TN_TENSORD_SYSTEM_SOCKET);
 	}
 	size_t n = strlen(path);
 	if (n >= sizeof(((struct sockaddr_un *)0)->sun_path))

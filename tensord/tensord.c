@@ -437,13 +437,24 @@ static int parse_args(int argc, char **argv, bool *foreground, char *cfg_err, si
 	} else if (!tnd_d.cfg.set_socket && listen_fds) {
 		tnd_d.cfg.socket[0] = 0; /* the path systemd's socket is bound to */
 	} else if (!tnd_d.cfg.set_socket) {
-		char p[sizeof(tnd_d.cfg.socket)];
-		int r = tn_tensord_socket_path(p, sizeof(p));
-		if (r < 0) {
-			snprintf(cfg_err, errlen, "%s", tn_last_error());
+		/* Its own path, never the system daemon's that a client of this user falls
+		 * back to (tn_tensord_socket_path). */
+		const char *xdg = getenv("XDG_RUNTIME_DIR");
+		if (geteuid() == 0) {
+			snprintf(tnd_d.cfg.socket, sizeof(tnd_d.cfg.socket), "%s",
+				 TN_TENSORD_SYSTEM_SOCKET);
+		} else if (!xdg || !xdg[0]) {
+			snprintf(cfg_err, errlen, "TENSORD_SOCKET and XDG_RUNTIME_DIR are unset: "
+				 "no default socket for uid %u (give --socket)",
+				 (unsigned)geteuid());
 			return -1;
+		} else if (strlen(xdg) + sizeof("/tensord.sock") > sizeof(tnd_d.cfg.socket)) {
+			snprintf(cfg_err, errlen, "XDG_RUNTIME_DIR is %zu bytes; with "
+				 "/tensord.sock a UNIX socket address cannot hold it", strlen(xdg));
+			return -1;
+		} else {
+			snprintf(tnd_d.cfg.socket, sizeof(tnd_d.cfg.socket), "%s/tensord.sock", xdg);
 		}
-		strcpy(tnd_d.cfg.socket, p);
 	}
 	if (!tnd_d.cfg.arena_dir[0]) {
 		if (tnd_d.uid == 0)

@@ -1831,6 +1831,71 @@ END_TEST
  * aligned (shm/arena_internal.h, struct arena_header). */
 enum { ARENA_LOCK_OFFSET = 320 };
 
+/* The socket a client connects to by default: root's is the system daemon's; another user's
+ * is its own daemon's where one listens, else the system daemon's where that one listens, else
+ * its own path (the system's without XDG_RUNTIME_DIR). Checked as uid 65534 in a child. */
+START_TEST(test_default_socket_path)
+{
+	char buf[128];
+	bool sys = false;
+	struct stat st;
+	if (!stat(TN_TENSORD_SYSTEM_SOCKET, &st) && S_ISSOCK(st.st_mode))
+		sys = true; /* a system daemon's socket on this machine */
+	ck_assert_int_eq(unsetenv("TENSORD_SOCKET"), 0);
+	if (geteuid() != 0) {
+		/* Not root: only the user's own cases can be told apart here. */
+		return;
+	}
+	ck_assert_int_ge(tn_tensord_socket_path(buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, TN_TENSORD_SYSTEM_SOCKET);
+	ck_assert_int_eq(setenv("TENSORD_SOCKET", "/tmp/x/y.sock", 1), 0);
+	ck_assert_int_ge(tn_tensord_socket_path(buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "/tmp/x/y.sock");
+	ck_assert_int_eq(unsetenv("TENSORD_SOCKET"), 0);
+
+	/* Two runtime directories a user can search: one empty, one with a listening socket. */
+	char empty[] = "/tmp/check-xdg-XXXXXX", withsock[] = "/tmp/check-xdg-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(empty));
+	ck_assert_ptr_nonnull(mkdtemp(withsock));
+	ck_assert_int_eq(chmod(empty, 0755), 0);
+	ck_assert_int_eq(chmod(withsock, 0755), 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/tensord.sock", withsock);
+	int ls = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	ck_assert_int_ge(ls, 0);
+	ck_assert_int_eq(bind(ls, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	pid_t k = fork_child();
+	ck_assert_int_ge(k, 0);
+	if (k == 0) {
+		char own[160], got[128];
+		if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
+		    setresuid(65534, 65534, 65534))
+			_exit(10);
+		/* Its own daemon listens: that one. */
+		setenv("XDG_RUNTIME_DIR", withsock, 1);
+		if (tn_tensord_socket_path(got, sizeof(got)) < 0 || strcmp(got, sa.sun_path))
+			_exit(11);
+		/* None of its own: the system daemon's if there is one, else its own path. */
+		setenv("XDG_RUNTIME_DIR", empty, 1);
+		snprintf(own, sizeof(own), "%s/tensord.sock", empty);
+		if (tn_tensord_socket_path(got, sizeof(got)) < 0 ||
+		    strcmp(got, sys ? TN_TENSORD_SYSTEM_SOCKET : own))
+			_exit(12);
+		/* No runtime directory (cron, a service): the system daemon's path. */
+		unsetenv("XDG_RUNTIME_DIR");
+		if (tn_tensord_socket_path(got, sizeof(got)) < 0 ||
+		    strcmp(got, TN_TENSORD_SYSTEM_SOCKET))
+			_exit(13);
+		_exit(0);
+	}
+	ck_assert_int_eq(child_status(k), 0);
+	close(ls);
+	unlink(sa.sun_path);
+	rmdir(withsock);
+	rmdir(empty);
+}
+END_TEST
+
 START_TEST(test_hostile_clients)
 {
 	daemon_setup();
@@ -3983,6 +4048,7 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_protocol_robustness);
 	tcase_add_test(tc, test_many_clients);
 	tcase_add_test(tc, test_limits_fds);
+	tcase_add_test(tc, test_default_socket_path);
 	tcase_add_test(tc, test_hostile_clients);
 	tcase_add_test(tc, test_load_save);
 	tcase_add_test(tc, test_shrink_during_save);

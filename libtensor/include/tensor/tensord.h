@@ -37,11 +37,16 @@ typedef struct tn_tensord tn_tensord;
 #define TN_TENSORD_MAX_GRANTS 16 /* grants per arena */
 #define TN_TENSORD_MAX_NODES 8   /* NUMA nodes in residency figures */
 
+/* The system daemon's socket (tensord.socket). */
+#define TN_TENSORD_SYSTEM_SOCKET "/run/tensord/tensord.sock"
+
 /*
  * tn_tensord_socket_path - the socket a client connects to when it names none: $TENSORD_SOCKET
- * if set, else /run/tensord/tensord.sock for root, else $XDG_RUNTIME_DIR/tensord.sock. Writes
- * it NUL-terminated to @buf of @cap bytes. Returns its length, TN_ENOENT (not root and no
- * XDG_RUNTIME_DIR) or TN_ENAMETOOLONG (longer than a socket address can hold, or than @cap).
+ * if set, else /run/tensord/tensord.sock for root; for another user
+ * $XDG_RUNTIME_DIR/tensord.sock where that socket exists, else the system daemon's where that
+ * one exists, else $XDG_RUNTIME_DIR/tensord.sock (the system's without XDG_RUNTIME_DIR).
+ * Writes it NUL-terminated to @buf of @cap bytes. Returns its length or TN_ENAMETOOLONG
+ * (longer than a socket address can hold, or than @cap).
  */
 TN_EXPORT int tn_tensord_socket_path(char *buf, size_t cap);
 
