@@ -616,12 +616,15 @@ static int value_reduce(enum kind k, const tn_tensor *self, int ndims, const int
 	}
 
 	/* The kernel's input dtype and the accumulator: sums and products run in the result
-	 * dtype (16-bit floats accumulating in float32, which also reads them directly); the
-	 * others in the input's dtype. */
+	 * dtype (16-bit floats accumulating in float32); the others in the input's dtype. As
+	 * ATen's make_reduction_from_out_ty on the CPU, the input is converted to the result
+	 * dtype first (sum(bfloat16, dtype=float16) rounds each element to float16, 1e5
+	 * becoming inf); a 16-bit input of a float32 result is read directly, which converts
+	 * exactly. */
 	enum tn_dtype kdt = self->dtype, acc_dt = dt;
 	if (k == K_SUM || k == K_MEAN || k == K_PROD) {
 		acc_dt = is_half(dt) ? TN_FLOAT32 : dt;
-		bool direct = self->dtype == dt || (is_half(self->dtype) && acc_dt == TN_FLOAT32);
+		bool direct = self->dtype == dt || (is_half(self->dtype) && dt == TN_FLOAT32);
 		kdt = direct ? self->dtype : dt;
 	}
 	/* A small contiguous tensor reduced to one value: no keepdim view, no iterator. */
@@ -663,9 +666,17 @@ static int value_reduce(enum kind k, const tn_tensor *self, int ndims, const int
 			goto out;
 		if ((rc = reduce_into(kinds[k].op, acc_view, self, kdt, run, who)) < 0)
 			goto out;
-		/* The count of a mean: the reduced elements per output (0 when empty: NaN). */
+		/* The count of a mean: the reduced elements per output (0 when empty: NaN).
+		 * PyTorch 1.13's CPU mean is sum_out into the result, then div_: a 16-bit
+		 * result's sum is rounded to it first (a float16 sum past 65504 is inf, and
+		 * its mean too), then divided in float and rounded again. */
+		int64_t count = acc->numel > 0 ? self->numel / acc->numel : 0;
+		if (k == K_MEAN && acc->numel > 0 && is_half(dt) &&
+		    ((rc = tn__copy(res, acc, TN_KEY_CPU, who)) < 0 ||
+		     (rc = tn__copy(acc, res, TN_KEY_CPU, who)) < 0))
+			goto out;
 		if (k == K_MEAN && acc->numel > 0)
-			divide(acc, self->numel / acc->numel);
+			divide(acc, count);
 		rc = tn__copy(res, acc, TN_KEY_CPU, who);
 	}
 out:

@@ -2270,6 +2270,23 @@ def gen_reduce_parity(outdir):
                     for d in singles:
                         cases.append((op, ii, d, kd, None))
                 cases.append(("sum_dim", ii, lists[0], kd, "float64"))
+    # The CPU's conversions around a sum: the input converted to the result dtype first
+    # (bfloat16 1e5 is inf as float16, int16 32767 is 32768), and mean as sum into the result
+    # dtype, then divided in it (a float16 sum past 65504 is inf, and so is its mean).
+    ii = add_input("conv_bf16", "bfloat16", [[1e5, 1.0], [3.0, 2.5]])
+    for kd in (False, True):
+        cases.append(("sum_dim", ii, [0], kd, "float16"))
+        cases.append(("sum_dim", ii, [1], kd, "float16"))
+        cases.append(("sum_dim", ii, [1], kd, "float32"))
+    ii = add_input("conv_f16_big", "float16", [[40000.0, 30000.0], [60000.0, -5.0], [1.5, 2.5]])
+    for kd in (False, True):
+        cases.append(("mean_dim", ii, [0], kd, None))
+        cases.append(("mean_dim", ii, [1], kd, None))
+        cases.append(("mean_dim", ii, [0, 1], kd, None))
+    ii = add_input("conv_i16", "int16", [[32767, 32767, 32767], [1, 2, 3]])
+    for kd in (False, True):
+        cases.append(("mean_dim", ii, [1], kd, "float16"))
+        cases.append(("sum_dim", ii, [1], kd, "float16"))
     for k, (name, dt, base) in enumerate(inputs):
         L.append("static const double rp_in_%d[] = {" % k)
         L += wrap_items([c_double(x) for x in base.reshape(-1).tolist()])

@@ -70,6 +70,15 @@ static const double rp_in_18[] = {
 static const double rp_in_19[] = {
     0.5, 3.5,
 };
+static const double rp_in_20[] = {
+    100000.0, 1.0, 3.0, 2.5,
+};
+static const double rp_in_21[] = {
+    40000.0, 30000.0, 60000.0, -5.0, 1.5, 2.5,
+};
+static const double rp_in_22[] = {
+    32767.0, 32767.0, 32767.0, 1.0, 2.0, 3.0,
+};
 static const struct red_input rp_inputs[] = {
     { 8, 0, 0, 2, { 1, 3, 0, 0 }, rp_in_0 }, /* one_float32_1x3 */
     { 8, 0, 0, 2, { 3, 1, 0, 0 }, rp_in_1 }, /* one_float32_3x1 */
@@ -91,6 +100,9 @@ static const struct red_input rp_inputs[] = {
     { 9, 0, 0, 2, { 3, 1, 0, 0 }, rp_in_17 }, /* one_float64_3x1 */
     { 9, 0, 0, 3, { 1, 1, 4, 0 }, rp_in_18 }, /* one_float64_1x1x4 */
     { 9, 0, 0, 3, { 2, 1, 1, 0 }, rp_in_19 }, /* one_float64_2x1x1 */
+    { 7, 0, 0, 2, { 2, 2, 0, 0 }, rp_in_20 }, /* conv_bf16 */
+    { 6, 0, 0, 2, { 3, 2, 0, 0 }, rp_in_21 }, /* conv_f16_big */
+    { 3, 0, 0, 2, { 2, 3, 0, 0 }, rp_in_22 }, /* conv_i16 */
 };
 static const double rp_v_0[] = { 5.5 };
 static const double rp_v_1[] = { 5.5 };
@@ -850,6 +862,22 @@ static const int64_t rp_i_706[] = { INT64_C(0) };
 static const double rp_v_707[] = { 1.0 };
 static const double rp_v_708[] = { 0.0 };
 static const double rp_v_709[] = { 4.0 };
+static const double rp_v_710[] = { INFINITY, 3.5 };
+static const double rp_v_711[] = { INFINITY, 5.5 };
+static const double rp_v_712[] = { 99841.0, 5.5 };
+static const double rp_v_713[] = { INFINITY, 3.5 };
+static const double rp_v_714[] = { INFINITY, 5.5 };
+static const double rp_v_715[] = { 99841.0, 5.5 };
+static const double rp_v_716[] = { INFINITY, 10000.0 };
+static const double rp_v_717[] = { INFINITY, 30000.0, 2.0 };
+static const double rp_v_718[] = { INFINITY };
+static const double rp_v_719[] = { INFINITY, 10000.0 };
+static const double rp_v_720[] = { INFINITY, 30000.0, 2.0 };
+static const double rp_v_721[] = { INFINITY };
+static const double rp_v_722[] = { INFINITY, 2.0 };
+static const double rp_v_723[] = { INFINITY, 6.0 };
+static const double rp_v_724[] = { INFINITY, 2.0 };
+static const double rp_v_725[] = { INFINITY, 6.0 };
 static const struct red_case rp_cases[] = {
     { 1, 0, 1, { 1 }, 0, -1, 1, 8, 1, { 1 }, 1, 1, 5.5, rp_v_0, NULL, 0, NULL },
     { 1, 0, 1, { -1 }, 0, -1, 1, 8, 1, { 1 }, 1, 1, 5.5, rp_v_1, NULL, 0, NULL },
@@ -1561,8 +1589,24 @@ static const struct red_case rp_cases[] = {
     { 12, 19, 1, { 0 }, 1, -1, 1, 5, 3, { 1, 1, 1 }, 1, 1, 1.0, rp_v_707, NULL, 0, NULL },
     { 13, 19, 1, { 0 }, 1, -1, 1, 5, 3, { 1, 1, 1 }, 1, 1, 0.0, rp_v_708, NULL, 0, NULL },
     { 1, 19, 1, { 0 }, 1, 9, 1, 9, 3, { 1, 1, 1 }, 1, 1, 4.0, rp_v_709, NULL, 0, NULL },
+    { 1, 20, 1, { 0 }, 0, 6, 1, 6, 1, { 2 }, 2, 1, INFINITY, rp_v_710, NULL, 0, NULL },
+    { 1, 20, 1, { 1 }, 0, 6, 1, 6, 1, { 2 }, 2, 1, INFINITY, rp_v_711, NULL, 0, NULL },
+    { 1, 20, 1, { 1 }, 0, 8, 1, 8, 1, { 2 }, 2, 1, 99846.5, rp_v_712, NULL, 0, NULL },
+    { 1, 20, 1, { 0 }, 1, 6, 1, 6, 2, { 1, 2 }, 2, 1, INFINITY, rp_v_713, NULL, 0, NULL },
+    { 1, 20, 1, { 1 }, 1, 6, 1, 6, 2, { 2, 1 }, 2, 1, INFINITY, rp_v_714, NULL, 0, NULL },
+    { 1, 20, 1, { 1 }, 1, 8, 1, 8, 2, { 2, 1 }, 2, 1, 99846.5, rp_v_715, NULL, 0, NULL },
+    { 3, 21, 1, { 0 }, 0, -1, 1, 6, 1, { 2 }, 2, 1, INFINITY, rp_v_716, NULL, 0, NULL },
+    { 3, 21, 1, { 1 }, 0, -1, 1, 6, 1, { 3 }, 3, 1, INFINITY, rp_v_717, NULL, 0, NULL },
+    { 3, 21, 2, { 0, 1 }, 0, -1, 1, 6, 0, { 0 }, 1, 1, INFINITY, rp_v_718, NULL, 0, NULL },
+    { 3, 21, 1, { 0 }, 1, -1, 1, 6, 2, { 1, 2 }, 2, 1, INFINITY, rp_v_719, NULL, 0, NULL },
+    { 3, 21, 1, { 1 }, 1, -1, 1, 6, 2, { 3, 1 }, 3, 1, INFINITY, rp_v_720, NULL, 0, NULL },
+    { 3, 21, 2, { 0, 1 }, 1, -1, 1, 6, 2, { 1, 1 }, 1, 1, INFINITY, rp_v_721, NULL, 0, NULL },
+    { 3, 22, 1, { 1 }, 0, 6, 1, 6, 1, { 2 }, 2, 1, INFINITY, rp_v_722, NULL, 0, NULL },
+    { 1, 22, 1, { 1 }, 0, 6, 1, 6, 1, { 2 }, 2, 1, INFINITY, rp_v_723, NULL, 0, NULL },
+    { 3, 22, 1, { 1 }, 1, 6, 1, 6, 2, { 2, 1 }, 2, 1, INFINITY, rp_v_724, NULL, 0, NULL },
+    { 1, 22, 1, { 1 }, 1, 6, 1, 6, 2, { 2, 1 }, 2, 1, INFINITY, rp_v_725, NULL, 0, NULL },
 };
-#define RP_NCASES 710
+#define RP_NCASES 726
 /* Item 2. op: index in red_op_names (sum, prod, all, any, all_dim, any_dim); input:
  * index in rp_oinputs; dim (all_dim, any_dim); dtype: dtype= or -1; odtype: out's dtype;
  * ok: 1 values v (of the result shape), 0 the error (code, msg). */
