@@ -454,18 +454,7 @@ static int st_out_copy(int x, tn_scalar self, const tn_tensor *other, tn_tensor 
 	int rc = ext(x, NULL, NULL, &self, other, NULL, key, &r);
 	if (rc < 0)
 		return rc;
-	if (out->ndim != r->ndim ||
-	    memcmp(out->sizes, r->sizes, (size_t)r->ndim * sizeof(int64_t)) != 0) {
-		char a[256], b[256];
-		tn__format_shape(a, sizeof(a), out->ndim, out->sizes);
-		tn__format_shape(b, sizeof(b), r->ndim, r->sizes);
-		rc = tn__error(TN_EINVAL,
-			       "output with shape %s doesn't match the broadcast shape %s (libtensor "
-			       "does not resize out= tensors)",
-			       a, b);
-	} else {
-		rc = tn__copy(out, r, key, ext_ops[x].name);
-	}
+	rc = tn__copy_result_into(out, r, key, ext_ops[x].name);
 	tn_tensor_unref(r);
 	return rc;
 }

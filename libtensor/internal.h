@@ -172,6 +172,11 @@ int tn__empty_like_device(tn_device device, enum tn_dtype dtype, int ndim, const
  * @key: the CPU's through the TensorIterator on OpenMP threads, a backend's copy, or for
  * Meta only the checks. */
 int tn__copy(tn_tensor *dst, const tn_tensor *src, enum tn_dispatch_key key, const char *who);
+/* An out= form that PyTorch 1.13 generates from the functional one (relu.out, the
+ * Scalar_Tensor_out overloads): the result @r converted into @out, which must have its shape
+ * (PyTorch resizes @out; libtensor does not). */
+int tn__copy_result_into(tn_tensor *out, const tn_tensor *r, enum tn_dispatch_key key,
+			 const char *who);
 /* fill_ by the kernels of dispatch key @key (operators that fill a result they made). */
 int tn__fill_key(tn_tensor *t, tn_scalar value, enum tn_dispatch_key key);
 /* tn__copy on the CPU (both tensors in host memory), for backends staging a copy. */

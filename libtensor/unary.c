@@ -102,18 +102,7 @@ static int unary_out_copy(int op, tn_tensor *out, const tn_tensor *a, enum tn_di
 	int rc = unary_impl(op, NULL, a, key, &r, NULL);
 	if (rc < 0)
 		return rc;
-	if (out->ndim != r->ndim ||
-	    memcmp(out->sizes, r->sizes, (size_t)r->ndim * sizeof(int64_t)) != 0) {
-		char sa[256], sb[256];
-		tn__format_shape(sa, sizeof(sa), out->ndim, out->sizes);
-		tn__format_shape(sb, sizeof(sb), r->ndim, r->sizes);
-		rc = tn__error(TN_EINVAL,
-			       "output with shape %s doesn't match the broadcast shape %s (libtensor "
-			       "does not resize out= tensors)",
-			       sa, sb);
-	} else {
-		rc = tn__copy(out, r, key, unops[op].name);
-	}
+	rc = tn__copy_result_into(out, r, key, unops[op].name);
 	tn_tensor_unref(r);
 	return rc;
 }
