@@ -7,11 +7,14 @@
  * more undo log than one free does; a reclaimer killed half way leaves a consistent arena
  * with the slot still attached, and the next reclaim finishes the job.
  */
+#include <fcntl.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "arena_internal.h"
 
@@ -569,6 +572,34 @@ static int fsck_pass(struct fsck *f)
 	return r;
 }
 
+/*
+ * Pages missing from the arena's file. Every page is allocated when the arena is made
+ * (fallocate), so fewer allocated bytes than the file's size mean that a process with a
+ * writable descriptor punched a hole (FALLOC_FL_PUNCH_HOLE): the range reads as zeros, and
+ * the next write to it allocates a page again, which raises SIGBUS in the writer when the
+ * file system is full. The allocated size is the file's block count (tmpfs counts the pages
+ * fallocate reserved, which lseek's SEEK_HOLE does not tell from holes); a file system that
+ * counts no blocks is not judged. A repair allocates the whole file again, which allocates
+ * only what is missing (its contents stay zeros: the checks that follow judge any metadata
+ * there).
+ */
+static void fsck_holes(struct fsck *f)
+{
+	tn_arena *a = f->a;
+	struct stat st;
+	if (fstat(a->fd, &st) || st.st_blocks <= 0)
+		return;
+	uint64_t have = (uint64_t)st.st_blocks * 512u;
+	if (have >= a->size)
+		return;
+	bool mended = f->repair && fallocate(a->fd, 0, 0, (off_t)a->size) == 0;
+	problem(f, mended,
+		"%" PRIu64 " bytes of the file's pages are missing (a hole punched by a process "
+		"with a writable descriptor: they read as zeros, and a write there can raise "
+		"SIGBUS when the file system is full)%s",
+		a->size - have, f->repair && !mended ? "; allocating them again failed" : "");
+}
+
 TN_EXPORT int tn_arena_fsck(tn_arena *a, unsigned flags, tn_arena_fsck_report *ret_report)
 {
 	if (!tn__arena_ok(a))
@@ -587,6 +618,8 @@ TN_EXPORT int tn_arena_fsck(tn_arena *a, unsigned flags, tn_arena_fsck_report *r
 	int r = tn__arena_validate(a, "tn_arena_fsck");
 	if (r)
 		return r;
+	struct fsck holes = f;
+	fsck_holes(&holes);
 	if (a->read_only) {
 		/* Without the lock, a change under way looks like damage: check again a few
 		 * times before reporting any. */
@@ -602,6 +635,13 @@ TN_EXPORT int tn_arena_fsck(tn_arena *a, unsigned flags, tn_arena_fsck_report *r
 			return r;
 		r = fsck_pass(&f);
 		tn__arena_unlock(a);
+	}
+	if (holes.rep.problems) { /* first in the report: they came first */
+		if (f.rep.problems == 0 || holes.rep.first_problem[0])
+			memcpy(f.rep.first_problem, holes.rep.first_problem,
+			       sizeof(f.rep.first_problem));
+		f.rep.problems += holes.rep.problems;
+		f.rep.repaired += holes.rep.repaired;
 	}
 	if (ret_report)
 		*ret_report = f.rep;

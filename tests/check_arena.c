@@ -1481,6 +1481,54 @@ END_TEST
  * used to wait for ever (and stayed hung after the word was put back, asleep on the futex);
  * a wait is bounded now (TN_ARENA_LOCK_TIMEOUT_MS, 10 s by default) and ends in TN_EBUSY
  * naming the thread, and the arena works again once the word is restored. */
+/* A process with a writable descriptor punches holes out of the arena's file (in a tensor's
+ * block and in the free heap): fsck reports the missing pages, a repair allocates them again
+ * (so no later write can raise SIGBUS on a full file system), and nothing is missing after. */
+START_TEST(test_punched_holes)
+{
+	tn_arena *a = make("holes", 16 << 20);
+	void *p;
+	ck_assert_tn_ok(tn_arena_alloc(a, 1 << 20, &p));
+	memset(p, 0x5a, 1 << 20);
+	const off_t size = (off_t)a->size;
+	struct stat st;
+	ck_assert_int_eq(fstat(a->fd, &st), 0);
+	ck_assert_int_ge(st.st_blocks * 512, size); /* fallocated: every page */
+	tn_arena_fsck_report rep;
+	ck_assert_tn_ok(tn_arena_fsck(a, 0, &rep));
+	/* The block's middle page and the file's last page (free heap). */
+	off_t in_block = ((const char *)p - (const char *)a->base) + (256 << 10);
+	in_block &= ~(off_t)4095;
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open(arena_file, O_RDWR);
+		if (fd < 0 ||
+		    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, in_block, 8192) ||
+		    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, size - 4096, 4096))
+			_exit(1);
+		_exit(0);
+	}
+	ck_assert_int_eq(WEXITSTATUS(wait_status(pid)), 0);
+	ck_assert_int_eq(tn_arena_fsck(a, 0, &rep), TN_EIO);
+	ck_assert_uint_eq(rep.problems, 1);
+	ck_assert_uint_eq(rep.repaired, 0);
+	ck_assert_msg(strstr(rep.first_problem, "12288 bytes of the file's pages are missing"),
+		      "%s", rep.first_problem);
+	/* The data is gone (and reading the page through the shared mapping allocated it
+	 * again: a read can fault on a full file system too). */
+	ck_assert_int_eq(((const unsigned char *)a->base)[in_block], 0);
+	ck_assert_tn_ok(tn_arena_fsck(a, TN_ARENA_FSCK_REPAIR, &rep));
+	ck_assert_uint_eq(rep.repaired, 1);
+	ck_assert_int_eq(fstat(a->fd, &st), 0);
+	ck_assert_int_ge(st.st_blocks * 512, size);
+	ck_assert_tn_ok(tn_arena_fsck(a, 0, &rep));
+	ck_assert_uint_eq(rep.problems, 0);
+	ck_assert_tn_ok(tn_arena_free(a, p));
+	assert_clean(a);
+	tn_arena_unref(a);
+}
+END_TEST
+
 START_TEST(test_lock_word_forged)
 {
 	setenv("TN_ARENA_LOCK_TIMEOUT_MS", "300", 1);
@@ -2042,6 +2090,7 @@ static Suite *arena_suite(void)
 	tcase_add_test(tc, test_hostile_metadata);
 	tcase_add_test(tc, test_poisoned_free_lists);
 	tcase_add_test(tc, test_metadata_fuzz);
+	tcase_add_test(tc, test_punched_holes);
 	tcase_add_test(tc, test_lock_word_forged);
 	tcase_add_test(tc, test_reclaim_rules);
 	tcase_add_test(tc, test_hugepages);
