@@ -205,6 +205,14 @@ void tn__infer_dense_strides(const tn_tensor *t, int64_t *strides)
 	}
 }
 
+void tn__preserve_strides(const tn_tensor *t, int64_t *strides)
+{
+	if (tn__is_non_overlapping_and_dense(t))
+		memcpy(strides, t->strides, (size_t)t->ndim * sizeof(int64_t));
+	else
+		tn__infer_dense_strides(t, strides);
+}
+
 /* The layout a copy of @t takes for @fmt: PyTorch's preserve_format keeps the strides of a
  * non-overlapping, dense tensor and otherwise makes dense strides in the same order. */
 static int copy_strides(const tn_tensor *t, enum tn_memory_format fmt, int64_t *strides,
@@ -212,10 +220,7 @@ static int copy_strides(const tn_tensor *t, enum tn_memory_format fmt, int64_t *
 {
 	*ret_use_strides = true;
 	if (fmt == TN_PRESERVE_FORMAT) {
-		if (tn__is_non_overlapping_and_dense(t))
-			memcpy(strides, t->strides, (size_t)t->ndim * sizeof(int64_t));
-		else
-			tn__infer_dense_strides(t, strides);
+		tn__preserve_strides(t, strides);
 		return 0;
 	}
 	if (fmt == TN_CONTIGUOUS_FORMAT) {

@@ -194,6 +194,12 @@ void tn__format_device(char *buf, size_t size, tn_device device);
 /* PyTorch's infer_dense_strides: dense strides in the order of @t's strides (the layout
  * .to() and clone give a tensor that is not non-overlapping and dense). */
 void tn__infer_dense_strides(const tn_tensor *t, int64_t *strides);
+/* The strides preserve_format gives a copy of @t (empty_like): @t's own when it is
+ * non-overlapping and dense, else tn__infer_dense_strides. */
+void tn__preserve_strides(const tn_tensor *t, int64_t *strides);
+/* TN_EOVERFLOW with ATen's computeStorageNbytes message for @sizes and @strides (a negative
+ * size or stride, which its uint64 arithmetic overflows on). */
+int tn__storage_overflow_error(int ndim, const int64_t *sizes, const int64_t *strides);
 /* PyTorch's is_non_overlapping_and_dense: some permutation of the dims is contiguous. */
 bool tn__is_non_overlapping_and_dense(const tn_tensor *t);
 

@@ -259,6 +259,15 @@ TN_EXPORT tn_tensor *tn_tensor_unref(tn_tensor *tensor)
 
 /* ---- factories ------------------------------------------------------------------------------- */
 
+int tn__storage_overflow_error(int ndim, const int64_t *sizes, const int64_t *strides)
+{
+	char sa[SHAPE_BUF], sb[SHAPE_BUF];
+	tn__format_shape(sa, sizeof(sa), ndim, sizes);
+	tn__format_shape(sb, sizeof(sb), ndim, strides);
+	return tn__error(TN_EOVERFLOW,
+			 "Storage size calculation overflowed with sizes=%s and strides=%s", sa, sb);
+}
+
 /* Storage bytes for a (non-negative, validated later) geometry: the furthest element + 1. */
 static int storage_bytes_for(int ndim, const int64_t *sizes, const int64_t *strides,
 			     size_t itemsize, size_t *ret)
@@ -278,16 +287,8 @@ static int storage_bytes_for(int ndim, const int64_t *sizes, const int64_t *stri
 					 "Trying to create tensor with negative dimension %lld: %s",
 					 (long long)sizes[d], shape);
 		}
-		if (strides && strides[d] < 0) {
-			/* ATen's computeStorageNbytes overflows (it computes in uint64). */
-			char sb[SHAPE_BUF];
-			tn__format_shape(shape, sizeof(shape), ndim, sizes);
-			tn__format_shape(sb, sizeof(sb), ndim, strides);
-			return tn__error(TN_EOVERFLOW,
-					 "Storage size calculation overflowed with sizes=%s and "
-					 "strides=%s",
-					 shape, sb);
-		}
+		if (strides && strides[d] < 0) /* ATen's computeStorageNbytes (uint64) */
+			return tn__storage_overflow_error(ndim, sizes, strides);
 	}
 	for (int d = 0; d < ndim; d++) {
 		if (sizes[d] == 0) {

@@ -276,10 +276,7 @@ static int composite_pred_layout(int op, const tn_tensor *a, tn_tensor **ret, co
 	tn_tensor *m = NULL, *ab = NULL, *x = NULL, *y = NULL, *r = NULL;
 	int rc;
 	if (!tn__is_floating(a->dtype)) {
-		if (tn__is_non_overlapping_and_dense(a))
-			memcpy(strides, a->strides, (size_t)a->ndim * sizeof(int64_t));
-		else
-			tn__infer_dense_strides(a, strides);
+		tn__preserve_strides(a, strides);
 		return tn__empty_like_device(a->storage->device, TN_BOOL, a->ndim, a->sizes,
 					     strides, ret, who);
 	}
@@ -318,8 +315,7 @@ static int predicate(int op, tn_tensor *out, const tn_tensor *a, enum tn_dispatc
 	int rc;
 
 	if (!out && (op == TN_PRED_ISINF || op == TN_PRED_ISFINITE) &&
-	    tn__handle_is(a, TN_MAGIC_TENSOR) && !(a->contiguous && a->numel > 0 &&
-						     tn__standard_contiguous(a))) {
+	    tn__handle_is(a, TN_MAGIC_TENSOR) && !tn__standard_contiguous(a)) {
 		if ((rc = composite_pred_layout(op, a, &laid, pred_names[op])) < 0)
 			return rc;
 		out = laid;

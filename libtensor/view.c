@@ -513,15 +513,8 @@ int tn__as_strided(const tn_tensor *tensor, int ndim, const int64_t *sizes, int 
 	/* A negative size overflows ATen's computeStorageNbytes (in uint64), which stops at
 	 * the first size of 0. */
 	for (int d = 0; d < ndim && sizes[d] != 0; d++) {
-		if (sizes[d] < 0) {
-			char sb[SHAPE_BUF];
-			tn__format_shape(buf, sizeof(buf), ndim, sizes);
-			tn__format_shape(sb, sizeof(sb), ndim, strides);
-			return tn__error(TN_EOVERFLOW,
-					 "Storage size calculation overflowed with sizes=%s and "
-					 "strides=%s",
-					 buf, sb);
-		}
+		if (sizes[d] < 0)
+			return tn__storage_overflow_error(ndim, sizes, strides);
 	}
 	return make_view(tensor, storage_offset ? *storage_offset : tensor->offset, ndim, sizes,
 			 strides, ret_tensor);
