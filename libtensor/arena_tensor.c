@@ -301,6 +301,8 @@ TN_EXPORT int tn_arena_publish(tn_arena *a, const char *name, const tn_tensor *t
 	}
 	if (r)
 		return r;
+	if (eflags)
+		tn__arena_sealed_note(a, name);
 	if (ret_handle)
 		*ret_handle = handle;
 	return 0;
@@ -365,6 +367,7 @@ TN_EXPORT int tn_arena_seal(tn_arena *a, const char *name)
 	if (k && k->rw && atomic_load(&k->rw->refcount) > 0)
 		k->rw->readonly = true;
 	pthread_mutex_unlock(&kept_lock);
+	tn__arena_sealed_note(a, name);
 	return 0;
 }
 

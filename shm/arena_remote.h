@@ -87,6 +87,26 @@ int tn__arena_hold_for(tn_arena *a, int slot, const char *name, const tn_arena_h
  */
 int tn__arena_release_for(tn_arena *a, int slot, uint64_t block);
 
+/*
+ * tn__arena_reseal - set the seal bits of the entry @handle names (the entry's flag and its
+ * block's) again, under the lock, if the entry is still the one @handle names. For tensord,
+ * whose record of a seal is kept where read-write grantees cannot write it. Returns 1 when a
+ * bit had been cleared and is set again, 0 when both were set, TN_ESTALE (the name was
+ * unpublished or replaced since), TN_EIO (the entry is damaged), TN_EPERM (a read-only
+ * handle), or a lock error.
+ */
+int tn__arena_reseal(tn_arena *a, tn_arena_handle handle);
+
+/*
+ * tn__arena_slot_restore - write @pid and @start_time back into slot @slot's record of the
+ * client table, if the slot is attached with state word @state (tensord's own record of the
+ * process it assigned the slot to, when the file's record was overwritten by another
+ * process). Returns 1 when the record was rewritten, 0 when it already said so or the slot
+ * changed hands, TN_ERANGE, TN_EPERM (a read-only handle), or a lock error.
+ */
+int tn__arena_slot_restore(tn_arena *a, int slot, uint64_t state, int32_t pid,
+			   uint64_t start_time);
+
 /* ---- client side ---------------------------------------------------------------------------- */
 
 /*
@@ -107,6 +127,11 @@ struct tn__arena_remote {
 	void (*release)(void *ctx, uint64_t block);
 	/* The handle's last reference is gone: give the slot back. Then unref ctx. */
 	void (*detach)(void *ctx, int slot);
+	/* A read-write handle sealed @name (tn_arena_seal, or a sealed publish): tell the
+	 * daemon, which keeps its own record of the seal and a digest of the bytes. May be NULL.
+	 * Called without any lock of the handle's; a failure is the daemon's to mend later (its
+	 * sweep finds the seal bit). */
+	void (*sealed)(void *ctx, const char *name);
 	void *ctx;
 };
 
@@ -122,7 +147,7 @@ struct tn__arena_remote {
  * lock, validating everything they read (an answer may be momentarily stale); trim, use and
  * place fail with TN_EPERM too; there are no thread caches. Without the flag @remote may be
  * NULL, and a non-NULL one gets only detach (at the last unref, after the handle released its
- * slot itself). detach is called after the file is unmapped. On failure @remote is not used
+ * slot itself) and sealed. detach is called after the file is unmapped. On failure @remote is not used
  * (its ctx stays the caller's). Returns 0, TN_EINVAL (not an arena, bad slot or flags, a
  * read-only attachment without hold and release), TN_EPERM (slot not ours; or a read-write
  * attachment through a read-only fd, which cannot be mapped writable), TN_EIO.

@@ -643,6 +643,54 @@ int tn__arena_seal_name(tn_arena *a, const char *name, uint64_t *ret_block)
 	return 0;
 }
 
+void tn__arena_sealed_note(tn_arena *a, const char *name)
+{
+	if (!tn__arena_ok(a) || !a->has_remote || !a->remote.sealed)
+		return;
+	struct tn__saved_error keep;
+	tn__error_save(&keep);
+	a->remote.sealed(a->remote.ctx, name);
+	tn__error_restore(&keep);
+}
+
+int tn__arena_reseal(tn_arena *a, tn_arena_handle handle)
+{
+	static const char fn[] = "tn__arena_reseal";
+	int r = tn__arena_check(a, true, fn);
+	if (r)
+		return r;
+	if (handle.index >= a->dir_slots)
+		return tn__error(TN_ESTALE, "%s: no entry %u in arena %s", fn, handle.index,
+				 a->path);
+	if ((r = tn__arena_lock(a)))
+		return r;
+	struct dir_entry *e = tn__entry_at(a, handle.index);
+	if (entry_state(e) != ENTRY_USED || entry_gen(e) != handle.generation) {
+		tn__arena_unlock(a);
+		return tn__error(TN_ESTALE, "%s: entry %u of arena %s was unpublished or replaced",
+				 fn, handle.index, a->path);
+	}
+	if ((r = entry_check(a, e, fn, NULL))) {
+		tn__arena_unlock(a);
+		return r;
+	}
+	struct block *b = tn__block_at(a, e->block);
+	int done = 0;
+	if (!(e->block_gen_flags >> 32 & TN_ARENA_ENTRY_SEALED)) {
+		tn__tx_set(a, &e->block_gen_flags,
+			   e->block_gen_flags | (uint64_t)TN_ARENA_ENTRY_SEALED << 32);
+		done = 1;
+	}
+	if (!(b->magic_flags >> 32 & BLOCK_FLAG_SEALED)) {
+		tn__tx_set(a, &b->magic_flags, b->magic_flags | (uint64_t)BLOCK_FLAG_SEALED << 32);
+		done = 1;
+	}
+	if (done)
+		tn__tx_commit(a);
+	tn__arena_unlock(a);
+	return done;
+}
+
 /* ---- readers without the lock (read-only handles) ----------------------------------------------
  *
  * A read-only handle cannot take the lock, so it reads the directory while others change it.

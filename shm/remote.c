@@ -138,3 +138,25 @@ void tn__arena_mappings(const tn_arena *a, void **ret_rw, void **ret_ro, size_t 
 	*ret_len = ok ? (size_t)a->size : 0;
 	*ret_page = ok ? (size_t)a->page_size : 0;
 }
+
+int tn__arena_slot_restore(tn_arena *a, int slot, uint64_t state, int32_t pid,
+			   uint64_t start_time)
+{
+	static const char fn[] = "tn__arena_slot_restore";
+	int r = tn__arena_check(a, true, fn);
+	if (r || (r = slot_range(a, slot, fn)))
+		return r;
+	if ((r = tn__arena_lock(a)))
+		return r;
+	struct client_rec *c = tn__client_at(a, slot);
+	int done = 0;
+	if ((uint32_t)state == CLIENT_ATTACHED && c->state_gen == state &&
+	    (c->pid != pid || c->start_time != start_time)) {
+		tn__tx_set(a, (uint64_t *)&c->pid, (uint64_t)(int64_t)pid);
+		tn__tx_set(a, &c->start_time, start_time);
+		tn__tx_commit(a);
+		done = 1;
+	}
+	tn__arena_unlock(a);
+	return done;
+}

@@ -147,6 +147,14 @@ int tn__arena_release(tn_arena *arena, uint64_t block);
  */
 int tn__arena_seal_name(tn_arena *arena, const char *name, uint64_t *ret_block);
 
+/*
+ * tn__arena_sealed_note - after a seal of @name by this handle (tn_arena_seal, a sealed
+ * publish): a handle attached through tensord tells the daemon, which keeps its own record of
+ * the seal where read-write grantees cannot clear it. Nothing for other handles. Leaves the
+ * thread's last error as it was: the daemon's sweep finds a seal it was not told of.
+ */
+void tn__arena_sealed_note(tn_arena *arena, const char *name);
+
 /* Bytes each arena handle keeps for the layer above (for its allocator adapter, which must
  * live as long as the handle): zero when the handle is made, never read or written by shm,
  * gone with the handle. */

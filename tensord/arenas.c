@@ -218,6 +218,7 @@ void tnd_arena_remove(struct tnd_arena *ar, bool intact)
 		tnd_warn("arena %s: removing %s: %s", ar->name, ar->path, tn_last_error());
 	meta_path(mp, sizeof(mp), ar->name);
 	unlink(mp);
+	tnd_ledger_close(ar, true);
 	for (struct tnd_arena **pp = &tnd_d.arenas; *pp; pp = &(*pp)->next)
 		if (*pp == ar) {
 			*pp = ar->next;
@@ -472,7 +473,30 @@ void tnd_arenas_recover(void)
 		}
 		ar->damaged = false;
 		memset(ar->owners, 0, sizeof(ar->owners));
+		ar->ledger = NULL;
+		if (tnd_ledger_open(ar, true)) {
+			tnd_error("arena %s: out of memory", ar->name);
+			tn_arena_unref(ar->a);
+			free(ar);
+			break;
+		}
 		tnd_arena_guard(ar);
+		/* The slot this daemon just attached with is its own, whoever had it before. */
+		if (ar->a->slot >= 0 && ar->a->slot < TN_ARENA_MAX_CLIENTS) {
+			ar->owners[ar->a->slot].state = 0;
+			tnd_ledger_owner(ar, ar->a->slot);
+		}
+		/* Before anything judges a slot by the file's client table: the daemon's record
+		 * of the slots it assigned is written back over what a grantee forged there. */
+		int forged = 0;
+		for (int i = 0; i < TN_ARENA_MAX_CLIENTS; i++)
+			if (ar->owners[i].state &&
+			    tn__arena_slot_restore(ar->a, i, ar->owners[i].state, ar->owners[i].pid,
+						   ar->owners[i].start_time) == 1)
+				forged++;
+		if (forged)
+			tnd_warn("arena %s: %d client records in its file differed from tensord's "
+				 "own: written back", ar->name, forged);
 		/* Before anything reclaims the dead daemon's slot: the loads' new blocks it
 		 * held are freed by that reclamation once their names are undone. */
 		recover_loads(ar, ar->name, false);
@@ -490,6 +514,18 @@ void tnd_arenas_recover(void)
 		int k = tn_arena_reclaim_dead(ar->a);
 		if (k > 0)
 			tnd_d.reclaimed_slots += (uint64_t)k;
+		/* Records of slots the recovery reclaimed (judged on the records written back)
+		 * are done with. */
+		for (int i = 0; i < TN_ARENA_MAX_CLIENTS; i++) {
+			bool attached;
+			uint64_t state;
+			if (ar->owners[i].state &&
+			    (tn__arena_slot_info(ar->a, i, &attached, NULL, NULL, &state) ||
+			     !attached || state != ar->owners[i].state)) {
+				ar->owners[i].state = 0;
+				tnd_ledger_owner(ar, i);
+			}
+		}
 		ar->transfers = 0;
 		memset(&ar->resident_ns, 0, sizeof(ar->resident_ns));
 		tn__arena_uuid(ar->a, ar->uuid);

@@ -234,9 +234,13 @@ static int exchange_locked(tn_tensord *c, struct exchange *x, const char *fn)
 	for (int attempt = 0;; attempt++) {
 		if (c->fd < 0 && (r = connect_locked(c, fn)))
 			return r;
-		if (x->op >= TND_OP_CUDA_EXPORT && c->hello.version < 2)
+		if (x->op >= TND_OP_CUDA_EXPORT && x->op < TND_OP_SEALED && c->hello.version < 2)
 			return tn__error(TN_ENOTSUP, "%s: tensord at %s speaks protocol version %u; "
 					 "sharing CUDA memory needs version 2 (a newer tensord)",
+					 fn, c->path, c->hello.version);
+		if (x->op >= TND_OP_SEALED && c->hello.version < 3)
+			return tn__error(TN_ENOTSUP, "%s: tensord at %s speaks protocol version %u; "
+					 "its record of seals needs version 3 (a newer tensord)",
 					 fn, c->path, c->hello.version);
 		uint32_t seq = ++c->seq;
 		tnd_init_hdr(&out.hdr, x->op, x->body_len, seq, 0, x->pass_fd >= 0 ? TND_F_FD : 0);
@@ -632,6 +636,23 @@ static void remote_release(void *ctx, uint64_t block)
 	errno = saved;
 }
 
+/* A seal by this process's read-write handle: the daemon records it where grantees cannot
+ * write (an older daemon, which does not, answers TN_ENOTSUP: nothing to do). */
+static void remote_sealed(void *ctx, const char *name)
+{
+	struct conn_arena *ca = ctx;
+	tn_tensord *c = ca->conn;
+	if (c->pid != getpid() || strlen(name) > TN_ARENA_NAME_MAX)
+		return;
+	struct tnd_sealed m;
+	memset(&m, 0, sizeof(m));
+	memcpy(m.name, ca->name, sizeof(m.name));
+	strcpy(m.tensor, name);
+	struct exchange x = { .op = TND_OP_SEALED, .body = &m, .body_len = sizeof(m),
+			      .pass_fd = -1 };
+	(void)exchange(c, &x, "tn_arena_seal");
+}
+
 static void conn_forget(tn_tensord *c, struct conn_arena *ca)
 {
 	pthread_mutex_lock(&c->lock);
@@ -704,7 +725,8 @@ TN_EXPORT int tn_tensord_arena_open(tn_tensord *c, const char *name, unsigned fl
 		goto fail;
 	}
 	struct tn__arena_remote remote = { .hold = remote_hold, .release = remote_release,
-					   .detach = remote_detach, .ctx = ca };
+					   .detach = remote_detach, .sealed = remote_sealed,
+					   .ctx = ca };
 	tn_arena *a = NULL;
 	r = tn__arena_attach_slot(afd, (int)rep.slot,
 				  ca->flags & TND_OPEN_READ_ONLY ? TN__ATTACH_READ_ONLY : 0,
@@ -949,6 +971,32 @@ TN_EXPORT int tn_tensord_fsck(tn_tensord *c, const char *name, unsigned flags,
 	ret->dead_clients = w.dead_clients;
 	ret->bad_names = w.bad_names;
 	snprintf(ret->first_problem, sizeof(ret->first_problem), "%s", w.first_problem);
+	return r;
+}
+
+TN_EXPORT int tn_tensord_verify(tn_tensord *c, const char *name, tn_tensord_verify_report *ret)
+{
+	static const char fn[] = "tn_tensord_verify";
+	struct tnd_verify_reply w;
+	int r = arena_ref_call(c, TND_OP_VERIFY, name, false, 0, &w, fn);
+	if (r)
+		return r;
+	if (!memchr(w.first_changed, 0, sizeof(w.first_changed)) || w.checked > w.sealed ||
+	    w.changed > w.checked)
+		return tn__error(TN_EPROTO, "%s: tensord's reply does not add up", fn);
+	if (w.changed)
+		r = tn__error(TN_EIO, "%s: arena %s: the bytes of %" PRIu64 " of %" PRIu64
+			      " sealed tensors changed since they were sealed; first: \"%.200s\"",
+			      fn, name, w.changed, w.sealed, w.first_changed);
+	if (!ret)
+		return r;
+	memset(ret, 0, sizeof(*ret));
+	ret->sealed = w.sealed;
+	ret->checked = w.checked;
+	ret->changed = w.changed;
+	ret->digested = w.digested;
+	ret->restored = w.restored;
+	snprintf(ret->first_changed, sizeof(ret->first_changed), "%s", w.first_changed);
 	return r;
 }
 

@@ -82,7 +82,7 @@ void tnd_client_new(int fd)
 
 void tnd_client_maybe_free(struct tnd_client *c)
 {
-	if (!c->closing || c->inflight || c->transfer)
+	if (!c->closing || c->inflight || c->transfer || c->verifying)
 		return;
 	/* Slots go to the pending list: reclaimed once the process is gone. */
 	tnd_reclaim_later(c);
@@ -179,8 +179,10 @@ int tnd_slot_add(struct tnd_client *c, struct tnd_arena *ar, int slot, uint64_t 
 		c->capslots = cap;
 	}
 	c->slots[c->nslots++] = (struct tnd_slot){ ar, slot, state, ro };
-	if (slot >= 0 && slot < TN_ARENA_MAX_CLIENTS)
+	if (slot >= 0 && slot < TN_ARENA_MAX_CLIENTS) {
 		ar->owners[slot] = (struct tnd_slot_owner){ state, c->pid, c->start_time };
+		tnd_ledger_owner(ar, slot);
+	}
 	return 0;
 }
 

@@ -174,6 +174,9 @@ struct tnd_arena {
 		pid_t pid;
 		uint64_t start_time;
 	} owners[TN_ARENA_MAX_CLIENTS];
+	/* The daemon's own records of the arena, in its directory (ledger.c): the owners above
+	 * (NAME.slots) and the seals (NAME.seals). */
+	struct tnd_ledger *ledger;
 };
 
 /* A slot the daemon assigned to a client (or the client re-registered). */
@@ -221,6 +224,7 @@ struct tnd_client {
 	bool closing;   /* no more receives; freed when nothing is in flight */
 	int inflight;   /* submitted operations that have not completed */
 	bool transfer;  /* a LOAD or SAVE is running for it */
+	int verifying;  /* VERIFY requests waiting for their digests */
 	_Atomic bool cancel;
 	size_t nslots, capslots;
 	struct tnd_slot *slots;
@@ -357,13 +361,33 @@ bool tnd_process_connected(pid_t pid, uint64_t start_time);
 /* reclaim.c: giving back the slots of processes that are gone. */
 void tnd_reclaim_slot(struct tnd_arena *ar, int slot, uint64_t state, pid_t pid);
 /* fsck's check of the file's client table against the daemon's record of the slots it
- * assigned (a forged pid or start time); adds what it finds to @rep, mending nothing. */
-void tnd_fsck_owners(struct tnd_arena *ar, tn_arena_fsck_report *rep);
+ * assigned (a forged pid or start time); adds what it finds to @rep; with @repair, writes the
+ * daemon's record back into the table. Returns the records it found forged and left so. */
+uint64_t tnd_fsck_owners(struct tnd_arena *ar, bool repair, tn_arena_fsck_report *rep);
 void tnd_reclaim_later(const struct tnd_client *c);
 bool tnd_reclaim_waiting(void);
 void tnd_reclaim_check(void);
 void tnd_reclaim_sweep(void);
 void tnd_forget_arena(struct tnd_arena *ar);
+
+/* ledger.c: the daemon's own records of an arena, where no client can write: the owners of the
+ * slots it assigned (NAME.slots) and the seals (NAME.seals). */
+/* Open (@recovering: read back what the files say; otherwise start empty ones); 0 or -ENOMEM
+ * (a file that cannot be written is logged, and the records are kept in memory only). */
+int tnd_ledger_open(struct tnd_arena *ar, bool recovering);
+void tnd_ledger_close(struct tnd_arena *ar, bool remove_files);
+/* Write ar->owners[@slot] to NAME.slots (after each change). */
+void tnd_ledger_owner(struct tnd_arena *ar, int slot);
+/* The sweep: record seals not yet recorded, set cleared seal bits again, digest. */
+void tnd_ledger_sweep(struct tnd_arena *ar);
+/* SEALED: record the seal of @name now; 0 or a TN_E* code with the message set. */
+int tnd_ledger_sealed(struct tnd_arena *ar, const char *name);
+/* fsck: the seal record against the directory (@repair sets cleared bits again). */
+void tnd_ledger_fsck(struct tnd_arena *ar, bool repair, tn_arena_fsck_report *rep);
+/* VERIFY: read every sealed byte again off the loop; the reply goes when all are read. */
+int tnd_ledger_verify(struct tnd_client *c, const struct tnd_hdr *h, struct tnd_arena *ar);
+/* Digests the worker finished (the loop read the event fd). */
+void tnd_ledger_events(void);
 
 /* transfer.c: LOAD and SAVE on worker threads. */
 int tnd_transfer_start(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_transfer *m,

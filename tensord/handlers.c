@@ -194,7 +194,7 @@ static int do_ARENA_CREATE(struct tnd_client *c, const struct tnd_hdr *h,
 	tn__arena_uuid(ar->a, ar->uuid);
 	ar->size = tnd_arena_file_size(ar->a);
 	tnd_arena_guard(ar);
-	if ((r = tnd_arena_write_record(ar))) {
+	if ((r = tnd_arena_write_record(ar)) || (r = tnd_ledger_open(ar, false))) {
 		tnd_error("arena %s: cannot write its record: %s", ar->name, strerror(-r));
 		tnd_guard_forget(&ar->guard);
 		tn_arena_unref(ar->a);
@@ -257,8 +257,13 @@ static int do_REATTACH(struct tnd_client *c, const struct tnd_hdr *h, const stru
 	if (memcmp(ar->uuid, m->uuid, 16))
 		return tnd_reply_error(c, h, TN_ESTALE, "arena \"%s\" is another arena now",
 				       m->name);
+	/* The slot must be this process's by the daemon's own record where it has one (kept in
+	 * NAME.slots across restarts), by the file's table otherwise (a slot attached without
+	 * the daemon), and attached with the state word recorded. */
+	const struct tnd_slot_owner *o = &ar->owners[m->slot];
 	if (tn__arena_slot_info(ar->a, (int)m->slot, &attached, &pid, &st, &state) || !attached ||
-	    pid != c->pid || st != c->start_time)
+	    (o->state ? o->state != state || o->pid != c->pid || o->start_time != c->start_time
+		      : pid != c->pid || st != c->start_time))
 		return tnd_reply_error(c, h, TN_ESTALE, "arena \"%s\": slot %u is not this "
 				       "process's", m->name, m->slot);
 	bool ro = (m->flags & TND_OPEN_READ_ONLY) || !(tnd_access_of(ar, c) & TND_ACC_WRITE);
@@ -397,18 +402,25 @@ static int do_FSCK(struct tnd_client *c, const struct tnd_hdr *h, const struct t
 		return 0;
 	/* TN_EIO: the check ran and problems remain; the report says which (the client
 	 * library turns it back into TN_EIO). */
-	/* The client table against the daemon's record first: a forged record would have the
-	 * repair reclaim a live client's slot, so there is no repair then, only the report. */
+	/* The client table against the daemon's record first: a repair writes the daemon's
+	 * record back over a forged one, before anything judges the slot by it; a forgery left
+	 * (the lock was busy) would have the repair reclaim a live client's slot, so there is
+	 * no repair then, only the report. */
 	tn_arena_fsck_report own = { 0 };
-	tnd_fsck_owners(ar, &own);
-	unsigned flags = own.problems ? m->flags & ~TN_ARENA_FSCK_REPAIR : m->flags;
+	bool repair = m->flags & TN_ARENA_FSCK_REPAIR;
+	uint64_t forged = tnd_fsck_owners(ar, repair, &own);
+	unsigned flags = forged ? m->flags & ~TN_ARENA_FSCK_REPAIR : m->flags;
 	int r = tnd_arena_locked(ar, tn_arena_fsck(ar->a, flags, &rep));
 	if (r < 0 && r != TN_EIO)
 		return tnd_reply_tn(c, h, r);
 	if (own.problems) {
 		rep.problems += own.problems;
+		rep.repaired += own.repaired;
 		memcpy(rep.first_problem, own.first_problem, sizeof(rep.first_problem));
 	}
+	/* The seal record against the directory: cleared bits, rewritten descriptions, bytes a
+	 * verification found changed. */
+	tnd_ledger_fsck(ar, repair && !forged, &rep);
 	struct tnd_fsck_reply w = { .problems = rep.problems, .repaired = rep.repaired,
 				    .blocks = rep.blocks, .free_blocks = rep.free_blocks,
 				    .orphan_blocks = rep.orphan_blocks, .dead_holds = rep.dead_holds,
@@ -650,6 +662,35 @@ static int do_CUDA_LIST(struct tnd_client *c, const struct tnd_hdr *h, const voi
  * type (calling it through a pointer of another type would be undefined), and the size of the
  * request body, which tnd_check_request() has already held the message to: the table repeats
  * it so that the dispatch can tell a handler never reads past what arrived. */
+/* A read-write client sealed a tensor: the daemon records the seal where grantees cannot
+ * write, and digests the bytes. */
+static int do_SEALED(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_sealed *m,
+		     int fd)
+{
+	struct tnd_arena *ar = tnd_arena_for(c, h, m->name, TND_ACC_WRITE);
+	if (!ar || !tnd_arena_gate(c, h, ar))
+		return 0;
+	int r = tnd_ledger_sealed(ar, m->tensor);
+	if (r)
+		return tnd_reply_tn(c, h, r);
+	tnd_reply(c, h, NULL, 0);
+	return 0;
+}
+
+/* Every sealed tensor's bytes against the digest taken when the seal was recorded; any reader
+ * may ask. The reply waits for the digest worker. */
+static int do_VERIFY(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_arena_ref *m,
+		     int fd)
+{
+	struct tnd_arena *ar = tnd_arena_for(c, h, m->name, TND_ACC_READ);
+	if (!ar || !tnd_arena_gate(c, h, ar))
+		return 0;
+	if (!tnd_arena_intact(ar))
+		return tnd_reply_error(c, h, TN_EIO, "arena \"%s\" is damaged: its file shrank",
+				       ar->name);
+	return tnd_ledger_verify(c, h, ar);
+}
+
 struct handler {
 	int (*fn)(struct tnd_client *c, const struct tnd_hdr *h, const void *body, int fd);
 	size_t body;

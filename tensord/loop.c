@@ -444,6 +444,7 @@ void tnd_loop_run(void)
 				break;
 			case TND_RING_EVENT:
 				tnd_transfer_events();
+				tnd_ledger_events();
 				arm_event();
 				break;
 			case TND_RING_TIMER:

@@ -229,8 +229,17 @@ int tnd_check_request(const void *msg, size_t len, bool has_fd)
 			return BAD("REATTACH: unknown flags 0x%x", m->flags);
 		return 0;
 	}
+	case TND_OP_SEALED: {
+		const struct tnd_sealed *m = b;
+		if ((r = check_name(m->name, false, op)))
+			return r;
+		if (!tensor_str_ok(m->tensor) || !m->tensor[0])
+			return BAD("SEALED: bad tensor name");
+		return 0;
+	}
 	case TND_OP_ARENA_STAT:
 	case TND_OP_ARENA_DESTROY:
+	case TND_OP_VERIFY:
 	case TND_OP_FSCK:
 	case TND_OP_GC: {
 		const struct tnd_arena_ref *m = b;

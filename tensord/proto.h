@@ -32,10 +32,11 @@
 #include <tensor.h>
 
 #define TND_MAGIC 0x31444e54u /* "TND1" in memory on a little-endian machine */
-/* Protocol versions: 2 added the CUDA sharing operations (CUDA_*). A daemon and a client
+/* Protocol versions: 2 added the CUDA sharing operations (CUDA_*), 3 the seal record (SEALED,
+ * VERIFY). A daemon and a client
  * each speak TND_VERSION_MIN..TND_VERSION; HELLO picks the highest both speak, and every later
  * message of the connection carries that version. */
-#define TND_VERSION 2
+#define TND_VERSION 3
 #define TND_VERSION_MIN 1
 #define TND_MSG_MAX 4096 /* no message is longer; receivers use buffers of this size */
 
@@ -74,7 +75,9 @@
 	X(CUDA_RELEASE, 21, struct tnd_cuda_ref, void)                                        \
 	X(CUDA_UNEXPORT, 22, struct tnd_cuda_ref, struct tnd_cuda_info)                       \
 	X(CUDA_STAT, 23, struct tnd_cuda_ref, struct tnd_cuda_info)                           \
-	X(CUDA_LIST, 24, void, struct tnd_cuda_info)
+	X(CUDA_LIST, 24, void, struct tnd_cuda_info)                                          \
+	X(SEALED, 25, struct tnd_sealed, void)                                                \
+	X(VERIFY, 26, struct tnd_arena_ref, struct tnd_verify_reply)
 
 enum tnd_op {
 #define TND_X_(name, value, req, rep) TND_OP_##name = (value),
@@ -288,6 +291,22 @@ struct tnd_transfer_reply {
 
 /* Read-only clients cannot write the arena's metadata, so the daemon takes and drops their
  * holds (on the block a directory entry names) for them. */
+/* SEALED: a read-write client sealed @tensor of arena @name; the daemon records the seal. */
+struct tnd_sealed {
+	char name[TND_NAME_SIZE];     /* the arena */
+	char tensor[TND_PREFIX_SIZE]; /* the tensor's name */
+};
+
+/* VERIFY: the sealed tensors of an arena checked against the daemon's record. */
+struct tnd_verify_reply {
+	uint64_t sealed;   /* tensors the daemon records as sealed */
+	uint64_t checked;  /* of which compared with the digest taken when sealed */
+	uint64_t changed;  /* of which differ from it */
+	uint64_t digested; /* digested for the first time by this verification */
+	uint64_t restored; /* seal bits found cleared and set again */
+	char first_changed[TND_PREFIX_SIZE]; /* the first tensor that differs ("" when none) */
+};
+
 struct tnd_hold {
 	char name[TND_NAME_SIZE];     /* the arena */
 	char tensor[TND_PREFIX_SIZE]; /* the tensor's name; "" to use index and generation */

@@ -39,8 +39,10 @@ void tnd_reclaim_slot(struct tnd_arena *ar, int slot, uint64_t state, pid_t pid)
 	if (!tnd_arena_intact(ar) || !tnd_arena_lockable(ar))
 		return;
 	int r = tnd_arena_locked(ar, tn__arena_reclaim_if(ar->a, slot, state, &freed));
-	if (r >= 0 && slot >= 0 && slot < TN_ARENA_MAX_CLIENTS && ar->owners[slot].state == state)
+	if (r >= 0 && slot >= 0 && slot < TN_ARENA_MAX_CLIENTS && ar->owners[slot].state == state) {
 		ar->owners[slot].state = 0;
+		tnd_ledger_owner(ar, slot);
+	}
 	if (r == 1) {
 		tnd_d.reclaimed_slots++;
 		/* A process that exits or detaches holding nothing is the normal case: info
@@ -120,8 +122,10 @@ static int sweep_arena(struct tnd_arena *ar)
 			if (st != 0 && (st == UINT64_MAX || st == o->start_time))
 				continue; /* its process lives (or cannot be told): keep it */
 			r = tn__arena_reclaim_if(ar->a, slot, o->state, NULL);
-			if (r >= 0)
+			if (r >= 0) {
 				o->state = 0; /* reclaimed, or released and reassigned since */
+				tnd_ledger_owner(ar, slot);
+			}
 		} else {
 			if (cl[i].alive)
 				continue;
@@ -137,10 +141,11 @@ static int sweep_arena(struct tnd_arena *ar)
 	return done;
 }
 
-void tnd_fsck_owners(struct tnd_arena *ar, tn_arena_fsck_report *rep)
+uint64_t tnd_fsck_owners(struct tnd_arena *ar, bool repair, tn_arena_fsck_report *rep)
 {
 	tn_arena_client cl[TN_ARENA_MAX_CLIENTS];
 	int n = tn_arena_clients(ar->a, cl, TN_ARENA_MAX_CLIENTS);
+	uint64_t left = 0;
 	for (int i = 0; i < n && i < TN_ARENA_MAX_CLIENTS; i++) {
 		int slot = cl[i].slot;
 		if (slot < 0 || slot >= TN_ARENA_MAX_CLIENTS || !ar->owners[slot].state)
@@ -148,14 +153,24 @@ void tnd_fsck_owners(struct tnd_arena *ar, tn_arena_fsck_report *rep)
 		const struct tnd_slot_owner *o = &ar->owners[slot];
 		if (cl[i].pid == o->pid && cl[i].start_time == o->start_time)
 			continue;
+		/* The daemon's record, from the socket's credentials, is the truth: the repair
+		 * writes it back, so that nothing judges the slot from the forgery. */
+		bool mended = repair && tnd_arena_locked(ar, tn__arena_slot_restore(
+								     ar->a, slot, o->state, o->pid,
+								     o->start_time)) == 1;
 		if (!rep->problems++)
 			snprintf(rep->first_problem, sizeof(rep->first_problem),
 				 "slot %d records pid %d started at %" PRIu64 "; tensord assigned "
 				 "it to pid %d started at %" PRIu64 " (written by another process; "
-				 "not repaired)",
+				 "%s)",
 				 slot, (int)cl[i].pid, cl[i].start_time, (int)o->pid,
-				 o->start_time);
+				 o->start_time, mended ? "tensord's record written back" : "not repaired");
+		if (mended)
+			rep->repaired++;
+		else
+			left++;
 	}
+	return left;
 }
 
 /* Every reclaim_interval_ms: the slots of dead processes in every arena, whoever attached
@@ -168,6 +183,7 @@ void tnd_reclaim_sweep(void)
 		    tnd_arena_locked(ar, tn_arena_stat(ar->a, &before)))
 			continue;
 		int n = tnd_arena_locked(ar, sweep_arena(ar));
+		tnd_ledger_sweep(ar);
 		if (n > 0 && !tnd_arena_locked(ar, tn_arena_stat(ar->a, &after))) {
 			tnd_d.reclaimed_slots += (uint64_t)n;
 			uint64_t freed = after.free_bytes - before.free_bytes;

@@ -4,7 +4,8 @@
  * (tensor/tensord.h, tensor/arena.h): what it does, any program can do.
  *
  * Exit codes: 0 success, 1 the operation failed, 2 usage, 3 cannot reach tensord, 4 no such
- * arena or tensor, 5 permission denied, 6 fsck found problems it did not repair.
+ * arena or tensor, 5 permission denied, 6 fsck found problems it did not repair, or verify
+ * found sealed bytes changed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -50,6 +51,7 @@ static void usage(FILE *f)
 		"  seal NAME TENSOR...\n"
 		"  clients                         connected processes\n"
 		"  fsck NAME [--repair]\n"
+		"  verify NAME                     sealed bytes against tensord's digests\n"
 		"  gc [NAME]                       reclaim dead processes' slots\n"
 		"  cuda [NAME]                     CUDA exports: owners, holders, state\n"
 		"  shutdown                        stop tensord\n"
@@ -866,6 +868,39 @@ static int cmd_fsck(int argc, char **argv)
 	return rep.problems > rep.repaired ? EX_FSCK : 0;
 }
 
+static int cmd_verify(int argc, char **argv)
+{
+	if (argc != 2 || argv[1][0] == '-')
+		return usage_error("verify NAME");
+	const char *name = argv[1];
+	int bad;
+	if (bad_arena_name(name, &bad))
+		return bad;
+	tn_tensord_verify_report rep;
+	/* TN_EIO: bytes changed; the report is written. */
+	int r = tn_tensord_verify(conn, name, &rep);
+	if (r && r != TN_EIO)
+		return fail(r, "verify");
+	if (json) {
+		printf("{\"sealed\": %" PRIu64 ", \"checked\": %" PRIu64 ", \"changed\": %" PRIu64
+		       ", \"digested\": %" PRIu64 ", \"restored\": %" PRIu64 ", \"first_changed\": ",
+		       rep.sealed, rep.checked, rep.changed, rep.digested, rep.restored);
+		json_str(rep.first_changed);
+		printf("}\n");
+	} else {
+		printf("%s: %" PRIu64 " sealed tensors, %" PRIu64 " checked, %" PRIu64 " changed",
+		       name, rep.sealed, rep.checked, rep.changed);
+		if (rep.changed)
+			printf(" (first: %s)", rep.first_changed);
+		if (rep.digested)
+			printf("; %" PRIu64 " digested now", rep.digested);
+		if (rep.restored)
+			printf("; %" PRIu64 " cleared seals set again", rep.restored);
+		printf("\n");
+	}
+	return rep.changed ? EX_FSCK : 0;
+}
+
 static int cmd_gc(int argc, char **argv)
 {
 	if (argc > 2)
@@ -1113,8 +1148,8 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "ops"))
 		return argc == 1 ? cmd_ops() : usage_error("ops takes no arguments");
 	static const char *const known[] = { "status", "arena", "ls", "show", "load", "save",
-					     "rm", "seal", "clients", "fsck", "gc", "shutdown",
-					     "cuda" };
+					     "rm", "seal", "clients", "fsck", "verify", "gc",
+					     "shutdown", "cuda" };
 	bool ok = false;
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 		ok |= !strcmp(cmd, known[i]);
@@ -1157,6 +1192,8 @@ int main(int argc, char **argv)
 		r = argc == 1 ? cmd_clients() : usage_error("clients takes no arguments");
 	else if (!strcmp(cmd, "fsck"))
 		r = cmd_fsck(argc, argv);
+	else if (!strcmp(cmd, "verify"))
+		r = cmd_verify(argc, argv);
 	else if (!strcmp(cmd, "gc"))
 		r = cmd_gc(argc, argv);
 	else if (!strcmp(cmd, "cuda"))

@@ -212,6 +212,8 @@ void tnd_transfer_events(void)
 				 j->arena->name, (int)c->pid, ev->message);
 			tnd_queue_msg(c, ev->op, ev->seq, ev->status, 0, &e, sizeof(e), -1);
 		} else {
+			if (ev->op == TND_OP_LOAD)
+				tnd_ledger_sweep(j->arena); /* records what it sealed */
 			tnd_info("%s of arena %s for pid %d: %" PRIu64 " tensors, %" PRIu64
 				 " bytes in %.3f s", tnd_op_name(ev->op), j->arena->name,
 				 (int)c->pid, ev->reply.tensors, ev->reply.bytes,

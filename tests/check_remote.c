@@ -120,7 +120,9 @@ static void c_detach(void *ctx, int slot)
 }
 
 static int child_fd;
-static const struct tn__arena_remote child_remote = { c_hold, c_release, c_detach, &child_fd };
+static const struct tn__arena_remote child_remote = {
+	.hold = c_hold, .release = c_release, .detach = c_detach, .ctx = &child_fd
+};
 
 /* Tell the daemon @note, then wait for its go-ahead. */
 static void note(int v)

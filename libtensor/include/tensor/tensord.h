@@ -207,6 +207,22 @@ TN_EXPORT int tn_tensord_clients(tn_tensord *conn, tn_tensord_client **ret_clien
 TN_EXPORT int tn_tensord_fsck(tn_tensord *conn, const char *name, unsigned flags,
 			      tn_arena_fsck_report *ret_report);
 
+/* What tn_tensord_verify found. */
+typedef struct tn_tensord_verify_report {
+	uint64_t sealed;   /* tensors tensord records as sealed in the arena */
+	uint64_t checked;  /* of which read again and compared with the digest of their seal */
+	uint64_t changed;  /* of which differ from it */
+	uint64_t digested; /* digested for the first time (sealed moments ago) */
+	uint64_t restored; /* seal bits a client had cleared, set again */
+	char first_changed[TN_ARENA_NAME_MAX + 1]; /* the first that differs ("" when none) */
+} tn_tensord_verify_report;
+
+/* tn_tensord_verify - read every sealed tensor of arena @name again and compare it with the
+ * digest tensord took when it recorded the seal (any reader of the arena may ask). Returns 0,
+ * or TN_EIO when bytes changed (the report says how many and which first). */
+TN_EXPORT int tn_tensord_verify(tn_tensord *conn, const char *name,
+				tn_tensord_verify_report *ret_report);
+
 /* tn_tensord_gc - reclaim the slots of dead processes in @name (NULL or "": every arena the
  * caller administers). *ret_slots (may be NULL): slots reclaimed; *ret_bytes: bytes freed. */
 TN_EXPORT int tn_tensord_gc(tn_tensord *conn, const char *name, uint64_t *ret_slots,
