@@ -192,7 +192,7 @@ static void bench_verify(tn_tensord *c, size_t bytes)
 	CHECK(tn_arena_use(a));
 	tn_tensor *t;
 	int64_t n = (int64_t)(bytes / 4);
-	CHECK(tn_empty(1, &n, TN_FLOAT32, TN_CPU, &t));
+	CHECK(tn_empty(1, &n, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, &t));
 	float *p = tn_tensor_data(t);
 	for (int64_t i = 0; i < n; i++)
 		p[i] = (float)(i % 1000);
