@@ -86,14 +86,42 @@ struct ext_ctx {
 	tn__binary_fn div; /* true division */
 	int kop;
 	enum tn_dtype ct; /* the inputs' compute dtype */
+	bool pow_f32;     /* float32 to the power of the Scalar exponent e */
+	double e;
 };
+
+/*
+ * A row of float32 to the power of a Scalar, as PyTorch 1.13's
+ * pow_tensor_scalar_optimized_kernel<float, double> computes it: its scalar loop calls
+ * std::pow(float, double), in double with one rounding to float; its vector loop,
+ * Vectorized<float>::pow, rounds the exponent to float first, and covers whole blocks of 16
+ * (2 * Vectorized<float>::size() under its AVX2 build) of a contiguous row. Sleef's powf there,
+ * the C library's here: both within 1 ulp.
+ */
+static void pow_f32_row(char *o, int64_t so, const char *a, int64_t sa, int64_t n, double e)
+{
+	int64_t i = 0;
+	if (so == (int64_t)sizeof(float) && sa == (int64_t)sizeof(float)) {
+		const float ef = (float)e;
+		for (int64_t nv = n / 16 * 16; i < nv; i++)
+			((float *)(void *)o)[i] = powf(((const float *)(const void *)a)[i], ef);
+	}
+	for (; i < n; i++) {
+		float x;
+		memcpy(&x, a + i * sa, sizeof(x));
+		const float r = (float)pow((double)x, e);
+		memcpy(o + i * so, &r, sizeof(r));
+	}
+}
 
 /* One row of out = a OP b: operands 0 (out), 1 and 2 in the chunked loop's compute dtypes. */
 static void ext_row(const void *vctx, char *const *p, const int64_t *s, int64_t n)
 {
 	static const struct tn__alpha one = { 1.0, 1, true };
 	const struct ext_ctx *c = vctx;
-	if (c->div)
+	if (c->pow_f32)
+		pow_f32_row(p[0], s[0], p[1], s[1], n, c->e);
+	else if (c->div)
 		c->div(TN_BINOP_DIV, c->ct, p[0], s[0], p[1], s[1], p[2], s[2], n, &one);
 	else
 		c->fn(c->kop, c->ct, p[0], s[0], p[1], s[1], p[2], s[2], n);
@@ -271,10 +299,17 @@ static int ext(int x, tn_tensor *out, const tn_tensor *a, const tn_scalar *a_sca
 		return 0;
 	}
 	if (x == X_POW_ST && scalar_equals(*a_scalar, 1.0)) {
-		/* PyTorch's pow_out(Scalar, Tensor, out) fills out, whatever its shape and
-		 * dtype; the functional form allocates the promoted result and fills it. */
-		if (out)
+		/* PyTorch's pow_out(Scalar, Tensor, out) fills out, whatever its dtype, once
+		 * its meta function resized it to the exponent's shape (which libtensor
+		 * requires); the functional form allocates the promoted result and fills it. */
+		if (out) {
+			if (!tn__handle_is(b, TN_MAGIC_TENSOR))
+				return tn__bad_tensor(d->name);
+			if (tn__handle_is(out, TN_MAGIC_TENSOR) &&
+			    (rc = tn__check_out_shape(out, b->ndim, b->sizes)) < 0)
+				return rc;
 			return tn__fill_key(out, tn_scalar_int(1), key);
+		}
 		d = &ext_ops[x = X_POW_ONES];
 	}
 	if (x == X_POW_TS) {
@@ -283,6 +318,28 @@ static int ext(int x, tn_tensor *out, const tn_tensor *a, const tn_scalar *a_sca
 		if (!tn__is_floating(a->dtype) && b_scalar->kind == TN_SCALAR_INT && b_scalar->v.i < 0)
 			return tn__error(TN_EINVAL, "Integers to negative integer powers are not "
 						    "allowed.");
+		/* ATen's pow.Tensor_Scalar converts the base first (base.to(result dtype), laid
+		 * out as preserve_format: a dense base keeps its strides, another becomes
+		 * contiguous), and its float32 kernel's vector loop runs over that copy: the
+		 * general float32 case computes on such a copy too (pow_f32_row). */
+		enum tn_dtype rt;
+		bool conv;
+		if (out != a && a->dtype != TN_FLOAT32 && tn__key_runs(key) &&
+		    !tn__key_on_backend(key) &&
+		    (b_scalar->kind == TN_SCALAR_INT || b_scalar->kind == TN_SCALAR_DOUBLE ||
+		     b_scalar->kind == TN_SCALAR_BOOL) &&
+		    (rt = tn__result_type(2, (const enum tn_dtype[]){ a->dtype,
+								    tn__wrapped_scalar_dtype(*b_scalar) },
+					  (const enum tn__prio[]){ a->ndim ? TN_PRIO_DIM : TN_PRIO_ZERO,
+								   TN_PRIO_WRAPPED })) == TN_FLOAT32 &&
+		    pow_scalar_kop(rt, *b_scalar, &conv) == TN_BIN2_POW) {
+			tn_tensor *base;
+			if ((rc = tn__to_dtype(a, TN_FLOAT32, false, false, NULL, &base)) < 0)
+				return rc;
+			rc = ext(x, out, base, NULL, NULL, b_scalar, key, ret);
+			tn_tensor_unref(base);
+			return rc;
+		}
 	}
 	if (a_scalar || b_scalar) {
 		rc = tn__wrap_scalar(a_scalar ? *a_scalar : *b_scalar, a_scalar ? b : a, &wrapped);
@@ -351,6 +408,10 @@ static int ext(int x, tn_tensor *out, const tn_tensor *a, const tn_scalar *a_sca
 						      d->name);
 		} else if (it.numel > 0) {
 			struct ext_ctx c = { .kop = kop, .ct = ct };
+			if (x == X_POW_TS && kop == TN_BIN2_POW && ct == TN_FLOAT32) {
+				c.pow_f32 = true;
+				c.e = scalar_double(*b_scalar);
+			}
 			if (kop < 0)
 				c.div = (tn__binary_fn)tn__stub_get(&tn__binary_stub);
 			else

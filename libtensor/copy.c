@@ -85,20 +85,24 @@ void tn__copy_config(struct tn_iter_config *cfg, const tn_tensor *dst, const tn_
 	cfg->check_all_same_dtype = false;
 }
 
+int tn__check_out_shape(const tn_tensor *out, int ndim, const int64_t *sizes)
+{
+	if (out->ndim == ndim && memcmp(out->sizes, sizes, (size_t)ndim * sizeof(int64_t)) == 0)
+		return 0;
+	char a[256], b[256];
+	tn__format_shape(a, sizeof(a), out->ndim, out->sizes);
+	tn__format_shape(b, sizeof(b), ndim, sizes);
+	return tn__error(TN_EINVAL,
+			 "output with shape %s doesn't match the broadcast shape %s "
+			 "(libtensor does not resize out= tensors)",
+			 a, b);
+}
+
 int tn__copy_result_into(tn_tensor *out, const tn_tensor *r, enum tn_dispatch_key key,
 			 const char *who)
 {
-	if (out->ndim != r->ndim ||
-	    memcmp(out->sizes, r->sizes, (size_t)r->ndim * sizeof(int64_t)) != 0) {
-		char a[256], b[256];
-		tn__format_shape(a, sizeof(a), out->ndim, out->sizes);
-		tn__format_shape(b, sizeof(b), r->ndim, r->sizes);
-		return tn__error(TN_EINVAL,
-				 "output with shape %s doesn't match the broadcast shape %s "
-				 "(libtensor does not resize out= tensors)",
-				 a, b);
-	}
-	return tn__copy(out, r, key, who);
+	int rc = tn__check_out_shape(out, r->ndim, r->sizes);
+	return rc ? rc : tn__copy(out, r, key, who);
 }
 
 int tn__copy(tn_tensor *dst, const tn_tensor *src, enum tn_dispatch_key key, const char *who)

@@ -175,6 +175,9 @@ int tn__copy(tn_tensor *dst, const tn_tensor *src, enum tn_dispatch_key key, con
 /* An out= form that PyTorch 1.13 generates from the functional one (relu.out, the
  * Scalar_Tensor_out overloads): the result @r converted into @out, which must have its shape
  * (PyTorch resizes @out; libtensor does not). */
+/* 0 when @out has the shape @ndim/@sizes, else TN_EINVAL with TensorIterator's message (and
+ * that libtensor does not resize out= tensors). */
+int tn__check_out_shape(const tn_tensor *out, int ndim, const int64_t *sizes);
 int tn__copy_result_into(tn_tensor *out, const tn_tensor *r, enum tn_dispatch_key key,
 			 const char *who);
 /* fill_ by the kernels of dispatch key @key (operators that fill a result they made). */

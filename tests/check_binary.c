@@ -491,9 +491,17 @@ START_TEST(test_errors)
 	ck_assert_tn_error(tn_pow_scalar_tensor_out(tn_scalar_int(2), f, o), TN_EINVAL,
 			   "result type Float can't be cast to the desired output type Long");
 	assert_sevens(o);
-	/* A base of 1 fills out, whatever its dtype and shape, as PyTorch does. */
-	ck_assert_tn_ok(tn_pow_scalar_tensor_out(tn_scalar_int(1), t3, b));
-	assert_close(b, (const double[]){ 1, 1, 1, 1 }, 4, 0, "pow(1, t, out=bool)");
+	/* A base of 1 fills out, whatever its dtype, as PyTorch does once its meta function
+	 * resized out to the exponent's shape: an out of another shape is refused, as for every
+	 * out= (it used to be filled whole). */
+	ck_assert_tn_error(tn_pow_scalar_tensor_out(tn_scalar_int(1), t3, b), TN_EINVAL,
+			   "output with shape [4] doesn't match the broadcast shape [3] (libtensor "
+			   "does not resize out= tensors)");
+	tn_tensor *b3;
+	ck_assert_tn_ok(tn_zeros(1, &n3, TN_BOOL, TN_CPU, &b3));
+	ck_assert_tn_ok(tn_pow_scalar_tensor_out(tn_scalar_int(1), t3, b3));
+	assert_close(b3, (const double[]){ 1, 1, 1 }, 3, 0, "pow(1, t, out=bool)");
+	tn_tensor_unref(b3);
 
 	ck_assert_tn_error(tn_bitwise_and(f, f, &r), TN_EINVAL,
 			   "\"bitwise_and_cpu\" not implemented for 'Float'");

@@ -994,6 +994,54 @@ START_TEST(test_gelu_tanh_bfloat16_under_each_capability)
 }
 END_TEST
 
+/* pow(float32, Scalar) as PyTorch 1.13 computes it (found by tests/difftest: 321^3.08 is
+ * 52485036 in torch, whose scalar loop computes in double with the exponent as given, and was
+ * 52485012, the exponent rounded to float): every element of a strided row and the tail of a
+ * contiguous one bit for bit; the contiguous row's blocks of 16, where torch's vector loop
+ * takes Sleef's powf of the exponent rounded to float, within 1 ulp (the C library's powf
+ * here). Functional, out= and in place. */
+static uint32_t f32_bits(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+START_TEST(test_pow_float32_scalar_matches_pytorch)
+{
+	for (int k = 0; k < POW_F32_NCASES; k++) {
+		const struct pow_f32_case *c = &pow_f32_cases[k];
+		int64_t n = c->n, n2 = 2 * c->n, st = c->layout ? 2 : 1;
+		tn_tensor *base, *x, *r, *out;
+		ck_assert_tn_ok(tn_zeros(1, c->layout ? &n2 : &n, TN_FLOAT32, TN_CPU, &base));
+		float *pb = tn_tensor_data(base);
+		for (int64_t i = 0; i < n; i++)
+			memcpy(&pb[i * st], &c->a[i], 4);
+		ck_assert_tn_ok(tn_as_strided(base, 1, &n, 1, &st, NULL, &x));
+		ck_assert_tn_ok(tn_empty(1, &n, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, &out));
+		ck_assert_tn_ok(tn_pow_scalar(x, tn_scalar_double(c->e), &r));
+		ck_assert_tn_ok(tn_pow_scalar_out(x, tn_scalar_double(c->e), out));
+		ck_assert_tn_ok(tn_pow_scalar_(x, tn_scalar_double(c->e)));
+		const float *pr = tn_tensor_data(r), *po = tn_tensor_data(out);
+		int64_t vec = c->layout ? 0 : n / 16 * 16;
+		for (int64_t i = 0; i < n; i++) {
+			const float got[3] = { pr[i], po[i], pb[i * st] };
+			for (int j = 0; j < 3; j++) {
+				int64_t d = (int64_t)f32_bits(got[j]) - (int64_t)c->want[i];
+				ck_assert_msg(i < vec ? d >= -1 && d <= 1 : d == 0,
+					      "pow(0x%08x, %g) [%s, layout %d, element %lld]: 0x%08x, "
+					      "PyTorch 0x%08x",
+					      c->a[i], c->e, j == 0 ? "functional" : j == 1 ? "out=" : "in place",
+					      c->layout, (long long)i, f32_bits(got[j]), c->want[i]);
+			}
+		}
+		tn_tensor *list[] = { base, x, r, out };
+		for (size_t m = 0; m < 4; m++)
+			tn_tensor_unref(list[m]);
+	}
+}
+END_TEST
+
 static Suite *unary_suite(void)
 {
 	Suite *s = suite_create("unary");
@@ -1009,6 +1057,7 @@ static Suite *unary_suite(void)
 	tcase_add_test(tc, test_clamp_nan_bound_matches_pytorch);
 	tcase_add_test(tc, test_half_where_pytorch_has_no_kernel);
 	tcase_add_test(tc, test_log1p_near_flt_max);
+	tcase_add_test(tc, test_pow_float32_scalar_matches_pytorch);
 	tcase_add_loop_test(tc, test_gelu_tanh_bfloat16_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);
 	tcase_set_timeout(tc, 120);

@@ -932,7 +932,17 @@ FLOAT_WIDTH = {"bfloat16": 8, "float16": 11, "float32": 24, "float64": 53}  # si
 
 def ulp_dtype(schema, case, dtype):
     """The dtype whose ulps measure a result of @dtype (narrower compute dtypes, above)."""
-    if schema.name not in UNARY_FLOAT or not case["args"] or case["args"][0]["t"] != "tensor":
+    args = case["args"]
+    if (schema.name == "pow" and len(args) > 1 and args[0]["t"] in ("int", "float", "bool")
+            and args[1]["t"] == "tensor"):
+        # pow(Scalar, Tensor) computes in the promoted dtype of the two (a float Scalar and an
+        # integer tensor: float32) and converts into out's.
+        td = args[1]["dtype"]
+        ct = td if td in FLOAT_WIDTH else "float32" if args[0]["t"] == "float" else None
+        if ct and dtype in FLOAT_WIDTH and FLOAT_WIDTH[ct] < FLOAT_WIDTH[dtype]:
+            return ct
+        return dtype
+    if schema.name not in UNARY_FLOAT or not args or args[0]["t"] != "tensor":
         return dtype
     ct = case["args"][0]["dtype"]
     if ct not in FLOAT_WIDTH:

@@ -2618,6 +2618,39 @@ def gen_difftest(outdir):
         for i in range(0, len(bits), 12):
             L.append("    " + ", ".join("0x%04x" % b for b in bits[i:i + 12]) + ",")
         L.append("};")
+    # pow(float32 tensor, Scalar): 1.13's pow_tensor_scalar_optimized_kernel<float, double>
+    # computes its scalar loop as std::pow(float, double) (in double, rounded once) and its
+    # vector loop (whole blocks of 16 of a contiguous row) with the exponent rounded to float
+    # (Sleef's powf). Layouts: 0 contiguous (n = 40: 32 vector, 8 scalar), 1 every other
+    # element (all scalar); inputs and results as float32 bits.
+    g = torch.Generator().manual_seed(1313)
+    pcases = []
+    for e in (3.08, -1.8, 2.7, 0.3, 7.77):
+        for lay, n in ((0, 40), (1, 21)):
+            a = (torch.rand(n, generator=g) * 30 + 0.05).to(torch.float32)
+            if lay == 1:
+                t = torch.zeros(2 * n, dtype=torch.float32)
+                t[::2] = a
+                ta = t[::2]
+            else:
+                ta = a
+            r = torch.pow(ta, e)
+            assert r.dtype == torch.float32 and r.shape == (n,)
+            pcases.append((e, lay, n, a.view(torch.int32).tolist(), r.view(torch.int32).tolist()))
+    L.append("/* pow(float32, e): layout 0 contiguous (the first n / 16 * 16 in PyTorch's vector")
+    L.append(" * loop, Sleef's powf), 1 strided (std::pow in double); bits of bases and results. */")
+    L.append("struct pow_f32_case { double e; int layout, n; const uint32_t *a, *want; };")
+    for k, (e, lay, n, a, r) in enumerate(pcases):
+        for name, bits in (("pow_f32_a_%d" % k, a), ("pow_f32_w_%d" % k, r)):
+            L.append("static const uint32_t %s[] = {" % name)
+            for i in range(0, len(bits), 6):
+                L.append("    " + ", ".join("0x%08x" % (b & 0xFFFFFFFF) for b in bits[i:i + 6]) + ",")
+            L.append("};")
+    L.append("static const struct pow_f32_case pow_f32_cases[] = {")
+    for k, (e, lay, n, a, r) in enumerate(pcases):
+        L.append("    { %s, %d, %d, pow_f32_a_%d, pow_f32_w_%d }," % (c_double(e), lay, n, k, k))
+    L.append("};")
+    L.append("#define POW_F32_NCASES %d" % len(pcases))
     L += header_bottom("TN_DIFFTEST_GOLDEN_H")
     write(os.path.join(outdir, "difftest_golden.h"), L)
     return len(xb)
