@@ -601,9 +601,10 @@ static int value_reduce(enum kind k, const tn_tensor *self, int ndims, const int
 	if ((rc = dim_mask(self, ndims, dims, &mask)) < 0)
 		return rc;
 	/* all and any into a uint8 out= tensor: PyTorch converts the input to uint8 first, so
-	 * 0.5 counts as false and 256 (wrapping to 0) too. */
+	 * 0.5 counts as false and 256 (wrapping to 0) too; but not an input of one element,
+	 * which its allany_impl converts to bool instead (0.5 and 256 count as true). */
 	if ((k == K_ALL || k == K_ANY) && out && out->dtype == TN_UINT8 &&
-	    self->dtype != TN_UINT8) {
+	    self->dtype != TN_UINT8 && self->numel != 1) {
 		tn_tensor *u8;
 		if ((rc = tn__empty_like_device(self->storage->device, TN_UINT8, self->ndim,
 						self->ndim ? self->sizes : NULL, NULL, &u8, who)) < 0)

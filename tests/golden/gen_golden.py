@@ -2338,7 +2338,10 @@ def gen_reduce_parity(outdir):
                ("f64_half", "float64", [[0.5, 1.0], [2.0, 3.0]]),
                ("f32_zero", "float32", [[0.5, 0.0], [0.25, 1.0]]),
                ("i32_wrap", "int32", [[0, 128], [256, 384]]),
-               ("i64_neg", "int64", [[-256, 1], [512, 3]])]
+               ("i64_neg", "int64", [[-256, 1], [512, 3]]),
+               # One element: allany_impl converts it to bool, not to uint8 (difftest).
+               ("i16_one", "int16", [[-32768]]), ("f32_one", "float32", [[0.5]]),
+               ("i32_one", "int32", [[256]])]
     L.append("/* Item 2. op: index in red_op_names (sum, prod, all, any, all_dim, any_dim); input:")
     L.append(" * index in rp_oinputs; dim (all_dim, any_dim); dtype: dtype= or -1; odtype: out's dtype;")
     L.append(" * ok: 1 values v (of the result shape), 0 the error (code, msg). */")

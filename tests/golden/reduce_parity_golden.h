@@ -1621,6 +1621,9 @@ static const double rp_oin_5[] = { 0.5, 1.0, 2.0, 3.0 };
 static const double rp_oin_6[] = { 0.5, 0.0, 0.25, 1.0 };
 static const double rp_oin_7[] = { 0.0, 128.0, 256.0, 384.0 };
 static const double rp_oin_8[] = { -256.0, 1.0, 512.0, 3.0 };
+static const double rp_oin_9[] = { -32768.0 };
+static const double rp_oin_10[] = { 0.5 };
+static const double rp_oin_11[] = { 256.0 };
 static const struct red_input rp_oinputs[] = {
     { 8, 0, 0, 1, { 2, 0, 0, 0 }, rp_oin_0 }, /* f32_halves */
     { 8, 0, 0, 1, { 3, 0, 0, 0 }, rp_oin_1 }, /* f32_mixed */
@@ -1631,6 +1634,9 @@ static const struct red_input rp_oinputs[] = {
     { 8, 0, 0, 2, { 2, 2, 0, 0 }, rp_oin_6 }, /* f32_zero */
     { 4, 0, 0, 2, { 2, 2, 0, 0 }, rp_oin_7 }, /* i32_wrap */
     { 5, 0, 0, 2, { 2, 2, 0, 0 }, rp_oin_8 }, /* i64_neg */
+    { 3, 0, 0, 2, { 1, 1, 0, 0 }, rp_oin_9 }, /* i16_one */
+    { 8, 0, 0, 2, { 1, 1, 0, 0 }, rp_oin_10 }, /* f32_one */
+    { 4, 0, 0, 2, { 1, 1, 0, 0 }, rp_oin_11 }, /* i32_one */
 };
 static const double rp_ov_0[] = { 5.0 };
 static const double rp_ov_1[] = { 5.0 };
@@ -1990,6 +1996,54 @@ static const double rp_ov_412[] = { 1.0, 1.0 };
 static const double rp_ov_413[] = { 1.0, 1.0 };
 static const double rp_ov_414[] = { 1.0, 1.0 };
 static const double rp_ov_415[] = { 1.0, 1.0 };
+static const double rp_ov_422[] = { 1.0 };
+static const double rp_ov_423[] = { 1.0 };
+static const double rp_ov_426[] = { 1.0 };
+static const double rp_ov_427[] = { 1.0 };
+static const double rp_ov_430[] = { 1.0 };
+static const double rp_ov_431[] = { 1.0 };
+static const double rp_ov_432[] = { 1.0 };
+static const double rp_ov_433[] = { 1.0 };
+static const double rp_ov_434[] = { 1.0 };
+static const double rp_ov_435[] = { 1.0 };
+static const double rp_ov_442[] = { 1.0 };
+static const double rp_ov_443[] = { 1.0 };
+static const double rp_ov_444[] = { 1.0 };
+static const double rp_ov_445[] = { 1.0 };
+static const double rp_ov_446[] = { 1.0 };
+static const double rp_ov_447[] = { 1.0 };
+static const double rp_ov_454[] = { 1.0 };
+static const double rp_ov_455[] = { 1.0 };
+static const double rp_ov_458[] = { 1.0 };
+static const double rp_ov_459[] = { 1.0 };
+static const double rp_ov_462[] = { 1.0 };
+static const double rp_ov_463[] = { 1.0 };
+static const double rp_ov_464[] = { 1.0 };
+static const double rp_ov_465[] = { 1.0 };
+static const double rp_ov_466[] = { 1.0 };
+static const double rp_ov_467[] = { 1.0 };
+static const double rp_ov_474[] = { 1.0 };
+static const double rp_ov_475[] = { 1.0 };
+static const double rp_ov_476[] = { 1.0 };
+static const double rp_ov_477[] = { 1.0 };
+static const double rp_ov_478[] = { 1.0 };
+static const double rp_ov_479[] = { 1.0 };
+static const double rp_ov_486[] = { 1.0 };
+static const double rp_ov_487[] = { 1.0 };
+static const double rp_ov_490[] = { 1.0 };
+static const double rp_ov_491[] = { 1.0 };
+static const double rp_ov_494[] = { 1.0 };
+static const double rp_ov_495[] = { 1.0 };
+static const double rp_ov_496[] = { 1.0 };
+static const double rp_ov_497[] = { 1.0 };
+static const double rp_ov_498[] = { 1.0 };
+static const double rp_ov_499[] = { 1.0 };
+static const double rp_ov_506[] = { 1.0 };
+static const double rp_ov_507[] = { 1.0 };
+static const double rp_ov_508[] = { 1.0 };
+static const double rp_ov_509[] = { 1.0 };
+static const double rp_ov_510[] = { 1.0 };
+static const double rp_ov_511[] = { 1.0 };
 static const struct rp_out_case rp_out_cases[] = {
     { 0, 0, 0, -1, 5, 1, 0, { 0 }, rp_ov_0, 0, NULL },
     { 0, 0, 0, 9, 5, 1, 0, { 0 }, rp_ov_1, 0, NULL },
@@ -2413,7 +2467,103 @@ static const struct rp_out_case rp_out_cases[] = {
     { 17, 8, 0, -1, 8, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Float" },
     { 17, 8, 1, -1, 8, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Float" },
     { 17, 8, -1, -1, 8, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Float" },
+    { 14, 9, 0, -1, 1, 1, 0, { 0 }, rp_ov_422, 0, NULL },
+    { 14, 9, 0, -1, 0, 1, 0, { 0 }, rp_ov_423, 0, NULL },
+    { 14, 9, 0, -1, 5, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Long" },
+    { 14, 9, 0, -1, 8, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Float" },
+    { 16, 9, 0, -1, 1, 1, 0, { 0 }, rp_ov_426, 0, NULL },
+    { 16, 9, 0, -1, 0, 1, 0, { 0 }, rp_ov_427, 0, NULL },
+    { 16, 9, 0, -1, 5, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Long" },
+    { 16, 9, 0, -1, 8, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Float" },
+    { 15, 9, 0, -1, 1, 1, 1, { 1 }, rp_ov_430, 0, NULL },
+    { 15, 9, 1, -1, 1, 1, 1, { 1 }, rp_ov_431, 0, NULL },
+    { 15, 9, -1, -1, 1, 1, 1, { 1 }, rp_ov_432, 0, NULL },
+    { 15, 9, 0, -1, 0, 1, 1, { 1 }, rp_ov_433, 0, NULL },
+    { 15, 9, 1, -1, 0, 1, 1, { 1 }, rp_ov_434, 0, NULL },
+    { 15, 9, -1, -1, 0, 1, 1, { 1 }, rp_ov_435, 0, NULL },
+    { 15, 9, 0, -1, 5, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Long" },
+    { 15, 9, 1, -1, 5, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Long" },
+    { 15, 9, -1, -1, 5, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Long" },
+    { 15, 9, 0, -1, 8, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Float" },
+    { 15, 9, 1, -1, 8, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Float" },
+    { 15, 9, -1, -1, 8, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Float" },
+    { 17, 9, 0, -1, 1, 1, 1, { 1 }, rp_ov_442, 0, NULL },
+    { 17, 9, 1, -1, 1, 1, 1, { 1 }, rp_ov_443, 0, NULL },
+    { 17, 9, -1, -1, 1, 1, 1, { 1 }, rp_ov_444, 0, NULL },
+    { 17, 9, 0, -1, 0, 1, 1, { 1 }, rp_ov_445, 0, NULL },
+    { 17, 9, 1, -1, 0, 1, 1, { 1 }, rp_ov_446, 0, NULL },
+    { 17, 9, -1, -1, 0, 1, 1, { 1 }, rp_ov_447, 0, NULL },
+    { 17, 9, 0, -1, 5, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Long" },
+    { 17, 9, 1, -1, 5, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Long" },
+    { 17, 9, -1, -1, 5, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Long" },
+    { 17, 9, 0, -1, 8, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Float" },
+    { 17, 9, 1, -1, 8, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Float" },
+    { 17, 9, -1, -1, 8, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Float" },
+    { 14, 10, 0, -1, 1, 1, 0, { 0 }, rp_ov_454, 0, NULL },
+    { 14, 10, 0, -1, 0, 1, 0, { 0 }, rp_ov_455, 0, NULL },
+    { 14, 10, 0, -1, 5, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Long" },
+    { 14, 10, 0, -1, 8, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Float" },
+    { 16, 10, 0, -1, 1, 1, 0, { 0 }, rp_ov_458, 0, NULL },
+    { 16, 10, 0, -1, 0, 1, 0, { 0 }, rp_ov_459, 0, NULL },
+    { 16, 10, 0, -1, 5, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Long" },
+    { 16, 10, 0, -1, 8, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Float" },
+    { 15, 10, 0, -1, 1, 1, 1, { 1 }, rp_ov_462, 0, NULL },
+    { 15, 10, 1, -1, 1, 1, 1, { 1 }, rp_ov_463, 0, NULL },
+    { 15, 10, -1, -1, 1, 1, 1, { 1 }, rp_ov_464, 0, NULL },
+    { 15, 10, 0, -1, 0, 1, 1, { 1 }, rp_ov_465, 0, NULL },
+    { 15, 10, 1, -1, 0, 1, 1, { 1 }, rp_ov_466, 0, NULL },
+    { 15, 10, -1, -1, 0, 1, 1, { 1 }, rp_ov_467, 0, NULL },
+    { 15, 10, 0, -1, 5, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Long" },
+    { 15, 10, 1, -1, 5, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Long" },
+    { 15, 10, -1, -1, 5, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Long" },
+    { 15, 10, 0, -1, 8, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Float" },
+    { 15, 10, 1, -1, 8, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Float" },
+    { 15, 10, -1, -1, 8, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Float" },
+    { 17, 10, 0, -1, 1, 1, 1, { 1 }, rp_ov_474, 0, NULL },
+    { 17, 10, 1, -1, 1, 1, 1, { 1 }, rp_ov_475, 0, NULL },
+    { 17, 10, -1, -1, 1, 1, 1, { 1 }, rp_ov_476, 0, NULL },
+    { 17, 10, 0, -1, 0, 1, 1, { 1 }, rp_ov_477, 0, NULL },
+    { 17, 10, 1, -1, 0, 1, 1, { 1 }, rp_ov_478, 0, NULL },
+    { 17, 10, -1, -1, 0, 1, 1, { 1 }, rp_ov_479, 0, NULL },
+    { 17, 10, 0, -1, 5, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Long" },
+    { 17, 10, 1, -1, 5, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Long" },
+    { 17, 10, -1, -1, 5, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Long" },
+    { 17, 10, 0, -1, 8, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Float" },
+    { 17, 10, 1, -1, 8, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Float" },
+    { 17, 10, -1, -1, 8, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Float" },
+    { 14, 11, 0, -1, 1, 1, 0, { 0 }, rp_ov_486, 0, NULL },
+    { 14, 11, 0, -1, 0, 1, 0, { 0 }, rp_ov_487, 0, NULL },
+    { 14, 11, 0, -1, 5, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Long" },
+    { 14, 11, 0, -1, 8, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Float" },
+    { 16, 11, 0, -1, 1, 1, 0, { 0 }, rp_ov_490, 0, NULL },
+    { 16, 11, 0, -1, 0, 1, 0, { 0 }, rp_ov_491, 0, NULL },
+    { 16, 11, 0, -1, 5, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Long" },
+    { 16, 11, 0, -1, 8, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Float" },
+    { 15, 11, 0, -1, 1, 1, 1, { 1 }, rp_ov_494, 0, NULL },
+    { 15, 11, 1, -1, 1, 1, 1, { 1 }, rp_ov_495, 0, NULL },
+    { 15, 11, -1, -1, 1, 1, 1, { 1 }, rp_ov_496, 0, NULL },
+    { 15, 11, 0, -1, 0, 1, 1, { 1 }, rp_ov_497, 0, NULL },
+    { 15, 11, 1, -1, 0, 1, 1, { 1 }, rp_ov_498, 0, NULL },
+    { 15, 11, -1, -1, 0, 1, 1, { 1 }, rp_ov_499, 0, NULL },
+    { 15, 11, 0, -1, 5, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Long" },
+    { 15, 11, 1, -1, 5, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Long" },
+    { 15, 11, -1, -1, 5, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Long" },
+    { 15, 11, 0, -1, 8, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Float" },
+    { 15, 11, 1, -1, 8, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Float" },
+    { 15, 11, -1, -1, 8, 0, 0, { 0 }, NULL, -22, "all only supports bool tensor for result, got: Float" },
+    { 17, 11, 0, -1, 1, 1, 1, { 1 }, rp_ov_506, 0, NULL },
+    { 17, 11, 1, -1, 1, 1, 1, { 1 }, rp_ov_507, 0, NULL },
+    { 17, 11, -1, -1, 1, 1, 1, { 1 }, rp_ov_508, 0, NULL },
+    { 17, 11, 0, -1, 0, 1, 1, { 1 }, rp_ov_509, 0, NULL },
+    { 17, 11, 1, -1, 0, 1, 1, { 1 }, rp_ov_510, 0, NULL },
+    { 17, 11, -1, -1, 0, 1, 1, { 1 }, rp_ov_511, 0, NULL },
+    { 17, 11, 0, -1, 5, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Long" },
+    { 17, 11, 1, -1, 5, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Long" },
+    { 17, 11, -1, -1, 5, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Long" },
+    { 17, 11, 0, -1, 8, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Float" },
+    { 17, 11, 1, -1, 8, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Float" },
+    { 17, 11, -1, -1, 8, 0, 0, { 0 }, NULL, -22, "any only supports bool tensor for result, got: Float" },
 };
-#define RP_NOUTCASES 422
+#define RP_NOUTCASES 518
 
 #endif /* TN_REDUCE_PARITY_GOLDEN_H */
