@@ -68,7 +68,7 @@ struct tnd_ledger {
  * The accumulation of XXH3 over 64-byte stripes in eight 64-bit lanes (two vectors of four):
  * each word is added to its neighbour lane and the product of its keyed halves to its own, the
  * lanes are scrambled every KiB, then merged and mixed at the end. One 32x32-bit multiply per
- * word, vectorised: with AVX2 (chosen at run time, target_clones) it runs at the speed of one
+ * word, vectorised: with AVX2 (chosen at run time) it runs at the speed of one
  * core's reads (bench_tensord measures both); every build computes the same value. Not a
  * cryptographic hash: it finds bytes changed by mistake or by a grantee who does not know the
  * digest, which only the daemon keeps. */
@@ -95,8 +95,9 @@ static inline uint64_t mix(uint64_t h, uint64_t v)
 #define swap_pairs(v) __builtin_shuffle(v, (v4u64){ 1, 0, 3, 2 })
 #endif
 
-__attribute__((target_clones("avx2", "default"))) static uint64_t digest(const unsigned char *p,
-									  size_t n)
+/* The body, inlined into a build for AVX2 and one for the baseline, chosen at run time (not
+ * by target_clones: its ifunc resolver runs before ThreadSanitizer's runtime is up). */
+static inline __attribute__((always_inline)) uint64_t digest_body(const unsigned char *p, size_t n)
 {
 	const v4u64 klo = { P1, P2, P3, P1 ^ P2 }, khi = { P2 ^ P3, P1 ^ P3, ~P1, ~P2 };
 	const v4u64 m32 = { 0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu };
@@ -131,6 +132,21 @@ __attribute__((target_clones("avx2", "default"))) static uint64_t digest(const u
 	h ^= h >> 29;
 	h *= P3;
 	return h ^ h >> 32;
+}
+
+__attribute__((target("avx2"))) static uint64_t digest_avx2(const unsigned char *p, size_t n)
+{
+	return digest_body(p, n);
+}
+
+static uint64_t digest_baseline(const unsigned char *p, size_t n)
+{
+	return digest_body(p, n);
+}
+
+static uint64_t digest(const unsigned char *p, size_t n)
+{
+	return __builtin_cpu_supports("avx2") ? digest_avx2(p, n) : digest_baseline(p, n);
 }
 
 static uint64_t desc_hash(const tn_arena_entry *e)
