@@ -20,5 +20,6 @@
 #include <tensor/ops.h>
 #include <tensor/arena.h>
 #include <tensor/tensord.h>
+#include <tensor/dlpack.h>
 
 #endif /* TENSOR_H */
