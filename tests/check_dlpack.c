@@ -116,8 +116,9 @@ static void foreign_init(struct foreign *f, DLDataType dt, int ndim, const int64
 {
 	memset(f, 0, sizeof(*f));
 	f->bytes = calloc(1, nbytes ? nbytes : 1);
-	memcpy(f->shape, shape, (size_t)ndim * sizeof(int64_t));
-	if (strides)
+	if (ndim) /* a 0-dim tensor's shape may be NULL */
+		memcpy(f->shape, shape, (size_t)ndim * sizeof(int64_t));
+	if (strides && ndim)
 		memcpy(f->strides, strides, (size_t)ndim * sizeof(int64_t));
 	DLTensor d = { f->bytes, { kDLCPU, 0 }, ndim, dt, f->shape, strides ? f->strides : NULL,
 		       0 };
