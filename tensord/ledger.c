@@ -679,14 +679,13 @@ void tnd_ledger_fsck(struct tnd_arena *ar, bool repair, tn_arena_fsck_report *re
 	uint64_t found = sc.cleared + sc.redescribed + changed;
 	if (!found)
 		return;
-	if (!rep->problems)
-		snprintf(rep->first_problem, sizeof(rep->first_problem), "%s",
-			 sc.first[0] ? sc.first : "");
-	if (!rep->problems && !sc.first[0])
-		snprintf(rep->first_problem, sizeof(rep->first_problem),
+	if (!sc.first[0])
+		snprintf(sc.first, sizeof(sc.first),
 			 "the sealed bytes of \"%.150s\" changed since they were sealed (found by "
 			 "tensorctl verify; not repaired)",
 			 first_changed);
+	if (!rep->problems)
+		snprintf(rep->first_problem, sizeof(rep->first_problem), "%s", sc.first);
 	rep->problems += found;
 	rep->repaired += sc.restored;
 }
