@@ -125,21 +125,22 @@ int pytn_dtype_from_obj(PyObject *obj, enum tn_dtype *ret_dtype)
 		*ret_dtype = TN_FLOAT64;
 		return 0;
 	} else {
-		/* A NumPy dtype (or scalar type, through its dtype) has .name; torch.dtype's str()
-		 * is "torch.float32", which tn_dtype_from_name reads. */
-		PyObject *dt = PyObject_HasAttrString(obj, "dtype") && PyType_Check(obj)
-				       ? PyObject_GetAttrString(obj, "dtype")
-				       : NULL;
-		PyErr_Clear();
-		PyObject *name = PyObject_GetAttrString(obj, "name");
-		if (name && PyUnicode_Check(name) && !PyType_Check(obj))
+		/* A NumPy dtype has .name ("float32"), a NumPy scalar type a __name__ ("float32",
+		 * "bool_"); torch.dtype's str() is "torch.float32", which tn_dtype_from_name
+		 * reads. */
+		PyObject *name = PyObject_GetAttrString(obj, PyType_Check(obj) ? "__name__" : "name");
+		if (name && PyUnicode_Check(name)) {
 			s = name;
-		else {
+			if (PyUnicode_GET_LENGTH(name) > 1 &&
+			    PyUnicode_READ_CHAR(name, PyUnicode_GET_LENGTH(name) - 1) == '_') {
+				s = PyUnicode_Substring(name, 0, PyUnicode_GET_LENGTH(name) - 1);
+				Py_DECREF(name);
+			}
+		} else {
 			Py_XDECREF(name);
 			PyErr_Clear();
 			s = PyObject_Str(obj);
 		}
-		Py_XDECREF(dt);
 		if (!s)
 			return -1;
 	}

@@ -577,8 +577,8 @@ static int tensor_from_buffer(PyObject *data, tn_tensor **ret_tensor)
 	int rc = -1;
 	if (format_dtype(view.format, view.itemsize, &dtype) < 0)
 		goto out;
-	if (view.ndim > PYTN_MAX_DIMS || !PyBuffer_IsContiguous(&view, 'C')) {
-		PyErr_SetString(PyExc_ValueError, "tensor: the buffer is not C-contiguous");
+	if (view.ndim > PYTN_MAX_DIMS) {
+		PyErr_SetString(PyExc_ValueError, "tensor: too many dimensions");
 		goto out;
 	}
 	int64_t shape[PYTN_MAX_DIMS];
@@ -590,8 +590,10 @@ static int tensor_from_buffer(PyObject *data, tn_tensor **ret_tensor)
 		pytn_raise(err);
 		goto out;
 	}
-	if (view.len)
-		memcpy(tn_tensor_data(t), view.buf, (size_t)view.len);
+	if (view.len && PyBuffer_ToContiguous(tn_tensor_data(t), &view, view.len, 'C') < 0) {
+		tn_tensor_unref(t);
+		goto out;
+	}
 	*ret_tensor = t;
 	rc = 0;
 out:
@@ -627,8 +629,17 @@ PyObject *pytn_tensor_ctor(PyObject *self, PyObject *args, PyObject *kwargs)
 		return pytn_wrap(t);
 	}
 	if (pytn_is_tensor_like(data)) {
-		if (dlpack_import(data, &t) < 0)
-			return NULL;
+		if (dlpack_import(data, &t) < 0) {
+			/* A producer that refuses a dtype through DLPack (NumPy 1.24's bool) may still
+			 * have a buffer. */
+			if (!PyObject_CheckBuffer(data) || PYTN_IS_TENSOR(data) ||
+			    !(PyErr_ExceptionMatches(PyExc_BufferError) ||
+			      PyErr_ExceptionMatches(PyExc_TypeError)))
+				return NULL;
+			PyErr_Clear();
+			if (tensor_from_buffer(data, &t) < 0)
+				return NULL;
+		}
 	} else if (PyObject_CheckBuffer(data)) {
 		if (tensor_from_buffer(data, &t) < 0)
 			return NULL;
