@@ -492,8 +492,10 @@ static int lookup_wait(tn_arena *arena, const char *name, double timeout, bool s
 		if (PyErr_CheckSignals() < 0)
 			return -1;
 		if (now_s() >= deadline) {
-			PyErr_Format(PyExc_TimeoutError, "no tensor %s\"%s\" was published within %g s",
-				     sealed ? "sealed as " : "", name, timeout);
+			char secs[32];
+			snprintf(secs, sizeof(secs), "%g", timeout);
+			PyErr_Format(PyExc_TimeoutError, "no tensor %s\"%s\" was published within %s s",
+				     sealed ? "sealed as " : "", name, secs);
 			return -1;
 		}
 	}
