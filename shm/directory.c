@@ -340,6 +340,7 @@ int tn__arena_publish_desc(tn_arena *a, const char *name, const struct tn__arena
 	if (eflags)
 		tn__tx_set(a, &b->magic_flags, b->magic_flags | (uint64_t)BLOCK_FLAG_SEALED << 32);
 	tn__tx_commit(a);
+	tn__arena_notify(a);
 	if (ret_handle)
 		*ret_handle = (tn_arena_handle){ index, (uint32_t)(body.state_gen >> 32) };
 	if (ret_flags)
@@ -495,6 +496,7 @@ int tn__arena_hold(tn_arena *a, const char *name, const tn_arena_handle *handle,
 		memcpy(ret->desc.strides, info->strides, (size_t)info->ndim * sizeof(int64_t));
 		ret->handle = info->handle;
 		ret->bytes = info->block_bytes;
+		ret->sealed = info->flags & TN_ARENA_ENTRY_SEALED;
 		ret->data = data_of(a, re.block, true);
 		memcpy(ret->name, info->name, sizeof(ret->name));
 		return r;
@@ -538,6 +540,7 @@ int tn__arena_hold(tn_arena *a, const char *name, const tn_arena_handle *handle,
 	memcpy(ret->desc.strides, e->strides, (size_t)ndim * sizeof(int64_t));
 	ret->handle = (tn_arena_handle){ index, entry_gen(e) };
 	ret->bytes = bytes;
+	ret->sealed = sealed;
 	memcpy(ret->name, e->name, e->name_len);
 	ret->name[e->name_len] = '\0';
 	tn__hold_set(a, b, a->slot, true);
@@ -638,6 +641,7 @@ int tn__arena_seal_name(tn_arena *a, const char *name, uint64_t *ret_block)
 	tn__tx_set(a, &e->block_gen_flags, e->block_gen_flags | (uint64_t)TN_ARENA_ENTRY_SEALED << 32);
 	tn__tx_set(a, &b->magic_flags, b->magic_flags | (uint64_t)BLOCK_FLAG_SEALED << 32);
 	tn__tx_commit(a);
+	tn__arena_notify(a);
 	tn__arena_unlock(a);
 	*ret_block = block;
 	return 0;
@@ -685,8 +689,10 @@ int tn__arena_reseal(tn_arena *a, tn_arena_handle handle)
 		tn__tx_set(a, &b->magic_flags, b->magic_flags | (uint64_t)BLOCK_FLAG_SEALED << 32);
 		done = 1;
 	}
-	if (done)
+	if (done) {
 		tn__tx_commit(a);
+		tn__arena_notify(a);
+	}
 	tn__arena_unlock(a);
 	return done;
 }
