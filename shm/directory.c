@@ -340,7 +340,6 @@ int tn__arena_publish_desc(tn_arena *a, const char *name, const struct tn__arena
 	if (eflags)
 		tn__tx_set(a, &b->magic_flags, b->magic_flags | (uint64_t)BLOCK_FLAG_SEALED << 32);
 	tn__tx_commit(a);
-	tn__arena_notify(a);
 	if (ret_handle)
 		*ret_handle = (tn_arena_handle){ index, (uint32_t)(body.state_gen >> 32) };
 	if (ret_flags)
@@ -348,6 +347,9 @@ int tn__arena_publish_desc(tn_arena *a, const char *name, const struct tn__arena
 out:
 	tn__arena_unlock(a);
 	pthread_mutex_unlock(&a->local_lock);
+	/* After the lock is released: a waiter woken looks at once and would find it taken. */
+	if (r == 0)
+		tn__arena_notify(a);
 	return r;
 }
 
@@ -641,8 +643,8 @@ int tn__arena_seal_name(tn_arena *a, const char *name, uint64_t *ret_block)
 	tn__tx_set(a, &e->block_gen_flags, e->block_gen_flags | (uint64_t)TN_ARENA_ENTRY_SEALED << 32);
 	tn__tx_set(a, &b->magic_flags, b->magic_flags | (uint64_t)BLOCK_FLAG_SEALED << 32);
 	tn__tx_commit(a);
-	tn__arena_notify(a);
 	tn__arena_unlock(a);
+	tn__arena_notify(a);
 	*ret_block = block;
 	return 0;
 }
@@ -689,11 +691,11 @@ int tn__arena_reseal(tn_arena *a, tn_arena_handle handle)
 		tn__tx_set(a, &b->magic_flags, b->magic_flags | (uint64_t)BLOCK_FLAG_SEALED << 32);
 		done = 1;
 	}
-	if (done) {
+	if (done)
 		tn__tx_commit(a);
-		tn__arena_notify(a);
-	}
 	tn__arena_unlock(a);
+	if (done)
+		tn__arena_notify(a);
 	return done;
 }
 
