@@ -17,7 +17,11 @@
  *     process and in a second one (forked; it opens the arena itself);
  *  3. how long a second process (fork+exec) takes to open the arena, look up a published 1 MiB,
  *     64 MiB or 1 GiB tensor and read its first and last elements, which must not grow with the
- *     size.
+ *     size;
+ *  4. how soon a process waiting for a name (tn_arena_lookup_wait, asleep on the arena's
+ *     futex) has it after another publishes it, beside the machine's own cross-process wakeup
+ *     (a byte on a pipe to a process blocked in read) and a consumer that polls every 1 ms; and
+ *     what a publish costs with nobody waiting and with a waiter to wake.
  *
  * Every figure is a median over rounds (BENCH_REPS, default 11). Nothing here fails on speed:
  * the program exits non-zero only when something does not work (an arena cannot be created, a
@@ -26,7 +30,7 @@
  *
  * Usage: bench_arena                 (about 30 s on 2 cores)
  *        BENCH_REPS=N                rounds per figure, 3 to 63 (default 11)
- *        BENCH_ONLY=part,...         only these of bandwidth, alloc, lookup, get
+ *        BENCH_ONLY=part,...         only these of bandwidth, alloc, lookup, get, wake
  * Internal modes, run by bench_arena itself:
  *        bench_arena --malloc-worker (commands on stdin, one result line each on stdout)
  *        bench_arena --get ARENA NAME NUMEL FIRST LAST
@@ -1052,6 +1056,189 @@ static void bench_get(tn_arena *a, bool have_1g, int reps)
 		printf("   1 GiB: not measured, /dev/shm has no room for a 1.5 GiB arena\n");
 }
 
+/* ---- 4. waking a waiter --------------------------------------------------------------------- */
+
+/* The forked waiter: one command per line on @in ("wait NAME", "poll NAME", "pipe"), and for
+ * each the CLOCK_MONOTONIC time (ns) at which it had what it waited for, on @out. */
+static void wake_child(const char *arena_name, FILE *in, FILE *out, int wake_fd)
+{
+	tn_arena *a;
+	char line[128], name[96];
+	if (tn_arena_open(arena_name, ARENA_DIR, &a) != 0) {
+		fprintf(out, "err %s\n", tn_last_error());
+		fflush(out);
+		_exit(1);
+	}
+	while (fgets(line, sizeof(line), in)) {
+		tn_tensor *t = NULL;
+		int r = 0;
+		if (sscanf(line, "wait %95s", name) == 1) {
+			tn_arena_lookup_options o = { .timeout_ns = 10000000000 };
+			r = tn_arena_lookup_wait(a, name, &o, &t, NULL);
+		} else if (sscanf(line, "poll %95s", name) == 1) {
+			struct timespec ms = { 0, 1000000 };
+			double until = bench_now_ns() + 10e9;
+			while ((r = tn_arena_lookup(a, name, &t, NULL)) == TN_ENOENT &&
+			       bench_now_ns() < until)
+				nanosleep(&ms, NULL);
+		} else if (sscanf(line, "pipe %95s", name) == 1) {
+			/* Told by a byte on a pipe, then look: what a waiter does at best. */
+			char c;
+			r = read(wake_fd, &c, 1) == 1 ? tn_arena_lookup(a, name, &t, NULL) : -1;
+		} else {
+			break;
+		}
+		double t1 = bench_now_ns();
+		if (r)
+			fprintf(out, "err %s\n", r < 0 && r != -1 ? tn_last_error() : "read");
+		else
+			fprintf(out, "ok %.0f\n", t1);
+		fflush(out);
+		tn_tensor_unref(t);
+	}
+	tn_arena_unref(a);
+	_exit(0);
+}
+
+static double wake_read(FILE *from)
+{
+	char reply[256];
+	double t;
+	if (!fgets(reply, sizeof(reply), from) || sscanf(reply, "ok %lf", &t) != 1)
+		die("the waiting process: %s", reply);
+	return t;
+}
+
+/* A thread that keeps its process marked waiting until told to stop (by a publish). */
+struct wake_waiter {
+	tn_arena *a;
+	volatile bool stop;
+};
+
+static void *bench_wake_waiter(void *p)
+{
+	struct wake_waiter *w = p;
+	tn_arena_lookup_options o = { .timeout_ns = 60000000000 };
+	tn_tensor *t = NULL;
+	while (!w->stop && tn_arena_lookup_wait(w->a, "bench/wake/stop", &o, &t, NULL) == 0) {
+		tn_tensor_unref(t);
+		t = NULL;
+	}
+	return NULL;
+}
+
+static void bench_wake(tn_arena *a, int reps)
+{
+	int to[2], from[2], wake[2];
+	if (pipe(to) || pipe(from) || pipe(wake))
+		die("pipe: %s", strerror(errno));
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		close(to[1]);
+		close(from[0]);
+		close(wake[1]);
+		wake_child(made_names[1], fdopen(to[0], "r"), fdopen(from[1], "w"), wake[0]);
+	}
+	close(to[0]);
+	close(from[1]);
+	close(wake[0]);
+	FILE *cmd = fdopen(to[1], "w"), *ans = fdopen(from[0], "r");
+	tn_tensor *t = arena_tensor(a, 16);
+	double futex_ns[65], pipe_ns[65], poll_ns[65];
+	struct timespec settle = { 0, 20000000 }; /* the waiter is asleep by then */
+	for (int r = 0; r < reps; r++) {
+		char name[64];
+		snprintf(name, sizeof(name), "bench/wake/%d", r);
+		fprintf(cmd, "wait %s\n", name);
+		fflush(cmd);
+		nanosleep(&settle, NULL);
+		double t0 = bench_now_ns();
+		if (tn_arena_publish(a, name, t, 0, NULL) != 0)
+			die("%s", tn_last_error());
+		futex_ns[r] = wake_read(ans) - t0;
+		tn_arena_unpublish(a, name);
+
+		fprintf(cmd, "pipe %s\n", name);
+		fflush(cmd);
+		nanosleep(&settle, NULL);
+		t0 = bench_now_ns();
+		if (tn_arena_publish(a, name, t, 0, NULL) != 0 || write(wake[1], "x", 1) != 1)
+			die("publish and write: %s", strerror(errno));
+		pipe_ns[r] = wake_read(ans) - t0;
+		tn_arena_unpublish(a, name);
+
+		fprintf(cmd, "poll %s\n", name);
+		fflush(cmd);
+		nanosleep(&settle, NULL);
+		t0 = bench_now_ns();
+		if (tn_arena_publish(a, name, t, 0, NULL) != 0)
+			die("%s", tn_last_error());
+		poll_ns[r] = wake_read(ans) - t0;
+		tn_arena_unpublish(a, name);
+	}
+	fclose(cmd);
+	fclose(ans);
+	close(wake[1]);
+	waitpid(pid, NULL, 0);
+
+	/* A publish+unpublish pair with nobody waiting (no system call) and with a waiter
+	 * marked (one FUTEX_WAKE each publish): this process marks itself, as a thread of it
+	 * waiting would. */
+	const int pairs = 20000;
+	double quiet[65], marked[65];
+	for (int r = 0; r < reps; r++) {
+		double t0 = bench_now_ns();
+		for (int i = 0; i < pairs; i++)
+			if (tn_arena_publish(a, "bench/wake/pub", t, 0, NULL) ||
+			    tn_arena_unpublish(a, "bench/wake/pub"))
+				die("%s", tn_last_error());
+		quiet[r] = (bench_now_ns() - t0) / pairs;
+	}
+	pthread_t waiter;
+	struct wake_waiter w = { a, false };
+	if (pthread_create(&waiter, NULL, bench_wake_waiter, &w))
+		die("pthread_create");
+	tn_arena_stats st;
+	for (int i = 0; i < 1000 && tn_arena_stat(a, &st) == 0 && st.waiters == 0; i++)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	for (int r = 0; r < reps; r++) {
+		double t0 = bench_now_ns();
+		for (int i = 0; i < pairs; i++)
+			if (tn_arena_publish(a, "bench/wake/pub", t, 0, NULL) ||
+			    tn_arena_unpublish(a, "bench/wake/pub"))
+				die("%s", tn_last_error());
+		marked[r] = (bench_now_ns() - t0) / pairs;
+	}
+	w.stop = true;
+	if (tn_arena_publish(a, "bench/wake/stop", t, 0, NULL))
+		die("%s", tn_last_error());
+	pthread_join(waiter, NULL);
+	tn_arena_unpublish(a, "bench/wake/stop");
+	tn_tensor_unref(t);
+
+	char b[6][32];
+	printf("\n4. A process waits for a name; another publishes it: from the publish to the "
+	       "waiter holding the tensor\n   (median of %d; the waiter is asleep 20 ms before)\n\n",
+	       reps);
+	double f = bench_median(futex_ns, reps), p = bench_median(pipe_ns, reps),
+	       q = bench_median(poll_ns, reps);
+	printf("   %-58s %10s\n", "tn_arena_lookup_wait (futex in the arena)",
+	       fmt_time(b[0], sizeof(b[0]), f));
+	printf("   %-58s %10s   the machine's cross-process wakeup\n",
+	       "publish, a byte on a pipe to a process in read(2), lookup", fmt_time(b[1], sizeof(b[1]), p));
+	printf("   %-58s %10s   %.0fx the futex wait's\n", "tn_arena_lookup every 1 ms (polling)",
+	       fmt_time(b[2], sizeof(b[2]), q), q / f);
+	printf("   futex wait over the pipe's wakeup: %.2fx (both look the name up after waking)\n",
+	       f / p);
+	double qn = bench_median(quiet, reps), mk = bench_median(marked, reps);
+	printf("   publish+unpublish: %s with nobody waiting (no system call), %s with a waiter "
+	       "marked (a FUTEX_WAKE each publish)\n",
+	       fmt_time(b[3], sizeof(b[3]), qn), fmt_time(b[4], sizeof(b[4]), mk));
+}
+
 /* ---- the header and main --------------------------------------------------------------------- */
 
 static void cpu_name(char *buf, size_t n)
@@ -1081,7 +1268,7 @@ int main(int argc, char **argv)
 		return get_child(argv + 2);
 	if (argc != 1) {
 		fprintf(stderr, "usage: bench_arena   (BENCH_REPS=N: rounds, 3 to 63; "
-			"BENCH_ONLY=bandwidth,alloc,lookup,get: parts)\n");
+			"BENCH_ONLY=bandwidth,alloc,lookup,get,wake: parts)\n");
 		return 2;
 	}
 	int reps = 11;
@@ -1134,7 +1321,7 @@ int main(int argc, char **argv)
 	}
 	if (selected("alloc"))
 		bench_alloc_pairs(reps, bw1);
-	if (!selected("lookup") && !selected("get"))
+	if (!selected("lookup") && !selected("get") && !selected("wake"))
 		return 0;
 
 	tn_arena *a;
@@ -1148,6 +1335,8 @@ int main(int argc, char **argv)
 		bench_lookup(a, reps);
 	if (selected("get"))
 		bench_get(a, have_1g, reps);
+	if (selected("wake"))
+		bench_wake(a, reps);
 	destroy_made(1);
 	return 0;
 }

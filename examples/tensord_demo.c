@@ -5,20 +5,25 @@
  *   1. Start a private tensord (its own socket in a temporary directory, its own arena
  *      directory in /dev/shm), as a user would start the system one.
  *   2. Create an arena through it; grant nothing: every process here is the same user.
- *   3. A producer process fills a weight matrix and four input batches in the arena, seals
- *      the weights and publishes everything by name.
+ *   3. A producer process fills a weight matrix and three input batches in the arena, seals
+ *      the weights and publishes everything by name. Two Python workers, a PyTorch one and a
+ *      NumPy one (examples/py_worker.py, through the libtensor Python package), are started
+ *      before it and wait for the sealed weights without polling.
  *   4. Three consumer processes look the tensors up (one of them read-only: the daemon gives
  *      it a read-only mapping and holds blocks for it), compute with operators on the shared
- *      bytes, and publish their results; the demo checks the results against the same
- *      computation done here.
+ *      bytes, and publish their results; the Python workers map the same bytes zero-copy
+ *      (torch through DLPack, NumPy through the buffer protocol), compute the same sums and
+ *      publish theirs; the demo checks them all against the same computation done here.
  *   5. A fourth consumer allocates scratch space in the arena and is SIGKILLed mid-way: the
  *      daemon sees its socket close and reclaims what it held, and the demo shows the free
  *      bytes coming back and how long it took.
  *   6. Print the arena's figures and tensors, destroy the arena and stop the daemon; nothing
  *      is left in /dev/shm.
  *
- * Usage: tensord_demo TENSORD_PATH (the Makefile passes the built daemon). The same binary
- * is re-executed for the child roles ("--producer", "--consumer N", "--victim").
+ * Usage: tensord_demo TENSORD_PATH [PYTHON WORKER_SCRIPT PYTHONPATH] (the Makefile passes the
+ * built daemon, the interpreter the Python package was built for, examples/py_worker.py and
+ * the build tree's package directory). The same binary is re-executed for the child roles
+ * ("--producer", "--consumer N", "--victim").
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -235,10 +240,11 @@ int main(int argc, char **argv)
 		return consumer(atoi(argv[2]));
 	if (argc >= 2 && !strcmp(argv[1], "--victim"))
 		return victim();
-	if (argc != 2) {
-		fprintf(stderr, "usage: tensord_demo TENSORD_PATH\n");
+	if (argc != 2 && argc != 5) {
+		fprintf(stderr, "usage: tensord_demo TENSORD_PATH [PYTHON WORKER_SCRIPT PYTHONPATH]\n");
 		return 2;
 	}
+	bool python = argc == 5;
 	char self[4096];
 	ssize_t sn = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	if (sn <= 0) {
@@ -281,7 +287,17 @@ int main(int argc, char **argv)
 	uint64_t free0 = free_bytes(c);
 	printf("arena     %s: 64 MiB, %" PRIu64 " bytes free\n\n", ARENA, free0);
 
-	/* 3. The producer. */
+	/* 3. The Python workers, which wait for the weights, then the producer. */
+	static const char *const kinds[] = { "torch", "numpy" };
+	pid_t workers[2] = { -1, -1 };
+	if (python) {
+		setenv("PYTHONPATH", argv[4], 1);
+		for (int i = 0; i < 2; i++) {
+			char *wargv[] = { argv[2], argv[3], (char *)kinds[i], arenas, NULL };
+			workers[i] = spawn(wargv, false);
+		}
+		printf("workers   torch and numpy (%s) wait for the sealed weights\n", argv[2]);
+	}
 	char *pargv[] = { self, "--producer", NULL };
 	if (wait_ok(spawn(pargv, false), "producer"))
 		goto fail;
@@ -297,6 +313,9 @@ int main(int argc, char **argv)
 	int bad = 0;
 	for (int i = 0; i < NCONSUMERS; i++)
 		bad |= wait_ok(cons[i], "consumer");
+	for (int i = 0; i < 2; i++)
+		if (workers[i] > 0)
+			bad |= wait_ok(workers[i], kinds[i]);
 	if (bad)
 		goto fail;
 	/* Check the published results against the same computation here, on this process's
@@ -318,6 +337,30 @@ int main(int argc, char **argv)
 		if (fabs(got - want) > 1e-9 * fabs(want))
 			bad = 1;
 		tn_tensor_unref(x);
+		tn_tensor_unref(res);
+	}
+	/* The Python workers' sums, in float64 over the same float32 bytes, against ours (a sum
+	 * in float32): equal to float32's rounding. */
+	for (int k = 0; python && k < 2; k++) {
+		char name[64];
+		tn_tensor *res;
+		snprintf(name, sizeof(name), "results/%s", kinds[k]);
+		CHECK(tn_arena_lookup(a, name, &res, NULL));
+		bool same = tn_tensor_numel(res) == NCONSUMERS;
+		double worst = 0;
+		for (int i = 0; same && i < NCONSUMERS; i++) {
+			tn_tensor *x;
+			snprintf(name, sizeof(name), "inputs/%d", i);
+			CHECK(tn_arena_lookup(a, name, &x, NULL));
+			double want = compute(x, w), got = ((const double *)tn_tensor_data(res))[i];
+			double rel = fabs(got - want) / fabs(want);
+			worst = rel > worst ? rel : worst;
+			same = rel <= 1e-5;
+			tn_tensor_unref(x);
+		}
+		printf("check     results/%s: %d sums, largest relative difference from ours %.1e: "
+		       "%s\n", kinds[k], NCONSUMERS, worst, same ? "equal" : "DIFFERENT");
+		bad |= !same;
 		tn_tensor_unref(res);
 	}
 	tn_tensor_unref(w);
@@ -375,7 +418,7 @@ int main(int argc, char **argv)
 	printf("\nverify    %" PRIu64 " sealed tensor(s) read again: %" PRIu64 " checked against "
 	       "tensord's digest, %" PRIu64 " changed\n",
 	       vr.sealed, vr.checked + vr.digested, vr.changed);
-	if (vr.sealed != 1 || vr.changed)
+	if (vr.sealed != (python ? 3u : 1u) || vr.changed)
 		bad = 1;
 
 	/* Destroy the arena, stop the daemon, check nothing is left. */

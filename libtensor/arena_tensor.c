@@ -13,9 +13,12 @@
  * before giving that use back, so no entry outlives the storages it names, nor the handle that
  * their uses keep alive and whose address is half its key.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
 
 #include "internal.h"
 #include "../shm/shm.h"
@@ -310,7 +313,8 @@ TN_EXPORT int tn_arena_publish(tn_arena *a, const char *name, const tn_tensor *t
 
 /* Look up by name (@name non-NULL) or by handle. */
 static int lookup(tn_arena *a, const char *name, const tn_arena_handle *handle,
-		  tn_tensor **ret_tensor, tn_arena_handle *ret_handle, const char *fn)
+		  tn_tensor **ret_tensor, tn_arena_handle *ret_handle, bool *ret_sealed,
+		  const char *fn)
 {
 	struct tn__arena_held h;
 	tn_storage *s;
@@ -341,18 +345,173 @@ static int lookup(tn_arena *a, const char *name, const tn_arena_handle *handle,
 	}
 	if (ret_handle)
 		*ret_handle = h.handle;
+	if (ret_sealed)
+		*ret_sealed = h.sealed;
 	return 0;
 }
 
 TN_EXPORT int tn_arena_lookup(tn_arena *a, const char *name, tn_tensor **ret_tensor,
 			      tn_arena_handle *ret_handle)
 {
-	return lookup(a, name, NULL, ret_tensor, ret_handle, "tn_arena_lookup");
+	return lookup(a, name, NULL, ret_tensor, ret_handle, NULL, "tn_arena_lookup");
 }
 
 TN_EXPORT int tn_arena_lookup_handle(tn_arena *a, tn_arena_handle handle, tn_tensor **ret_tensor)
 {
-	return lookup(a, NULL, &handle, ret_tensor, NULL, "tn_arena_lookup_handle");
+	return lookup(a, NULL, &handle, ret_tensor, NULL, NULL, "tn_arena_lookup_handle");
+}
+
+/* ---- waiting lookups ------------------------------------------------------------------------- */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* One look: 0 with *ret_tensor when the name is there (and sealed if asked), TN_ENOENT when it
+ * is not yet, or another error. */
+static int look(tn_arena *a, const char *name, bool want_sealed, tn_tensor **ret_tensor,
+		tn_arena_handle *ret_handle)
+{
+	static const char fn[] = "tn_arena_lookup_wait";
+	bool sealed = false;
+	tn_tensor *t = NULL;
+	int r = lookup(a, name, NULL, &t, ret_handle, &sealed, fn);
+	if (r == 0 && want_sealed && !sealed) {
+		tn_tensor_unref(t);
+		return TN_ENOENT;
+	}
+	if (r == 0)
+		*ret_tensor = t;
+	return r;
+}
+
+TN_EXPORT int tn_arena_lookup_wait(tn_arena *a, const char *name,
+				   const tn_arena_lookup_options *opts, tn_tensor **ret_tensor,
+				   tn_arena_handle *ret_handle)
+{
+	static const char fn[] = "tn_arena_lookup_wait";
+	int64_t timeout = opts ? opts->timeout_ns : 0;
+	uint32_t flags = opts ? opts->flags : 0;
+	int r;
+
+	if ((r = tn__arena_check(a, false, fn)) || (r = tn__arena_check_name(name, fn)))
+		return r;
+	if (!ret_tensor)
+		return tn__error(TN_EINVAL, "%s: NULL ret_tensor", fn);
+	if (opts && (flags & ~TN_ARENA_LOOKUP_SEALED || opts->reserved))
+		return tn__error(TN_EINVAL, "%s: unknown flags 0x%x", fn, flags);
+	bool want_sealed = flags & TN_ARENA_LOOKUP_SEALED;
+	/* The first look costs what tn_arena_lookup costs: nothing is announced before it. */
+	r = look(a, name, want_sealed, ret_tensor, ret_handle);
+	if (r != TN_ENOENT || (timeout == 0 && !want_sealed))
+		return r;
+	uint64_t start = mono_ns(), deadline = 0;
+	if (timeout > 0)
+		deadline = (uint64_t)timeout > UINT64_MAX - start ? UINT64_MAX : start + (uint64_t)timeout;
+	else if (timeout == 0)
+		deadline = start;
+	int announced = tn__arena_wait_begin(a);
+	if (announced < 0)
+		return announced;
+	for (;;) {
+		/* Read the word after the announcement and before the look: a publish after the
+		 * look moves it, and the sleep returns at once. */
+		uint32_t seq = tn__arena_wait_seq(a);
+		r = look(a, name, want_sealed, ret_tensor, ret_handle);
+		if (r != TN_ENOENT)
+			break;
+		if ((r = tn__arena_wait(a, seq, deadline ? deadline : 0, announced)) == TN_ETIMEDOUT ||
+		    (deadline && mono_ns() >= deadline)) {
+			r = tn__error(TN_ETIMEDOUT, "%s: '%s' was not %s in arena %s within %.3f s", fn,
+				      name, want_sealed ? "published sealed" : "published",
+				      tn_arena_path(a), (double)(mono_ns() - start) / 1e9);
+			break;
+		}
+	}
+	tn__arena_wait_end(a, announced);
+	return r;
+}
+
+/* ---- private copy-on-write views ------------------------------------------------------------- */
+
+static void *allocator_alloc(void *ctx, size_t nbytes);
+
+/* The arena handle whose block a CPU storage lies in, or NULL. */
+static tn_arena *arena_of(const tn_storage *s)
+{
+	if (s->deleter == lookup_deleter)
+		return s->deleter_ctx;
+	if (s->allocator && s->allocator->alloc == allocator_alloc)
+		return s->allocator->ctx;
+	return NULL;
+}
+
+struct cow {
+	void *map;
+	size_t len;
+	tn_storage *src; /* keeps the block held while its pages are mapped */
+};
+
+static void cow_deleter(void *data, void *ctx)
+{
+	(void)data;
+	struct cow *c = ctx;
+	munmap(c->map, c->len);
+	tn_storage_unref(c->src);
+	tn__free(c);
+}
+
+TN_EXPORT int tn_arena_cow(const tn_tensor *t, tn_tensor **ret)
+{
+	static const char fn[] = "tn_arena_cow";
+	tn_storage *s = tn_tensor_storage(t);
+	if (!s)
+		return tn__error(TN_EBADF, "%s: not a tensor handle", fn);
+	if (!ret)
+		return tn__error(TN_EINVAL, "%s: NULL ret_tensor", fn);
+	tn_arena *a = arena_of(s);
+	struct tn__arena_mapping map;
+	if (!a || !s->data || tn__arena_mapping(a, &map))
+		return tn__error(TN_EINVAL, "%s: the tensor's storage is not a block of an arena "
+				 "this process has attached", fn);
+	const uint8_t *p = s->data;
+	uint64_t off;
+	if (p >= (const uint8_t *)map.base && p < (const uint8_t *)map.base + map.size)
+		off = (uint64_t)(p - (const uint8_t *)map.base);
+	else if (map.ro && p >= (const uint8_t *)map.ro && p < (const uint8_t *)map.ro + map.size)
+		off = (uint64_t)(p - (const uint8_t *)map.ro);
+	else
+		return tn__error(TN_EINVAL, "%s: the tensor's bytes lie outside its arena's mapping",
+				 fn);
+	uint64_t page = map.page_size, start = off / page * page;
+	uint64_t end = (off + (s->nbytes ? s->nbytes : 1) + page - 1) / page * page;
+	struct cow *c = tn__calloc(1, sizeof(*c));
+	if (!c)
+		return tn__error(TN_ENOMEM, "%s: out of memory", fn);
+	c->len = (size_t)(end - start);
+	c->map = mmap(NULL, c->len, PROT_READ | PROT_WRITE, MAP_PRIVATE, tn_arena_fd(a),
+		      (off_t)start);
+	if (c->map == MAP_FAILED) {
+		int e = errno;
+		tn__free(c);
+		return tn__error(TN_ENOMEM, "%s: cannot map %zu bytes of arena %s privately: %s", fn,
+				 (size_t)(end - start), tn_arena_path(a), strerror(e));
+	}
+	c->src = tn_storage_ref(s);
+	tn_storage *ns = NULL;
+	int r = tn_storage_from_blob(s->device, (uint8_t *)c->map + (off - start), s->nbytes,
+				     cow_deleter, c, &ns);
+	if (r) {
+		cow_deleter(NULL, c);
+		return r;
+	}
+	r = tn_tensor_new(ns, tn_tensor_storage_offset(t), tn_tensor_ndim(t), tn_tensor_sizes(t),
+			  tn_tensor_strides(t), tn_tensor_dtype(t), ret);
+	tn_storage_unref(ns);
+	return r;
 }
 
 TN_EXPORT int tn_arena_seal(tn_arena *a, const char *name)

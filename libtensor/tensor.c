@@ -697,6 +697,11 @@ TN_EXPORT bool tn_tensor_is_contiguous(const tn_tensor *tensor)
 	return tensor_ok(tensor) && tensor->contiguous;
 }
 
+TN_EXPORT bool tn_tensor_is_readonly(const tn_tensor *tensor)
+{
+	return tensor_ok(tensor) && tensor->storage->readonly;
+}
+
 TN_EXPORT bool tn_tensor_is_contiguous_as(const tn_tensor *tensor, enum tn_memory_format fmt)
 {
 	if (!tensor_ok(tensor))

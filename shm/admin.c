@@ -63,6 +63,7 @@ int tn__reclaim_locked(tn_arena *a, int slot)
 			tn__tx_set(a, &h->reclaimed_slots, h->reclaimed_slots + 1);
 		tn__tx_commit(a);
 	}
+	tn__arena_waiter_clear(a, slot);
 	return freed;
 }
 
@@ -157,6 +158,8 @@ static void stat_read(const tn_arena *a, tn_arena_stats *ret)
 		.lock_repairs = h->lock_repairs,
 		.reclaimed_slots = h->reclaimed_slots,
 	};
+	for (int i = 0; i < HOLD_WORDS; i++)
+		s.waiters += (uint64_t)__builtin_popcountll(atomic_load(&h->waiters[i]));
 	memcpy(s.uuid, a->uuid, sizeof(s.uuid));
 	*ret = s;
 }

@@ -344,7 +344,8 @@ int tn__arena_mapping(const tn_arena *a, struct tn__arena_mapping *ret)
 {
 	if (!tn__arena_ok(a))
 		return tn__error(TN_EINVAL, "not an arena handle of this process");
-	*ret = (struct tn__arena_mapping){ a->base, a->ro, (size_t)a->size, a->read_only };
+	*ret = (struct tn__arena_mapping){ a->base, a->ro, (size_t)a->size, a->read_only,
+					   (size_t)a->page_size };
 	return 0;
 }
 
@@ -378,7 +379,8 @@ static void destroy_handle(tn_arena *a)
 	/* An observer that pinned the pages (a backend, for DMA) must forget them before they are
 	 * unmapped. A fork child's inherited handle is never destroyed (tn_arena_unref refuses
 	 * it), so observers hear only of handles this process made. */
-	struct tn__arena_mapping map = { a->base, a->ro, (size_t)a->size, a->read_only };
+	struct tn__arena_mapping map = { a->base, a->ro, (size_t)a->size, a->read_only,
+					 (size_t)a->page_size };
 	for (struct tn__arena_observer *o = atomic_load_explicit(&observers, memory_order_acquire);
 	     o; o = o->next)
 		o->unmapping(o, a, &map);

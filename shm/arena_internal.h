@@ -86,7 +86,14 @@ struct arena_header {
 	 * mends the metadata and clears it, so nobody follows the bad word again. */
 	uint64_t damage;
 	uint64_t damage_off;
-	uint64_t reserved[14];
+	/* Waiting lookups (wait.c), outside the lock and the undo log: a futex word that every
+	 * publish and seal advances, and a bit per client slot that waits for it. A publisher
+	 * wakes the futex only when a bit is set; a slot's bit goes with its reclamation. In
+	 * zeroed words of the reserved area, so older files read as "nobody waits". */
+	_Atomic uint32_t publish_seq;
+	uint32_t pad0;
+	_Atomic uint64_t waiters[HOLD_WORDS];
+	uint64_t reserved[9];
 
 	/* The lock. glibc's pthread_mutex_t is 40 bytes on every 64-bit ABI it supports. */
 	alignas(64) pthread_mutex_t lock;
@@ -196,7 +203,9 @@ struct tn_arena {
 	struct arena_header *hdr;
 	/* The layer above's bytes (tn__arena_upper): its allocator adapter. */
 	alignas(16) unsigned char upper[TN__ARENA_UPPER_BYTES];
-	pthread_mutex_t local_lock; /* guards the holds table */
+	pthread_mutex_t local_lock; /* guards the holds table and waiting */
+	int waiting;                /* threads of this process in a waiting lookup (local_lock) */
+	bool wait_polled;           /* ... whose slot could not be marked (wait.c) */
 	struct local_hold *holds;
 	size_t holds_cap, holds_count;
 	char path[4096];
@@ -326,6 +335,13 @@ const char *tn__entry_problem(const tn_arena *a, const struct dir_entry *e, uint
 /* Copy entry @index without the lock (a read-only handle), while no change is under way if
  * it can (returns whether it could): the copy is to be validated like a damaged entry. */
 bool tn__entry_snapshot(const tn_arena *a, uint32_t index, struct dir_entry *out);
+
+/* ---- wait.c ---- */
+/* After a publish or a seal is committed (any lock may be held): advance the futex word and
+ * wake the waiters, with a system call only when a slot waits. */
+void tn__arena_notify(tn_arena *a);
+/* Forget @slot's waiting bit (its reclamation, or a new claim of the slot). */
+void tn__arena_waiter_clear(tn_arena *a, int slot);
 
 /* ---- admin.c ---- */
 uint64_t tn__largest_free(const tn_arena *a);

@@ -107,6 +107,13 @@ int tn__arena_reseal(tn_arena *a, tn_arena_handle handle);
 int tn__arena_slot_restore(tn_arena *a, int slot, uint64_t state, int32_t pid,
 			   uint64_t start_time);
 
+/*
+ * tn__arena_waiting_for - set (@on) or clear @slot's bit in the arena's waiting mask, for a
+ * read-only client that cannot write it (tensord's WAITING request). Returns 0, TN_ERANGE (slot
+ * outside the table or not attached), TN_EPERM (a read-only handle).
+ */
+int tn__arena_waiting_for(tn_arena *a, int slot, bool on);
+
 /* ---- client side ---------------------------------------------------------------------------- */
 
 /*
@@ -132,6 +139,11 @@ struct tn__arena_remote {
 	 * Called without any lock of the handle's; a failure is the daemon's to mend later (its
 	 * sweep finds the seal bit). */
 	void (*sealed)(void *ctx, const char *name);
+	/* A read-only handle's thread begins (@on) or ends waiting for a publish: the daemon sets
+	 * or clears the slot's waiting bit, which the handle cannot write. Returns 0 or a negative
+	 * code (TN_ENOTSUP from an older daemon: the waiter then wakes at intervals). May be NULL
+	 * (the same). */
+	int (*waiting)(void *ctx, bool on);
 	void *ctx;
 };
 

@@ -347,6 +347,9 @@ int tn__arena_publish_desc(tn_arena *a, const char *name, const struct tn__arena
 out:
 	tn__arena_unlock(a);
 	pthread_mutex_unlock(&a->local_lock);
+	/* After the lock is released: a waiter woken looks at once and would find it taken. */
+	if (r == 0)
+		tn__arena_notify(a);
 	return r;
 }
 
@@ -495,6 +498,7 @@ int tn__arena_hold(tn_arena *a, const char *name, const tn_arena_handle *handle,
 		memcpy(ret->desc.strides, info->strides, (size_t)info->ndim * sizeof(int64_t));
 		ret->handle = info->handle;
 		ret->bytes = info->block_bytes;
+		ret->sealed = info->flags & TN_ARENA_ENTRY_SEALED;
 		ret->data = data_of(a, re.block, true);
 		memcpy(ret->name, info->name, sizeof(ret->name));
 		return r;
@@ -538,6 +542,7 @@ int tn__arena_hold(tn_arena *a, const char *name, const tn_arena_handle *handle,
 	memcpy(ret->desc.strides, e->strides, (size_t)ndim * sizeof(int64_t));
 	ret->handle = (tn_arena_handle){ index, entry_gen(e) };
 	ret->bytes = bytes;
+	ret->sealed = sealed;
 	memcpy(ret->name, e->name, e->name_len);
 	ret->name[e->name_len] = '\0';
 	tn__hold_set(a, b, a->slot, true);
@@ -639,6 +644,7 @@ int tn__arena_seal_name(tn_arena *a, const char *name, uint64_t *ret_block)
 	tn__tx_set(a, &b->magic_flags, b->magic_flags | (uint64_t)BLOCK_FLAG_SEALED << 32);
 	tn__tx_commit(a);
 	tn__arena_unlock(a);
+	tn__arena_notify(a);
 	*ret_block = block;
 	return 0;
 }
@@ -688,6 +694,8 @@ int tn__arena_reseal(tn_arena *a, tn_arena_handle handle)
 	if (done)
 		tn__tx_commit(a);
 	tn__arena_unlock(a);
+	if (done)
+		tn__arena_notify(a);
 	return done;
 }
 

@@ -277,6 +277,7 @@ int tn__claim_slot(tn_arena *a, int64_t pid, uint64_t start_time, int *ret_slot,
 	tn__counter_add(a, &h->clients, 1);
 	uint64_t state = c->state_gen;
 	tn__tx_commit(a);
+	tn__arena_waiter_clear(a, slot); /* a bit a killed waiter left on the free slot */
 	tn__arena_unlock(a);
 	*ret_slot = slot;
 	if (ret_state)

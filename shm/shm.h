@@ -21,6 +21,7 @@ struct tn__arena_mapping {
 	void *ro;       /* the read-only mapping of the same file; NULL for a read-only handle */
 	size_t size;    /* bytes of each */
 	bool read_only; /* attached read-only: base is a PROT_READ mapping */
+	size_t page_size; /* of the file's pages (2 MiB on hugetlbfs) */
 };
 
 /* The mappings of @arena; TN_EINVAL when it is not a live arena handle of this process (a
@@ -100,6 +101,9 @@ struct tn__arena_held {
 				       the same block sealed it */
 	tn_arena_handle handle;     /* the entry's */
 	uint64_t bytes;             /* usable bytes of the block */
+	bool sealed;                /* the entry or its block is sealed (desc.flags says which
+				       mapping: every tensor of a read-only handle is in its
+				       read-only one) */
 	void *data;                 /* the block's data, in the read-only mapping when sealed */
 	char name[TN_ARENA_NAME_MAX + 1]; /* the entry's name */
 };
@@ -154,6 +158,26 @@ int tn__arena_seal_name(tn_arena *arena, const char *name, uint64_t *ret_block);
  * thread's last error as it was: the daemon's sweep finds a seal it was not told of.
  */
 void tn__arena_sealed_note(tn_arena *arena, const char *name);
+
+/*
+ * Waiting lookups (tn_arena_lookup_wait(3)). A waiter announces itself once
+ * (tn__arena_wait_begin), then, until what it waits for is there: reads the futex word
+ * (tn__arena_wait_seq), looks, and sleeps while the word still has the value read
+ * (tn__arena_wait); tn__arena_wait_end ends the announcement. A publish or a seal committed
+ * after the word was read changes it, so no wake is lost.
+ *
+ * tn__arena_wait_begin returns 0 when the process's slot is marked waiting (publishers wake
+ * it), 1 when it could not be (a read-only handle whose tensord predates the WAITING request:
+ * its sleeps then end at intervals of TN__ARENA_WAIT_POLL_NS), or an error (TN_EBADF, or the
+ * daemon's). Each 0 or 1 is given back by one tn__arena_wait_end.
+ * tn__arena_wait returns 0 when woken (or spuriously, or by a signal: look again), TN_ETIMEDOUT
+ * when @deadline_ns (CLOCK_MONOTONIC; 0 for none) passed.
+ */
+#define TN__ARENA_WAIT_POLL_NS 100000000 /* 100 ms */
+int tn__arena_wait_begin(tn_arena *arena);
+void tn__arena_wait_end(tn_arena *arena, int announced);
+uint32_t tn__arena_wait_seq(const tn_arena *arena);
+int tn__arena_wait(tn_arena *arena, uint32_t seq, uint64_t deadline_ns, int announced);
 
 /* Bytes each arena handle keeps for the layer above (for its allocator adapter, which must
  * live as long as the handle): zero when the handle is made, never read or written by shm,

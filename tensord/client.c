@@ -238,9 +238,13 @@ static int exchange_locked(tn_tensord *c, struct exchange *x, const char *fn)
 			return tn__error(TN_ENOTSUP, "%s: tensord at %s speaks protocol version %u; "
 					 "sharing CUDA memory needs version 2 (a newer tensord)",
 					 fn, c->path, c->hello.version);
-		if (x->op >= TND_OP_SEALED && c->hello.version < 3)
+		if (x->op >= TND_OP_SEALED && x->op < TND_OP_WAITING && c->hello.version < 3)
 			return tn__error(TN_ENOTSUP, "%s: tensord at %s speaks protocol version %u; "
 					 "its record of seals needs version 3 (a newer tensord)",
+					 fn, c->path, c->hello.version);
+		if (x->op >= TND_OP_WAITING && c->hello.version < 4)
+			return tn__error(TN_ENOTSUP, "%s: tensord at %s speaks protocol version %u; "
+					 "waking read-only waiters needs version 4 (a newer tensord)",
 					 fn, c->path, c->hello.version);
 		uint32_t seq = ++c->seq;
 		tnd_init_hdr(&out.hdr, x->op, x->body_len, seq, 0, x->pass_fd >= 0 ? TND_F_FD : 0);
@@ -653,6 +657,21 @@ static void remote_sealed(void *ctx, const char *name)
 	(void)exchange(c, &x, "tn_arena_seal");
 }
 
+/* A read-only handle's thread begins or ends waiting for a publish: the daemon marks the slot. */
+static int remote_waiting(void *ctx, bool on)
+{
+	struct conn_arena *ca = ctx;
+	struct tnd_waiting m = { .slot = ca->slot, .on = on };
+	memcpy(m.name, ca->name, sizeof(m.name));
+	memcpy(m.uuid, ca->uuid, sizeof(m.uuid));
+	struct exchange x = { .op = TND_OP_WAITING, .body = &m, .body_len = sizeof(m),
+			      .pass_fd = -1 };
+	int saved = errno;
+	int r = exchange(ca->conn, &x, "tn_arena_lookup_wait");
+	errno = saved;
+	return r;
+}
+
 static void conn_forget(tn_tensord *c, struct conn_arena *ca)
 {
 	pthread_mutex_lock(&c->lock);
@@ -726,7 +745,7 @@ TN_EXPORT int tn_tensord_arena_open(tn_tensord *c, const char *name, unsigned fl
 	}
 	struct tn__arena_remote remote = { .hold = remote_hold, .release = remote_release,
 					   .detach = remote_detach, .sealed = remote_sealed,
-					   .ctx = ca };
+					   .waiting = remote_waiting, .ctx = ca };
 	tn_arena *a = NULL;
 	r = tn__arena_attach_slot(afd, (int)rep.slot,
 				  ca->flags & TND_OPEN_READ_ONLY ? TN__ATTACH_READ_ONLY : 0,

@@ -536,6 +536,23 @@ static int do_RELEASE(struct tnd_client *c, const struct tnd_hdr *h, const struc
 	return 0;
 }
 
+/* A read-only client waits for a publish (tn_arena_lookup_wait): its slot's bit in the arena's
+ * waiting mask, which its read-only mapping cannot write. The slot's reclamation clears it. */
+static int do_WAITING(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_waiting *m,
+		      int fd)
+{
+	struct tnd_slot *s = slot_of(c, h, m->name, (int)m->slot, m->uuid);
+	if (!s)
+		return 0;
+	if (!tnd_arena_gate(c, h, s->arena))
+		return 0;
+	int r = tn__arena_waiting_for(s->arena->a, s->slot, m->on != 0);
+	if (r)
+		return tnd_reply_tn(c, h, r);
+	tnd_reply(c, h, NULL, 0);
+	return 0;
+}
+
 static int do_DETACH(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_detach *m,
 		     int fd)
 {

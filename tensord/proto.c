@@ -144,6 +144,9 @@ static int check_hdr(const struct tnd_hdr *h, size_t len, const char *what)
 	if (h->op >= TND_OP_CUDA_EXPORT && h->version < 2)
 		return BAD("%s: %s needs protocol version 2, the message has %u", what,
 			   tnd_op_name(h->op), h->version);
+	if (h->op >= TND_OP_WAITING && h->version < 4)
+		return BAD("%s: %s needs protocol version 4, the message has %u", what,
+			   tnd_op_name(h->op), h->version);
 	if (h->flags & ~TND_F_ALL)
 		return BAD("%s: unknown flags 0x%x", what, h->flags);
 	if (h->reserved)
@@ -298,6 +301,16 @@ int tnd_check_request(const void *msg, size_t len, bool has_fd)
 			return BAD("RELEASE: bad block offset %llu", (unsigned long long)m->block);
 		if (m->slot >= TN_ARENA_MAX_CLIENTS || m->pad)
 			return BAD("RELEASE: slot %u out of range", m->slot);
+		return 0;
+	}
+	case TND_OP_WAITING: {
+		const struct tnd_waiting *m = b;
+		if ((r = check_name(m->name, false, op)))
+			return r;
+		if (m->slot >= TN_ARENA_MAX_CLIENTS)
+			return BAD("WAITING: slot %u out of range", m->slot);
+		if (m->on > 1)
+			return BAD("WAITING: bad state %u", m->on);
 		return 0;
 	}
 	case TND_OP_DETACH: {

@@ -33,10 +33,10 @@
 
 #define TND_MAGIC 0x31444e54u /* "TND1" in memory on a little-endian machine */
 /* Protocol versions: 2 added the CUDA sharing operations (CUDA_*), 3 the seal record (SEALED,
- * VERIFY). A daemon and a client
+ * VERIFY), 4 waiting lookups of read-only clients (WAITING). A daemon and a client
  * each speak TND_VERSION_MIN..TND_VERSION; HELLO picks the highest both speak, and every later
  * message of the connection carries that version. */
-#define TND_VERSION 3
+#define TND_VERSION 4
 #define TND_VERSION_MIN 1
 #define TND_MSG_MAX 4096 /* no message is longer; receivers use buffers of this size */
 
@@ -77,7 +77,8 @@
 	X(CUDA_STAT, 23, struct tnd_cuda_ref, struct tnd_cuda_info)                           \
 	X(CUDA_LIST, 24, void, struct tnd_cuda_info)                                          \
 	X(SEALED, 25, struct tnd_sealed, void)                                                \
-	X(VERIFY, 26, struct tnd_arena_ref, struct tnd_verify_reply)
+	X(VERIFY, 26, struct tnd_arena_ref, struct tnd_verify_reply)                          \
+	X(WAITING, 27, struct tnd_waiting, void)
 
 enum tnd_op {
 #define TND_X_(name, value, req, rep) TND_OP_##name = (value),
@@ -336,6 +337,16 @@ struct tnd_release {
 	uint64_t block;
 	uint32_t slot;
 	uint32_t pad;
+	uint8_t uuid[16];
+};
+
+/* WAITING: a read-only client's thread begins (on 1) or ends (on 0) a waiting lookup; the
+ * daemon sets or clears its slot's bit in the arena's waiting mask, which the client cannot
+ * write. */
+struct tnd_waiting {
+	char name[TND_NAME_SIZE];
+	uint32_t slot;
+	uint32_t on;
 	uint8_t uuid[16];
 };
 

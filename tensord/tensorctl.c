@@ -5,7 +5,7 @@
  *
  * Exit codes: 0 success, 1 the operation failed, 2 usage, 3 cannot reach tensord, 4 no such
  * arena or tensor, 5 permission denied, 6 fsck found problems it did not repair, or verify
- * found sealed bytes changed.
+ * found sealed bytes changed, 7 a --wait timed out.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +26,7 @@
 #include "daemon.h" /* tnd_parse_size, tnd_parse_numa: the config file's syntax */
 
 enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_CONNECT = 3, EX_NOENT = 4, EX_ACCESS = 5,
-       EX_FSCK = 6 };
+       EX_FSCK = 6, EX_TIMEOUT = 7 };
 
 static const char *socket_path;
 static bool json, quiet;
@@ -43,8 +43,10 @@ static void usage(FILE *f)
 		"  arena stat NAME                 figures, access, NUMA residency\n"
 		"  arena destroy NAME [--force]\n"
 		"  arena grant NAME USER|GROUP [--ro|--rw|--revoke]\n"
-		"  ls NAME [PREFIX]                named tensors\n"
-		"  show NAME TENSOR                metadata and a preview\n"
+		"  ls NAME [PREFIX] [--wait SECONDS]\n"
+		"                                  named tensors (waiting for one under PREFIX)\n"
+		"  show NAME TENSOR [--wait SECONDS] [--sealed]\n"
+		"                                  metadata and a preview (waiting for it)\n"
 		"  load NAME FILE [--prefix P] [--format safetensors|npy] [--seal] [--replace]\n"
 		"  save NAME FILE [PREFIX] [--format safetensors|npy]\n"
 		"  rm NAME TENSOR...               unpublish\n"
@@ -66,6 +68,7 @@ static int exit_for(int code)
 	case TN_ECONNREFUSED: case TN_ENOTCONN: return EX_CONNECT;
 	case TN_ENOENT: return EX_NOENT;
 	case TN_EACCES: case TN_EPERM: return EX_ACCESS;
+	case TN_ETIMEDOUT: return EX_TIMEOUT;
 	default: return EX_FAIL;
 	}
 }
@@ -605,17 +608,76 @@ static int open_arena(const char *name, bool write, tn_arena **ret)
 	return 0;
 }
 
+/* --wait SECONDS: nanoseconds (a negative for "inf"), or -2 after the usage error. */
+static int64_t parse_wait(const char *text)
+{
+	char *end;
+	errno = 0;
+	double sec = strtod(text, &end);
+	if (errno || end == text || *end || sec < 0 || sec != sec)
+		return -2;
+	return sec >= 9e9 ? -1 : (int64_t)(sec * 1e9);
+}
+
+/* Options of ls and show: --wait SECONDS, and --sealed where @sealed is non-NULL. Leaves the
+ * positional arguments at argv[optind...]; returns 0 or an exit code. */
+static int wait_options(int argc, char **argv, int64_t *ret_wait, bool *sealed)
+{
+	static const struct option o[] = { { "wait", 1, NULL, 'w' }, { "sealed", 0, NULL, 's' },
+					   { NULL, 0, NULL, 0 } };
+	int c;
+	*ret_wait = 0;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "w:s", o, NULL)) != -1) {
+		switch (c) {
+		case 'w':
+			if ((*ret_wait = parse_wait(optarg)) == -2)
+				return usage_error("bad --wait \"%s\" (seconds, or inf)", optarg);
+			break;
+		case 's':
+			if (!sealed)
+				return usage_error("--sealed is an option of show");
+			*sealed = true;
+			break;
+		default: return EX_USAGE;
+		}
+	}
+	return 0;
+}
+
 static int cmd_ls(int argc, char **argv)
 {
+	int64_t wait_ns;
+	int r = wait_options(argc, argv, &wait_ns, NULL);
+	if (r)
+		return r;
+	argc -= optind - 1;
+	argv += optind - 1;
 	if (argc < 2 || argc > 3)
-		return usage_error("ls NAME [PREFIX]");
+		return usage_error("ls NAME [PREFIX] [--wait SECONDS]");
 	tn_arena *a;
-	int r = open_arena(argv[1], false, &a);
+	r = open_arena(argv[1], false, &a);
 	if (r)
 		return r;
 	tn_arena_entry *v;
 	size_t n;
-	if ((r = tn_arena_list(a, argc == 3 ? argv[2] : NULL, &v, &n))) {
+	/* With --wait, until some name under the prefix is there: the generation read before
+	 * each look, so that a publish after it ends the wait at once. */
+	for (;;) {
+		uint32_t gen = tn_arena_generation(a);
+		if ((r = tn_arena_list(a, argc == 3 ? argv[2] : NULL, &v, &n)) || n || !wait_ns)
+			break;
+		if ((r = tn_arena_wait_change(a, gen, wait_ns)))
+			break;
+	}
+	if (r == TN_ETIMEDOUT) {
+		fprintf(stderr, "tensorctl: ls: no tensor%s%s%s was published in arena %s in time\n",
+			argc == 3 ? " under '" : "", argc == 3 ? argv[2] : "", argc == 3 ? "'" : "",
+			argv[1]);
+		tn_arena_unref(a);
+		return EX_TIMEOUT;
+	}
+	if (r) {
 		r = fail(r, "ls");
 		tn_arena_unref(a);
 		return r;
@@ -658,10 +720,16 @@ static int cmd_ls(int argc, char **argv)
 
 static int cmd_show(int argc, char **argv)
 {
+	int64_t wait_ns;
+	bool sealed = false;
+	int r = wait_options(argc, argv, &wait_ns, &sealed);
+	if (r)
+		return r;
+	argc -= optind - 1;
+	argv += optind - 1;
 	if (argc != 3)
-		return usage_error("show NAME TENSOR");
+		return usage_error("show NAME TENSOR [--wait SECONDS] [--sealed]");
 	tn_arena *a;
-	int r;
 	if (bad_tensor_name(argv[2], &r))
 		return r;
 	r = open_arena(argv[1], false, &a);
@@ -669,8 +737,12 @@ static int cmd_show(int argc, char **argv)
 		return r;
 	tn_arena_entry e;
 	tn_tensor *t = NULL;
-	if ((r = tn_arena_info(a, argv[2], &e)) || (r = tn_arena_lookup(a, argv[2], &t, NULL))) {
+	tn_arena_lookup_options lo = { .timeout_ns = wait_ns,
+				       .flags = sealed ? TN_ARENA_LOOKUP_SEALED : 0 };
+	if ((r = tn_arena_lookup_wait(a, argv[2], &lo, &t, NULL)) ||
+	    (r = tn_arena_info(a, argv[2], &e))) {
 		r = fail(r, "show");
+		tn_tensor_unref(t);
 		tn_arena_unref(a);
 		return r;
 	}

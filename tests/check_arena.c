@@ -2058,6 +2058,264 @@ START_TEST(test_metadata_fuzz)
 }
 END_TEST
 
+/* ---- waiting lookups and private views -------------------------------------------------------- */
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A child that opens arena @name, sleeps @delay_ms, publishes "late" (16 int32 of 5), and with
+ * @seal seals it @delay_ms later still. */
+static pid_t late_publisher(const char *name, int delay_ms, bool seal)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid)
+		return pid;
+	tn_arena *b;
+	if (tn_arena_open(name, dir, &b))
+		_exit(10);
+	usleep((useconds_t)delay_ms * 1000);
+	int64_t sz[] = { 16 };
+	tn_tensor *t = arena_tensor(b, 1, sz, TN_INT32);
+	if (tn_fill_(t, tn_scalar_int(5)) || tn_arena_publish(b, "late", t, 0, NULL))
+		_exit(11);
+	if (seal) {
+		usleep((useconds_t)delay_ms * 1000);
+		if (tn_arena_seal(b, "late"))
+			_exit(12);
+	}
+	tn_tensor_unref(t);
+	tn_arena_unref(b);
+	_exit(0);
+}
+
+START_TEST(test_lookup_wait)
+{
+	tn_arena *a = make("wait", 16 << 20);
+	tn_tensor *t = NULL;
+	tn_arena_handle h;
+	tn_arena_lookup_options o = { .timeout_ns = 50000000 }; /* 50 ms */
+
+	/* Bad arguments are refused before any wait. */
+	ck_assert_tn_error_has(tn_arena_lookup_wait(a, "a//b", &o, &t, NULL), TN_EINVAL, "name");
+	o.flags = 0x80;
+	ck_assert_tn_error_has(tn_arena_lookup_wait(a, "x", &o, &t, NULL), TN_EINVAL, "flags");
+	o.flags = 0;
+	ck_assert_tn_error_has(tn_arena_lookup_wait(a, "x", &o, NULL, NULL), TN_EINVAL, "NULL");
+	ck_assert_tn_error_has(tn_arena_lookup_wait(NULL, "x", &o, &t, NULL), TN_EBADF, "handle");
+	/* No options, or a zero timeout: tn_arena_lookup. */
+	ck_assert_tn_error_has(tn_arena_lookup_wait(a, "x", NULL, &t, NULL), TN_ENOENT, "x");
+
+	/* Nothing comes: TN_ETIMEDOUT after the timeout, not long after. */
+	uint64_t t0 = now_ms();
+	ck_assert_tn_error_has(tn_arena_lookup_wait(a, "never", &o, &t, NULL), TN_ETIMEDOUT,
+			       "'never' was not published");
+	uint64_t took = now_ms() - t0;
+	ck_assert_msg(took >= 50 && took < 2000, "a 50 ms wait took %llu ms",
+		      (unsigned long long)took);
+	ck_assert_uint_eq(stats(a).waiters, 0);
+
+	/* Another process publishes after 200 ms: the wait (10 s allowed) wakes for it. */
+	pid_t pid = late_publisher("wait", 200, false);
+	o.timeout_ns = 10000000000;
+	t0 = now_ms();
+	ck_assert_tn_ok(tn_arena_lookup_wait(a, "late", &o, &t, &h));
+	took = now_ms() - t0;
+	ck_assert_msg(took < 5000, "woken after %llu ms", (unsigned long long)took);
+	ck_assert_int_eq(((int32_t *)tn_tensor_data(t))[15], 5);
+	ck_assert(!tn_tensor_is_readonly(t));
+	tn_tensor_unref(t);
+	ck_assert_uint_eq(stats(a).waiters, 0);
+	int st = wait_status(pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "publisher status %d", st);
+
+	/* A name that is there: no wait, nothing announced. */
+	ck_assert_tn_ok(tn_arena_lookup_wait(a, "late", &o, &t, NULL));
+	tn_tensor_unref(t);
+
+	/* Waiting for the seal: published now, sealed 300 ms later. */
+	ck_assert_tn_ok(tn_arena_unpublish(a, "late"));
+	pid = late_publisher("wait", 150, true);
+	o.flags = TN_ARENA_LOOKUP_SEALED;
+	ck_assert_tn_ok(tn_arena_lookup_wait(a, "late", &o, &t, NULL));
+	ck_assert(tn_tensor_is_readonly(t));
+	tn_arena_entry e;
+	ck_assert_tn_ok(tn_arena_info(a, "late", &e));
+	ck_assert_uint_eq(e.flags & TN_ARENA_ENTRY_SEALED, TN_ARENA_ENTRY_SEALED);
+	tn_tensor_unref(t);
+	st = wait_status(pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "publisher status %d", st);
+	/* An unsealed name with the flag and no wait: timed out at once. */
+	int64_t sz[] = { 4 };
+	tn_tensor *u = arena_tensor(a, 1, sz, TN_INT32);
+	ck_assert_tn_ok(tn_arena_publish(a, "open", u, 0, NULL));
+	o.timeout_ns = 0;
+	ck_assert_tn_error_has(tn_arena_lookup_wait(a, "open", &o, &t, NULL), TN_ETIMEDOUT,
+			       "published sealed");
+	tn_tensor_unref(u);
+	ck_assert_uint_eq(stats(a).waiters, 0);
+	assert_clean(a);
+	tn_arena_unref(a);
+}
+END_TEST
+
+/* Several threads of one process wait for different names; each wakes for its own. */
+struct waiter_arg {
+	tn_arena *a;
+	char name[16];
+	int result;
+};
+
+static void *waiter_thread(void *p)
+{
+	struct waiter_arg *w = p;
+	tn_arena_lookup_options o = { .timeout_ns = 20000000000 };
+	tn_tensor *t = NULL;
+	w->result = tn_arena_lookup_wait(w->a, w->name, &o, &t, NULL);
+	tn_tensor_unref(t);
+	return NULL;
+}
+
+START_TEST(test_lookup_wait_threads_and_kill)
+{
+	tn_arena *a = make("waitk", 16 << 20);
+	struct waiter_arg w[3];
+	pthread_t th[3];
+	for (int i = 0; i < 3; i++) {
+		w[i] = (struct waiter_arg){ .a = a, .result = 1 };
+		snprintf(w[i].name, sizeof(w[i].name), "n%d", i);
+		ck_assert_int_eq(pthread_create(&th[i], NULL, waiter_thread, &w[i]), 0);
+	}
+	/* One process, one waiting bit, whatever its threads. */
+	for (int i = 0; i < 200 && stats(a).waiters == 0; i++)
+		usleep(5000);
+	ck_assert_uint_eq(stats(a).waiters, 1);
+	int64_t sz[] = { 8 };
+	for (int i = 0; i < 3; i++) {
+		tn_tensor *t = arena_tensor(a, 1, sz, TN_FLOAT32);
+		char name[16];
+		snprintf(name, sizeof(name), "n%d", 2 - i);
+		ck_assert_tn_ok(tn_arena_publish(a, name, t, 0, NULL));
+		tn_tensor_unref(t);
+		usleep(20000);
+	}
+	for (int i = 0; i < 3; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(w[i].result, 0);
+	}
+	ck_assert_uint_eq(stats(a).waiters, 0);
+
+	/* A waiter killed in its sleep leaves its bit only until its slot is reclaimed. */
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		tn_arena *b;
+		tn_tensor *t;
+		tn_arena_lookup_options o = { .timeout_ns = -1 };
+		if (tn_arena_open("waitk", dir, &b))
+			_exit(10);
+		tn_arena_lookup_wait(b, "forever", &o, &t, NULL);
+		_exit(11);
+	}
+	for (int i = 0; i < 400 && stats(a).waiters == 0; i++)
+		usleep(5000);
+	ck_assert_uint_eq(stats(a).waiters, 1);
+	kill(pid, SIGKILL);
+	int st = wait_status(pid);
+	ck_assert(WIFSIGNALED(st));
+	/* Publishing meanwhile is harmless (one needless wake). */
+	tn_tensor *t = arena_tensor(a, 1, sz, TN_FLOAT32);
+	ck_assert_tn_ok(tn_arena_publish(a, "other", t, 0, NULL));
+	tn_tensor_unref(t);
+	ck_assert_int_eq(tn_arena_reclaim_dead(a), 1);
+	ck_assert_uint_eq(stats(a).waiters, 0);
+	assert_clean(a);
+	tn_arena_unref(a);
+}
+END_TEST
+
+START_TEST(test_cow)
+{
+	tn_arena *a = make("cow", 16 << 20);
+	/* A small block (its data shares a page with others) and a large one (page aligned). */
+	int64_t small[] = { 3, 5 }, large[] = { 256, 300 };
+	const char *names[] = { "small", "large" };
+	for (int k = 0; k < 2; k++) {
+		tn_tensor *t = arena_tensor(a, 2, k ? large : small, TN_FLOAT32);
+		float *d = tn_tensor_data(t);
+		int64_t n = tn_tensor_numel(t);
+		for (int64_t i = 0; i < n; i++)
+			d[i] = (float)i;
+		ck_assert_tn_ok(tn_arena_publish(a, names[k], t, TN_ARENA_SEAL, NULL));
+		tn_tensor_unref(t);
+	}
+	for (int k = 0; k < 2; k++) {
+		pid_t pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			tn_arena *b;
+			tn_tensor *x, *v, *c, *again;
+			if (tn_arena_open("cow", dir, &b) || tn_arena_lookup(b, names[k], &x, NULL))
+				_exit(10);
+			if (!tn_tensor_is_readonly(x))
+				_exit(11);
+			/* A transposed view: the private view keeps its strides. */
+			if (tn_transpose(x, 0, 1, &v) || tn_arena_cow(v, &c))
+				_exit(12);
+			if (tn_tensor_is_readonly(c) || tn_tensor_strides(c)[0] != 1 ||
+			    tn_tensor_sizes(c)[0] != tn_tensor_sizes(x)[1])
+				_exit(13);
+			/* The same bytes, at another address. */
+			if (tn_tensor_data(c) == tn_tensor_data(v) ||
+			    memcmp(tn_tensor_data(c), tn_tensor_data(v), tn_tensor_nbytes(x)))
+				_exit(14);
+			/* Operators write it; the shared bytes do not change. */
+			if (tn_fill_(c, tn_scalar_double(-1.0)))
+				_exit(15);
+			if (((float *)tn_tensor_data(c))[1] != -1.0f ||
+			    ((const float *)tn_tensor_data(x))[1] != 1.0f)
+				_exit(16);
+			tn_tensor_unref(x);
+			tn_tensor_unref(v);
+			if (tn_arena_lookup(b, names[k], &again, NULL) ||
+			    ((const float *)tn_tensor_data(again))[1] != 1.0f)
+				_exit(17);
+			tn_tensor_unref(again);
+			/* The view keeps the block held after every other tensor is gone. */
+			tn_arena_unref(b);
+			if (((float *)tn_tensor_data(c))[2] != -1.0f)
+				_exit(18);
+			tn_tensor_unref(c);
+			_exit(0);
+		}
+		int st = wait_status(pid);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: child status %d", names[k],
+			      st);
+	}
+	/* The writer's process saw its own copy; the arena's bytes are untouched. */
+	tn_tensor *x;
+	ck_assert_tn_ok(tn_arena_lookup(a, "large", &x, NULL));
+	const float *v = tn_tensor_data(x);
+	for (int i = 0; i < 256 * 300; i++)
+		ck_assert_msg(v[i] == (float)i, "element %d is %g", i, v[i]);
+	tn_tensor_unref(x);
+
+	/* Not an arena tensor. */
+	tn_tensor *plain, *c;
+	ck_assert_tn_ok(tn_zeros(2, small, TN_FLOAT32, TN_CPU, &plain));
+	ck_assert_tn_error_has(tn_arena_cow(plain, &c), TN_EINVAL, "not a block of an arena");
+	tn_tensor_unref(plain);
+	ck_assert_tn_error_has(tn_arena_cow(NULL, &c), TN_EBADF, "not a tensor");
+	ck_assert_uint_eq(stats(a).clients, 1);
+	assert_clean(a);
+	tn_arena_unref(a);
+}
+END_TEST
+
 static Suite *arena_suite(void)
 {
 	Suite *s = suite_create("arena");
@@ -2080,6 +2338,9 @@ static Suite *arena_suite(void)
 	tcase_add_test(tc, test_storages_in_process);
 	tcase_add_test(tc, test_seal);
 	tcase_add_test(tc, test_seal_rules);
+	tcase_add_test(tc, test_lookup_wait);
+	tcase_add_test(tc, test_lookup_wait_threads_and_kill);
+	tcase_add_test(tc, test_cow);
 	tcase_add_test(tc, test_factories_in_arena);
 	tcase_add_test(tc, test_no_syscalls);
 	tcase_add_loop_test(tc, test_crash_every_point, 0, 5);

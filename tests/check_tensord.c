@@ -2437,6 +2437,109 @@ START_TEST(test_socket_activation)
 }
 END_TEST
 
+/* A read-only client waits for a name without polling: tensord marks its slot waiting (it
+ * cannot write the mask), a read-write publisher wakes it, and a waiter killed in its sleep is
+ * cleared with its slot when its connection closes. */
+static uint64_t waiters_of(tn_arena *a)
+{
+	tn_arena_stats st;
+	ck_assert_tn_ok(tn_arena_stat(a, &st));
+	return st.waiters;
+}
+
+START_TEST(test_read_only_waiters)
+{
+	daemon_setup();
+	tn_tensord *c = conn();
+	make_arena(c, "wro", 8 << 20, 0, 0);
+	tn_arena *rw;
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "wro", 0, &rw));
+
+	for (int round = 0; round < 2; round++) {
+		pid_t pid = fork_child();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			tn_tensord *cc;
+			tn_arena *ro;
+			tn_tensor *t = NULL;
+			EXPECT(tn_tensord_connect(D.sock, &cc) == 0);
+			EXPECT(tn_tensord_arena_open(cc, "wro", TN_TENSORD_READ_ONLY, &ro) == 0);
+			/* Round 0: woken by the publish. Round 1: waits until killed. */
+			tn_arena_lookup_options o = { .timeout_ns = round ? -1 : 20000000000 };
+			EXPECT(tn_arena_lookup_wait(ro, round ? "never" : "w", &o, &t, NULL) == 0);
+			EXPECT(tn_tensor_is_readonly(t));
+			EXPECT(((const int32_t *)tn_tensor_data(t))[9] == 109);
+			tn_tensor_unref(t);
+			tn_arena_unref(ro);
+			tn_tensord_close(cc);
+			_exit(0);
+		}
+		uint64_t t0 = now_ms();
+		while (waiters_of(rw) == 0 && now_ms() - t0 < 10000)
+			sleep_ms(5);
+		ck_assert_uint_eq(waiters_of(rw), 1);
+		if (round == 0) {
+			ck_assert_int_eq(publish_i32(rw, "w", 10, 100), 0);
+			ck_assert_child_ok(pid);
+		} else {
+			kill(pid, SIGKILL);
+			int st = child_status(pid);
+			ck_assert(WIFSIGNALED(st));
+		}
+		t0 = now_ms();
+		while (waiters_of(rw) != 0 && now_ms() - t0 < 10000)
+			sleep_ms(5);
+		ck_assert_uint_eq(waiters_of(rw), 0);
+	}
+	/* tensorctl waits the same way: show for a name published 300 ms later (sealed later
+	 * still), ls for a prefix; and gives up with exit status 7. */
+	char out[4096];
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		tn_tensord *cc;
+		tn_arena *w;
+		EXPECT(tn_tensord_connect(D.sock, &cc) == 0);
+		EXPECT(tn_tensord_arena_open(cc, "wro", 0, &w) == 0);
+		sleep_ms(300);
+		EXPECT(publish_i32(w, "late/a", 4, 1) == 0);
+		sleep_ms(200);
+		EXPECT(tn_arena_seal(w, "late/a") == 0);
+		tn_arena_unref(w);
+		tn_tensord_close(cc);
+		_exit(0);
+	}
+	ck_assert_int_eq(tensorctl(out, sizeof(out),
+				   (const char *[]){ "--socket", D.sock, "ls", "wro", "late/", "--wait",
+						     "20", NULL }),
+			 0);
+	ck_assert_ptr_nonnull(strstr(out, "late/a"));
+	ck_assert_int_eq(tensorctl(out, sizeof(out),
+				   (const char *[]){ "--socket", D.sock, "show", "wro", "late/a",
+						     "--wait", "20", "--sealed", NULL }),
+			 0);
+	ck_assert_msg(strstr(out, "sealed"), "show printed: %s", out);
+	ck_assert_child_ok(pid);
+	ck_assert_int_eq(tensorctl(out, sizeof(out),
+				   (const char *[]){ "--socket", D.sock, "show", "wro", "none",
+						     "--wait", "0.1", NULL }),
+			 7);
+	ck_assert_int_eq(tensorctl(out, sizeof(out),
+				   (const char *[]){ "--socket", D.sock, "ls", "wro", "none/",
+						     "--wait", "0.1", NULL }),
+			 7);
+	ck_assert_int_eq(tensorctl(out, sizeof(out),
+				   (const char *[]){ "--socket", D.sock, "show", "wro", "w",
+						     "--wait", "-1", NULL }),
+			 2);
+	ck_assert_uint_eq(waiters_of(rw), 0);
+	tn_arena_unref(rw);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "wro", 0));
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
 static Suite *tensord_suite(void)
 {
 	Suite *s = suite_create("tensord");
@@ -2446,6 +2549,7 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_end_to_end);
 	tcase_add_test(tc, test_reclaim_killed_client);
 	tcase_add_test(tc, test_reclaim_after_late_death);
+	tcase_add_test(tc, test_read_only_waiters);
 	tcase_add_test(tc, test_kill_chaos);
 	tcase_add_test(tc, test_restart_recovers);
 	tcase_add_test(tc, test_access_control);

@@ -212,6 +212,51 @@ TN_EXPORT int tn_arena_lookup(tn_arena *arena, const char *name, tn_tensor **ret
 TN_EXPORT int tn_arena_lookup_handle(tn_arena *arena, tn_arena_handle handle,
 				     tn_tensor **ret_tensor);
 
+/* Flags of tn_arena_lookup_options.flags. */
+#define TN_ARENA_LOOKUP_SEALED (1u << 0) /* wait until the name is published and sealed */
+
+typedef struct tn_arena_lookup_options {
+	int64_t timeout_ns; /* how long to wait: 0 not at all (as tn_arena_lookup), < 0 without
+			       limit */
+	uint32_t flags;     /* TN_ARENA_LOOKUP_* */
+	uint32_t reserved;  /* 0 */
+} tn_arena_lookup_options;
+
+/*
+ * tn_arena_lookup_wait - tn_arena_lookup, waiting up to @opts->timeout_ns for @name to be
+ * published (and sealed, with TN_ARENA_LOOKUP_SEALED) by any process. The thread sleeps on a
+ * futex word of the arena that every publish and seal advances: no polling, and no request to
+ * tensord for a read-write handle (a read-only one asks tensord to mark it waiting). A publish
+ * makes a system call only while somebody waits. @opts NULL: no wait. Errors: those of
+ * tn_arena_lookup, and TN_ETIMEDOUT when the time ran out (the message names what was missing).
+ */
+TN_EXPORT int tn_arena_lookup_wait(tn_arena *arena, const char *name,
+				   const tn_arena_lookup_options *opts, tn_tensor **ret_tensor,
+				   tn_arena_handle *ret_handle);
+
+/*
+ * tn_arena_generation - the arena's directory generation: a 32-bit counter (it wraps) that
+ * every publish, replace and seal by any process advances. 0 for a bad handle.
+ * tn_arena_wait_change - sleep until the generation differs from @generation (read before the
+ * caller last looked at the directory), or @timeout_ns passes (< 0: no limit; 0: do not
+ * sleep). Returns 0 when it differs (look again), TN_ETIMEDOUT, TN_EBADF. The sleep is the
+ * futex of tn_arena_lookup_wait; waiting for a name, or for any name under a prefix, is a loop
+ * of generation, look, wait_change.
+ */
+TN_EXPORT uint32_t tn_arena_generation(tn_arena *arena);
+TN_EXPORT int tn_arena_wait_change(tn_arena *arena, uint32_t generation, int64_t timeout_ns);
+
+/*
+ * tn_arena_cow - a writable, private, copy-on-write view of @tensor, a tensor over an arena
+ * block (looked up, sealed or not, or allocated in the arena): the same sizes, strides and
+ * bytes, mapped again MAP_PRIVATE from the arena file, so that the pages the process writes
+ * become its own copies and every other process, and the arena, keep the shared bytes. No byte
+ * is copied until written. The block stays held until the view is gone. For consumers that
+ * cannot be told a tensor is read-only (DLPack 0.x: PyTorch). Errors: TN_EBADF (not a
+ * tensor), TN_EINVAL (not in an arena of this process), TN_ENOMEM (the mapping failed).
+ */
+TN_EXPORT int tn_arena_cow(const tn_tensor *tensor, tn_tensor **ret_tensor);
+
 /*
  * tn_arena_unpublish - remove the name; its block is freed when nobody holds it.
  * Errors: TN_ENOENT, TN_EINVAL.
@@ -277,6 +322,8 @@ typedef struct tn_arena_stats {
 	uint64_t num_frees;
 	uint64_t lock_repairs;  /* times a dead lock holder's half-done change was rolled back */
 	uint64_t reclaimed_slots;
+	uint64_t waiters;       /* processes with a thread in tn_arena_lookup_wait (not reported
+				   by tn_tensord_arena_stat) */
 } tn_arena_stats;
 
 /*

@@ -97,6 +97,9 @@ TN_EXPORT tn_storage *tn_tensor_storage(const tn_tensor *tensor);
 TN_EXPORT void *tn_tensor_data(const tn_tensor *tensor); /* address of element [0, ..., 0] */
 TN_EXPORT bool tn_tensor_is_contiguous(const tn_tensor *tensor);
 TN_EXPORT bool tn_tensor_is_contiguous_as(const tn_tensor *tensor, enum tn_memory_format fmt);
+/* Whether operators refuse to write the tensor's bytes: a sealed arena tensor, or a tensor of a
+ * read-only arena handle or DLPack export (tn_tensor_is_readonly(3)). */
+TN_EXPORT bool tn_tensor_is_readonly(const tn_tensor *tensor);
 
 /*
  * tn_tensor_size / tn_tensor_stride - one dimension's size or stride, @dim wrapped.
