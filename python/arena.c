@@ -56,6 +56,21 @@ static PyObject *wrap_arena(tn_arena *arena, const char *name)
 	return (PyObject *)a;
 }
 
+/* A list of the n names at @first, @first + @stride, ...: the name fields of an array of
+ * records (tn_arena_entry, tn_tensord_arena_info). */
+static PyObject *name_list(const char *first, size_t n, size_t stride)
+{
+	PyObject *list = PyList_New((Py_ssize_t)n);
+	for (size_t i = 0; list && i < n; i++) {
+		PyObject *s = PyUnicode_FromString(first + i * stride);
+		if (!s)
+			Py_CLEAR(list);
+		else
+			PyList_SET_ITEM(list, (Py_ssize_t)i, s);
+	}
+	return list;
+}
+
 /* ---- Client ------------------------------------------------------------------------------------ */
 
 PyObject *pytn_connect(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -186,14 +201,7 @@ static PyObject *client_arenas(PyObject *self, PyObject *unused)
 	int rc = tn_tensord_arena_list(((client_object *)self)->conn, &infos, &n);
 	if (rc < 0)
 		return pytn_raise(rc);
-	PyObject *list = PyList_New((Py_ssize_t)n);
-	for (size_t i = 0; list && i < n; i++) {
-		PyObject *s = PyUnicode_FromString(infos[i].name);
-		if (!s)
-			Py_CLEAR(list);
-		else
-			PyList_SET_ITEM(list, (Py_ssize_t)i, s);
-	}
+	PyObject *list = name_list(n ? infos[0].name : NULL, n, sizeof(*infos));
 	free(infos);
 	return list;
 }
@@ -459,10 +467,16 @@ static int lookup_wait(tn_arena *arena, const char *name, double timeout, bool s
 		char msg[1024] = "";
 		Py_BEGIN_ALLOW_THREADS
 #ifdef TN_ARENA_LOOKUP_SEALED
-		tn_arena_lookup_options opts = { slice_ns, sealed ? TN_ARENA_LOOKUP_SEALED : 0 };
+		tn_arena_lookup_options opts = {
+			.timeout_ns = slice_ns,
+			.flags = sealed ? TN_ARENA_LOOKUP_SEALED : 0,
+		};
 		rc = tn_arena_lookup_wait(arena, name, &opts, ret, NULL);
-		if (rc == TN_ETIMEDOUT)
-			rc = TN_ENOENT; /* a slice ran out; the message is made below */
+		if (rc == TN_ETIMEDOUT) {
+			/* A slice ran out; the library's message names what is missing. */
+			snprintf(msg, sizeof(msg), "%s", tn_last_error());
+			rc = TN_ENOENT;
+		}
 #else
 		/* Until tn_arena_lookup_wait exists: poll every 5 ms. */
 		int64_t waited = 0;
@@ -492,6 +506,12 @@ static int lookup_wait(tn_arena *arena, const char *name, double timeout, bool s
 		if (PyErr_CheckSignals() < 0)
 			return -1;
 		if (now_s() >= deadline) {
+#ifdef TN_ARENA_LOOKUP_SEALED
+			if (msg[0]) {
+				pytn_raise_msg(TN_ETIMEDOUT, msg);
+				return -1;
+			}
+#endif
 			char secs[32];
 			snprintf(secs, sizeof(secs), "%g", timeout);
 			PyErr_Format(PyExc_TimeoutError, "no tensor %s\"%s\" was published within %s s",
@@ -573,14 +593,7 @@ static PyObject *arena_names(PyObject *self, PyObject *args, PyObject *kwargs)
 	int rc = tn_arena_list(A(self), prefix, &es, &n);
 	if (rc < 0)
 		return pytn_raise(rc);
-	PyObject *list = PyList_New((Py_ssize_t)n);
-	for (size_t i = 0; list && i < n; i++) {
-		PyObject *s = PyUnicode_FromString(es[i].name);
-		if (!s)
-			Py_CLEAR(list);
-		else
-			PyList_SET_ITEM(list, (Py_ssize_t)i, s);
-	}
+	PyObject *list = name_list(n ? es[0].name : NULL, n, sizeof(*es));
 	free(es);
 	return list;
 }

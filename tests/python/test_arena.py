@@ -135,12 +135,10 @@ def test_sealed_tensor(tensord, arena):
     assert other.stdout.strip() == '[0.0, 1.0, 2.0, 3.0]'
 
 
-def test_readonly_legacy_outside_arena():
+def test_writable_tensor_exports_writable():
     t = lt.tensor([1.0])
-    # a read-only tensor that is not in an arena: through the versioned ABI with READ_ONLY
-    cap = t.__dlpack__(max_version=(1, 0))
-    r = lt.from_dlpack(cap)
-    assert not r.is_readonly
+    r = lt.from_dlpack(t.__dlpack__(max_version=(1, 0)))
+    assert not r.is_readonly and np.asarray(r).flags.writeable
 
 
 def test_sigkilled_consumer_is_reclaimed(tensord, client, arena):
@@ -170,9 +168,14 @@ def test_sigkilled_consumer_is_reclaimed(tensord, client, arena):
 
 def test_wait_times_out(arena):
     t0 = time.monotonic()
-    with pytest.raises(TimeoutError):
+    with pytest.raises(TimeoutError) as e:
         arena.lookup('w/never', timeout=0.3)
     assert 0.25 <= time.monotonic() - t0 < 3
+    if HAS_COW:   # tn_arena_lookup_wait: the library's TN_ETIMEDOUT and message
+        assert isinstance(e.value, lt.TimedOutError) and 'w/never' in str(e.value)
+    arena.publish('w/unsealed', [1.0], seal=False)
+    with pytest.raises(TimeoutError):
+        arena.lookup('w/unsealed', timeout=0.2, sealed=True)
     with pytest.raises(KeyError):
         arena.lookup('w/never')                               # no timeout: no wait
     with pytest.raises(ValueError):
