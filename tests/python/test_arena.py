@@ -209,6 +209,29 @@ def test_wait_wakes(tensord, arena):
         assert p.wait(30) == 0
 
 
+def test_wait_interrupted(tensord, arena):
+    """Ctrl-C ends a wait without limit: the wait releases the GIL and checks signals."""
+    code = ('import sys, libtensor as lt\n'
+            'a = lt.connect(sys.argv[1]).arena(sys.argv[2])\n'
+            'print("waiting", flush=True)\n'
+            'try:\n'
+            '    a.lookup("w/never", timeout=float("inf"))\n'
+            'except KeyboardInterrupt:\n'
+            '    print("interrupted", flush=True)\n')
+    p = run_python(code, tensord.socket, arena.name, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == 'waiting'
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        assert p.stdout.readline().strip() == 'interrupted'
+        assert time.monotonic() - t0 < 3
+    finally:
+        p.kill()
+        p.wait()
+        p.stdout.close()
+
+
 def test_closed_and_bad_use(tensord, tmp_path):
     c = lt.connect(tensord.socket)
     a = c.arena('pyclosed', create=True, size=4 << 20)

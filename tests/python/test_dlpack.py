@@ -141,3 +141,80 @@ def test_capsule_lifetime():
     del x
     gc.collect()
     assert u.tolist() == [float(i) for i in range(10)]
+
+
+# ---- a foreign producer of a read-only tensor (DLPack 1.x, made with ctypes) -----------------
+import ctypes as C   # noqa: E402
+
+
+class DLDevice(C.Structure):
+    _fields_ = [('device_type', C.c_int32), ('device_id', C.c_int32)]
+
+
+class DLDataType(C.Structure):
+    _fields_ = [('code', C.c_uint8), ('bits', C.c_uint8), ('lanes', C.c_uint16)]
+
+
+class DLTensor(C.Structure):
+    _fields_ = [('data', C.c_void_p), ('device', DLDevice), ('ndim', C.c_int32),
+                ('dtype', DLDataType), ('shape', C.POINTER(C.c_int64)),
+                ('strides', C.POINTER(C.c_int64)), ('byte_offset', C.c_uint64)]
+
+
+class DLManagedTensorVersioned(C.Structure):
+    pass
+
+
+DELETER = C.CFUNCTYPE(None, C.POINTER(DLManagedTensorVersioned))
+DLManagedTensorVersioned._fields_ = [('major', C.c_uint32), ('minor', C.c_uint32),
+                                     ('manager_ctx', C.c_void_p), ('deleter', DELETER),
+                                     ('flags', C.c_uint64), ('dl_tensor', DLTensor)]
+PyCapsule_New = C.pythonapi.PyCapsule_New
+PyCapsule_New.restype = C.py_object
+PyCapsule_New.argtypes = [C.c_void_p, C.c_char_p, C.c_void_p]
+VERSIONED = b'dltensor_versioned'
+
+
+def foreign_readonly(a, deleted):
+    """A versioned capsule over NumPy array @a flagged READ_ONLY; @deleted gets True when the
+    consumer calls the deleter."""
+    shape = (C.c_int64 * a.ndim)(*a.shape)
+    m = DLManagedTensorVersioned()
+    keep = [a, shape, m]
+
+    def deleter(ptr):
+        deleted.append(True)
+        keep.clear()
+    cb = DELETER(deleter)
+    keep.append(cb)
+    m.major, m.minor, m.deleter, m.flags = 1, 0, cb, 1        # DLPACK_FLAG_BITMASK_READ_ONLY
+    m.dl_tensor = DLTensor(a.ctypes.data, DLDevice(1, 0), a.ndim, DLDataType(2, 32, 1), shape,
+                           None, 0)
+    foreign_readonly.alive.append(keep)
+    return PyCapsule_New(C.addressof(m), VERSIONED, None)
+
+
+foreign_readonly.alive = []
+
+
+def test_foreign_readonly():
+    deleted = []
+    a = np.arange(4, dtype=np.float32)
+    t = lt.from_dlpack(foreign_readonly(a, deleted))
+    assert t.is_readonly and t.data_ptr() == a.ctypes.data and t.tolist() == [0, 1, 2, 3]
+    n = np.asarray(t)
+    assert not n.flags.writeable
+    with pytest.raises(ValueError):
+        n[0] = 1
+    with pytest.raises(BufferError, match='max_version'):
+        t.__dlpack__()                    # read-only, not in an arena: no private view
+    with pytest.raises(BufferError):
+        torch.from_dlpack(t)
+    v = lt.from_dlpack(t.__dlpack__(max_version=(1, 0)))
+    assert v.is_readonly and v.data_ptr() == t.data_ptr()
+    c = torch.utils.dlpack.from_dlpack(t.__dlpack__(copy=True))   # a copy is the way out
+    c += 1
+    assert a.tolist() == [0, 1, 2, 3]
+    del t, v, n
+    gc.collect()
+    assert deleted == [True]
