@@ -732,6 +732,19 @@ static int tensor_getbuffer(PyObject *self, Py_buffer *view, int flags)
 	view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? mem + ndim : NULL;
 	view->suboffsets = NULL;
 	view->internal = mem;
+	/* A request for a contiguous buffer (C, Fortran or either) is refused when the layout is
+	 * not: the consumer would read the wrong elements. */
+	char order = (flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS ? 'A'
+		     : (flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS   ? 'C'
+		     : (flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS   ? 'F'
+									    : 0;
+	if (order && !PyBuffer_IsContiguous(view, order)) {
+		PyMem_Free(mem);
+		Py_CLEAR(view->obj);
+		PyErr_Format(PyExc_BufferError, "the tensor is not %s-contiguous",
+			     order == 'C' ? "C" : order == 'F' ? "Fortran" : "C- or Fortran");
+		return -1;
+	}
 	return 0;
 }
 

@@ -84,6 +84,13 @@ def test_buffer_odd_strides():
     e = np.asarray(lt.ops.empty([0, 3]))
     assert e.shape == (0, 3)
     assert memoryview(v).tobytes() == np.ascontiguousarray(a).tobytes()
+    import ctypes
+    with pytest.raises(BufferError, match='contiguous'):
+        np.frombuffer(v, dtype=np.int32)
+    with pytest.raises((BufferError, TypeError)):
+        (ctypes.c_int32 * 12).from_buffer(v)         # a C-contiguous request
+    assert not memoryview(v).c_contiguous and memoryview(t).c_contiguous
+    assert len((ctypes.c_int32 * 24).from_buffer(t)) == 24
     assert bytes(memoryview(lt.ops.contiguous(v))) == np.ascontiguousarray(a).tobytes()
 
 
