@@ -276,3 +276,13 @@ def test_direct_arena(tmp_path):
     lt.Arena.destroy('direct', dir=d)
     with pytest.raises(KeyError):
         lt.Arena.open('direct', dir=d)
+
+
+def test_connect_default_socket(tensord):
+    """connect() without a socket uses $TENSORD_SOCKET (tn_tensord_socket_path)."""
+    env = dict(os.environ, TENSORD_SOCKET=tensord.socket)
+    r = subprocess.run([sys.executable, '-c', 'import libtensor as lt, os\n'
+                        'with lt.connect() as c: print(c.status()["pid"])'],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout) == tensord.proc.pid
