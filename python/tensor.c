@@ -819,6 +819,81 @@ static PyObject *tensor_getattro(PyObject *self, PyObject *name)
 	return r;
 }
 
+/* ---- arithmetic and indexing ---------------------------------------------------------------- */
+
+/*
+ * t + u, 2 * t, -t, t[1, ::2]: the operators of libtensor.ops (add, sub, mul, div, remainder,
+ * pow, neg) and, for indexing, libtensor._index (select and slice views), all looked up by name
+ * at the call, so the Tensor type names no operator itself.
+ */
+static PyObject *call_named(const char *module, const char *name, PyObject *a, PyObject *b)
+{
+	PyObject *mod = PyImport_ImportModule(module);
+	if (!mod)
+		return NULL;
+	PyObject *fn = PyObject_GetAttrString(mod, name);
+	Py_DECREF(mod);
+	if (!fn)
+		return NULL;
+	PyObject *r = b ? PyObject_CallFunctionObjArgs(fn, a, b, NULL)
+			: PyObject_CallOneArg(fn, a);
+	Py_DECREF(fn);
+	return r;
+}
+
+static PyObject *binary(const char *name, PyObject *a, PyObject *b, bool commutes)
+{
+	if (!PYTN_IS_TENSOR(a) && !PYTN_IS_TENSOR(b))
+		Py_RETURN_NOTIMPLEMENTED;
+	/* 2 * t as t * 2, so that the Scalar overload keeps the tensor's dtype. */
+	if (commutes && !PYTN_IS_TENSOR(a))
+		return call_named("libtensor.ops", name, b, a);
+	PyObject *r = call_named("libtensor.ops", name, a, b);
+	if (!r && PyErr_ExceptionMatches(PyExc_TypeError) &&
+	    !(pytn_is_tensor_like(a) && pytn_is_tensor_like(b))) {
+		/* No overload takes that operand: let Python try the other side's method. */
+		PyErr_Clear();
+		Py_RETURN_NOTIMPLEMENTED;
+	}
+	return r;
+}
+
+static PyObject *tensor_add(PyObject *a, PyObject *b) { return binary("add", a, b, true); }
+static PyObject *tensor_sub(PyObject *a, PyObject *b) { return binary("sub", a, b, false); }
+static PyObject *tensor_mul(PyObject *a, PyObject *b) { return binary("mul", a, b, true); }
+static PyObject *tensor_div(PyObject *a, PyObject *b) { return binary("div", a, b, false); }
+static PyObject *tensor_rem(PyObject *a, PyObject *b) { return binary("remainder", a, b, false); }
+
+static PyObject *tensor_pow(PyObject *a, PyObject *b, PyObject *mod)
+{
+	if (mod != Py_None)
+		Py_RETURN_NOTIMPLEMENTED;
+	return binary("pow", a, b, false);
+}
+
+static PyObject *tensor_neg(PyObject *a)
+{
+	return call_named("libtensor.ops", "neg", a, NULL);
+}
+
+static PyNumberMethods tensor_as_number = {
+	.nb_add = tensor_add,
+	.nb_subtract = tensor_sub,
+	.nb_multiply = tensor_mul,
+	.nb_true_divide = tensor_div,
+	.nb_remainder = tensor_rem,
+	.nb_power = tensor_pow,
+	.nb_negative = tensor_neg,
+	.nb_float = NULL,
+};
+
+static PyObject *tensor_getitem(PyObject *self, PyObject *key)
+{
+	return call_named("libtensor", "_index", self, key);
+}
+
+static PyMappingMethods tensor_as_mapping = { .mp_subscript = tensor_getitem };
+
 PyDoc_STRVAR(numel_doc, "numel() -> int: the number of elements.");
 PyDoc_STRVAR(data_ptr_doc, "data_ptr() -> int: the address of element [0, ..., 0].");
 PyDoc_STRVAR(item_doc, "item() -> bool | int | float: the only element of a one-element tensor.");
@@ -860,14 +935,18 @@ PyDoc_STRVAR(tensor_type_doc,
 	     "numpy.asarray(t) and memoryview(t) view its bytes without copying (read-only for a\n"
 	     "read-only tensor); torch.from_dlpack(t) and numpy.from_dlpack(t) too, through\n"
 	     "__dlpack__. Attributes not defined here are the operators of libtensor.ops with the\n"
-	     "tensor as first argument: t.add(u, alpha=2), t.sum(dim=0).");
+	     "tensor as first argument: t.add(u, alpha=2), t.sum(dim=0). +, -, *, /, %, ** and\n"
+	     "unary - call add, sub, mul, div, remainder, pow and neg; t[i, a:b:step, ...] makes a\n"
+	     "view with select and slice (ints, slices with a positive step, Ellipsis).");
 
 PyTypeObject pytn_tensor_type = {
 	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "libtensor.Tensor",
 	.tp_basicsize = sizeof(pytn_tensor_object),
 	.tp_dealloc = tensor_dealloc,
 	.tp_repr = tensor_repr,
+	.tp_as_number = &tensor_as_number,
 	.tp_as_sequence = &tensor_as_sequence,
+	.tp_as_mapping = &tensor_as_mapping,
 	.tp_as_buffer = &tensor_as_buffer,
 	.tp_getattro = tensor_getattro,
 	.tp_flags = Py_TPFLAGS_DEFAULT,

@@ -41,6 +41,36 @@ def ones(*shape, dtype='float32', device='cpu'):
     return ops.ones(*shape, dtype=dtype, device=device)
 
 
+def _index(t, key):
+    """t[key] for ints, slices with a positive step and one Ellipsis: a view made of
+    ops.select and ops.slice (no copy), as PyTorch's basic indexing."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    if sum(k is Ellipsis for k in key) > 1:
+        raise IndexError('an index can only have a single ellipsis')
+    explicit = sum(k is not Ellipsis and k is not None for k in key)
+    if explicit > t.ndim:
+        raise IndexError('too many indices for tensor of dimension %d' % t.ndim)
+    dim = 0
+    for k in key:
+        if k is Ellipsis:
+            dim += t.ndim - explicit
+        elif isinstance(k, slice):
+            start = 0 if k.start is None else k.start
+            stop = (1 << 63) - 1 if k.stop is None else k.stop
+            step = 1 if k.step is None else k.step
+            if step <= 0:
+                raise ValueError('step must be greater than zero')
+            t = ops.slice(t, dim, start, stop, step)
+            dim += 1
+        elif isinstance(k, int) or hasattr(k, '__index__'):
+            t = ops.select(t, dim, k)
+        else:
+            raise TypeError('only integers, slices (`:`) and ellipsis (`...`) are valid '
+                            'indices, not %s' % type(k).__name__)
+    return t
+
+
 __all__ = ['Tensor', 'Client', 'Arena', 'Error', 'from_dlpack', 'tensor', 'connect', 'ops',
            'empty', 'zeros', 'ones', 'dtypes'] + list(dtypes) + \
     [n for n in dir(_C) if n.endswith('Error') and n != 'Error']

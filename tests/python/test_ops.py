@@ -108,3 +108,27 @@ def test_bad_arguments():
         lt.ops.no_such_operator
     with pytest.raises(AttributeError):
         a.no_such_method
+
+
+def test_python_operators_and_indexing():
+    x = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
+    t = lt.from_dlpack(x)
+    for k in [1, (1, 2), (slice(None), 1), (Ellipsis, 1), (0, slice(1, None, 2)),
+              (slice(None, None, 2),), -1, (1, -1, slice(-3, None))]:
+        v = t[k]
+        assert v.tolist() == x[k].tolist(), k
+        if v.numel():
+            assert v.data_ptr() == x[k].data_ptr()          # a view, not a copy
+    assert torch.equal(T(t + 1), x + 1) and torch.equal(T(2 * t), 2 * x)
+    assert torch.equal(T(t - t), x - x) and torch.equal(T(1 - t), 1 - x)
+    assert torch.equal(T(t / 2), x / 2) and torch.equal(T(t ** 2), x ** 2)
+    assert torch.equal(T(t % 3), x % 3) and torch.equal(T(-t), -x)
+    assert (2 * t).dtype == 'float32' and (t + x).dtype == 'float32'
+    with pytest.raises(TypeError):
+        t + 'a'
+    with pytest.raises(TypeError):
+        t['a']
+    with pytest.raises(IndexError):
+        t[0, 0, 0, 0]
+    with pytest.raises(ValueError):
+        t[::-1]
