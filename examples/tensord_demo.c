@@ -296,7 +296,17 @@ int main(int argc, char **argv)
 			char *wargv[] = { argv[2], argv[3], (char *)kinds[i], arenas, NULL };
 			workers[i] = spawn(wargv, false);
 		}
-		printf("workers   torch and numpy (%s) wait for the sealed weights\n", argv[2]);
+		/* Start the producer once both are asleep in the arena (its waiting mask counts
+		 * them), so that the demo shows a wait that a publish ends. */
+		tn_arena *wa;
+		CHECK(tn_tensord_arena_open(c, ARENA, 0, &wa));
+		tn_arena_stats ws = { 0 };
+		double t0 = now_s();
+		while (tn_arena_stat(wa, &ws) == 0 && ws.waiters < 2 && now_s() - t0 < 60)
+			usleep(10000);
+		tn_arena_unref(wa);
+		printf("workers   torch and numpy (%s): %d processes asleep in the arena, waiting "
+		       "for the sealed weights\n", argv[2], (int)ws.waiters);
 	}
 	char *pargv[] = { self, "--producer", NULL };
 	if (wait_ok(spawn(pargv, false), "producer"))

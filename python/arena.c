@@ -242,6 +242,27 @@ static PyObject *client_gc(PyObject *self, PyObject *args)
 	return Py_BuildValue("(KK)", (unsigned long long)slots, (unsigned long long)bytes);
 }
 
+static PyObject *client_destroy_arena(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "name", "force", NULL };
+	const char *name;
+	int force = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|$p:destroy_arena", kwlist, &name, &force))
+		return NULL;
+	CLIENT_CHECK(self);
+	tn_tensord *conn = ((client_object *)self)->conn;
+	int rc;
+	char msg[1024] = "";
+	Py_BEGIN_ALLOW_THREADS
+	rc = tn_tensord_arena_destroy(conn, name, force ? TN_TENSORD_FORCE : 0);
+	if (rc < 0)
+		snprintf(msg, sizeof(msg), "%s", tn_last_error());
+	Py_END_ALLOW_THREADS
+	if (rc < 0)
+		return pytn_raise_msg(rc, msg);
+	Py_RETURN_NONE;
+}
+
 static PyMethodDef client_methods[] = {
 	{ "close", client_close, METH_NOARGS,
 	  "close(): drop the connection (arenas opened through it keep it until they go)." },
@@ -261,6 +282,11 @@ static PyMethodDef client_methods[] = {
 	  "clients() -> list of dicts: the daemon's connected clients (pid, program, ...)." },
 	{ "gc", client_gc, METH_VARARGS,
 	  "gc(name=None) -> (slots, bytes): reclaim the client slots of dead processes." },
+	{ "destroy_arena", (PyCFunction)(void (*)(void))client_destroy_arena,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "destroy_arena(name, *, force=False): have the daemon remove arena `name`\n"
+	  "(tn_tensord_arena_destroy). BusyError while other processes are attached, unless\n"
+	  "force=True (their mappings stay usable until they let go)." },
 	{ NULL, NULL, 0, NULL },
 };
 

@@ -398,15 +398,30 @@ static int dlpack_import(PyObject *obj, tn_tensor **ret_tensor)
 			     "got %s", Py_TYPE(obj)->tp_name);
 		return -1;
 	}
-	PyObject *empty = PyTuple_New(0);
-	PyObject *kw = Py_BuildValue("{s:(ii)}", "max_version", 1, 0);
-	PyObject *cap = empty && kw ? PyObject_Call(meth, empty, kw) : NULL;
-	Py_XDECREF(empty);
-	Py_XDECREF(kw);
-	if (!cap && PyErr_ExceptionMatches(PyExc_TypeError)) {
-		/* A producer older than DLPack 1.0 (PyTorch 1.13, NumPy 1.24) has no max_version. */
-		PyErr_Clear();
+	/* Producers older than DLPack 1.0 (PyTorch 1.13, NumPy 1.24) take no max_version and
+	 * answer it with a TypeError: their types are remembered, so that each later import asks
+	 * them the legacy way at once instead of paying for the exception every time. */
+	static PyObject *legacy_types, *versioned_kw, *no_args;
+	if (!legacy_types && !(legacy_types = PySet_New(NULL)))
+		goto fail;
+	if (!versioned_kw && !(versioned_kw = Py_BuildValue("{s:(ii)}", "max_version", 1, 0)))
+		goto fail;
+	if (!no_args && !(no_args = PyTuple_New(0)))
+		goto fail;
+	PyObject *cap;
+	int legacy = PySet_Contains(legacy_types, (PyObject *)Py_TYPE(obj));
+	if (legacy < 0)
+		goto fail;
+	if (legacy) {
 		cap = PyObject_CallNoArgs(meth);
+	} else {
+		cap = PyObject_Call(meth, no_args, versioned_kw);
+		if (!cap && PyErr_ExceptionMatches(PyExc_TypeError)) {
+			PyErr_Clear();
+			cap = PyObject_CallNoArgs(meth);
+			if (cap && PySet_Add(legacy_types, (PyObject *)Py_TYPE(obj)) < 0)
+				PyErr_Clear(); /* only a missed shortcut */
+		}
 	}
 	Py_DECREF(meth);
 	if (!cap)
@@ -419,6 +434,9 @@ static int dlpack_import(PyObject *obj, tn_tensor **ret_tensor)
 	int rc = consume_capsule(cap, ret_tensor);
 	Py_DECREF(cap);
 	return rc;
+fail:
+	Py_DECREF(meth);
+	return -1;
 }
 
 PyObject *pytn_from_dlpack(PyObject *self, PyObject *obj)

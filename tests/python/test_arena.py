@@ -286,3 +286,24 @@ def test_connect_default_socket(tensord):
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert int(r.stdout) == tensord.proc.pid
+
+
+def test_destroy_arena(tensord):
+    with lt.connect(tensord.socket) as c:
+        a = c.arena('pydestroy', create=True, size=4 << 20)
+        t = a.publish('x', [1.0, 2.0])
+        # This process is attached: refused without force.
+        with pytest.raises(lt.BusyError):
+            c.destroy_arena('pydestroy')
+        c.destroy_arena('pydestroy', force=True)
+        assert 'pydestroy' not in c.arenas()
+        assert t.tolist() == [1.0, 2.0]        # the mapping stays usable until let go
+        a.close()
+        with pytest.raises(KeyError):
+            c.destroy_arena('pydestroy')
+        b = c.arena('pydestroy2', create=True, size=4 << 20)
+        b.close()
+        c.destroy_arena('pydestroy2')          # nobody attached: no force needed
+        assert 'pydestroy2' not in c.arenas()
+        with pytest.raises(ValueError):
+            c.destroy_arena('bad/name')
