@@ -483,65 +483,38 @@ static double now_s(void)
 static int lookup_wait(tn_arena *arena, const char *name, double timeout, bool sealed,
 		       tn_tensor **ret)
 {
+	/* The library sleeps on the arena's futex; the wait is cut in slices of 100 ms only so
+	 * that a signal (Ctrl-C) is handled between them. */
 	double deadline = now_s() + timeout;
 	for (;;) {
 		double left = deadline - now_s();
 		if (left < 0)
 			left = 0;
 		int64_t slice_ns = left > 0.1 ? 100000000 : (int64_t)(left * 1e9);
-		int rc;
-		char msg[1024] = "";
-		Py_BEGIN_ALLOW_THREADS
-#ifdef TN_ARENA_LOOKUP_SEALED
 		tn_arena_lookup_options opts = {
 			.timeout_ns = slice_ns,
 			.flags = sealed ? TN_ARENA_LOOKUP_SEALED : 0,
 		};
+		int rc;
+		char msg[1024] = "";
+		Py_BEGIN_ALLOW_THREADS
 		rc = tn_arena_lookup_wait(arena, name, &opts, ret, NULL);
-		if (rc == TN_ETIMEDOUT) {
-			/* A slice ran out; the library's message names what is missing. */
-			snprintf(msg, sizeof(msg), "%s", tn_last_error());
-			rc = TN_ENOENT;
-		}
-#else
-		/* Until tn_arena_lookup_wait exists: poll every 5 ms. */
-		int64_t waited = 0;
-		for (;;) {
-			tn_arena_entry e;
-			rc = tn_arena_info(arena, name, &e);
-			if (rc == 0 && (!sealed || (e.flags & TN_ARENA_ENTRY_SEALED)))
-				rc = tn_arena_lookup(arena, name, ret, NULL);
-			else if (rc == 0)
-				rc = TN_ENOENT;
-			if (rc != TN_ENOENT || waited >= slice_ns)
-				break;
-			struct timespec ts = { 0, 5000000 };
-			nanosleep(&ts, NULL);
-			waited += 5000000;
-		}
-#endif
-		if (rc < 0 && rc != TN_ENOENT)
+		if (rc < 0 && rc != TN_ETIMEDOUT && rc != TN_ENOENT)
 			snprintf(msg, sizeof(msg), "%s", tn_last_error());
 		Py_END_ALLOW_THREADS
 		if (rc == 0)
 			return 0;
-		if (rc != TN_ENOENT) {
+		if (rc != TN_ETIMEDOUT && rc != TN_ENOENT) {
 			pytn_raise_msg(rc, msg);
 			return -1;
 		}
 		if (PyErr_CheckSignals() < 0)
 			return -1;
 		if (now_s() >= deadline) {
-#ifdef TN_ARENA_LOOKUP_SEALED
-			if (msg[0]) {
-				pytn_raise_msg(TN_ETIMEDOUT, msg);
-				return -1;
-			}
-#endif
-			char secs[32];
-			snprintf(secs, sizeof(secs), "%g", timeout);
-			PyErr_Format(PyExc_TimeoutError, "no tensor %s\"%s\" was published within %s s",
-				     sealed ? "sealed as " : "", name, secs);
+			snprintf(msg, sizeof(msg), "Arena.lookup: '%s' was not %s in arena %s within "
+				 "%g s", name, sealed ? "published sealed" : "published",
+				 tn_arena_path(arena), timeout);
+			pytn_raise_msg(TN_ETIMEDOUT, msg);
 			return -1;
 		}
 	}

@@ -13,11 +13,7 @@
  * the built-in exception a Python user expects for that failure, so `except KeyError` catches
  * a missing name and `except libtensor.Error` catches everything the library refused.
  */
-#ifdef TN_ARENA_LOOKUP_SEALED
 #define PYTN_TIMEDOUT_X(X) X(TN_ETIMEDOUT, "TimedOutError", PyExc_TimeoutError, "The wait ran out of time (TN_ETIMEDOUT).")
-#else
-#define PYTN_TIMEDOUT_X(X)
-#endif
 #define PYTN_ERROR_LIST(X)                                                                        \
 	X(TN_EINVAL, "InvalidArgumentError", PyExc_ValueError, "An invalid argument (TN_EINVAL).") \
 	X(TN_ENOTSUP, "NotSupportedError", PyExc_TypeError,                                      \
@@ -271,17 +267,7 @@ int pytn_scalar_from_py(PyObject *obj, tn_scalar *ret)
 /* Whether operators refuse to write to @tensor (a sealed arena tensor, a read-only mapping). */
 bool pytn_tensor_readonly(const tn_tensor *tensor)
 {
-#ifdef TN_ARENA_LOOKUP_SEALED
 	return tn_tensor_is_readonly(tensor);
-#else
-	/* Until tn_tensor_is_readonly exists: the versioned DLPack export carries the flag. */
-	DLManagedTensorVersioned *m;
-	if (tn_to_dlpack_versioned(tensor, &m) < 0)
-		return false;
-	bool ro = (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
-	m->deleter(m);
-	return ro;
-#endif
 }
 
 /* ---- the module ----------------------------------------------------------------------------- */
@@ -378,10 +364,6 @@ PyMODINIT_FUNC PyInit__C(void)
 		if (PyModule_AddStringConstant(m, tn_dtype_name((enum tn_dtype)d),
 					       tn_dtype_name((enum tn_dtype)d)) < 0)
 			goto fail;
-#ifdef TN_ARENA_LOOKUP_SEALED
-	if (PyModule_AddIntConstant(m, "HAS_WAIT", 1) < 0)
-		goto fail;
-#endif
 	return m;
 fail:
 	Py_DECREF(m);

@@ -296,7 +296,6 @@ static PyObject *tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
 	} else if (!versioned && pytn_tensor_readonly(src)) {
 		/* A legacy consumer (PyTorch 1.13) cannot be told the memory is read-only and may
 		 * write: it gets a private copy-on-write view, so its writes stay in this process. */
-#ifdef TN_ARENA_LOOKUP_SEALED
 		tn_tensor *cow;
 		rc = tn_arena_cow(src, &cow);
 		tn_tensor_unref(src);
@@ -308,13 +307,6 @@ static PyObject *tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
 		if (rc < 0)
 			return pytn_raise(rc);
 		src = cow;
-#else
-		tn_tensor_unref(src);
-		return PyErr_Format(PyExc_BufferError,
-				    "__dlpack__: the tensor is read-only and this libtensor has no "
-				    "tn_arena_cow; copy it first (copy=True) or ask for "
-				    "max_version=(1, 0)");
-#endif
 	}
 	PyObject *cap;
 	if (versioned) {
