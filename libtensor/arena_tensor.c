@@ -416,14 +416,17 @@ TN_EXPORT int tn_arena_lookup_wait(tn_arena *a, const char *name,
 	int announced = tn__arena_wait_begin(a);
 	if (announced < 0)
 		return announced;
+	/* The word of the name's bucket: publishes of names in other buckets leave it alone. */
+	int bucket = tn__arena_wait_bucket(name);
 	for (;;) {
 		/* Read the word after the announcement and before the look: a publish after the
 		 * look moves it, and the sleep returns at once. */
-		uint32_t seq = tn__arena_wait_seq(a);
+		uint32_t seq = tn__arena_wait_seq(a, bucket);
 		r = look(a, name, want_sealed, ret_tensor, ret_handle);
 		if (r != TN_ENOENT)
 			break;
-		if ((r = tn__arena_wait(a, seq, deadline ? deadline : 0, announced)) == TN_ETIMEDOUT ||
+		if ((r = tn__arena_wait(a, bucket, seq, deadline ? deadline : 0, announced)) ==
+			    TN_ETIMEDOUT ||
 		    (deadline && mono_ns() >= deadline)) {
 			r = tn__error(TN_ETIMEDOUT, "%s: '%s' was not %s in arena %s within %.3f s", fn,
 				      name, want_sealed ? "published sealed" : "published",

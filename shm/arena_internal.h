@@ -121,6 +121,12 @@ struct arena_header {
 	 * has overwritten, in order. Zero outside a change. */
 	alignas(64) _Atomic uint64_t undo_count;
 	struct undo_rec undo[UNDO_MAX];
+
+	/* Waiting lookups (wait.c): a futex word per bucket of names (the name's directory hash
+	 * modulo TN__ARENA_WAIT_BUCKETS), advanced with publish_seq by every publish and seal of a
+	 * name of the bucket, so that a wait for one name wakes only for its bucket. Outside the
+	 * lock and the undo log; zero in a file formatted before them. */
+	alignas(64) _Atomic uint32_t name_seq[TN__ARENA_WAIT_BUCKETS];
 };
 
 _Static_assert(sizeof(pthread_mutex_t) <= 64, "the lock fits its slot");
@@ -337,9 +343,10 @@ const char *tn__entry_problem(const tn_arena *a, const struct dir_entry *e, uint
 bool tn__entry_snapshot(const tn_arena *a, uint32_t index, struct dir_entry *out);
 
 /* ---- wait.c ---- */
-/* After a publish or a seal is committed (any lock may be held): advance the futex word and
- * wake the waiters, with a system call only when a slot waits. */
-void tn__arena_notify(tn_arena *a);
+/* After a publish or a seal of the name whose directory hash is @name_hash is committed and the
+ * lock released: advance the arena's futex word and the name's bucket's, and wake their
+ * waiters, with system calls only when a slot waits. */
+void tn__arena_notify(tn_arena *a, uint64_t name_hash);
 /* Forget @slot's waiting bit (its reclamation, or a new claim of the slot). */
 void tn__arena_waiter_clear(tn_arena *a, int slot);
 

@@ -349,8 +349,13 @@ out:
 	pthread_mutex_unlock(&a->local_lock);
 	/* After the lock is released: a waiter woken looks at once and would find it taken. */
 	if (r == 0)
-		tn__arena_notify(a);
+		tn__arena_notify(a, body.hash);
 	return r;
+}
+
+int tn__arena_wait_bucket(const char *name)
+{
+	return (int)(fnv1a(name, strlen(name)) % TN__ARENA_WAIT_BUCKETS);
 }
 
 /* The entry of @name (NULL: of @handle), checked, under the lock: its index and its block's
@@ -644,7 +649,7 @@ int tn__arena_seal_name(tn_arena *a, const char *name, uint64_t *ret_block)
 	tn__tx_set(a, &b->magic_flags, b->magic_flags | (uint64_t)BLOCK_FLAG_SEALED << 32);
 	tn__tx_commit(a);
 	tn__arena_unlock(a);
-	tn__arena_notify(a);
+	tn__arena_notify(a, fnv1a(name, strlen(name)));
 	*ret_block = block;
 	return 0;
 }
@@ -691,11 +696,13 @@ int tn__arena_reseal(tn_arena *a, tn_arena_handle handle)
 		tn__tx_set(a, &b->magic_flags, b->magic_flags | (uint64_t)BLOCK_FLAG_SEALED << 32);
 		done = 1;
 	}
+	/* The name as checked by entry_check, read under the lock. */
+	uint64_t hash = fnv1a(e->name, e->name_len <= TN_ARENA_NAME_MAX ? e->name_len : 0);
 	if (done)
 		tn__tx_commit(a);
 	tn__arena_unlock(a);
 	if (done)
-		tn__arena_notify(a);
+		tn__arena_notify(a, hash);
 	return done;
 }
 

@@ -161,10 +161,12 @@ void tn__arena_sealed_note(tn_arena *arena, const char *name);
 
 /*
  * Waiting lookups (tn_arena_lookup_wait(3)). A waiter announces itself once
- * (tn__arena_wait_begin), then, until what it waits for is there: reads the futex word
+ * (tn__arena_wait_begin), then, until what it waits for is there: reads a futex word
  * (tn__arena_wait_seq), looks, and sleeps while the word still has the value read
  * (tn__arena_wait); tn__arena_wait_end ends the announcement. A publish or a seal committed
- * after the word was read changes it, so no wake is lost.
+ * after the word was read changes it, so no wake is lost. The word is the arena's (@bucket -1:
+ * every publish and seal moves it) or a bucket of names' (tn__arena_wait_bucket(name): only
+ * those of names in the bucket move it).
  *
  * tn__arena_wait_begin returns 0 when the process's slot is marked waiting (publishers wake
  * it), 1 when it could not be (a read-only handle whose tensord predates the WAITING request:
@@ -174,10 +176,13 @@ void tn__arena_sealed_note(tn_arena *arena, const char *name);
  * when @deadline_ns (CLOCK_MONOTONIC; 0 for none) passed.
  */
 #define TN__ARENA_WAIT_POLL_NS 100000000 /* 100 ms */
+#define TN__ARENA_WAIT_BUCKETS 64
+int tn__arena_wait_bucket(const char *name);
 int tn__arena_wait_begin(tn_arena *arena);
 void tn__arena_wait_end(tn_arena *arena, int announced);
-uint32_t tn__arena_wait_seq(const tn_arena *arena);
-int tn__arena_wait(tn_arena *arena, uint32_t seq, uint64_t deadline_ns, int announced);
+uint32_t tn__arena_wait_seq(const tn_arena *arena, int bucket);
+int tn__arena_wait(tn_arena *arena, int bucket, uint32_t seq, uint64_t deadline_ns,
+		   int announced);
 
 /* Bytes each arena handle keeps for the layer above (for its allocator adapter, which must
  * live as long as the handle): zero when the handle is made, never read or written by shm,

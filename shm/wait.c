@@ -12,6 +12,11 @@
  * the publish and finds the name. (The futex is a shared one, keyed by the file's page: every
  * process maps the arena at its own address.)
  *
+ * Beside the arena's word, each bucket of names (the directory hash modulo
+ * TN__ARENA_WAIT_BUCKETS) has a word that moves only for the publishes and seals of its names:
+ * a waiter for one name sleeps on its bucket's, so that busy publishing of other names wakes
+ * it once in TN__ARENA_WAIT_BUCKETS on average instead of every time.
+ *
  * A read-only handle cannot write the mask: tensord sets and clears its slot's bit for it
  * (struct tn__arena_remote.waiting). A waiter killed in its sleep leaves only its bit, which
  * the reclamation of its slot clears (tn__reclaim_locked, and a claim of a free slot); until
@@ -45,12 +50,22 @@ static bool anyone_waits(const struct arena_header *h)
 	return false;
 }
 
-void tn__arena_notify(tn_arena *a)
+void tn__arena_notify(tn_arena *a, uint64_t name_hash)
 {
 	struct arena_header *h = a->hdr;
+	_Atomic uint32_t *bucket = &h->name_seq[name_hash % TN__ARENA_WAIT_BUCKETS];
+	atomic_fetch_add(bucket, 1);
 	atomic_fetch_add(&h->publish_seq, 1);
-	if (anyone_waits(h))
+	if (anyone_waits(h)) {
+		futex(bucket, FUTEX_WAKE, INT_MAX, NULL);
 		futex(&h->publish_seq, FUTEX_WAKE, INT_MAX, NULL);
+	}
+}
+
+static _Atomic uint32_t *word_of(const tn_arena *a, int bucket)
+{
+	struct arena_header *h = a->hdr;
+	return bucket < 0 ? &h->publish_seq : &h->name_seq[bucket % TN__ARENA_WAIT_BUCKETS];
 }
 
 static void mark(struct arena_header *h, int slot, bool on)
@@ -134,12 +149,12 @@ void tn__arena_wait_end(tn_arena *a, int announced)
 	pthread_mutex_unlock(&a->local_lock);
 }
 
-uint32_t tn__arena_wait_seq(const tn_arena *a)
+uint32_t tn__arena_wait_seq(const tn_arena *a, int bucket)
 {
-	return atomic_load(&a->hdr->publish_seq);
+	return atomic_load(word_of(a, bucket));
 }
 
-int tn__arena_wait(tn_arena *a, uint32_t seq, uint64_t deadline_ns, int announced)
+int tn__arena_wait(tn_arena *a, int bucket, uint32_t seq, uint64_t deadline_ns, int announced)
 {
 	uint64_t now = mono_ns(), until = deadline_ns;
 	if (deadline_ns && now >= deadline_ns)
@@ -150,7 +165,7 @@ int tn__arena_wait(tn_arena *a, uint32_t seq, uint64_t deadline_ns, int announce
 			       .tv_nsec = (long)(until % 1000000000u) };
 	int saved = errno;
 	/* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC time. */
-	long r = futex(&a->hdr->publish_seq, FUTEX_WAIT_BITSET, seq, until ? &ts : NULL);
+	long r = futex(word_of(a, bucket), FUTEX_WAIT_BITSET, seq, until ? &ts : NULL);
 	bool timed_out = r < 0 && errno == ETIMEDOUT && until == deadline_ns;
 	errno = saved;
 	if (timed_out)
@@ -162,7 +177,7 @@ int tn__arena_wait(tn_arena *a, uint32_t seq, uint64_t deadline_ns, int announce
 
 TN_EXPORT uint32_t tn_arena_generation(tn_arena *a)
 {
-	return tn__arena_ok(a) ? tn__arena_wait_seq(a) : 0;
+	return tn__arena_ok(a) ? tn__arena_wait_seq(a, -1) : 0;
 }
 
 TN_EXPORT int tn_arena_wait_change(tn_arena *a, uint32_t generation, int64_t timeout_ns)
@@ -171,7 +186,7 @@ TN_EXPORT int tn_arena_wait_change(tn_arena *a, uint32_t generation, int64_t tim
 	int r = tn__arena_check(a, false, fn);
 	if (r)
 		return r;
-	if (tn__arena_wait_seq(a) != generation)
+	if (tn__arena_wait_seq(a, -1) != generation)
 		return 0;
 	if (timeout_ns == 0)
 		return tn__error(TN_ETIMEDOUT, "%s: arena %s did not change", fn, a->path);
@@ -184,8 +199,8 @@ TN_EXPORT int tn_arena_wait_change(tn_arena *a, uint32_t generation, int64_t tim
 		return announced;
 	/* Announced first, then the word compared by the kernel: a change before the
 	 * announcement is seen as a word that moved. Polled handles look again at intervals. */
-	while (tn__arena_wait_seq(a) == generation) {
-		if (tn__arena_wait(a, generation, deadline, announced) == TN_ETIMEDOUT ||
+	while (tn__arena_wait_seq(a, -1) == generation) {
+		if (tn__arena_wait(a, -1, generation, deadline, announced) == TN_ETIMEDOUT ||
 		    (deadline && mono_ns() >= deadline)) {
 			r = tn__error(TN_ETIMEDOUT, "%s: arena %s did not change within %.3f s", fn,
 				      a->path, (double)(mono_ns() - start) / 1e9);

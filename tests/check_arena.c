@@ -2238,6 +2238,78 @@ START_TEST(test_lookup_wait_threads_and_kill)
 }
 END_TEST
 
+/* A waiter for one name sleeps on its bucket's word: publishes of names in other buckets do
+ * not wake it (its thread's voluntary context switches barely move), one in its bucket does. */
+struct bucket_waiter {
+	tn_arena *a;
+	_Atomic pid_t tid;
+	int result;
+};
+
+static void *bucket_waiter_thread(void *p)
+{
+	struct bucket_waiter *w = p;
+	atomic_store(&w->tid, (pid_t)syscall(SYS_gettid));
+	tn_arena_lookup_options o = { .timeout_ns = 30000000000 };
+	tn_tensor *t = NULL;
+	w->result = tn_arena_lookup_wait(w->a, "target", &o, &t, NULL);
+	tn_tensor_unref(t);
+	return NULL;
+}
+
+static long voluntary_switches(pid_t tid)
+{
+	char path[64], line[128];
+	long v = -1;
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+START_TEST(test_lookup_wait_buckets)
+{
+	tn_arena *a = make("waitb", 16 << 20);
+	struct bucket_waiter w = { .a = a, .result = 1 };
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, bucket_waiter_thread, &w), 0);
+	for (int i = 0; i < 400 && (atomic_load(&w.tid) == 0 || stats(a).waiters == 0); i++)
+		usleep(5000);
+	ck_assert_uint_eq(stats(a).waiters, 1);
+	usleep(20000); /* asleep by now */
+	int mine = tn__arena_wait_bucket("target");
+	int64_t sz[] = { 4 };
+	tn_tensor *t = arena_tensor(a, 1, sz, TN_INT32);
+	long before = voluntary_switches(atomic_load(&w.tid));
+	int others = 0;
+	for (int i = 0; others < 300; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "other/%d", i);
+		if (tn__arena_wait_bucket(name) == mine)
+			continue;
+		ck_assert_tn_ok(tn_arena_publish(a, name, t, 0, NULL));
+		ck_assert_tn_ok(tn_arena_unpublish(a, name));
+		others++;
+		usleep(300); /* a waiter woken by it would be asleep again before the next */
+	}
+	long after = voluntary_switches(atomic_load(&w.tid));
+	ck_assert_msg(before >= 0 && after - before < 30,
+		      "the waiter was woken %ld times by 300 publishes of other buckets",
+		      after - before);
+	ck_assert_int_eq(w.result, 1); /* still waiting */
+	ck_assert_tn_ok(tn_arena_publish(a, "target", t, 0, NULL));
+	pthread_join(th, NULL);
+	ck_assert_int_eq(w.result, 0);
+	tn_tensor_unref(t);
+	ck_assert_uint_eq(stats(a).waiters, 0);
+	tn_arena_unref(a);
+}
+END_TEST
+
 START_TEST(test_cow)
 {
 	tn_arena *a = make("cow", 16 << 20);
@@ -2340,6 +2412,7 @@ static Suite *arena_suite(void)
 	tcase_add_test(tc, test_seal_rules);
 	tcase_add_test(tc, test_lookup_wait);
 	tcase_add_test(tc, test_lookup_wait_threads_and_kill);
+	tcase_add_test(tc, test_lookup_wait_buckets);
 	tcase_add_test(tc, test_cow);
 	tcase_add_test(tc, test_factories_in_arena);
 	tcase_add_test(tc, test_no_syscalls);
