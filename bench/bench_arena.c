@@ -1185,7 +1185,7 @@ static void bench_wake(tn_arena *a, int reps)
 	waitpid(pid, NULL, 0);
 
 	/* A publish+unpublish pair with nobody waiting (no system call) and with a waiter
-	 * marked (one FUTEX_WAKE each publish): this process marks itself, as a thread of it
+	 * marked (two FUTEX_WAKE calls each publish): this process marks itself, as a thread of it
 	 * waiting would. */
 	const int pairs = 20000;
 	double quiet[65], marked[65];
@@ -1235,7 +1235,7 @@ static void bench_wake(tn_arena *a, int reps)
 	       f / p);
 	double qn = bench_median(quiet, reps), mk = bench_median(marked, reps);
 	printf("   publish+unpublish: %s with nobody waiting (no system call), %s with a waiter "
-	       "marked (a FUTEX_WAKE each publish)\n",
+	       "marked (the FUTEX_WAKE calls of each publish)\n",
 	       fmt_time(b[3], sizeof(b[3]), qn), fmt_time(b[4], sizeof(b[4]), mk));
 }
 
