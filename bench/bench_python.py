@@ -106,9 +106,12 @@ def timed(cmds, replies, cmd, tensors=None, shared=None):
     return statistics.median(times) * 1e6
 
 
+ARENAS = "/dev/shm/bench-python-%d" % os.getpid()
+
+
 def start_tensord(path, tmp):
     sock = os.path.join(tmp, "tensord.sock")
-    arenas = "/dev/shm/bench-python-%d" % os.getpid()
+    arenas = ARENAS
     proc = subprocess.Popen([path, "--foreground", "--socket", sock, "--arena-dir", arenas,
                              "--log-level", "warn"])
     for _ in range(500):
@@ -173,6 +176,7 @@ def gets(tensord_path):
         proc.send_signal(signal.SIGTERM)
         proc.wait()
         shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(ARENAS, ignore_errors=True)  # tensord keeps its directory
 
 
 def roundtrips():
