@@ -792,6 +792,31 @@ fail:
 
 /* The forked lookup process: open the arena, look the tensor up once, then one round per
  * "round" line, answered with "ok OPEN FIRST L0 L1 L2 L3" or "err WHY". */
+/* Fork a peer process talking over two pipes. In the parent it returns the child's pid with
+ * *ret_a the stream to it and *ret_b the stream from it; in the child it returns 0 with *ret_a
+ * its input and *ret_b its output. */
+static pid_t fork_peer(FILE **ret_a, FILE **ret_b)
+{
+	int down[2], up[2];
+	if (pipe2(down, O_CLOEXEC) || pipe2(up, O_CLOEXEC))
+		die("pipe: %s", strerror(errno));
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	bool child = pid == 0;
+	close(child ? down[1] : down[0]);
+	close(child ? up[0] : up[1]);
+	*ret_a = child ? fdopen(down[0], "r") : fdopen(down[1], "w");
+	*ret_b = child ? fdopen(up[1], "w") : fdopen(up[0], "r");
+	if (!*ret_a || !*ret_b) {
+		if (child)
+			_exit(1);
+		die("fdopen: %s", strerror(errno));
+	}
+	return pid;
+}
+
 static void lookup_child(const char *arena_name, tn_arena_handle h, FILE *in, FILE *out)
 {
 	char line[64], err[256];
@@ -844,26 +869,10 @@ static void bench_lookup(tn_arena *a, int reps)
 	for (int i = 0; i < PUBLISHES; i++)
 		snprintf(names[i], sizeof(names[i]), "bench/publish/%d", i);
 
-	int to_child[2], from_child[2];
-	if (pipe2(to_child, O_CLOEXEC) || pipe2(from_child, O_CLOEXEC))
-		die("pipe: %s", strerror(errno));
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid < 0)
-		die("fork: %s", strerror(errno));
-	if (pid == 0) {
-		close(to_child[1]);
-		close(from_child[0]);
-		FILE *in = fdopen(to_child[0], "r"), *out = fdopen(from_child[1], "w");
-		if (!in || !out)
-			_exit(1);
-		lookup_child(made_names[1], h, in, out);
-	}
-	close(to_child[0]);
-	close(from_child[1]);
-	FILE *to = fdopen(to_child[1], "w"), *from = fdopen(from_child[0], "r");
-	if (!to || !from)
-		die("fdopen: %s", strerror(errno));
+	FILE *to, *from;
+	pid_t pid = fork_peer(&to, &from);
+	if (pid == 0)
+		lookup_child(made_names[1], h, to, from);
 
 	/* The publishing process keeps @t until the publish rounds are done, then looks the tensor
 	 * up like the other process does. Rounds alternate between this process and the other. */
@@ -1129,23 +1138,16 @@ static void *bench_wake_waiter(void *p)
 
 static void bench_wake(tn_arena *a, int reps)
 {
-	int to[2], from[2], wake[2];
-	if (pipe(to) || pipe(from) || pipe(wake))
+	int wake[2];
+	if (pipe2(wake, O_CLOEXEC))
 		die("pipe: %s", strerror(errno));
-	fflush(stdout);
-	pid_t pid = fork();
-	if (pid < 0)
-		die("fork: %s", strerror(errno));
+	FILE *cmd, *ans;
+	pid_t pid = fork_peer(&cmd, &ans);
 	if (pid == 0) {
-		close(to[1]);
-		close(from[0]);
 		close(wake[1]);
-		wake_child(made_names[1], fdopen(to[0], "r"), fdopen(from[1], "w"), wake[0]);
+		wake_child(made_names[1], cmd, ans, wake[0]);
 	}
-	close(to[0]);
-	close(from[1]);
 	close(wake[0]);
-	FILE *cmd = fdopen(to[1], "w"), *ans = fdopen(from[0], "r");
 	tn_tensor *t = arena_tensor(a, 16);
 	double futex_ns[65], pipe_ns[65], poll_ns[65];
 	struct timespec settle = { 0, 20000000 }; /* the waiter is asleep by then */

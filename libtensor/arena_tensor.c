@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
 #include "internal.h"
 #include "../shm/shm.h"
@@ -363,13 +362,6 @@ TN_EXPORT int tn_arena_lookup_handle(tn_arena *a, tn_arena_handle handle, tn_ten
 
 /* ---- waiting lookups ------------------------------------------------------------------------- */
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* One look: 0 with *ret_tensor when the name is there (and sealed if asked), TN_ENOENT when it
  * is not yet, or another error. */
 static int look(tn_arena *a, const char *name, bool want_sealed, tn_tensor **ret_tensor,
@@ -408,11 +400,7 @@ TN_EXPORT int tn_arena_lookup_wait(tn_arena *a, const char *name,
 	r = look(a, name, want_sealed, ret_tensor, ret_handle);
 	if (r != TN_ENOENT || (timeout == 0 && !want_sealed))
 		return r;
-	uint64_t start = mono_ns(), deadline = 0;
-	if (timeout > 0)
-		deadline = (uint64_t)timeout > UINT64_MAX - start ? UINT64_MAX : start + (uint64_t)timeout;
-	else if (timeout == 0)
-		deadline = start;
+	uint64_t start = tn__mono_ns(), deadline = tn__arena_deadline(start, timeout);
 	int announced = tn__arena_wait_begin(a);
 	if (announced < 0)
 		return announced;
@@ -425,16 +413,14 @@ TN_EXPORT int tn_arena_lookup_wait(tn_arena *a, const char *name,
 		r = look(a, name, want_sealed, ret_tensor, ret_handle);
 		if (r != TN_ENOENT)
 			break;
-		if ((r = tn__arena_wait(a, bucket, seq, deadline ? deadline : 0, announced)) ==
-			    TN_ETIMEDOUT ||
-		    (deadline && mono_ns() >= deadline)) {
+		if (tn__arena_wait(a, bucket, seq, deadline, announced) == TN_ETIMEDOUT) {
 			r = tn__error(TN_ETIMEDOUT, "%s: '%s' was not %s in arena %s within %.3f s", fn,
 				      name, want_sealed ? "published sealed" : "published",
-				      tn_arena_path(a), (double)(mono_ns() - start) / 1e9);
+				      tn_arena_path(a), (double)(tn__mono_ns() - start) / 1e9);
 			break;
 		}
 	}
-	tn__arena_wait_end(a, announced);
+	tn__arena_wait_end(a);
 	return r;
 }
 

@@ -264,12 +264,6 @@ int pytn_scalar_from_py(PyObject *obj, tn_scalar *ret)
 	return -1;
 }
 
-/* Whether operators refuse to write to @tensor (a sealed arena tensor, a read-only mapping). */
-bool pytn_tensor_readonly(const tn_tensor *tensor)
-{
-	return tn_tensor_is_readonly(tensor);
-}
-
 /* ---- the module ----------------------------------------------------------------------------- */
 
 PyDoc_STRVAR(from_dlpack_doc,

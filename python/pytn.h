@@ -40,7 +40,6 @@ int pytn_device_from_obj(PyObject *obj, tn_device *ret_device);
 PyObject *pytn_device_str(tn_device device);
 PyObject *pytn_scalar_to_py(tn_scalar s);
 int pytn_scalar_from_py(PyObject *obj, tn_scalar *ret);
-bool pytn_tensor_readonly(const tn_tensor *tensor);
 
 /* tensor.c */
 PyObject *pytn_wrap(tn_tensor *tensor); /* steals the reference, also on failure */

@@ -72,7 +72,7 @@ static PyObject *tensor_ndim(PyObject *self, void *c)
 
 static PyObject *tensor_is_readonly(PyObject *self, void *c)
 {
-	return PyBool_FromLong(pytn_tensor_readonly(T(self)));
+	return PyBool_FromLong(tn_tensor_is_readonly(T(self)));
 }
 
 static PyObject *tensor_storage_offset(PyObject *self, void *c)
@@ -293,7 +293,7 @@ static PyObject *tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
 		if (rc < 0)
 			return pytn_raise(rc);
 		src = c;
-	} else if (!versioned && pytn_tensor_readonly(src)) {
+	} else if (!versioned && tn_tensor_is_readonly(src)) {
 		/* A legacy consumer (PyTorch 1.13) cannot be told the memory is read-only and may
 		 * write: it gets a private copy-on-write view, so its writes stay in this process. */
 		tn_tensor *cow;
@@ -705,7 +705,7 @@ static int tensor_getbuffer(PyObject *self, Py_buffer *view, int flags)
 			     tn_dtype_name(tn_tensor_dtype(t)));
 		return -1;
 	}
-	bool ro = pytn_tensor_readonly(t);
+	bool ro = tn_tensor_is_readonly(t);
 	if (ro && (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE) {
 		PyErr_SetString(PyExc_BufferError,
 				"the tensor is read-only (sealed): a writable buffer was requested");

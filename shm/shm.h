@@ -172,6 +172,8 @@ void tn__arena_sealed_note(tn_arena *arena, const char *name);
  * it), 1 when it could not be (a read-only handle whose tensord predates the WAITING request:
  * its sleeps then end at intervals of TN__ARENA_WAIT_POLL_NS), or an error (TN_EBADF, or the
  * daemon's). Each 0 or 1 is given back by one tn__arena_wait_end.
+ * tn__arena_deadline - the CLOCK_MONOTONIC time (ns) @timeout_ns after @start (tn__mono_ns), for
+ * tn__arena_wait: 0 (none) for a negative timeout, @start itself for 0.
  * tn__arena_wait returns 0 when woken (or spuriously, or by a signal: look again), TN_ETIMEDOUT
  * when @deadline_ns (CLOCK_MONOTONIC; 0 for none) passed.
  */
@@ -179,10 +181,12 @@ void tn__arena_sealed_note(tn_arena *arena, const char *name);
 #define TN__ARENA_WAIT_BUCKETS 64
 int tn__arena_wait_bucket(const char *name);
 int tn__arena_wait_begin(tn_arena *arena);
-void tn__arena_wait_end(tn_arena *arena, int announced);
+void tn__arena_wait_end(tn_arena *arena);
 uint32_t tn__arena_wait_seq(const tn_arena *arena, int bucket);
 int tn__arena_wait(tn_arena *arena, int bucket, uint32_t seq, uint64_t deadline_ns,
 		   int announced);
+uint64_t tn__mono_ns(void);
+uint64_t tn__arena_deadline(uint64_t start, int64_t timeout_ns);
 
 /* Bytes each arena handle keeps for the layer above (for its allocator adapter, which must
  * live as long as the handle): zero when the handle is made, never read or written by shm,

@@ -30,11 +30,18 @@
 
 #include "arena_internal.h"
 
-static uint64_t mono_ns(void)
+uint64_t tn__mono_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t tn__arena_deadline(uint64_t start, int64_t timeout_ns)
+{
+	if (timeout_ns < 0)
+		return 0;
+	return (uint64_t)timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + (uint64_t)timeout_ns;
 }
 
 static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)
@@ -129,9 +136,8 @@ int tn__arena_wait_begin(tn_arena *a)
 	return r;
 }
 
-void tn__arena_wait_end(tn_arena *a, int announced)
+void tn__arena_wait_end(tn_arena *a)
 {
-	(void)announced;
 	if (!tn__arena_ok(a))
 		return;
 	pthread_mutex_lock(&a->local_lock);
@@ -156,7 +162,7 @@ uint32_t tn__arena_wait_seq(const tn_arena *a, int bucket)
 
 int tn__arena_wait(tn_arena *a, int bucket, uint32_t seq, uint64_t deadline_ns, int announced)
 {
-	uint64_t now = mono_ns(), until = deadline_ns;
+	uint64_t now = tn__mono_ns(), until = deadline_ns;
 	if (deadline_ns && now >= deadline_ns)
 		return tn__error(TN_ETIMEDOUT, "tn_arena_lookup_wait: timed out");
 	if (announced == 1 && (!until || until > now + TN__ARENA_WAIT_POLL_NS))
@@ -190,23 +196,19 @@ TN_EXPORT int tn_arena_wait_change(tn_arena *a, uint32_t generation, int64_t tim
 		return 0;
 	if (timeout_ns == 0)
 		return tn__error(TN_ETIMEDOUT, "%s: arena %s did not change", fn, a->path);
-	uint64_t start = mono_ns(), deadline = 0;
-	if (timeout_ns > 0)
-		deadline = (uint64_t)timeout_ns > UINT64_MAX - start ? UINT64_MAX
-								    : start + (uint64_t)timeout_ns;
+	uint64_t start = tn__mono_ns(), deadline = tn__arena_deadline(start, timeout_ns);
 	int announced = tn__arena_wait_begin(a);
 	if (announced < 0)
 		return announced;
 	/* Announced first, then the word compared by the kernel: a change before the
 	 * announcement is seen as a word that moved. Polled handles look again at intervals. */
 	while (tn__arena_wait_seq(a, -1) == generation) {
-		if (tn__arena_wait(a, -1, generation, deadline, announced) == TN_ETIMEDOUT ||
-		    (deadline && mono_ns() >= deadline)) {
+		if (tn__arena_wait(a, -1, generation, deadline, announced) == TN_ETIMEDOUT) {
 			r = tn__error(TN_ETIMEDOUT, "%s: arena %s did not change within %.3f s", fn,
-				      a->path, (double)(mono_ns() - start) / 1e9);
+				      a->path, (double)(tn__mono_ns() - start) / 1e9);
 			break;
 		}
 	}
-	tn__arena_wait_end(a, announced);
+	tn__arena_wait_end(a);
 	return r;
 }
