@@ -136,6 +136,7 @@ tn_fn tn__stub_choose(struct tn__stub *stub)
 TN_DEFINE_STUB(tn__fill_stub, tn__fill_kernel);
 TN_DEFINE_STUB(tn__stream_copy_stub, tn__stream_copy_kernel);
 TN_DEFINE_STUB(tn__cast_stub, tn__cast_kernel);
+TN_DEFINE_STUB(tn__gemm_int_stub, tn__gemm_int_kernel);
 TN_DEFINE_STUB(tn__transpose32_stub, tn__transpose32_kernel);
 TN_DEFINE_STUB(tn__binary_stub, tn__binary_kernel);
 TN_DEFINE_STUB(tn__compare_stub, tn__compare_kernel);

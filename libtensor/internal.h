@@ -138,6 +138,9 @@ int tn__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
 
 /* The C++ type name of @dtype as c10's messages write it ("int16_t", "int", "at::Half"). */
 const char *tn__dtype_cpp_name(enum tn_dtype dtype);
+/* The C++ type name PyTorch's out= dtype checks print (TypeMeta's: "float", "long int",
+ * "c10::Half"). */
+const char *tn__typemeta_name(enum tn_dtype dtype);
 /* Convert a scalar to one element of @dtype at @out, with PyTorch's overflow check. */
 int tn__scalar_to_element(tn_scalar value, enum tn_dtype dtype, void *out);
 /* Read one element of @dtype at @in. */

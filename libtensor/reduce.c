@@ -33,8 +33,7 @@
 
 /* ---- dims and shapes ---- */
 
-/* The C++ type names PyTorch's out= dtype checks print (TypeMeta names). */
-static const char *cpp_type_name(enum tn_dtype dt)
+const char *tn__typemeta_name(enum tn_dtype dt)
 {
 	static const char *const names[] = { "bool",	  "unsigned char", "signed char",
 					     "short int", "int",	   "long int",
@@ -49,7 +48,7 @@ static int expect_out_dtype(const tn_tensor *out, enum tn_dtype want)
 	if (out->dtype == want)
 		return 0;
 	return tn__error(TN_EINVAL, "Expected out tensor to have dtype %s, but got %s instead",
-			 cpp_type_name(want), cpp_type_name(out->dtype));
+			 tn__typemeta_name(want), tn__typemeta_name(out->dtype));
 }
 
 /*

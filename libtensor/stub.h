@@ -178,4 +178,20 @@ TN_DECLARE_KERNEL(tn__argreduce_kernel, void,
 		   int64_t s_idx, int64_t base));
 extern struct tn__stub tn__argreduce_stub;
 
+/*
+ * The integer GEMM (kernels/gemm_kernel.c): rows [@m0, @m1) of C = beta * C + alpha * A @ B
+ * for the integer dtype @dt (A m x k, B k x n, element strides), wrapping around as the dtype
+ * does; beta 0 does not read C. alpha and beta are the scalars converted to the dtype and
+ * sign-extended.
+ */
+typedef void (*tn__gemm_int_fn)(enum tn_dtype dt, int64_t m0, int64_t m1, int64_t n, int64_t k,
+				uint64_t alpha, const char *a, int64_t ars, int64_t acs,
+				const char *b, int64_t brs, int64_t bcs, uint64_t beta, char *c,
+				int64_t crs, int64_t ccs);
+TN_DECLARE_KERNEL(tn__gemm_int_kernel, void,
+		  (enum tn_dtype dt, int64_t m0, int64_t m1, int64_t n, int64_t k, uint64_t alpha,
+		   const char *a, int64_t ars, int64_t acs, const char *b, int64_t brs,
+		   int64_t bcs, uint64_t beta, char *c, int64_t crs, int64_t ccs));
+extern struct tn__stub tn__gemm_int_stub;
+
 #endif /* TN_STUB_H */

@@ -123,6 +123,63 @@ static const struct {
 	{ "aten::any.all_out", "out", 0, TN_BOOL },
 };
 
+/* The matmul family's operands: shapes that multiply, by operator and argument (the op
+ * name without its overload; out= tensors have the result's shape). */
+static const struct {
+	const char *op, *arg;
+	int ndim;
+	int64_t sizes[3];
+} linalg_args[] = {
+	{ "aten::t", "self", 2, { 3, 4 } },
+	{ "aten::mm", "self", 2, { 2, 3 } },	      { "aten::mm", "mat2", 2, { 3, 4 } },
+	{ "aten::mm", "out", 2, { 2, 4 } },	      { "aten::bmm", "self", 3, { 2, 3, 4 } },
+	{ "aten::bmm", "mat2", 3, { 2, 4, 3 } },      { "aten::bmm", "out", 3, { 2, 3, 3 } },
+	{ "aten::addmm", "self", 2, { 2, 4 } },	      { "aten::addmm", "mat1", 2, { 2, 3 } },
+	{ "aten::addmm", "mat2", 2, { 3, 4 } },	      { "aten::addmm", "out", 2, { 2, 4 } },
+	{ "aten::addmm_", "self", 2, { 2, 4 } },      { "aten::addmm_", "mat1", 2, { 2, 3 } },
+	{ "aten::addmm_", "mat2", 2, { 3, 4 } },      { "aten::baddbmm", "self", 3, { 2, 3, 3 } },
+	{ "aten::baddbmm", "batch1", 3, { 2, 3, 4 } }, { "aten::baddbmm", "batch2", 3, { 2, 4, 3 } },
+	{ "aten::baddbmm", "out", 3, { 2, 3, 3 } },   { "aten::baddbmm_", "self", 3, { 2, 3, 3 } },
+	{ "aten::baddbmm_", "batch1", 3, { 2, 3, 4 } }, { "aten::baddbmm_", "batch2", 3, { 2, 4, 3 } },
+	{ "aten::mv", "self", 2, { 2, 3 } },	      { "aten::mv", "vec", 1, { 3 } },
+	{ "aten::mv", "out", 1, { 2 } },	      { "aten::addmv", "self", 1, { 2 } },
+	{ "aten::addmv", "mat", 2, { 2, 3 } },	      { "aten::addmv", "vec", 1, { 3 } },
+	{ "aten::addmv", "out", 1, { 2 } },	      { "aten::addmv_", "self", 1, { 2 } },
+	{ "aten::addmv_", "mat", 2, { 2, 3 } },	      { "aten::addmv_", "vec", 1, { 3 } },
+	{ "aten::dot", "self", 1, { 4 } },	      { "aten::dot", "tensor", 1, { 4 } },
+	{ "aten::dot", "out", 0, { 0 } },	      { "aten::outer", "self", 1, { 2 } },
+	{ "aten::outer", "vec2", 1, { 3 } },	      { "aten::outer", "out", 2, { 2, 3 } },
+	{ "aten::matmul", "self", 3, { 2, 3, 4 } },   { "aten::matmul", "other", 2, { 4, 2 } },
+	{ "aten::matmul", "out", 3, { 2, 3, 2 } },    { "aten::linear", "input", 3, { 2, 3, 4 } },
+	{ "aten::linear", "weight", 2, { 5, 4 } },    { "aten::linear", "out", 3, { 2, 3, 5 } },
+};
+
+/* arange(numel) as float32 in the shape linalg_args gives @op's argument @arg, or NULL. */
+static tn_tensor *linalg_input(const char *op, const char *arg, tn_device dev)
+{
+	size_t base = strcspn(op, ".");
+	for (size_t k = 0; k < sizeof(linalg_args) / sizeof(linalg_args[0]); k++) {
+		if (strlen(linalg_args[k].op) != base || strncmp(op, linalg_args[k].op, base) ||
+		    strcmp(arg, linalg_args[k].arg))
+			continue;
+		int64_t n = 1;
+		tn_tensor *flat, *t;
+		for (int d = 0; d < linalg_args[k].ndim; d++)
+			n *= linalg_args[k].sizes[d];
+		if (dev.type == TN_DEVICE_META) {
+			ck_assert_tn_ok(tn_empty(linalg_args[k].ndim, linalg_args[k].sizes, TN_FLOAT32,
+						 dev, TN_CONTIGUOUS_FORMAT, &t));
+			return t;
+		}
+		ck_assert_tn_ok(tn_arange(tn_scalar_int(0), tn_scalar_int(n), tn_scalar_int(1),
+					  &(enum tn_dtype){ TN_FLOAT32 }, dev, &flat));
+		ck_assert_tn_ok(tn_view(flat, linalg_args[k].ndim, linalg_args[k].sizes, &t));
+		tn_tensor_unref(flat);
+		return t;
+	}
+	return NULL;
+}
+
 /* A value for argument @a of operator @op without a default: typical values by type and
  * name, chosen so that the call succeeds on the [2, 3, 4] input. */
 static tn_ivalue value_for(const char *op, const tn_schema *s, const tn_schema_arg *a,
@@ -137,6 +194,8 @@ static tn_ivalue value_for(const char *op, const tn_schema *s, const tn_schema_a
 			if (strcmp(op, reduce_outs[k].op) == 0 && strcmp(n, reduce_outs[k].arg) == 0)
 				ck_assert_tn_ok(tn_zeros(reduce_outs[k].ndim, (int64_t[]){ 2, 4 },
 							 reduce_outs[k].dtype, dev, &t));
+		if (!t)
+			t = linalg_input(op, n, dev);
 		if (!t)
 			t = input(op, dev);
 		/* where wants a bool condition. */

@@ -22,6 +22,8 @@ Writes C headers, computed with PyTorch (and NumPy) as the reference:
                      size-1 dims; sum/prod/all/any out= forms that convert
     binary_parity_golden.h  add/sub with alpha (alpha converted and checked; the
                      rounding of each dtype's kernel)
+    linalg_golden.h  the matmul family: every dtype, layouts, matmul's and linear's rank
+                     rules, beta/alpha, empty and large products, errors
     unary_parity_golden.h  out= dtype rules of the unary .out and Scalar_Tensor_out
                      operators over every dtype pair
 
@@ -2659,6 +2661,267 @@ def gen_difftest(outdir):
     return len(xb)
 
 
+# ---- the matmul family (linalg_golden.h) ---------------------------------------------------
+
+LA_OPS = ["mm", "bmm", "addmm", "baddbmm", "mv", "addmv", "dot", "outer", "matmul", "linear"]
+
+
+def la_layout(t, layout):
+    """The tensor @t in memory layout @layout: 0 contiguous, 1 the last two dims transposed in
+    memory, 2 every other element of a twice longer last dim, 3 expanded from size 1 along
+    dim 0 (every slice the first one's values), 4 the dims permuted (0, 2, 1) of a contiguous
+    tensor (3-d only: its memory is the transpose of the last two dims)."""
+    if layout == 0:
+        return t.contiguous()
+    if layout == 1:
+        return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+    if layout == 2:
+        big = torch.zeros(t.shape[:-1] + (t.shape[-1] * 2,), dtype=t.dtype)
+        big[..., ::2] = t
+        return big[..., ::2]
+    if layout == 3:
+        return t[:1].expand(t.shape)
+    raise ValueError(layout)
+
+
+def gen_linalg(outdir):
+    """The matmul family on every dtype, layouts (transposed, sliced, broadcast batch), the
+    rank rules of matmul and linear, beta/alpha, empty products, large products that reach
+    the threaded paths, and errors. Values are small multiples of 1/4 (integers for integer
+    dtypes), so that products and sums are exact in every dtype's accumulator and the
+    results do not depend on the BLAS's order of summation; a few cases use normal values
+    and carry a tolerance."""
+    g = torch.Generator().manual_seed(1913)
+    L = header_top("TN_LINALG_GOLDEN_H", "Goldens of the matmul family (linalg.c).", ("math.h",))
+    L.append("/* op: %s */" % ", ".join("%d %s" % (i, n) for i, n in enumerate(LA_OPS)))
+    L.append("struct la_operand { int dtype, layout, ndim; int64_t shape[4]; const double *v; };")
+    L.append("struct la_case { int op, nops; struct la_operand ops[3]; int has_bias;")
+    L.append("    int scalar_int; double beta, alpha; const char *error; int ndim;")
+    L.append("    int64_t shape[4], strides[4]; int dtype; double tol; const double *r; int ext; };")
+    arrays = []
+    cases = []
+
+    def values(dt, shape, normal=False, formula=False):
+        n = int(np.prod(shape)) if len(shape) else 1
+        if formula:
+            # Large operands are not stored: check_linalg computes the same formula.
+            i = torch.arange(n, dtype=torch.int64)
+            if dt == "uint8":
+                v = ((i * 7919) % 10).double()
+            elif dt.startswith("int"):
+                v = ((i * 7919) % 11 - 5).double()
+            else:
+                v = ((i * 7919) % 17 - 8).double() / 4
+        elif normal:
+            v = torch.randn(n, generator=g, dtype=torch.float64)
+            v = v.to(DTYPES[dt]).double()
+        elif dt == "bool":
+            v = torch.randint(0, 2, (n,), generator=g).double()
+        elif dt == "uint8":
+            v = torch.randint(0, 10, (n,), generator=g).double()
+        elif dt.startswith("int"):
+            v = torch.randint(-5, 6, (n,), generator=g).double()
+        else:
+            v = torch.randint(-8, 9, (n,), generator=g).double() / 4
+        return v.reshape(shape)
+
+    def arr(vals):
+        name = "la_v%d" % len(arrays)
+        flat = [c_double(x) for x in vals.reshape(-1).tolist()] if vals.numel() else ["0"]
+        arrays.append("static const double %s[] = {\n    %s,\n};" % (
+            name, ",\n    ".join(", ".join(flat[i:i + 12]) for i in range(0, len(flat), 12))))
+        return name
+
+    def case(op, specs, beta=1, alpha=1, normal=False, formula=False):
+        """specs: (dtype, shape, layout) per operand, None for linear without bias."""
+        ops_t = []
+        ops_c = []
+        for sp in specs:
+            if sp is None:
+                continue
+            dt, shape, layout = sp
+            v = values(dt, tuple(shape), normal, formula)
+            if layout == 3:
+                v = v[:1].expand(tuple(shape)).contiguous()
+            t = la_layout(v.to(DTYPES[dt]), layout)
+            ops_t.append(t)
+            ops_c.append("{ %d, %d, %d, { %s }, %s }" % (
+                TN_ORDER.index(dt), layout, len(shape),
+                ", ".join(str(x) for x in (list(shape) + [0] * 4)[:4]),
+                "0" if formula else arr(v)))
+        while len(ops_c) < 3:
+            ops_c.append("{ 0, 0, 0, { 0 }, 0 }")
+        has_bias = 1 if (op == "linear" and len(specs) == 3 and specs[2] is not None) else 0
+        ext = 0
+        scalar_int = int(isinstance(beta, int) and isinstance(alpha, int))
+
+        def call(ts):
+            if op in ("addmm", "baddbmm", "addmv"):
+                return getattr(torch, op)(ts[0], ts[1], ts[2], beta=beta, alpha=alpha)
+            if op == "linear":
+                return torch.nn.functional.linear(*ts)
+            return getattr(torch, op)(*ts)
+        err = None
+        try:
+            r = call(ops_t)
+        except RuntimeError as e:
+            err = str(e).split("\n")[0]
+            halves = [t for t in ops_t if t.dtype == torch.float16]
+            if "not implemented for 'Half'" in err and len(halves) == len(ops_t):
+                # libtensor's extension: float16 in float32, rounded once.
+                r = call([t.float() for t in ops_t]).half()
+                err = None
+                ext = 1
+        tol = 0.0
+        if err is None and normal:
+            k = ops_t[1].shape[-2] if ops_t[1].dim() > 1 else ops_t[1].shape[0]
+            eps = {torch.float32: 2.0 ** -23, torch.float64: 2.0 ** -52}.get(r.dtype, 2.0 ** -8)
+            tol = 4 * eps * k * float(max(t.double().abs().max() for t in ops_t)) ** 2 + 1e-300
+        if err is not None:
+            cases.append("{ %d, %d, { %s }, %d, %d, %s, %s, %s, 0, { 0 }, { 0 }, 0, 0, 0, 0 }" % (
+                LA_OPS.index(op), len(ops_t), ", ".join(ops_c), has_bias, scalar_int,
+                c_double(beta), c_double(alpha), c_str(err)))
+            return
+        rv = r.double()
+        cases.append("{ %d, %d, { %s }, %d, %d, %s, %s, 0, %d, { %s }, { %s }, %d, %s, %s, %d }" % (
+            LA_OPS.index(op), len(ops_t), ", ".join(ops_c), has_bias, scalar_int,
+            c_double(beta), c_double(alpha), r.dim(),
+            ", ".join(str(x) for x in (list(r.shape) + [0] * 4)[:4]),
+            ", ".join(str(x) for x in (list(r.stride()) + [0] * 4)[:4]),
+            TN_ORDER.index(str(r.dtype).replace("torch.", "")), c_double(tol),
+            arr(rv.contiguous()), ext))
+
+    # Every dtype through every operator.
+    for dt in TN_ORDER:
+        case("mm", [(dt, (3, 4), 0), (dt, (4, 5), 0)])
+        case("bmm", [(dt, (2, 3, 4), 0), (dt, (2, 4, 5), 0)])
+        case("addmm", [(dt, (3, 5), 0), (dt, (3, 4), 0), (dt, (4, 5), 0)])
+        case("addmm", [(dt, (5,), 0), (dt, (3, 4), 0), (dt, (4, 5), 0)], beta=2, alpha=3)
+        case("baddbmm", [(dt, (2, 3, 5), 0), (dt, (2, 3, 4), 0), (dt, (2, 4, 5), 0)], beta=-1, alpha=2)
+        case("mv", [(dt, (3, 4), 0), (dt, (4,), 0)])
+        case("addmv", [(dt, (3,), 0), (dt, (3, 4), 0), (dt, (4,), 0)], beta=2, alpha=-1)
+        case("dot", [(dt, (6,), 0), (dt, (6,), 0)])
+        case("outer", [(dt, (3,), 0), (dt, (4,), 0)])
+        case("matmul", [(dt, (2, 3, 4), 0), (dt, (4, 2), 0)])
+        case("linear", [(dt, (3, 4), 0), (dt, (5, 4), 0), (dt, (5,), 0)])
+    # Integer wrap-around (uint8 and int8 products past their range) and float scalars on
+    # integer dtypes (truncated).
+    case("mm", [("uint8", (3, 9), 0), ("uint8", (9, 2), 0)])
+    case("mm", [("int8", (3, 12), 0), ("int8", (12, 2), 0)])
+    case("addmm", [("int64", (3, 5), 0), ("int64", (3, 4), 0), ("int64", (4, 5), 0)], beta=0.5, alpha=2.7)
+    case("addmm", [("float32", (3, 5), 0), ("float32", (3, 4), 0), ("float32", (4, 5), 0)], beta=0.5, alpha=0.25)
+    # Layouts: transposed, sliced, broadcast batches, permuted.
+    for dt in ("float32", "float64", "bfloat16", "int32", "float16"):
+        for la in (0, 1, 2):
+            for lb in (0, 1, 2):
+                case("mm", [(dt, (5, 6), la), (dt, (6, 7), lb)])
+        case("bmm", [(dt, (3, 4, 5), 3), (dt, (3, 5, 2), 1)])
+        case("bmm", [(dt, (3, 4, 5), 1), (dt, (3, 5, 2), 3)])
+        case("baddbmm", [(dt, (3, 4, 2), 3), (dt, (3, 4, 5), 2), (dt, (3, 5, 2), 0)])
+        case("mv", [(dt, (4, 6), 1), (dt, (6,), 2)])
+        case("addmv", [(dt, (4,), 2), (dt, (4, 6), 2), (dt, (6,), 0)])
+        case("dot", [(dt, (7,), 2), (dt, (7,), 0)])
+        case("addmm", [(dt, (4, 3), 1), (dt, (4, 5), 1), (dt, (5, 3), 2)], beta=3, alpha=-2)
+    # beta 0 ignores self (NaN does not propagate); alpha 0; empty products.
+    nan = torch.full((3, 5), float("nan"))
+    cases_nan = len(cases)
+    case("addmm", [("float32", (3, 5), 0), ("float32", (3, 4), 0), ("float32", (4, 5), 0)], beta=0, alpha=1)
+    case("addmm", [("float32", (1, 1), 0), ("float32", (3, 4), 0), ("float32", (4, 5), 0)], beta=2, alpha=0)
+    case("addmm", [("float32", (), 0), ("float32", (3, 4), 0), ("float32", (4, 5), 0)], beta=2, alpha=1)
+    case("mm", [("float32", (3, 0), 0), ("float32", (0, 4), 0)])
+    case("addmm", [("float64", (3, 4), 0), ("float64", (3, 0), 0), ("float64", (0, 4), 0)], beta=3, alpha=1)
+    case("mm", [("float32", (0, 3), 0), ("float32", (3, 4), 0)])
+    case("bmm", [("float32", (0, 2, 3), 0), ("float32", (0, 3, 4), 0)])
+    case("mv", [("float32", (0, 3), 0), ("float32", (3,), 0)])
+    case("dot", [("float32", (0,), 0), ("float32", (0,), 0)])
+    case("addmv", [("int32", (3,), 0), ("int32", (3, 0), 0), ("int32", (0,), 0)], beta=2, alpha=1)
+    # matmul's rank rules (each with a size mismatch too).
+    mm_shapes = [((4,), (4,)), ((3, 4), (4,)), ((4,), (4, 5)), ((3, 4), (4, 5)), ((2, 3, 4), (4,)),
+                 ((2, 3, 4), (4, 5)), ((4,), (2, 4, 5)), ((3, 4), (2, 4, 5)), ((2, 3, 4), (2, 4, 5)),
+                 ((6, 1, 3, 4), (2, 4, 5)), ((3, 4), (6, 2, 4, 5)), ((4,), (6, 2, 4, 5)),
+                 ((6, 2, 3, 4), (4,)), ((1, 3, 4), (5, 4, 2)), ((2, 0, 4), (4, 5)), ((3, 0), (2, 0, 5))]
+    for sa, sb in mm_shapes:
+        case("matmul", [("float32", sa, 0), ("float32", sb, 0)])
+        bad = sb[:-2] + (sb[-2] + 1, sb[-1]) if len(sb) > 1 else (sb[0] + 1,)
+        case("matmul", [("float32", sa, 0), ("float32", bad, 0)])
+    case("matmul", [("float32", (2, 3, 4), 1), ("float32", (4, 5), 0)])
+    case("matmul", [("float32", (2, 3, 4), 1), ("float32", (4,), 2)])
+    case("matmul", [("float32", (5, 3, 4), 0), ("float32", (2, 4, 5), 0)])
+    case("matmul", [("float32", (), 0), ("float32", (4,), 0)])
+    case("matmul", [("float32", (3, 4), 0), ("float64", (4, 2), 0)])
+    # linear: input ranks and layouts, weight 1-d, bias none / 1-d / 0-d / wrong size.
+    for si, lay in (((4,), 0), ((3, 4), 0), ((2, 3, 4), 0), ((2, 3, 4), 1), ((2, 2, 3, 4), 0)):
+        case("linear", [("float32", si, lay), ("float32", (5, 4), 0), None])
+        case("linear", [("float32", si, lay), ("float32", (5, 4), 1), ("float32", (5,), 0)])
+        case("linear", [("float32", si, lay), ("float32", (5, 4), 0), ("float32", (), 0)])
+    case("linear", [("float32", (3, 4), 0), ("float32", (4,), 0), None])
+    case("linear", [("float32", (3, 4), 0), ("float32", (4,), 0), ("float32", (), 0)])
+    case("linear", [("float32", (4,), 0), ("float32", (4,), 0), None])
+    case("linear", [("float32", (3, 4), 0), ("float32", (5, 3), 0), None])
+    case("linear", [("float32", (3, 4), 0), ("float32", (5, 4), 0), ("float32", (6,), 0)])
+    case("linear", [("float32", (2, 3, 4), 0), ("float32", (5, 4), 0), ("float32", (6,), 0)])
+    case("linear", [("float32", (3, 4), 0), ("float32", (2, 5, 4), 0), None])
+    # Errors of the BLAS-backed operators.
+    f, d = "float32", "float64"
+    case("mm", [(f, (2, 3), 0), (f, (4, 5), 0)])
+    case("mm", [(f, (2, 3), 0), (d, (3, 5), 0)])
+    case("mm", [(d, (2, 3), 0), (f, (3, 5), 0)])
+    case("mm", [(f, (3,), 0), (f, (3, 5), 0)])
+    case("mm", [(f, (2, 3), 0), (f, (3,), 0)])
+    case("bmm", [(f, (2, 3), 0), (f, (3, 5), 0)])
+    case("bmm", [(f, (2, 2, 3), 0), (f, (2, 3), 0)])
+    case("bmm", [(f, (2, 2, 3), 0), (f, (2, 4, 5), 0)])
+    case("bmm", [(f, (2, 2, 3), 0), (f, (3, 3, 5), 0)])
+    case("bmm", [(f, (2, 2, 3), 0), (d, (2, 3, 5), 0)])
+    case("addmm", [(f, (3, 5), 0), (f, (2, 3), 0), (f, (3, 5), 0)])
+    case("addmm", [(d, (2, 5), 0), (f, (2, 3), 0), (f, (3, 5), 0)])
+    case("addmm", [(f, (2, 5), 0), (d, (2, 3), 0), (f, (3, 5), 0)])
+    case("addmm", [(f, (2, 5), 0), (f, (2, 3, 1), 0), (f, (3, 5), 0)])
+    case("addmm", [(f, (2, 5), 0), (f, (2, 3), 0), (f, (3,), 0)])
+    case("addmm", [(f, (2, 5), 0), (f, (2, 3), 0), (f, (4, 5), 0)])
+    case("baddbmm", [(f, (3, 2, 5), 0), (f, (2, 2, 3), 0), (f, (2, 3, 5), 0)])
+    case("baddbmm", [(d, (2, 2, 5), 0), (f, (2, 2, 3), 0), (f, (2, 3, 5), 0)])
+    case("baddbmm", [(f, (2, 2, 5), 0), (f, (2, 3), 0), (f, (2, 3, 5), 0)])
+    case("mv", [(f, (2, 3), 0), (f, (4,), 0)])
+    case("mv", [(f, (2, 3), 0), (f, (3, 1), 0)])
+    case("mv", [(f, (3,), 0), (f, (3,), 0)])
+    case("mv", [(f, (2, 3), 0), (d, (3,), 0)])
+    case("addmv", [(f, (3,), 0), (f, (2, 3), 0), (f, (3,), 0)])
+    case("addmv", [(f, (2, 2), 0), (f, (2, 3), 0), (f, (3,), 0)])
+    case("addmv", [(f, (1,), 0), (f, (2, 3), 0), (f, (3,), 0)])
+    case("addmv", [(d, (2,), 0), (f, (2, 3), 0), (f, (3,), 0)])
+    case("dot", [(f, (2,), 0), (f, (3,), 0)])
+    case("dot", [(f, (2, 2), 0), (f, (3,), 0)])
+    case("dot", [(f, (2,), 0), (d, (2,), 0)])
+    case("dot", [(f, (), 0), (f, (2,), 0)])
+    case("outer", [(f, (2, 2), 0), (f, (3,), 0)])
+    case("outer", [(f, (2,), 0), (f, (3, 1), 0)])
+    case("outer", [(f, (2,), 0), (d, (3,), 0)])
+    case("outer", [("int32", (2,), 0), ("bool", (3,), 0)])
+    # Large products: the threaded paths (BLIS threads, batches split over threads, gemv split
+    # over rows, the integer kernel's row split), with normal values and a tolerance.
+    case("mm", [(f, (20, 30), 0), (f, (30, 10), 1)], normal=True)
+    case("bmm", [(d, (3, 9, 31), 1), (d, (3, 31, 8), 0)], normal=True)
+    case("mv", [(f, (30, 20), 1), (f, (20,), 2)], normal=True)
+    case("mm", [(f, (130, 257), 0), (f, (257, 67), 1)], formula=True)
+    case("mm", [(d, (67, 129), 1), (d, (129, 130), 0)], formula=True)
+    case("mm", [("bfloat16", (65, 33), 0), ("bfloat16", (33, 70), 0)], formula=True)
+    case("mm", [("int32", (70, 70), 0), ("int32", (70, 70), 1)], formula=True)
+    case("bmm", [(f, (40, 16, 16), 0), (f, (40, 16, 16), 0)], formula=True)
+    case("mv", [(f, (300, 200), 0), (f, (200,), 0)], formula=True)
+    case("mv", [(f, (300, 200), 1), (f, (200,), 2)], formula=True)
+    case("matmul", [(f, (1, 300), 0), (f, (300, 250), 1)], formula=True)
+    case("linear", [(f, (1, 300), 0), (f, (250, 300), 0), (f, (250,), 0)], formula=True)
+    case("linear", [(f, (4, 7, 96), 0), (f, (200, 96), 0), (f, (200,), 0)], formula=True)
+    L.extend(arrays)
+    L.append("static const struct la_case la_cases[] = {")
+    L.extend("    %s," % c for c in cases)
+    L.append("};")
+    L.extend(header_bottom("TN_LINALG_GOLDEN_H"))
+    write(os.path.join(outdir, "linalg_golden.h"), L)
+    return len(cases)
+
+
 def main(argv):
     if len(argv) != 2:
         sys.stderr.write("usage: %s OUTDIR\n" % argv[0])
@@ -2674,6 +2937,8 @@ def main(argv):
     nred = gen_reduce(outdir)
     gen_parity17(outdir)
     ndt = gen_difftest(outdir)
+    nla = gen_linalg(outdir)
+    print("linalg_golden.h: %d cases" % nla)
     print("reduce_golden.h: %d cases" % nred)
     print("difftest_golden.h: %d gelu bfloat16 values" % ndt)
     print("half_golden.h: %d conversion rows, %d widen rows" % (nh, nw))

@@ -1,0 +1,307 @@
+// SPDX-License-Identifier: MIT
+//
+// bench_linalg - the matmul family against the BLAS called directly, PyTorch's C++ library and
+// the machine's limits (its FMA peak and its STREAM bandwidth), all measured in this run.
+//
+//   mm     square float32 products, n = 64 .. 4096: GFLOP/s of libtensor's tn_mm, of BLIS's
+//          bli_sgemm_ex called directly (the BLAS libtensor uses), of torch::mm (Debian's
+//          libtorch reaches the BLAS through the libblas.so.3 alternative: the line says
+//          which), and the fraction of the FMA peak;
+//   bmm    batches of 64 x 64 and 256 x 256 products;
+//   linear at batch 1 (a GEMV over a 4096 x 4096 weight): GB/s of the weight read against
+//          STREAM's copy bandwidth.
+// Every figure is the median of repeated runs; each library is timed in a block of its own
+// (their thread pools spin after a call and would steal the other's cores if interleaved),
+// blocks alternating three times. Threads: TN_NUM_THREADS for libtensor and BLIS,
+// at::set_num_threads for torch, default 2.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <blis.h>
+#include <dlfcn.h>
+#include <omp.h>
+
+#ifdef TN_HAVE_LIBTORCH
+#include <torch/torch.h>
+#endif
+
+extern "C" {
+#include <tensor.h>
+}
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double now() { return std::chrono::duration<double>(clock_type::now().time_since_epoch()).count(); }
+
+// The median of @reps timed runs of @fn after one warm run.
+double median_seconds(const std::function<void()> &fn, int reps)
+{
+	std::vector<double> t;
+	fn();
+	for (int r = 0; r < reps; r++) {
+		double t0 = now();
+		fn();
+		t.push_back(now() - t0);
+	}
+	std::sort(t.begin(), t.end());
+	return t[t.size() / 2];
+}
+
+// Medians over three alternating blocks per contender.
+std::vector<double> blocks(const std::vector<std::function<void()>> &fns, int reps)
+{
+	std::vector<std::vector<double>> all(fns.size());
+	for (int round = 0; round < 3; round++)
+		for (size_t i = 0; i < fns.size(); i++)
+			all[i].push_back(median_seconds(fns[i], reps));
+	std::vector<double> med;
+	for (auto &v : all) {
+		std::sort(v.begin(), v.end());
+		med.push_back(v[1]);
+	}
+	return med;
+}
+
+int threads()
+{
+	const char *e = std::getenv("TN_NUM_THREADS");
+	return e && atoi(e) > 0 ? atoi(e) : 2;
+}
+
+// The FMA peak: each thread runs 12 independent chains of 8-wide (AVX2) or 16-wide
+// (AVX-512) fused multiply-adds in registers; GFLOP/s counts 2 per lane per FMA.
+__attribute__((target("avx512f"))) double fma_peak_avx512(int nt)
+{
+	const long iters = 20000000;
+	double best = 0;
+	for (int rep = 0; rep < 5; rep++) {
+		double t0 = now();
+#pragma omp parallel num_threads(nt)
+		{
+			typedef float v16 __attribute__((vector_size(64)));
+			v16 a0 = {}, a1 = {}, a2 = {}, a3 = {}, a4 = {}, a5 = {}, a6 = {}, a7 = {},
+			    a8 = {}, a9 = {}, a10 = {}, a11 = {};
+			v16 x = v16{} + 1.0000001f, y = v16{} + 0.9999999f;
+			for (long i = 0; i < iters; i++) {
+				__asm__("vfmadd231ps %[x], %[y], %[a0]\n\tvfmadd231ps %[x], %[y], %[a1]\n\t"
+					"vfmadd231ps %[x], %[y], %[a2]\n\tvfmadd231ps %[x], %[y], %[a3]\n\t"
+					"vfmadd231ps %[x], %[y], %[a4]\n\tvfmadd231ps %[x], %[y], %[a5]\n\t"
+					"vfmadd231ps %[x], %[y], %[a6]\n\tvfmadd231ps %[x], %[y], %[a7]\n\t"
+					"vfmadd231ps %[x], %[y], %[a8]\n\tvfmadd231ps %[x], %[y], %[a9]\n\t"
+					"vfmadd231ps %[x], %[y], %[a10]\n\tvfmadd231ps %[x], %[y], %[a11]"
+					: [a0] "+v"(a0), [a1] "+v"(a1), [a2] "+v"(a2), [a3] "+v"(a3),
+					  [a4] "+v"(a4), [a5] "+v"(a5), [a6] "+v"(a6), [a7] "+v"(a7),
+					  [a8] "+v"(a8), [a9] "+v"(a9), [a10] "+v"(a10), [a11] "+v"(a11)
+					: [x] "v"(x), [y] "v"(y));
+			}
+			v16 s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;
+			if (s[0] == 42.0f)
+				std::printf(" ");
+		}
+		double g = 12.0 * 16 * 2 * iters * nt / (now() - t0) / 1e9;
+		best = std::max(best, g);
+	}
+	return best;
+}
+
+__attribute__((target("avx2,fma"))) double fma_peak_avx2(int nt)
+{
+	const long iters = 20000000;
+	double best = 0;
+	for (int rep = 0; rep < 5; rep++) {
+		double t0 = now();
+#pragma omp parallel num_threads(nt)
+		{
+			typedef float v8 __attribute__((vector_size(32)));
+			v8 a0 = {}, a1 = {}, a2 = {}, a3 = {}, a4 = {}, a5 = {}, a6 = {}, a7 = {},
+			   a8 = {}, a9 = {}, a10 = {}, a11 = {};
+			v8 x = v8{} + 1.0000001f, y = v8{} + 0.9999999f;
+			for (long i = 0; i < iters; i++) {
+				__asm__("vfmadd231ps %[x], %[y], %[a0]\n\tvfmadd231ps %[x], %[y], %[a1]\n\t"
+					"vfmadd231ps %[x], %[y], %[a2]\n\tvfmadd231ps %[x], %[y], %[a3]\n\t"
+					"vfmadd231ps %[x], %[y], %[a4]\n\tvfmadd231ps %[x], %[y], %[a5]\n\t"
+					"vfmadd231ps %[x], %[y], %[a6]\n\tvfmadd231ps %[x], %[y], %[a7]\n\t"
+					"vfmadd231ps %[x], %[y], %[a8]\n\tvfmadd231ps %[x], %[y], %[a9]\n\t"
+					"vfmadd231ps %[x], %[y], %[a10]\n\tvfmadd231ps %[x], %[y], %[a11]"
+					: [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3),
+					  [a4] "+x"(a4), [a5] "+x"(a5), [a6] "+x"(a6), [a7] "+x"(a7),
+					  [a8] "+x"(a8), [a9] "+x"(a9), [a10] "+x"(a10), [a11] "+x"(a11)
+					: [x] "x"(x), [y] "x"(y));
+			}
+			v8 s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;
+			if (s[0] == 42.0f)
+				std::printf(" ");
+		}
+		double g = 12.0 * 8 * 2 * iters * nt / (now() - t0) / 1e9;
+		best = std::max(best, g);
+	}
+	return best;
+}
+
+// STREAM copy over arrays of 256 MiB each (8x the 32 MiB L3), vectorised by the compiler,
+// on @nt threads: GB/s counting the bytes read and written.
+double stream_copy(int nt)
+{
+	const size_t n = (size_t)64 << 20;
+	float *a = static_cast<float *>(std::aligned_alloc(64, n * 4));
+	float *b = static_cast<float *>(std::aligned_alloc(64, n * 4));
+#pragma omp parallel for num_threads(nt)
+	for (size_t i = 0; i < n; i++) {
+		a[i] = 1.0f;
+		b[i] = 0.0f;
+	}
+	double s = median_seconds([&] {
+#pragma omp parallel for num_threads(nt)
+		for (size_t i = 0; i < n; i++)
+			b[i] = a[i];
+	}, 7);
+	std::free(a);
+	std::free(b);
+	return 2.0 * n * 4 / s / 1e9;
+}
+
+tn_tensor *ones2(int64_t r, int64_t c)
+{
+	tn_tensor *t;
+	int64_t s[2] = { r, c };
+	if (tn_ones(2, s, TN_FLOAT32, TN_CPU, &t) < 0)
+		std::abort();
+	return t;
+}
+
+// BLIS called directly, loaded as libtensor loads it (dlopen, RTLD_LOCAL): linked, its
+// reference BLAS names would take over libtorch's sgemm_ calls in this process.
+__typeof__(bli_sgemm_ex) *blis_sgemm;
+__typeof__(bli_info_get_version_str) *blis_version;
+__typeof__(bli_info_get_enable_openmp) *blis_openmp;
+
+void load_blis()
+{
+	void *h = dlopen("libblis.so.4", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		std::fprintf(stderr, "bench_linalg: %s\n", dlerror());
+		std::exit(1);
+	}
+	*(void **)&blis_sgemm = dlsym(h, "bli_sgemm_ex");
+	*(void **)&blis_version = dlsym(h, "bli_info_get_version_str");
+	*(void **)&blis_openmp = dlsym(h, "bli_info_get_enable_openmp");
+	if (!blis_sgemm || !blis_version || !blis_openmp)
+		std::exit(1);
+}
+
+} // namespace
+
+int main()
+{
+	load_blis();
+	const int nt = threads();
+	char env[16];
+	std::snprintf(env, sizeof env, "%d", nt);
+	setenv("TN_NUM_THREADS", env, 1);
+	bool avx512 = __builtin_cpu_supports("avx512f");
+	double peak = avx512 ? fma_peak_avx512(nt) : fma_peak_avx2(nt);
+	double stream = stream_copy(nt);
+	std::printf("bench_linalg: %d threads; FMA peak %.0f GFLOP/s (%s, measured); STREAM copy %.1f GB/s\n",
+		    nt, peak, avx512 ? "AVX-512" : "AVX2", stream);
+	std::printf("bench_linalg: libtensor and BLIS: %s %s, %s threading\n", "BLIS",
+		    blis_version(), blis_openmp() ? "OpenMP" : "other");
+#ifdef TN_HAVE_LIBTORCH
+	at::set_num_threads(nt);
+	std::printf("bench_linalg: torch %s through libblas.so.3 -> ", TORCH_VERSION);
+	std::fflush(stdout);
+	if (std::system("readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3") != 0)
+		std::printf("(unknown)\n");
+#endif
+	std::printf("%-6s %5s %10s %10s %10s %9s %9s %9s\n", "case", "n", "libtensor", "BLIS",
+		    "torch", "lt/BLIS", "lt/torch", "lt/peak");
+	for (int64_t n : { 64, 128, 256, 512, 1024, 2048, 4096 }) {
+		tn_tensor *a = ones2(n, n), *b = ones2(n, n), *c = ones2(n, n);
+		float *pa = static_cast<float *>(tn_tensor_data(a));
+		float *pb = static_cast<float *>(tn_tensor_data(b));
+		float *pc = static_cast<float *>(tn_tensor_data(c));
+		double flop = 2.0 * n * n * n;
+		int reps = std::max(3, std::min(200, (int)(4e9 / flop)));
+		std::vector<std::function<void()>> fns = {
+			[&] {
+				tn_tensor *r;
+				if (tn_mm(a, b, &r) < 0)
+					std::abort();
+				tn_tensor_unref(r);
+			},
+			[&] {
+				rntm_t rntm = BLIS_RNTM_INITIALIZER;
+				bli_rntm_set_num_threads(nt, &rntm);
+				float one = 1, zero = 0;
+				blis_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, n, n, n, &one, pa, n, 1,
+					     pb, n, 1, &zero, pc, n, 1, NULL, &rntm);
+			},
+		};
+#ifdef TN_HAVE_LIBTORCH
+		torch::Tensor ta = torch::ones({ n, n }), tb = torch::ones({ n, n });
+		fns.push_back([&] { (void)torch::mm(ta, tb); });
+#endif
+		std::vector<double> s = blocks(fns, reps);
+		double lt = flop / s[0] / 1e9, bl = flop / s[1] / 1e9;
+		double th = s.size() > 2 ? flop / s[2] / 1e9 : 0;
+		std::printf("%-6s %5lld %10.1f %10.1f %10.1f %9.2f %9.2f %9.2f\n", "mm", (long long)n, lt,
+			    bl, th, lt / bl, th > 0 ? lt / th : 0, lt / peak);
+		tn_tensor_unref(a);
+		tn_tensor_unref(b);
+		tn_tensor_unref(c);
+	}
+	for (int64_t n : { 64, 256 }) {
+		int64_t batch = n == 64 ? 256 : 16, s3[3] = { batch, n, n };
+		tn_tensor *a, *b;
+		tn_ones(3, s3, TN_FLOAT32, TN_CPU, &a);
+		tn_ones(3, s3, TN_FLOAT32, TN_CPU, &b);
+		double flop = 2.0 * batch * n * n * n;
+		std::vector<std::function<void()>> fns = { [&] {
+			tn_tensor *r;
+			if (tn_bmm(a, b, &r) < 0)
+				std::abort();
+			tn_tensor_unref(r);
+		} };
+#ifdef TN_HAVE_LIBTORCH
+		torch::Tensor ta = torch::ones({ batch, n, n }), tb = torch::ones({ batch, n, n });
+		fns.push_back([&] { (void)torch::bmm(ta, tb); });
+#endif
+		std::vector<double> s = blocks(fns, 20);
+		double lt = flop / s[0] / 1e9, th = s.size() > 1 ? flop / s[1] / 1e9 : 0;
+		std::printf("%-6s %5lld %10.1f %10s %10.1f %9s %9.2f %9.2f   (batch %lld)\n", "bmm",
+			    (long long)n, lt, "-", th, "-", th > 0 ? lt / th : 0, lt / peak,
+			    (long long)batch);
+		tn_tensor_unref(a);
+		tn_tensor_unref(b);
+	}
+	{
+		const int64_t n = 4096;
+		tn_tensor *x = ones2(1, n), *w = ones2(n, n);
+		std::vector<std::function<void()>> fns = { [&] {
+			tn_tensor *r;
+			if (tn_linear(x, w, NULL, &r) < 0)
+				std::abort();
+			tn_tensor_unref(r);
+		} };
+#ifdef TN_HAVE_LIBTORCH
+		torch::Tensor tx = torch::ones({ 1, n }), tw = torch::ones({ n, n });
+		fns.push_back([&] { (void)torch::nn::functional::linear(tx, tw); });
+#endif
+		std::vector<double> s = blocks(fns, 50);
+		double bytes = 4.0 * n * n;
+		double lt = bytes / s[0] / 1e9, th = s.size() > 1 ? bytes / s[1] / 1e9 : 0;
+		std::printf("%-6s %5lld %8.1fGB/s %10s %8.1fGB/s %9s %9.2f %9s   (lt/STREAM %.2f)\n",
+			    "linear", (long long)n, lt, "-", th, "-", th > 0 ? lt / th : 0, "-",
+			    lt / stream);
+		tn_tensor_unref(x);
+		tn_tensor_unref(w);
+	}
+	return 0;
+}
