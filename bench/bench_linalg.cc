@@ -9,7 +9,9 @@
 //          which), and the fraction of the FMA peak;
 //   bmm    batches of 64 x 64 and 256 x 256 products;
 //   linear at batch 1 (a GEMV over a 4096 x 4096 weight): GB/s of the weight read against
-//          STREAM's copy bandwidth.
+//          STREAM's copy bandwidth;
+//   softmax, log_softmax and layer_norm over the last dim of float32 [rows, n] tensors: GB/s
+//          (one read and one write of the tensor) against torch's and STREAM's.
 // Every figure is the median of repeated runs; each library is timed in a block of its own
 // (their thread pools spin after a call and would steal the other's cores if interleaved),
 // blocks alternating three times. Threads: TN_NUM_THREADS for libtensor and BLIS,
@@ -302,6 +304,58 @@ int main()
 			    lt / stream);
 		tn_tensor_unref(x);
 		tn_tensor_unref(w);
+	}
+	// softmax, log_softmax and layer_norm over rows: GB/s counting one read and one write.
+	std::printf("%-12s %12s %12s %12s %9s %9s\n", "case", "shape", "libtensor", "torch", "lt/torch",
+		    "lt/STREAM");
+	struct norm_shape {
+		int64_t rows, n;
+	};
+	for (norm_shape sh : { norm_shape{ 10000, 1000 }, norm_shape{ 1000, 10000 },
+			       norm_shape{ 100000, 100 }, norm_shape{ 64, 1024 } }) {
+		int64_t s2[2] = { sh.rows, sh.n };
+		tn_tensor *x, *w, *b;
+		tn_ones(2, s2, TN_FLOAT32, TN_CPU, &x);
+		tn_ones(1, &sh.n, TN_FLOAT32, TN_CPU, &w);
+		tn_ones(1, &sh.n, TN_FLOAT32, TN_CPU, &b);
+		float *px = static_cast<float *>(tn_tensor_data(x));
+		for (int64_t i = 0; i < sh.rows * sh.n; i++)
+			px[i] = (float)((i * 7919) % 17 - 8) / 4;
+		double bytes = 8.0 * sh.rows * sh.n;
+		int reps = sh.rows * sh.n >= 1000000 ? 15 : 500;
+		for (int which = 0; which < 3; which++) {
+			const char *name = which == 0 ? "softmax" : which == 1 ? "log_softmax" : "layer_norm";
+			std::vector<std::function<void()>> fns = { [&] {
+				tn_tensor *r;
+				int rc = which == 0   ? tn_softmax(x, -1, NULL, &r)
+					 : which == 1 ? tn_log_softmax(x, -1, NULL, &r)
+						      : tn_layer_norm(x, 1, &sh.n, w, b, 1e-5, true, &r);
+				if (rc < 0)
+					std::abort();
+				tn_tensor_unref(r);
+			} };
+#ifdef TN_HAVE_LIBTORCH
+			torch::Tensor tx = torch::from_blob(px, { sh.rows, sh.n }).clone();
+			torch::Tensor tw = torch::ones({ sh.n }), tb = torch::ones({ sh.n });
+			fns.push_back([&] {
+				if (which == 0)
+					(void)torch::softmax(tx, -1);
+				else if (which == 1)
+					(void)torch::log_softmax(tx, -1);
+				else
+					(void)torch::layer_norm(tx, { sh.n }, tw, tb, 1e-5);
+			});
+#endif
+			std::vector<double> t = blocks(fns, reps);
+			double lt = bytes / t[0] / 1e9, th = t.size() > 1 ? bytes / t[1] / 1e9 : 0;
+			char shape[32];
+			std::snprintf(shape, sizeof shape, "%lldx%lld", (long long)sh.rows, (long long)sh.n);
+			std::printf("%-12s %12s %10.1fGB/s %10.1fGB/s %9.2f %9.2f\n", name, shape, lt, th,
+				    th > 0 ? lt / th : 0, lt / stream);
+		}
+		tn_tensor_unref(x);
+		tn_tensor_unref(w);
+		tn_tensor_unref(b);
 	}
 	return 0;
 }

@@ -242,6 +242,8 @@ template <typename F> TN_HD F unary_float(int op, F x)
 		return m_tanh(x);
 	case TN_UN_SIGMOID:
 		return (F)1 / ((F)1 + m_exp(-x));
+	case TN_UN_SILU:
+		return x / ((F)1 + m_exp(-x));
 	case TN_UN_RELU:
 		return x < 0 ? (F)0 : x;
 	case TN_UN_ERF:

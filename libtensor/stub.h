@@ -194,4 +194,32 @@ TN_DECLARE_KERNEL(tn__gemm_int_kernel, void,
 		   int64_t bcs, uint64_t beta, char *c, int64_t crs, int64_t ccs));
 extern struct tn__stub tn__gemm_int_stub;
 
+/* softmax / log_softmax (@log) over @rows rows of @n elements (kernels/softmax_kernel.c);
+ * row strides in elements. */
+typedef void (*tn__softmax_f32_fn)(bool log, const float *in, int64_t ins, float *out,
+				   int64_t outs, int64_t rows, int64_t n);
+TN_DECLARE_KERNEL(tn__softmax_f32_kernel, void, (bool log, const float *in, int64_t ins,
+						 float *out, int64_t outs, int64_t rows, int64_t n));
+extern struct tn__stub tn__softmax_f32_stub;
+typedef void (*tn__softmax_f64_fn)(bool log, const double *in, int64_t ins, double *out,
+				   int64_t outs, int64_t rows, int64_t n);
+TN_DECLARE_KERNEL(tn__softmax_f64_kernel, void, (bool log, const double *in, int64_t ins,
+						 double *out, int64_t outs, int64_t rows, int64_t n));
+extern struct tn__stub tn__softmax_f64_stub;
+/* layer_norm over @rows rows of @n elements, scaled by @w and shifted by @b (or NULL). */
+typedef void (*tn__layer_norm_f32_fn)(const float *in, int64_t ins, float *out, int64_t outs,
+				      int64_t rows, int64_t n, const float *w, const float *b,
+				      float eps);
+TN_DECLARE_KERNEL(tn__layer_norm_f32_kernel, void,
+		  (const float *in, int64_t ins, float *out, int64_t outs, int64_t rows, int64_t n,
+		   const float *w, const float *b, float eps));
+extern struct tn__stub tn__layer_norm_f32_stub;
+typedef void (*tn__layer_norm_f64_fn)(const double *in, int64_t ins, double *out, int64_t outs,
+				      int64_t rows, int64_t n, const double *w, const double *b,
+				      double eps);
+TN_DECLARE_KERNEL(tn__layer_norm_f64_kernel, void,
+		  (const double *in, int64_t ins, double *out, int64_t outs, int64_t rows,
+		   int64_t n, const double *w, const double *b, double eps));
+extern struct tn__stub tn__layer_norm_f64_stub;
+
 #endif /* TN_STUB_H */

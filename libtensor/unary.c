@@ -66,6 +66,7 @@ static const struct {
 	[TN_UN_GELU] = { "gelu", false, NULL, true, "GeluKernelImpl", true },
 	[TN_UN_GELU_TANH] = { "gelu", false, NULL, true, "GeluKernelImpl", true },
 	[TN_UN_BITWISE_NOT] = { "bitwise_not", false, NULL, true, "bitwise_not_cpu", false },
+	[TN_UN_SILU] = { "silu", false, NULL, true, "silu_cpu", true },
 };
 
 struct un_ctx {
@@ -209,6 +210,7 @@ UNARY_KERNELS(ceil, TN_UN_CEIL)
 UNARY_KERNELS(round, TN_UN_ROUND)
 UNARY_KERNELS(trunc, TN_UN_TRUNC)
 UNARY_KERNELS(reciprocal, TN_UN_RECIPROCAL)
+UNARY_KERNELS(silu, TN_UN_SILU)
 
 /* gelu: approximate "none" or "tanh", checked before the dtype as ATen's gelu_out_cpu does. */
 static int gelu(tn_tensor *out, const tn_tensor *a, const char *approximate,

@@ -738,6 +738,7 @@ static const struct {
 	[TN_UN_GELU] = { gelu_none, false, true, true },
 	[TN_UN_GELU_TANH] = { gelu_tanh, false, true, true },
 	[TN_UN_BITWISE_NOT] = { tn_bitwise_not, false, true, false },
+	[TN_UN_SILU] = { tn_silu, false, true, true },
 };
 
 static void check_unary(int op, enum tn_dtype dt, enum layout l, int64_t rows, int64_t cols)

@@ -214,6 +214,8 @@ static tn_ivalue value_for(const char *op, const tn_schema *s, const tn_schema_a
 				return int_list(3, (int64_t[]){ 2, 0, 1 });
 			if (strcmp(n, "dim") == 0) /* a reduction's dims */
 				return int_list(1, (int64_t[]){ 1 });
+			if (strcmp(n, "normalized_shape") == 0) /* layer_norm's: the last dim */
+				return int_list(1, (int64_t[]){ 4 });
 			if (strcmp(n, "stride") == 0)
 				return has_tensor_arg(s) ? int_list(2, (int64_t[]){ 1, 2 })
 							 : int_list(2, (int64_t[]){ 3, 1 });

@@ -620,7 +620,7 @@ static const unary_fn unary_fns[TN_NUM_UNOPS] = {
 	[TN_UN_RELU] = tn_relu,	  [TN_UN_ERF] = tn_erf,		  [TN_UN_FLOOR] = tn_floor,
 	[TN_UN_CEIL] = tn_ceil,	  [TN_UN_ROUND] = tn_round,	  [TN_UN_TRUNC] = tn_trunc,
 	[TN_UN_RECIPROCAL] = tn_reciprocal, [TN_UN_GELU] = gelu_none, [TN_UN_GELU_TANH] = gelu_tanh,
-	[TN_UN_BITWISE_NOT] = tn_bitwise_not,
+	[TN_UN_BITWISE_NOT] = tn_bitwise_not, [TN_UN_SILU] = tn_silu,
 };
 
 static bool transcendental(int op)
@@ -628,7 +628,7 @@ static bool transcendental(int op)
 	switch (op) {
 	case TN_UN_EXP: case TN_UN_EXPM1: case TN_UN_LOG: case TN_UN_LOG1P: case TN_UN_LOG2:
 	case TN_UN_SIN: case TN_UN_COS: case TN_UN_TAN: case TN_UN_TANH: case TN_UN_SIGMOID:
-	case TN_UN_ERF: case TN_UN_GELU: case TN_UN_GELU_TANH:
+	case TN_UN_ERF: case TN_UN_GELU: case TN_UN_GELU_TANH: case TN_UN_SILU:
 		return true;
 	default:
 		return false;

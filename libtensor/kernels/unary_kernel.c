@@ -105,6 +105,9 @@ static inline float gelu_tanh_bf16(float x)
 	case TN_UN_SIGMOID:                                                                 \
 		ROW_LOOP(T, LOAD, STORE, (F)1 / ((F)1 + EXP(-x)));                          \
 		return;                                                                     \
+	case TN_UN_SILU:                                                                    \
+		ROW_LOOP(T, LOAD, STORE, x / ((F)1 + EXP(-x)));                             \
+		return;                                                                     \
 	case TN_UN_RELU:                                                                    \
 		/* NaN stays NaN, as clamp_min(0) does. */                                  \
 		ROW_LOOP(T, LOAD, STORE, x < 0 ? (F)0 : x);                                 \

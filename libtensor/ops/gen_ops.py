@@ -488,7 +488,8 @@ def emit_unpack(s, callee, out, check_writable=True):
 def emit_box_call(s, out):
     """A static function that boxes the C arguments, runs a boxed kernel and unboxes results."""
     w = out.append
-    params = [("const struct tn_op *", "op"), ("enum tn_dispatch_key", "key"),
+    # The dispatch key is dkey_: an operator may have an argument named key (attention's).
+    params = [("const struct tn_op *", "op"), ("enum tn_dispatch_key", "dkey_"),
               ("const struct tn__kernel *", "k")] + s.cparams + s.cret
     w("static int box_%s(%s)" % (s.ident, fmt_params(params)))
     w("{")
@@ -537,7 +538,7 @@ def emit_box_call(s, out):
         else:
             w("\tv = %s(%s);" % (BOXER[t.kind], n))
         w("\ttn__stack_push_reserved(&st, v);")
-    w("\tif ((rc = tn__call_kernel_boxed(op, tn_op_schema(op), key, k, &st)) < 0)")
+    w("\tif ((rc = tn__call_kernel_boxed(op, tn_op_schema(op), dkey_, k, &st)) < 0)")
     w("\t\tgoto out;")
     for idx, r in enumerate(s.returns):
         if r.write:

@@ -22,6 +22,7 @@ Writes C headers, computed with PyTorch (and NumPy) as the reference:
                      size-1 dims; sum/prod/all/any out= forms that convert
     binary_parity_golden.h  add/sub with alpha (alpha converted and checked; the
                      rounding of each dtype's kernel)
+    norm_golden.h    softmax, log_softmax, layer_norm, silu and scaled_dot_product_attention
     linalg_golden.h  the matmul family: every dtype, layouts, matmul's and linear's rank
                      rules, beta/alpha, empty and large products, errors
     unary_parity_golden.h  out= dtype rules of the unary .out and Scalar_Tensor_out
@@ -2922,6 +2923,228 @@ def gen_linalg(outdir):
     return len(cases)
 
 
+# ---- softmax, log_softmax, layer_norm, silu, attention (norm_golden.h) ---------------------
+
+NORM_OPS = ["softmax", "log_softmax", "layer_norm", "silu", "sdpa"]
+
+
+def gen_norm(outdir):
+    """softmax and log_softmax over dims, dtypes (dtype= too), layouts, special values, empty
+    and large inputs; layer_norm over normalized shapes with and without weight and bias;
+    silu; scaled_dot_product_attention against its math reference (torch 1.13 has none),
+    computed in float64. Errors with torch's messages. float16, which torch 1.13's CPU
+    kernels refuse, is computed in float32 and rounded once (libtensor's extension)."""
+    g = torch.Generator().manual_seed(1919)
+    L = header_top("TN_NORM_GOLDEN_H", "Goldens of softmax, layer_norm, silu and attention.",
+                   ("math.h",))
+    L.append("/* op: %s */" % ", ".join("%d %s" % (i, n) for i, n in enumerate(NORM_OPS)))
+    L.append("struct nm_operand { int dtype, layout, ndim; int64_t shape[4]; const double *v; };")
+    L.append("struct nm_case { int op, nops; struct nm_operand ops[4]; int64_t dim; int dtype_arg;")
+    L.append("    int nshape; int64_t nshape_v[3]; double eps; int causal, has_mask, has_scale;")
+    L.append("    double scale; const char *error; int ndim; int64_t shape[4]; int dtype;")
+    L.append("    const double *r; int ext; int64_t rstep; };")
+    arrays, cases = [], []
+
+    def arr(vals):
+        name = "nm_v%d" % len(arrays)
+        flat = [c_double(x) for x in vals.reshape(-1).tolist()] if vals.numel() else ["0"]
+        arrays.append("static const double %s[] = {\n    %s,\n};" % (
+            name, ",\n    ".join(", ".join(flat[i:i + 8]) for i in range(0, len(flat), 8))))
+        return name
+
+    def values(dt, shape, kind="normal", formula=False):
+        n = int(np.prod(shape)) if len(shape) else 1
+        if formula:
+            i = torch.arange(n, dtype=torch.int64)
+            v = ((i * 7919) % 17 - 8).double() / 4
+        elif dt in ("int64", "int32", "bool", "uint8"):
+            v = torch.randint(0, 2 if dt == "bool" else 5, (n,), generator=g).double()
+        else:
+            v = (torch.randn(n, generator=g, dtype=torch.float64) * 3)
+        v = v.to(DTYPES[dt]).double()
+        if kind == "special" and n >= 12:
+            v[0] = float("-inf"); v[5] = float("inf"); v[7] = float("nan")
+            v[9] = float("-inf"); v[10] = float("-inf"); v[11] = float("-inf")
+        return v.reshape(shape)
+
+    def operand(dt, shape, layout=0, kind="normal", formula=False):
+        v = values(dt, tuple(shape), kind, formula)
+        if layout == 3:
+            v = v[:1].expand(tuple(shape)).contiguous()
+        t = la_layout(v.to(DTYPES[dt]), layout)
+        c = "{ %d, %d, %d, { %s }, %s }" % (
+            TN_ORDER.index(dt), layout, len(shape),
+            ", ".join(str(x) for x in (list(shape) + [0] * 4)[:4]), "0" if formula else arr(v))
+        return t, c
+
+    def emit(op, cops, err, r, dim=0, dtype_arg=-1, nshape=(), eps=1e-5, causal=0,
+             has_mask=0, scale=None, ext=0):
+        # Large results are checked on every rstep-th element (the header stays small).
+        rstep = max(1, (r.numel() + 1499) // 1500) if r is not None else 1
+        if rstep > 1:
+            rstep |= 1
+        while len(cops) < 4:
+            cops.append("{ 0, 0, 0, { 0 }, 0 }")
+        head = "{ %d, %d, { %s }, %d, %d, %d, { %s }, %s, %d, %d, %d, %s" % (
+            NORM_OPS.index(op), sum(1 for c in cops if not c.startswith("{ 0, 0, 0")),
+            ", ".join(cops), dim, dtype_arg, len(nshape),
+            ", ".join(str(x) for x in (list(nshape) + [0] * 3)[:3]), c_double(eps), causal,
+            has_mask, 0 if scale is None else 1, c_double(scale or 0))
+        if err is not None:
+            cases.append(head + ", %s, 0, { 0 }, 0, 0, 0, 1 }" % c_str(err))
+        else:
+            cases.append(head + ", 0, %d, { %s }, %d, %s, %d, %d }" % (
+                r.dim(), ", ".join(str(x) for x in (list(r.shape) + [0] * 4)[:4]),
+                TN_ORDER.index(str(r.dtype).replace("torch.", "")),
+                arr(r.double().contiguous().reshape(-1)[::rstep]), ext, rstep))
+
+    def run(fn, ts):
+        try:
+            return fn(ts), None, 0
+        except RuntimeError as e:
+            msg = str(e).split("\n")[0]
+            if "not implemented for 'Half'" in msg and all(
+                    t.dtype == torch.float16 for t in ts if t.is_floating_point()):
+                r = fn([t.float() if t.dtype == torch.float16 else t for t in ts])
+                return r.half(), None, 1
+            return None, msg, 0
+        except IndexError as e:
+            return None, str(e).split("\n")[0], 0
+
+    def softmax_case(op, dt, shape, dim, layout=0, kind="normal", dtype_arg=None, formula=False):
+        t, c = operand(dt, shape, layout, kind, formula)
+        f = torch.softmax if op == "softmax" else torch.log_softmax
+        r, err, ext = run(lambda ts: f(ts[0], dim, dtype=dtype_arg), [t])
+        if ext and dtype_arg is not None:
+            r, err, ext = None, err, 0
+        emit(op, [c], err, r, dim=dim,
+             dtype_arg=-1 if dtype_arg is None else TN_ORDER.index(str(dtype_arg).replace("torch.", "")),
+             ext=ext)
+
+    for op in ("softmax", "log_softmax"):
+        for dt in ("float32", "float64", "bfloat16", "float16", "int64", "bool"):
+            for dim in (-1, 0, 1):
+                softmax_case(op, dt, (3, 4, 5), dim)
+        for layout in (1, 2, 3):
+            for dim in (-1, 0):
+                softmax_case(op, "float32", (3, 4, 5), dim, layout)
+        softmax_case(op, "float32", (3, 12), -1, kind="special")
+        softmax_case(op, "float32", (12, 3), 0, kind="special")
+        softmax_case(op, "float32", (), 0)
+        softmax_case(op, "float32", (0, 3), -1)
+        softmax_case(op, "float32", (2, 0), -1)
+        softmax_case(op, "float32", (3, 4), 2)
+        softmax_case(op, "int64", (3, 4), -1, dtype_arg=torch.float32)
+        softmax_case(op, "float32", (3, 4), -1, dtype_arg=torch.float64)
+        softmax_case(op, "bfloat16", (3, 4), 0, dtype_arg=torch.float32)
+        softmax_case(op, "float32", (64, 1000), -1, formula=True)
+        softmax_case(op, "float32", (300, 120), 0, formula=True)
+        softmax_case(op, "float64", (70, 600), -1, formula=True)
+
+    def ln_case(dt, shape, nshape, weight=False, bias=False, eps=1e-5, layout=0, wdt=None,
+                wshape=None, bshape=None, formula=False):
+        t, c = operand(dt, shape, layout, formula=formula)
+        cops, ts = [c], [t]
+        for on, sh in ((weight, wshape), (bias, bshape)):
+            if on:
+                wt, wc = operand(wdt or dt, sh or nshape)
+                cops.append(wc)
+                ts.append(wt)
+            else:
+                cops.append("{ 0, 0, 0, { 0 }, 0 }")
+                ts.append(None)
+
+        def fn(tt):
+            return torch.nn.functional.layer_norm(tt[0], tuple(nshape), tt[1], tt[2], eps)
+        try:
+            r, err, ext = fn(ts), None, 0
+        except RuntimeError as e:
+            err = str(e).split("\n")[0]
+            r, ext = None, 0
+            if "not implemented for 'Half'" in err:
+                r = fn([x.float() if x is not None else None for x in ts]).half()
+                err, ext = None, 1
+        # The operand slots keep their places (input, weight, bias): nops counts them all.
+        emit("layer_norm", cops, err, r, nshape=nshape, eps=eps, ext=ext)
+        cases[-1] = cases[-1].replace("{ %d, %d, {" % (NORM_OPS.index("layer_norm"),
+                                                       sum(1 for x in cops if not x.startswith("{ 0, 0, 0"))),
+                                      "{ %d, 3, {" % NORM_OPS.index("layer_norm"), 1)
+
+    for dt in ("float32", "float64", "bfloat16", "float16", "int64"):
+        ln_case(dt, (3, 4, 5), (5,), True, True)
+    ln_case("float32", (3, 4, 5), (5,))
+    ln_case("float32", (3, 4, 5), (4, 5), True, False)
+    ln_case("float32", (3, 4, 5), (4, 5), False, True)
+    ln_case("float32", (3, 4, 5), (3, 4, 5), True, True, eps=0.5)
+    ln_case("float32", (3, 4, 5), (5,), True, True, layout=1)
+    ln_case("float32", (3, 4, 5), (5,), True, True, layout=2)
+    ln_case("float32", (3, 4, 5), (5,), True, True, layout=3)
+    ln_case("float32", (0, 5), (5,), True, True)
+    ln_case("float32", (300, 256), (256,), True, True, formula=True)
+    ln_case("float32", (3, 4, 5), (6,))
+    ln_case("float32", (3, 4, 5), ())
+    ln_case("float32", (3, 4, 5), (5,), True, False, wshape=(4,))
+    ln_case("float32", (3, 4, 5), (5,), False, True, bshape=(3,))
+    ln_case("float32", (3, 4, 5), (5,), True, False, wdt="float64")
+    ln_case("bfloat16", (3, 4, 5), (5,), True, False, wdt="float32")
+
+    for dt in ("float32", "float64", "bfloat16", "float16", "int64"):
+        t, c = operand(dt, (3, 4))
+        r, err, ext = run(lambda ts: torch.nn.functional.silu(ts[0]), [t])
+        emit("silu", [c], err, r, ext=ext)
+    t, c = operand("float32", (3, 12), kind="special")
+    r, err, ext = run(lambda ts: torch.nn.functional.silu(ts[0]), [t])
+    emit("silu", [c], err, r)
+
+    def sdpa_case(qs, ks, vs, causal=False, mask=None, scale=None, dropout=0.0):
+        tq, cq = operand("float32", qs)
+        tk, ck = operand("float32", ks)
+        tv, cv = operand("float32", vs)
+        cops = [cq, ck, cv]
+        m = None
+        if mask is not None:
+            tm, cm = operand(mask[0], mask[1])
+            m = tm > 0.5 if mask[0] == "bool" else tm
+            if mask[0] == "bool":
+                m = tm.bool()
+            cops.append(cm)
+        err = None
+        if dropout:
+            err = "scaled_dot_product_attention: dropout_p must be 0 (attention dropout is for training; got %g)" % dropout
+        elif causal and m is not None:
+            err = "_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True"
+        r = None
+        if err is None:
+            q, k, v = tq.double(), tk.double(), tv.double()
+            sc = scale if scale is not None else 1 / math.sqrt(q.shape[-1])
+            s_ = (q @ k.transpose(-2, -1)) * sc
+            if causal:
+                keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+                s_ = s_.masked_fill(~keep, float("-inf"))
+            if m is not None:
+                s_ = s_.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else s_ + m.double()
+            r = (torch.softmax(s_, -1) @ v).float()
+        emit("sdpa", cops, err, r, causal=int(causal), has_mask=int(mask is not None),
+             scale=scale)
+        if dropout:
+            cases[-1] = cases[-1].replace(", %s, 0, 0, {" % c_double(1e-5), ", %s, 0, 0, {" % c_double(1e-5), 1)
+
+    sdpa_case((2, 3, 7, 16), (2, 3, 9, 16), (2, 3, 9, 8))
+    sdpa_case((2, 3, 7, 16), (2, 3, 9, 16), (2, 3, 9, 8), causal=True)
+    sdpa_case((2, 3, 9, 16), (2, 3, 9, 16), (2, 3, 9, 8), causal=True, scale=0.5)
+    sdpa_case((2, 3, 7, 16), (2, 3, 9, 16), (2, 3, 9, 8), mask=("bool", (7, 9)))
+    sdpa_case((2, 3, 7, 16), (2, 3, 9, 16), (2, 3, 9, 8), mask=("float32", (7, 9)))
+    sdpa_case((5, 16), (9, 16), (9, 4))
+    sdpa_case((2, 7, 16), (2, 9, 16), (2, 9, 8), causal=True, mask=("bool", (7, 9)))
+    L.extend(arrays)
+    L.append("static const struct nm_case nm_cases[] = {")
+    L.extend("    %s," % c for c in cases)
+    L.append("};")
+    L.extend(header_bottom("TN_NORM_GOLDEN_H"))
+    write(os.path.join(outdir, "norm_golden.h"), L)
+    return len(cases)
+
+
 def main(argv):
     if len(argv) != 2:
         sys.stderr.write("usage: %s OUTDIR\n" % argv[0])
@@ -2939,6 +3162,8 @@ def main(argv):
     ndt = gen_difftest(outdir)
     nla = gen_linalg(outdir)
     print("linalg_golden.h: %d cases" % nla)
+    nnm = gen_norm(outdir)
+    print("norm_golden.h: %d cases" % nnm)
     print("reduce_golden.h: %d cases" % nred)
     print("difftest_golden.h: %d gelu bfloat16 values" % ndt)
     print("half_golden.h: %d conversion rows, %d widen rows" % (nh, nw))
