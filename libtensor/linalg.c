@@ -40,7 +40,7 @@ static void byte_span(const tn_tensor *t, uintptr_t *lo, uintptr_t *hi)
 
 /* An out= tensor the BLAS writes may not share memory with an operand it reads at the same
  * time: refused when the spans meet (PyTorch 1.13 does not check, and computes garbage). */
-static int check_no_overlap(const tn_tensor *out, const tn_tensor *in)
+int tn__check_no_overlap(const tn_tensor *out, const tn_tensor *in)
 {
 	uintptr_t a0, a1, b0, b1;
 	if (!in || out->numel == 0 || in->numel == 0 || out->storage != in->storage ||
@@ -56,7 +56,7 @@ static int check_no_overlap(const tn_tensor *out, const tn_tensor *in)
 	return 0;
 }
 
-static int check_internal_overlap(const tn_tensor *out)
+int tn__check_internal_overlap(const tn_tensor *out)
 {
 	if (out->contiguous)
 		return 0;
@@ -255,8 +255,8 @@ static int product(enum prod_kind kind, const tn_tensor *self, const tn_tensor *
 					 "instead", tn__typemeta_name(a->dtype),
 					 tn__typemeta_name(out->dtype));
 		if ((rc = tn__check_out_shape(out, ndim, sizes)) < 0 ||
-		    (rc = check_internal_overlap(out)) < 0 || (rc = check_no_overlap(out, a)) < 0 ||
-		    (rc = check_no_overlap(out, b)) < 0)
+		    (rc = tn__check_internal_overlap(out)) < 0 || (rc = tn__check_no_overlap(out, a)) < 0 ||
+		    (rc = tn__check_no_overlap(out, b)) < 0)
 			return rc;
 		/* self may be out itself (its copy into out is then a no-op); a partial
 		 * overlap is refused by that copy. */
@@ -560,7 +560,7 @@ static int into_out(tn_tensor *out, tn_tensor *r, const char *who)
 	if (out->dtype != r->dtype)
 		rc = tn__error(TN_EINVAL, "Expected out tensor to have dtype %s, but got %s instead",
 			       tn__typemeta_name(r->dtype), tn__typemeta_name(out->dtype));
-	else if ((rc = check_internal_overlap(out)) == 0)
+	else if ((rc = tn__check_internal_overlap(out)) == 0)
 		rc = tn__copy_result_into(out, r, tn__on_host(out) && out->storage->data ? TN_KEY_CPU
 							 : TN_KEY_META, who);
 	tn_tensor_unref(r);
