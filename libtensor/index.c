@@ -130,10 +130,6 @@ static int index_select_impl(const tn_tensor *self, int64_t dim, const tn_tensor
 	const int64_t numel = index->numel;
 	if (index->ndim > 1)
 		return tn__error(TN_ERANGE, "index_select(): Index is supposed to be a vector");
-	if (self->ndim == 0 && numel != 1)
-		return tn__error(TN_EINVAL,
-				 "index_select(): Index to scalar can have only 1 value, got %lld "
-				 "value(s)", (long long)numel);
 	if (index->dtype != TN_INT64 && index->dtype != TN_INT32)
 		return tn__error(TN_EINVAL, "index_select(): Expected dtype int32 or int64 for index");
 	if (out) {

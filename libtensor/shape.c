@@ -284,12 +284,13 @@ static int stack_impl(int n, tn_tensor *const *ts, int64_t dim, tn_tensor *out,
 		return rc;
 	if ((wd = tn__wrap_dim(dim, ts[0]->ndim + 1)) < 0)
 		return wd;
+	/* PyTorch 1.13 checks the sizes whatever the dim (before cat's own checks). */
+	if ((rc = check_stack_inputs(n, ts)) < 0)
+		return rc;
 	if (ts[0]->ndim + 1 > TN_MAX_DIMS)
 		return tn__error(TN_EINVAL, "stack: the result would have more than %d dimensions",
 				 TN_MAX_DIMS);
 	if (wd < ts[0]->ndim) {
-		if ((rc = check_stack_inputs(n, ts)) < 0)
-			return rc;
 		int nd = ts[0]->ndim;
 		memcpy(rsizes, ts[0]->sizes, sizeof(int64_t) * (size_t)wd);
 		rsizes[wd] = n;
@@ -532,6 +533,9 @@ static int trilu(bool upper, const tn_tensor *self, int64_t k, tn_tensor *out, b
 		return rc;
 	if (out && (rc = tn__check_live(self, who)) < 0)
 		return rc;
+	/* PyTorch wraps dim -2 without the scalar rule, hence two messages. */
+	if (self->ndim == 0)
+		return tn__error(TN_ERANGE, "Dimension specified as -2 but tensor has no dimensions");
 	if ((rc = tn__wrap_dim(-2, self->ndim)) < 0)
 		return rc;
 	if (out && !inplace) {
