@@ -12,7 +12,7 @@
  * PyTorch composes them, so their shapes and messages are its own. masked_fill_ is where.out
  * with the value as a 0-dim tensor of self's dtype and self as both input and output.
  *
- * Deliberate differences, in libtensor-shape(7) and the man pages: out= tensors are never
+ * Deliberate differences, in the man pages (tn_cat(3), tn_masked_fill(3)): out= tensors are never
  * resized; masked_fill refuses masks other than bool and uint8 (PyTorch 1.13 reads the first
  * byte of each element of such a mask); the uint8 mask's deprecation warning is not printed.
  */
@@ -637,6 +637,23 @@ static int fill_masked(tn_tensor *self, const tn_tensor *mask, const tn_tensor *
 		tn__format_shape(b, sizeof(b), n, shape);
 		return tn__error(TN_EINVAL, "output with shape %s doesn't match the broadcast shape %s",
 				 a, b);
+	}
+	/* PyTorch's kernel reads a uint8 mask as 0 or 1 and refuses other values. */
+	if (mask->dtype == TN_UINT8 && tn__on_host(mask) && tn__data(mask)) {
+		int64_t idx[TN_MAX_DIMS] = { 0 };
+		const uint8_t *m = (const uint8_t *)tn__data(mask);
+		for (int64_t i = 0; i < mask->numel; i++) {
+			int64_t off = 0;
+			for (int d = 0; d < mask->ndim; d++)
+				off += idx[d] * mask->strides[d];
+			if (m[off] > 1)
+				return tn__error(TN_EINVAL, "Mask tensor can take 0 and 1 values only");
+			for (int d = mask->ndim - 1; d >= 0; d--) {
+				if (++idx[d] < mask->sizes[d])
+					break;
+				idx[d] = 0;
+			}
+		}
 	}
 	return tn_where_out(mask, v, self, self);
 }
