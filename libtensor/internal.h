@@ -209,4 +209,10 @@ int tn__storage_overflow_error(int ndim, const int64_t *sizes, const int64_t *st
 /* PyTorch's is_non_overlapping_and_dense: some permutation of the dims is contiguous. */
 bool tn__is_non_overlapping_and_dense(const tn_tensor *t);
 
+/* PyTorch's assert_no_overlap: TN_EINVAL with its message when an out= tensor @out shares
+ * bytes with an input @in (NULL, empty or another storage: 0). */
+int tn__check_no_overlap(const tn_tensor *out, const tn_tensor *in);
+/* PyTorch's assert_no_internal_overlap: TN_EINVAL when two elements of @out are one location
+ * (a stride-0 dimension of size > 1). */
+int tn__check_internal_overlap(const tn_tensor *out);
 #endif /* TN_INTERNAL_H */

@@ -40,7 +40,7 @@ static void byte_span(const tn_tensor *t, uintptr_t *lo, uintptr_t *hi)
 
 /* An out= tensor the BLAS writes may not share memory with an operand it reads at the same
  * time: refused when the spans meet (PyTorch 1.13 does not check, and computes garbage). */
-static int check_no_overlap(const tn_tensor *out, const tn_tensor *in)
+int tn__check_no_overlap(const tn_tensor *out, const tn_tensor *in)
 {
 	uintptr_t a0, a1, b0, b1;
 	if (!in || out->numel == 0 || in->numel == 0 || out->storage != in->storage ||
@@ -56,7 +56,7 @@ static int check_no_overlap(const tn_tensor *out, const tn_tensor *in)
 	return 0;
 }
 
-static int check_internal_overlap(const tn_tensor *out)
+int tn__check_internal_overlap(const tn_tensor *out)
 {
 	if (out->contiguous)
 		return 0;
@@ -88,7 +88,7 @@ static int shape_error(const tn_tensor *a, const tn_tensor *b)
  * CPU implementation's dtype dispatch). @self is the added term (NULL for mm, bmm, mv, dot). */
 static int check_operands(enum prod_kind kind, const tn_tensor *self, const tn_tensor *a,
 			  const tn_tensor *b, enum tn_dispatch_key key, int *ret_ndim,
-			  int64_t *sizes)
+			  int64_t *sizes, enum tn_dtype *ret_dtype)
 {
 	char s1[64], s2[64];
 	int rc;
@@ -164,6 +164,18 @@ static int check_operands(enum prod_kind kind, const tn_tensor *self, const tn_t
 		*ret_ndim = 0;
 		break;
 	}
+	/* mm, bmm and mv return before their dtype checks when there is nothing to multiply
+	 * (an empty result, or zeros when k is 0), in the dtype of their meta function's
+	 * result: mm self's, bmm and mv the second operand's (PyTorch 1.13). */
+	int64_t numel = 1;
+	for (int d = 0; d < *ret_ndim; d++)
+		numel *= sizes[d];
+	if ((kind == K_MM || kind == K_BMM || kind == K_MV) &&
+	    (numel == 0 || a->sizes[a->ndim - 1] == 0)) {
+		*ret_dtype = kind == K_MM ? a->dtype : b->dtype;
+		return 0;
+	}
+	*ret_dtype = a->dtype;
 	if (kind != K_DOT) {
 		if (self && kind == K_ADDMM && self->dtype != b->dtype)
 			return tn__error(TN_EINVAL, "self and mat2 must have the same dtype");
@@ -243,26 +255,28 @@ static int product(enum prod_kind kind, const tn_tensor *self, const tn_tensor *
 			return rc;
 		tn_tensor_unref(e);
 	}
-	if ((rc = check_operands(kind, self, a, b, key, &ndim, sizes)) < 0)
+	enum tn_dtype rdt = a->dtype;
+	if ((rc = check_operands(kind, self, a, b, key, &ndim, sizes, &rdt)) < 0)
 		return rc;
-	if (inplace && self->dtype != a->dtype)
+	if (inplace && self->dtype != rdt)
 		return tn__error(TN_EINVAL, "Bad in-place call: input tensor dtype %s and output tensor "
 				 "dtype %s should match", tn__typemeta_name(self->dtype),
-				 tn__typemeta_name(a->dtype));
+				 tn__typemeta_name(rdt));
 	if (out) {
-		if (out->dtype != a->dtype)
+		if (out->dtype != rdt)
 			return tn__error(TN_EINVAL, "Expected out tensor to have dtype %s, but got %s "
-					 "instead", tn__typemeta_name(a->dtype),
+					 "instead", tn__typemeta_name(rdt),
 					 tn__typemeta_name(out->dtype));
 		if ((rc = tn__check_out_shape(out, ndim, sizes)) < 0 ||
-		    (rc = check_internal_overlap(out)) < 0 || (rc = check_no_overlap(out, a)) < 0 ||
-		    (rc = check_no_overlap(out, b)) < 0)
+		    (rc = tn__check_internal_overlap(out)) < 0 || (rc = tn__check_no_overlap(out, a)) < 0 ||
+		    (rc = tn__check_no_overlap(out, b)) < 0)
 			return rc;
 		/* self may be out itself (its copy into out is then a no-op); a partial
 		 * overlap is refused by that copy. */
 		dst = tn_tensor_ref(out);
 	} else {
-		if ((rc = tn__empty_like(a, ndim, sizes, NULL, &dst, who)) < 0)
+		if ((rc = tn__empty_like_device(a->storage->device, rdt, ndim, sizes, NULL, &dst,
+						who)) < 0)
 			return rc;
 	}
 	/* self broadcasts to the result (expand's message); beta 0 ignores its values. */
@@ -277,7 +291,12 @@ static int product(enum prod_kind kind, const tn_tensor *self, const tn_tensor *
 		if (rc < 0)
 			goto fail;
 	}
-	if (tn__key_runs(key)) {
+	if (tn__key_runs(key) && (a->dtype != b->dtype || a->dtype == TN_BOOL)) {
+		/* mm, bmm or mv with nothing to multiply (check_operands): zeros. */
+		rc = tn__fill_key(dst, tn_scalar_int(0), key);
+		if (rc < 0)
+			goto fail;
+	} else if (tn__key_runs(key)) {
 		int64_t m = kind == K_DOT ? 1 : a->sizes[a->ndim - 2];
 		int64_t k = a->sizes[a->ndim - 1];
 		int64_t n = kind == K_MM || kind == K_ADDMM || kind == K_BMM || kind == K_BADDBMM
@@ -560,7 +579,7 @@ static int into_out(tn_tensor *out, tn_tensor *r, const char *who)
 	if (out->dtype != r->dtype)
 		rc = tn__error(TN_EINVAL, "Expected out tensor to have dtype %s, but got %s instead",
 			       tn__typemeta_name(r->dtype), tn__typemeta_name(out->dtype));
-	else if ((rc = check_internal_overlap(out)) == 0)
+	else if ((rc = tn__check_internal_overlap(out)) == 0)
 		rc = tn__copy_result_into(out, r, tn__on_host(out) && out->storage->data ? TN_KEY_CPU
 							 : TN_KEY_META, who);
 	tn_tensor_unref(r);

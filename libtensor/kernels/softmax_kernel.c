@@ -168,12 +168,14 @@ void TN_KERNEL_FN(tn__softmax_f32_kernel)(bool log, const float *in, int64_t ins
 			float s = hsum(s0 + s1);
 			for (; i < n; i++)
 				s += sexp(x[i] - mx);
-			float sub = mx + logf(s);
-			vf vs = vsplat(sub);
+			/* (x - max) - log(sum), in that order, as PyTorch: max + log(sum) first
+			 * would round away log(sum)'s low bits when it is small. */
+			float ls = logf(s);
+			vf vls = vsplat(ls);
 			for (i = 0; i + VL <= n; i += VL)
-				vstore(y + i, vload(x + i) - vs);
+				vstore(y + i, (vload(x + i) - vm) - vls);
 			for (; i < n; i++)
-				y[i] = x[i] - sub;
+				y[i] = (x[i] - mx) - ls;
 		}
 	}
 }
@@ -198,9 +200,9 @@ void TN_KERNEL_FN(tn__softmax_f64_kernel)(bool take_log, const double *in, int64
 		} else {
 			for (int64_t i = 0; i < n; i++)
 				s += exp(x[i] - mx);
-			double sub = mx + log(s);
+			double ls = log(s);
 			for (int64_t i = 0; i < n; i++)
-				y[i] = x[i] - sub;
+				y[i] = (x[i] - mx) - ls;
 		}
 	}
 }

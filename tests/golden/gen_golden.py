@@ -40,6 +40,7 @@ bytes on every run (fixed RNG seed, no timestamps, no dict-order dependence).
 import math
 import os
 import sys
+import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -3142,6 +3143,319 @@ def gen_norm(outdir):
     L.append("};")
     L.extend(header_bottom("TN_NORM_GOLDEN_H"))
     write(os.path.join(outdir, "norm_golden.h"), L)
+# ---- joining, splitting, indexing, masking (shape_golden.h) ---------------------------------
+
+SH_OPS = ["cat", "stack", "split", "split_with_sizes", "chunk", "index_select", "gather",
+          "embedding", "masked_fill", "masked_fill_tensor", "triu", "tril", "nonzero", "where"]
+
+
+def sh_formula(dt, n, mod=0):
+    """The values check_shape computes for operands the header does not store."""
+    i = torch.arange(n, dtype=torch.int64)
+    if mod:
+        return ((i * 7919 + 3) % mod).double()
+    if dt == "bool":
+        return ((i * 7919) % 3 == 0).double()
+    if dt == "uint8":
+        return ((i * 7919) % 10).double()
+    if dt.startswith("int"):
+        return ((i * 7919) % 11 - 5).double()
+    return ((i * 7919) % 17 - 8).double() / 4
+
+
+def gen_shape(outdir):
+    """cat, stack, split, split_with_sizes, chunk, index_select, gather, embedding, masked_fill,
+    triu, tril, nonzero and where(condition) on every dtype, non-contiguous operands
+    (transposed, sliced, expanded), negative dims, empty and 0-dim tensors, every error
+    (torch's message), and large formula-generated cases (GPT-2 sized embedding and
+    index_select) checked by sums."""
+    g = torch.Generator().manual_seed(1919)
+    L = header_top("TN_SHAPE_GOLDEN_H", "Goldens of joining, splitting and indexing (shape.c, index.c).",
+                   ("math.h",))
+    L.append("/* op: %s */" % ", ".join("%d %s" % (i, n) for i, n in enumerate(SH_OPS)))
+    L.append("/* layout: 0 contiguous, 1 last two dims transposed in memory, 2 every other element")
+    L.append(" * of a twice longer last dim, 3 expanded from size 1 along dim 0. v NULL: the formula")
+    L.append(" * of check_shape (mod > 0: (i * 7919 + 3) % mod). */")
+    L.append("struct sh_input { int dtype, layout, ndim; int64_t shape[4]; const double *v; int64_t mod; };")
+    L.append("/* geo: per result ndim, sizes, strides, storage offset. r NULL: compare sum and")
+    L.append(" * wsum (the sum of r[i] * (i % 7 + 1)) over all results' elements in order. */")
+    L.append("struct sh_case { int op, nin; struct sh_input in[4]; int64_t a0, a1; int nlist;")
+    L.append("    int64_t list[6]; double value; int value_int; const char *error; int nres;")
+    L.append("    int dtype; const int64_t *geo; const double *r; double sum, wsum; };")
+    arrays = []
+    cases = []
+
+    def arr(vals, ctype="double", prefix="sh_v"):
+        name = "%s%d" % (prefix, len(arrays))
+        flat = [c_double(x) if ctype == "double" else str(int(x)) for x in vals] or ["0"]
+        arrays.append("static const %s %s[] = {\n    %s,\n};" % (
+            ctype, name, ",\n    ".join(", ".join(flat[i:i + 12]) for i in range(0, len(flat), 12))))
+        return name
+
+    def rand_values(dt, n):
+        if dt == "bool":
+            return torch.randint(0, 2, (n,), generator=g).double()
+        if dt == "uint8":
+            return torch.randint(0, 10, (n,), generator=g).double()
+        if dt.startswith("int"):
+            return torch.randint(-5, 6, (n,), generator=g).double()
+        return torch.randint(-8, 9, (n,), generator=g).double() / 4
+
+    def inp(dt, shape, layout=0, vals=None, formula=False, mod=0):
+        return (dt, tuple(shape), layout, vals, formula, mod)
+
+    def build(spec):
+        dt, shape, layout, vals, formula, mod = spec
+        n = 1
+        for x in shape:
+            n *= x
+        if formula:
+            v = sh_formula(dt, n, mod)
+        elif vals is not None:
+            v = torch.tensor(vals, dtype=torch.float64).reshape(-1)
+        else:
+            v = rand_values(dt, n)
+        v = v.reshape(shape)
+        if layout == 3:
+            v = v[:1].expand(shape).contiguous()
+        t = la_layout(v.to(DTYPES[dt]), layout) if layout else v.to(DTYPES[dt])
+        c = "{ %d, %d, %d, { %s }, %s, %d }" % (
+            TN_ORDER.index(dt), layout, len(shape),
+            ", ".join(str(x) for x in (list(shape) + [0] * 4)[:4]),
+            "0" if formula else arr(v.reshape(-1).tolist()), mod)
+        return t, c
+
+    def case(op, specs, a0=0, a1=0, lst=None, value=0, big=False):
+        ts, cs = [], []
+        for sp in specs:
+            t, c = build(sp)
+            ts.append(t)
+            cs.append(c)
+        while len(cs) < 4:
+            cs.append("{ 0, 0, 0, { 0 }, 0, 0 }")
+        value_int = int(isinstance(value, (int, bool)))
+
+        def call():
+            if op == "cat":
+                return torch.cat(ts, a0)
+            if op == "stack":
+                return torch.stack(ts, a0)
+            if op == "split":
+                return torch.split(ts[0], a1, a0)
+            if op == "split_with_sizes":
+                return torch.split(ts[0], lst, a0)
+            if op == "chunk":
+                return torch.chunk(ts[0], a1, a0)
+            if op == "index_select":
+                return torch.index_select(ts[0], a0, ts[1])
+            if op == "gather":
+                return torch.gather(ts[0], a0, ts[1])
+            if op == "embedding":
+                return torch.nn.functional.embedding(ts[1], ts[0])
+            if op == "masked_fill":
+                return ts[0].masked_fill(ts[1], value)
+            if op == "masked_fill_tensor":
+                return ts[0].masked_fill(ts[1], ts[2])
+            if op == "triu":
+                return torch.triu(ts[0], a1)
+            if op == "tril":
+                return torch.tril(ts[0], a1)
+            if op == "nonzero":
+                return torch.nonzero(ts[0])
+            if op == "where":
+                return torch.where(ts[0])
+            raise ValueError(op)
+        head = "%d, %d, { %s }, %d, %d, %d, { %s }, %s, %d" % (
+            SH_OPS.index(op), len(ts), ", ".join(cs), a0, a1, len(lst or []),
+            ", ".join(str(x) for x in ((lst or []) + [0] * 6)[:6]), c_double(value), value_int)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                r = call()
+        except (RuntimeError, IndexError, ValueError) as e:
+            cases.append("{ %s, %s, 0, 0, 0, 0, 0, 0 }" % (head, c_str(str(e).split("\n")[0])))
+            return
+        rs = list(r) if isinstance(r, (tuple, list)) else [r]
+        geo = []
+        for x in rs:
+            geo += [x.dim()] + list(x.shape) + list(x.stride()) + [x.storage_offset()]
+        flat = torch.cat([x.double().reshape(-1) for x in rs]) if rs else torch.zeros(0)
+        w = (torch.arange(flat.numel()) % 7 + 1).double()
+        dt = rs[0].dtype if rs else ts[0].dtype
+        rv = "0" if big else arr(flat.tolist())
+        cases.append("{ %s, 0, %d, %d, %s, %s, %s, %s }" % (
+            head, len(rs), TN_ORDER.index(str(dt).replace("torch.", "")),
+            arr(geo, "int64_t", "sh_g"), rv, c_double(float(flat.sum())),
+            c_double(float((flat * w).sum()))))
+
+    L64 = lambda vals: inp("int64", (len(vals),), vals=vals)
+    # Every dtype through every operator.
+    for dt in TN_ORDER:
+        case("cat", [inp(dt, (2, 3)), inp(dt, (1, 3))], 0)
+        case("cat", [inp(dt, (2, 3), 1), inp(dt, (2, 2), 2)], -1)
+        case("stack", [inp(dt, (2, 3)), inp(dt, (2, 3), 1)], 1)
+        case("split", [inp(dt, (5, 2))], 0, 2)
+        case("split_with_sizes", [inp(dt, (2, 5))], 1, lst=[1, 3, 1])
+        case("chunk", [inp(dt, (5, 3), 1)], -2, 3)
+        case("index_select", [inp(dt, (3, 4), 1), L64([2, 0, 2])], 0)
+        case("index_select", [inp(dt, (3, 4), 2), inp("int32", (2,), vals=[3, 1])], -1)
+        case("gather", [inp(dt, (3, 4)), inp("int64", (3, 2), vals=[0, 3, 1, 1, 2, 0])], 1)
+        case("embedding", [inp(dt, (5, 3)), inp("int64", (2, 2), vals=[4, 0, 1, 4])])
+        case("masked_fill", [inp(dt, (3, 4)), inp("bool", (3, 4))], value=1 if dt != "bool" else True)
+        case("masked_fill", [inp(dt, (2, 3), 1), inp("bool", (3,))], value=-2 if dt not in ("bool", "uint8") else 0)
+        case("masked_fill_tensor", [inp(dt, (2, 3)), inp("bool", (2, 1)), inp(dt, (), vals=[1])])
+        case("triu", [inp(dt, (3, 4))], a1=0)
+        case("tril", [inp(dt, (4, 3), 1)], a1=-1)
+        case("nonzero", [inp(dt, (3, 4))])
+        case("where", [inp(dt, (2, 3), 2)])
+    f = "float32"
+    # cat: type promotion, legacy empty skipping, empties, channels_last, errors.
+    case("cat", [inp("int32", (2,)), inp("float16", (3,))])
+    case("cat", [inp("bool", (2,)), inp("uint8", (2,))])
+    case("cat", [inp("int8", (2, 2)), inp("uint8", (1, 2)), inp("int16", (1, 2))])
+    case("cat", [inp(f, (0,)), inp(f, (2, 2))], 1)
+    case("cat", [inp(f, (2, 2)), inp("float64", (0,)), inp(f, (2, 1))], 1)
+    case("cat", [inp(f, (0,)), inp("int32", (0,))])
+    case("cat", [inp(f, (0,)), inp(f, (0,))], 5)
+    case("cat", [inp(f, (2, 0)), inp(f, (2, 3))], 1)
+    case("cat", [inp(f, (0, 3)), inp(f, (0, 3))], 0)
+    case("cat", [inp(f, (2, 3, 2), 3), inp(f, (2, 1, 2))], 1)
+    case("cat", [inp(f, (1, 3))])
+    case("cat", [])
+    case("cat", [inp(f, ()), inp(f, (2,))])
+    case("cat", [inp(f, (2,)), inp(f, ())])
+    case("cat", [inp(f, (2, 2)), inp(f, (3, 3))], 1)
+    case("cat", [inp(f, (2, 2)), inp(f, (2, 2, 2))])
+    case("cat", [inp(f, (2, 2)), inp(f, (2, 2))], 2)
+    case("cat", [inp(f, (2, 2)), inp(f, (2, 2))], -3)
+    case("cat", [inp(f, (0,)), inp(f, (2, 2))], 5)
+    # stack
+    case("stack", [inp(f, (2, 3)), inp(f, (2, 3))], -1)
+    case("stack", [inp(f, (2, 3)), inp(f, (2, 3))], 0)
+    case("stack", [inp(f, ()), inp(f, ())])
+    case("stack", [inp("int64", (2,)), inp(f, (2,))], 1)
+    case("stack", [inp(f, (3,)), inp(f, (3,), 3), inp(f, (3,))], -2)
+    case("stack", [])
+    case("stack", [inp(f, (2,)), inp(f, (3,))])
+    case("stack", [inp(f, (2,)), inp(f, (3,))], 1)
+    case("stack", [inp(f, (2,)), inp(f, (2,))], 3)
+    case("stack", [inp(f, (0, 2)), inp(f, (0, 2))], 1)
+    # split family
+    case("split", [inp(f, (5, 2))], 0, 5)
+    case("split", [inp(f, (5, 2))], 0, 7)
+    case("split", [inp(f, (5, 2), 1)], -1, 1)
+    case("split", [inp(f, (0, 2))], 0, 0)
+    case("split", [inp(f, (0, 2))], 0, 3)
+    case("split", [inp(f, (5, 2))], 0, 0)
+    case("split", [inp(f, (5, 2))], 0, -1)
+    case("split", [inp(f, ())], 0, 1)
+    case("split", [inp(f, (5, 2))], 2, 1)
+    case("split_with_sizes", [inp(f, (5, 2))], 0, lst=[5])
+    case("split_with_sizes", [inp(f, (5, 2))], 0, lst=[0, 5, 0])
+    case("split_with_sizes", [inp(f, (5, 2))], -2, lst=[2, 2])
+    case("split_with_sizes", [inp(f, (5, 2))], 0, lst=[6, -1])
+    case("split_with_sizes", [inp(f, (5, 2))], 0, lst=[])
+    case("split_with_sizes", [inp(f, ())], 0, lst=[1])
+    case("split_with_sizes", [inp(f, (5, 2))], -3, lst=[5])
+    case("chunk", [inp(f, (5, 2))], 0, 6)
+    case("chunk", [inp(f, (6, 2))], 0, 4)
+    case("chunk", [inp(f, (0, 2))], 0, 3)
+    case("chunk", [inp(f, (2, 0))], 1, 2)
+    case("chunk", [inp(f, (5, 2))], 0, 0)
+    case("chunk", [inp(f, ())], 0, 1)
+    case("chunk", [inp(f, (5, 2))], -3, 1)
+    # index_select
+    case("index_select", [inp(f, (3, 4)), inp("int64", (), vals=[2])], 1)
+    case("index_select", [inp(f, ()), L64([0])], 0)
+    case("index_select", [inp(f, (5,)), L64([4, 4, 0])], 0)
+    case("index_select", [inp(f, (3, 4)), L64([])], 0)
+    case("index_select", [inp(f, (2, 3, 4), 3), L64([1, 1])], 1)
+    case("index_select", [inp(f, (3, 4)), L64([0, 3])], 0)
+    case("index_select", [inp(f, (3, 4)), L64([0, -1])], 0)
+    case("index_select", [inp(f, (3, 4)), inp("int64", (1, 1), vals=[0])], 0)
+    case("index_select", [inp(f, (3, 4)), inp(f, (1,), vals=[0])], 0)
+    case("index_select", [inp(f, ()), L64([0, 0])], 0)
+    case("index_select", [inp(f, ()), L64([1])], 0)
+    case("index_select", [inp(f, (5,)), L64([5])], 0)
+    case("index_select", [inp(f, (3, 4)), L64([0])], 2)
+    case("index_select", [inp(f, (0, 4)), L64([0])], 0)
+    case("index_select", [inp(f, (2, 0)), L64([1])], 0)
+    # gather
+    case("gather", [inp(f, (3, 4)), inp("int64", (2, 3), vals=[0, 1, 2, 2, 1, 0])], 0)
+    case("gather", [inp(f, (3, 4), 1), inp("int64", (3, 6), formula=True, mod=4)], -1)
+    case("gather", [inp(f, (2, 3, 4), 2), inp("int64", (2, 2, 2), vals=[0, 2, 1, 1, 2, 0, 0, 0])], 1)
+    case("gather", [inp(f, ()), inp("int64", (), vals=[0])], 0)
+    case("gather", [inp(f, (3, 4)), inp("int64", (0, 2))], 0)
+    case("gather", [inp(f, (3, 4)), inp("int64", (3, 1), vals=[0, 1, 4])], 1)
+    case("gather", [inp(f, (3, 4)), inp("int64", (3, 1), vals=[0, 1, -1])], 1)
+    case("gather", [inp(f, (3, 4)), inp("int32", (3, 1), vals=[0, 1, 2])], 1)
+    case("gather", [inp(f, (3, 4)), inp("int64", (1,), vals=[0])], 1)
+    case("gather", [inp(f, (3, 4)), inp("int64", (4, 1), vals=[0, 0, 0, 0])], 1)
+    case("gather", [inp(f, (3, 4)), inp("int64", (1, 1), vals=[0])], 2)
+    # embedding
+    case("embedding", [inp(f, (4, 3), 1), inp("int32", (3,), vals=[3, 0, 3])])
+    case("embedding", [inp(f, (4, 3)), inp("int64", (), vals=[2])])
+    case("embedding", [inp(f, (4, 3)), inp("int64", (2, 0, 2))])
+    case("embedding", [inp(f, (4, 3), 2), inp("int64", (2, 1, 2), vals=[0, 1, 2, 3])])
+    case("embedding", [inp(f, (4, 3)), L64([0, 4])])
+    case("embedding", [inp(f, (4, 3)), L64([0, -1])])
+    case("embedding", [inp(f, (4, 3)), inp(f, (1,), vals=[0])])
+    case("embedding", [inp(f, (3,)), L64([0])])
+    # masked_fill
+    case("masked_fill", [inp(f, (1, 4)), inp("bool", (3, 4))], value=2.5)
+    case("masked_fill", [inp(f, (3, 4), 3), inp("bool", (4,))], value=-0.5)
+    case("masked_fill", [inp(f, ()), inp("bool", ())], value=3)
+    case("masked_fill", [inp(f, (0, 4)), inp("bool", (4,))], value=3)
+    case("masked_fill", [inp("uint8", (4,)), inp("bool", (4,), vals=[1, 1, 0, 1])], value=-1)
+    case("masked_fill", [inp("int64", (4,)), inp("bool", (4,), vals=[1, 1, 0, 1])], value=1.75)
+    case("masked_fill", [inp("uint8", (4,)), inp("bool", (4,))], value=300)
+    case("masked_fill", [inp("int8", (4,)), inp("bool", (4,))], value=-129)
+    case("masked_fill", [inp(f, (3, 4)), inp("uint8", (3, 4), vals=[1, 0] * 6)], value=9)
+    case("masked_fill", [inp(f, (2, 3)), inp("bool", (4,))], value=1)
+    case("masked_fill_tensor", [inp("int64", (4,)), inp("bool", (4,), vals=[1, 0, 1, 0]), inp(f, (), vals=[2.75])])
+    case("masked_fill_tensor", [inp(f, (4,)), inp("bool", (4,), vals=[1, 0, 1, 0]), inp("int64", (), vals=[-3])])
+    case("masked_fill_tensor", [inp(f, (4,)), inp("bool", (4,)), inp(f, (1,), vals=[2])])
+    case("masked_fill_tensor", [inp("uint8", (4,)), inp("bool", (4,)), inp("int64", (), vals=[300])])
+    # triu / tril: diagonals, batches, shapes, layouts, errors.
+    for k in (-5, -2, -1, 0, 1, 2, 5):
+        case("triu", [inp(f, (3, 5))], a1=k)
+        case("tril", [inp(f, (5, 3), 2)], a1=k)
+    case("triu", [inp("int32", (2, 3, 4), 3)], a1=1)
+    case("tril", [inp("float64", (2, 2, 3, 3))], a1=0)
+    case("triu", [inp(f, (0, 3))])
+    case("tril", [inp(f, (2, 0, 3))])
+    case("triu", [inp(f, (3,))])
+    case("tril", [inp(f, ())])
+    # nonzero / where: zeros, NaN and -0.0, 0-d, empty, higher ranks.
+    case("nonzero", [inp(f, (2, 3), vals=[0, -0.0, float("nan"), 1, 0, float("inf")])])
+    case("nonzero", [inp(f, (2, 3), vals=[0] * 6)])
+    case("nonzero", [inp(f, (), vals=[1])])
+    case("nonzero", [inp(f, (), vals=[0])])
+    case("nonzero", [inp(f, (0, 3))])
+    case("nonzero", [inp("int64", (2, 2, 3), 3)])
+    case("nonzero", [inp("bool", (5,), 2)])
+    case("where", [inp(f, (), vals=[1])])
+    case("where", [inp(f, (), vals=[0])])
+    case("where", [inp("int16", (2, 2, 3))])
+    case("where", [inp(f, (0, 3))])
+    # Large cases (the threaded paths), checked by sums: a GPT-2 sized embedding table and
+    # thousands of indices, index_select along both dims, gather, cat, triu, nonzero.
+    case("embedding", [inp(f, (8192, 256), formula=True), inp("int64", (4, 512), formula=True, mod=8192)], big=True)
+    case("embedding", [inp(f, (8192, 256), formula=True), inp("int32", (2048,), formula=True, mod=8192)], big=True)
+    case("index_select", [inp(f, (8192, 256), formula=True), inp("int64", (3000,), formula=True, mod=8192)], 0, big=True)
+    case("index_select", [inp("float64", (300, 257), 1, formula=True), inp("int64", (400,), formula=True, mod=257)], 1, big=True)
+    case("gather", [inp(f, (512, 300), formula=True), inp("int64", (512, 200), formula=True, mod=300)], 1, big=True)
+    case("gather", [inp("bfloat16", (300, 256), 2, formula=True), inp("int64", (250, 256), formula=True, mod=300)], 0, big=True)
+    case("cat", [inp(f, (300, 256), formula=True), inp("float64", (300, 100), 1, formula=True)], 1, big=True)
+    case("triu", [inp(f, (4, 256, 256), formula=True)], a1=3, big=True)
+    case("masked_fill", [inp(f, (256, 256), 1, formula=True), inp("bool", (256,), formula=True)], value=7, big=True)
+    case("nonzero", [inp("int32", (64, 300), formula=True)], big=True)
+    L.extend(arrays)
+    L.append("static const struct sh_case sh_cases[] = {")
+    L.extend("    { %s }," % c[2:-2] for c in cases)
+    L.append("};")
+    L.extend(header_bottom("TN_SHAPE_GOLDEN_H"))
+    write(os.path.join(outdir, "shape_golden.h"), L)
     return len(cases)
 
 
@@ -3161,6 +3475,8 @@ def main(argv):
     gen_parity17(outdir)
     ndt = gen_difftest(outdir)
     nla = gen_linalg(outdir)
+    nsh = gen_shape(outdir)
+    print("shape_golden.h: %d cases" % nsh)
     print("linalg_golden.h: %d cases" % nla)
     nnm = gen_norm(outdir)
     print("norm_golden.h: %d cases" % nnm)
