@@ -128,7 +128,7 @@ static const struct {
 static const struct {
 	const char *op, *arg;
 	int ndim;
-	int64_t sizes[3];
+	int64_t sizes[4];
 } linalg_args[] = {
 	{ "aten::t", "self", 2, { 3, 4 } },
 	{ "aten::mm", "self", 2, { 2, 3 } },	      { "aten::mm", "mat2", 2, { 3, 4 } },
@@ -152,6 +152,15 @@ static const struct {
 	{ "aten::matmul", "self", 3, { 2, 3, 4 } },   { "aten::matmul", "other", 2, { 4, 2 } },
 	{ "aten::matmul", "out", 3, { 2, 3, 2 } },    { "aten::linear", "input", 3, { 2, 3, 4 } },
 	{ "aten::linear", "weight", 2, { 5, 4 } },    { "aten::linear", "out", 3, { 2, 3, 5 } },
+	{ "aten::conv1d", "weight", 3, { 2, 3, 3 } }, { "aten::conv2d", "input", 4, { 1, 2, 3, 4 } },
+	{ "aten::conv2d", "weight", 4, { 3, 2, 2, 2 } },
+	{ "aten::max_pool2d", "self", 4, { 1, 2, 3, 4 } },
+	{ "aten::avg_pool2d", "self", 4, { 1, 2, 3, 4 } },
+	{ "aten::avg_pool2d", "out", 4, { 1, 2, 1, 2 } },
+	{ "aten::adaptive_avg_pool2d", "self", 4, { 1, 2, 3, 4 } },
+	{ "aten::adaptive_avg_pool2d", "out", 4, { 1, 2, 2, 2 } },
+	{ "aten::batch_norm", "weight", 1, { 3 } },   { "aten::batch_norm", "bias", 1, { 3 } },
+	{ "aten::batch_norm", "running_mean", 1, { 3 } }, { "aten::batch_norm", "running_var", 1, { 3 } },
 };
 
 /* arange(numel) as float32 in the shape linalg_args gives @op's argument @arg, or NULL. */
@@ -221,6 +230,8 @@ static tn_ivalue value_for(const char *op, const tn_schema *s, const tn_schema_a
 				return int_list(2, (int64_t[]){ 2, 3 });
 			if (strcmp(op, "aten::expand") == 0)
 				return int_list(4, (int64_t[]){ 2, 2, 3, 4 });
+			if (strcmp(n, "kernel_size") == 0 || strcmp(n, "output_size") == 0)
+				return int_list(2, (int64_t[]){ 2, 2 });
 			if (strcmp(n, "shape") == 0)
 				return int_list(2, (int64_t[]){ 6, -1 });
 			return int_list(2, (int64_t[]){ 4, 6 });
@@ -239,8 +250,12 @@ static tn_ivalue value_for(const char *op, const tn_schema *s, const tn_schema_a
 			return tn_ivalue_scalar(tn_scalar_int(5));
 		return tn_ivalue_scalar(integer_op(op) ? tn_scalar_int(3) : tn_scalar_double(2.5));
 	case TN_TYPE_STR: {
-		/* div's rounding_mode, the only string argument. */
+		/* div's rounding_mode and the convolutions' padding. */
 		tn_ivalue v;
+		if (strcmp(n, "padding") == 0) {
+			ck_assert_tn_ok(tn_ivalue_string("same", &v));
+			return v;
+		}
 		ck_assert_str_eq(n, "rounding_mode");
 		ck_assert_tn_ok(tn_ivalue_string("floor", &v));
 		return v;
