@@ -850,7 +850,7 @@ static int pool2d(bool max, const tn_tensor *self, int nk, const int64_t *k, int
 	if (rc < 0 || (rc = pool_setup(max, self, nk, k, ns, s, np, pad, nd, dil, ceil_mode, &p,
 				       &fmt)) < 0)
 		return rc;
-	if (key == TN_KEY_CPU && (self->dtype == TN_BOOL || (max && !is_float(self->dtype))))
+	if (key == TN_KEY_CPU && !is_float(self->dtype) && (max || self->dtype != TN_INT64))
 		return wrong_type(who, self->dtype);
 	int64_t sizes[4] = { p.N, p.C, p.OH, p.OW };
 	const int nd_out = self->ndim;
@@ -1071,8 +1071,30 @@ static int batch_norm(const tn_tensor *input, const tn_tensor *weight, const tn_
 	if (rc < 0 || (rc = tn__wrap_dim(1, input->ndim)) < 0)
 		return rc;
 	const int64_t C = input->sizes[1];
-	if (input->numel == 0)
-		return tn_clone(input, TN_PRESERVE_FORMAT, ret);
+	if (input->numel == 0) {
+		/* PyTorch: input.clone(), times weight[0], plus bias[0]. */
+		tn_tensor *out = NULL, *e = NULL, *t = NULL;
+		if ((rc = tn_clone(input, TN_PRESERVE_FORMAT, &out)) < 0)
+			return rc;
+		const tn_tensor *ps[2] = { weight, bias };
+		for (int i = 0; i < 2 && rc == 0; i++) {
+			if (!ps[i])
+				continue;
+			if ((rc = tn_select(ps[i], 0, 0, &e)) == 0 &&
+			    (rc = i == 0 ? tn_mul(out, e, &t) : tn_add(out, e, tn_scalar_int(1), &t)) == 0) {
+				tn_tensor_unref(out);
+				out = t;
+			}
+			tn_tensor_unref(e);
+			e = NULL;
+		}
+		if (rc < 0) {
+			tn_tensor_unref(out);
+			return rc;
+		}
+		*ret = out;
+		return 0;
+	}
 	if ((rc = check_features("running_mean", C, rmean)) < 0)
 		return rc;
 	if (!rmean && !training)
