@@ -408,8 +408,7 @@ static bool strides_like_channels_last(const tn_tensor *t)
 	return true;
 }
 
-/* PyTorch's suggest_memory_format: the format whose stride order @t has. */
-static enum tn_memory_format suggest_memory_format(const tn_tensor *t)
+enum tn_memory_format tn__suggest_memory_format(const tn_tensor *t)
 {
 	if (!strides_like_channels_last(t))
 		return TN_CONTIGUOUS_FORMAT;
@@ -433,7 +432,7 @@ static int to_impl(const tn_tensor *self, enum tn_dtype dtype, bool copy,
 	if (!tn_dtype_is_valid(dtype))
 		return tn__error(TN_EINVAL, "to: invalid dtype %d", (int)dtype);
 	if (self->dtype == dtype && !copy &&
-	    (fmt == TN_PRESERVE_FORMAT || suggest_memory_format(self) == fmt)) {
+	    (fmt == TN_PRESERVE_FORMAT || tn__suggest_memory_format(self) == fmt)) {
 		*ret = tn_tensor_ref((tn_tensor *)self);
 		return 0;
 	}

@@ -206,6 +206,9 @@ void tn__preserve_strides(const tn_tensor *t, int64_t *strides);
 /* TN_EOVERFLOW with ATen's computeStorageNbytes message for @sizes and @strides (a negative
  * size or stride, which its uint64 arithmetic overflows on). */
 int tn__storage_overflow_error(int ndim, const int64_t *sizes, const int64_t *strides);
+/* PyTorch's suggest_memory_format: channels-last (3d) when @t's strides are ordered so (its
+ * is_channels_last_strides_2d_s4 / _3d_s5, with their tie-breaks), else contiguous. */
+enum tn_memory_format tn__suggest_memory_format(const tn_tensor *t);
 /* PyTorch's is_non_overlapping_and_dense: some permutation of the dims is contiguous. */
 bool tn__is_non_overlapping_and_dense(const tn_tensor *t);
 

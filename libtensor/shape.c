@@ -536,7 +536,8 @@ static int trilu(bool upper, const tn_tensor *self, int64_t k, tn_tensor *out, b
 	/* PyTorch wraps dim -2 without the scalar rule, hence two messages. */
 	if (self->ndim == 0)
 		return tn__error(TN_ERANGE, "Dimension specified as -2 but tensor has no dimensions");
-	if ((rc = tn__wrap_dim(-2, self->ndim)) < 0)
+	/* An empty tensor of one dim is returned as it is, as PyTorch 1.13 does. */
+	if (self->numel > 0 && (rc = tn__wrap_dim(-2, self->ndim)) < 0)
 		return rc;
 	if (out && !inplace) {
 		if (out->dtype != self->dtype)

@@ -161,6 +161,15 @@ static const struct {
 	{ "aten::embedding", "weight", 2, { 6, 4 } }, { "aten::embedding", "indices", 2, { 1, 2 } },
 	{ "aten::masked_fill", "value", 0, { 0 } },   { "aten::masked_fill_", "value", 0, { 0 } },
 	{ "aten::nonzero", "out", 2, { 23, 3 } },
+	{ "aten::conv1d", "weight", 3, { 2, 3, 3 } }, { "aten::conv2d", "input", 4, { 1, 2, 3, 4 } },
+	{ "aten::conv2d", "weight", 4, { 3, 2, 2, 2 } },
+	{ "aten::max_pool2d", "self", 4, { 1, 2, 3, 4 } },
+	{ "aten::avg_pool2d", "self", 4, { 1, 2, 3, 4 } },
+	{ "aten::avg_pool2d", "out", 4, { 1, 2, 1, 2 } },
+	{ "aten::adaptive_avg_pool2d", "self", 4, { 1, 2, 3, 4 } },
+	{ "aten::adaptive_avg_pool2d", "out", 4, { 1, 2, 2, 2 } },
+	{ "aten::batch_norm", "weight", 1, { 3 } },   { "aten::batch_norm", "bias", 1, { 3 } },
+	{ "aten::batch_norm", "running_mean", 1, { 3 } }, { "aten::batch_norm", "running_var", 1, { 3 } },
 };
 
 /* arange(numel) as float32 in the shape linalg_args gives @op's argument @arg, or NULL. */
@@ -248,6 +257,8 @@ static tn_ivalue value_for(const char *op, const tn_schema *s, const tn_schema_a
 				return int_list(2, (int64_t[]){ 2, 3 });
 			if (strcmp(op, "aten::expand") == 0)
 				return int_list(4, (int64_t[]){ 2, 2, 3, 4 });
+			if (strcmp(n, "kernel_size") == 0 || strcmp(n, "output_size") == 0)
+				return int_list(2, (int64_t[]){ 2, 2 });
 			if (strcmp(n, "shape") == 0)
 				return int_list(2, (int64_t[]){ 6, -1 });
 			return int_list(2, (int64_t[]){ 4, 6 });
@@ -266,8 +277,12 @@ static tn_ivalue value_for(const char *op, const tn_schema *s, const tn_schema_a
 			return tn_ivalue_scalar(tn_scalar_int(5));
 		return tn_ivalue_scalar(integer_op(op) ? tn_scalar_int(3) : tn_scalar_double(2.5));
 	case TN_TYPE_STR: {
-		/* div's rounding_mode, the only string argument. */
+		/* div's rounding_mode and the convolutions' padding. */
 		tn_ivalue v;
+		if (strcmp(n, "padding") == 0) {
+			ck_assert_tn_ok(tn_ivalue_string("same", &v));
+			return v;
+		}
 		ck_assert_str_eq(n, "rounding_mode");
 		ck_assert_tn_ok(tn_ivalue_string("floor", &v));
 		return v;

@@ -805,6 +805,10 @@ def gen_int_list(rng, schema, arg, ctx):
         if rng.random() < 0.05 and out:
             out[-1] = 7
         return out
+    if name in ("stride", "padding", "dilation", "kernel_size", "output_size") and "size_arg" not in ctx:
+        # The network layers' int[1]/int[2] parameters: one value or one per spatial dim.
+        lo = 0 if name in ("padding", "output_size") else 1
+        return [rng.choice([lo, 1, 1, 2, 3]) for _ in range(rng.choice([1, 2]))]
     if name == "stride":
         return [rng.choice([0, 1, 1, 2, 3, 4]) for _ in ctx["size_arg"]]
     if name == "size" and op == "as_strided":
@@ -861,6 +865,9 @@ def gen_case(rng, schema, probe):
             args.append({"t": "ints", "v": gen_int_list(rng, schema, a, ctx)})
         elif a.type == "int":
             args.append({"t": "int", "v": gen_int(rng, schema, a, ctx)})
+        elif a.type == "float":
+            # batch_norm's momentum and eps.
+            args.append({"t": "float", "v": rng.choice([0.0, 0.1, 1e-5, 0.5])})
         elif a.type == "bool":
             v = False if a.name == "non_blocking" else rng.random() < 0.5
             args.append({"t": "bool", "v": v})

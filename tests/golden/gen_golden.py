@@ -3456,6 +3456,258 @@ def gen_shape(outdir):
     L.append("};")
     L.extend(header_bottom("TN_SHAPE_GOLDEN_H"))
     write(os.path.join(outdir, "shape_golden.h"), L)
+NN_OPS = ["conv1d", "conv2d", "conv1d.padding", "conv2d.padding", "max_pool2d", "avg_pool2d",
+          "adaptive_avg_pool2d", "batch_norm"]
+
+
+def gen_nn(outdir):
+    """Convolution, pooling and batch normalisation (nn.c): every conv option (stride,
+    padding, dilation, groups and depthwise, bias, 1x1, unbatched, channels-last and
+    non-contiguous inputs, the padding strings), pooling options (ceil_mode, padding,
+    dilation, count_include_pad, divisor_override, adaptive sizes that do not divide, NaN),
+    batch_norm in evaluation and training, and every error message. Values are small
+    multiples of 1/4 so that the sums are exact in float32; cases with normal values carry a
+    tolerance."""
+    g = torch.Generator().manual_seed(1919)
+    L = header_top("TN_NN_GOLDEN_H", "Goldens of the network layers (nn.c).", ("math.h",))
+    L.append("/* op: %s */" % ", ".join("%d %s" % (i, n) for i, n in enumerate(NN_OPS)))
+    L.append("/* layout: 0 contiguous, 1 channels-last, 2 every other element of a twice longer last dim */")
+    L.append("struct nn_tensor { int dtype, layout, ndim; int64_t shape[4]; const double *v; };")
+    L.append("struct nn_case { int op, ntensors; struct nn_tensor t[5]; int present;")
+    L.append("    int nstride; int64_t stride[2]; int npad; int64_t pad[2]; int ndil; int64_t dil[2];")
+    L.append("    int64_t groups; const char *padstr; int nk; int64_t k[2]; int ceil_mode, count_include_pad;")
+    L.append("    int has_divisor; int64_t divisor; int training; double momentum, eps; const char *error;")
+    L.append("    int ndim; int64_t shape[4], strides[4]; int dtype; double tol; const double *r;")
+    L.append("    const double *rm_after, *rv_after; };")
+    arrays, cases = [], []
+
+    def vals(shape, normal=False, nan=False):
+        n = int(np.prod(shape)) if len(shape) else 1
+        if normal:
+            v = torch.randn(n, generator=g, dtype=torch.float64)
+        else:
+            v = torch.randint(-8, 9, (n,), generator=g).double() / 4
+        if nan and n > 3:
+            v[n // 3] = float("nan")
+        return v.reshape(shape)
+
+    def make(v, dt, layout):
+        t = v.to(DTYPES[dt]).clone()
+        if layout == 1:
+            # Already channels-last contiguous (size-1 dims): torch keeps its strides.
+            t = t.contiguous(memory_format=torch.channels_last)
+        elif layout == 2:
+            big = torch.zeros(list(t.shape[:-1]) + [t.shape[-1] * 2], dtype=t.dtype)
+            big[..., ::2] = t
+            t = big[..., ::2]
+        return t
+
+    seen = {}
+
+    def arr(v):
+        flat = [c_double(x) for x in v.double().reshape(-1).tolist()]
+        key = tuple(flat)
+        if key in seen:
+            return seen[key]
+        name = "nn_v%d" % len(arrays)
+        seen[key] = name
+        arrays.append("static const double %s[] = {\n%s\n};" % (name, "\n".join(wrap_items(flat or ["0"]))))
+        return name
+
+    def tdesc(v, dt, layout):
+        shp = list(v.shape) + [0] * (4 - v.dim())
+        return "{ %d, %d, %d, { %s }, %s }" % (TN_ORDER.index(dt), layout, v.dim(),
+                                               ", ".join(str(x) for x in shp), arr(v))
+
+    def add(op, tensors, dt="float32", layouts=None, stride=(1,), pad=(0,), dil=(1,), groups=1,
+            padstr=None, k=(2,), ceil_mode=False, cip=True, divisor=None, training=False,
+            momentum=0.1, eps=1e-5, tol=0.0):
+        """tensors: list of value tensors or None (absent)."""
+        layouts = layouts or [0] * len(tensors)
+        layouts = [0 if (lay == 1 and v is not None and v.dim() == 4 and
+                         v.is_contiguous(memory_format=torch.channels_last)) else lay
+                   for v, lay in zip(tensors, layouts)]
+        ts = [None if v is None else make(v, dt, lay) for v, lay in zip(tensors, layouts)]
+        err = None
+        res = None
+        rm = rv = None
+        try:
+            with torch.no_grad():
+                if op == 0:
+                    res = torch.conv1d(ts[0], ts[1], ts[2], list(stride), list(pad), list(dil), groups)
+                elif op == 1:
+                    res = torch.conv2d(ts[0], ts[1], ts[2], list(stride), list(pad), list(dil), groups)
+                elif op == 2:
+                    res = torch.conv1d(ts[0], ts[1], ts[2], list(stride), padstr, list(dil), groups)
+                elif op == 3:
+                    res = torch.conv2d(ts[0], ts[1], ts[2], list(stride), padstr, list(dil), groups)
+                elif op == 4:
+                    res = torch.max_pool2d(ts[0], list(k), list(stride), list(pad), list(dil), ceil_mode)
+                elif op == 5:
+                    res = torch._C._nn.avg_pool2d(ts[0], list(k), list(stride), list(pad), ceil_mode, cip, divisor)
+                elif op == 6:
+                    res = torch._C._nn.adaptive_avg_pool2d(ts[0], list(k))
+                else:
+                    res = torch.batch_norm(ts[0], ts[1], ts[2], ts[3], ts[4], training, momentum, eps, False)
+                    if training and ts[3] is not None:
+                        rm, rv = ts[3].double(), ts[4].double()
+        except Exception as ex:
+            err = str(ex).split("\n")[0]
+        present = sum(1 << i for i, v in enumerate(tensors) if v is not None)
+        tds = [tdesc(v if v is not None else torch.zeros(0), dt, lay) for v, lay in zip(tensors, layouts)]
+        f = lambda xs: "%d, { %s }" % (len(xs), ", ".join(str(x) for x in (list(xs) + [0, 0])[:2]))
+        c = ["%d, %d, { %s }, %d" % (op, len(tensors), ", ".join(tds), present)]
+        c.append("%s, %s, %s, INT64_C(%d), %s" % (f(stride), f(pad), f(dil), groups,
+                                                  c_str(padstr) if padstr else "NULL"))
+        c.append("%s, %d, %d, %d, INT64_C(%d), %d, %s, %s" % (f(k), ceil_mode, cip, divisor is not None,
+                                                             divisor or 0, training, c_double(momentum), c_double(eps)))
+        if err is not None:
+            c.append("%s, 0, { 0 }, { 0 }, 0, 0, NULL, NULL, NULL" % c_str(err))
+        else:
+            shp = list(res.shape) + [0] * (4 - res.dim())
+            st = list(res.stride()) + [0] * (4 - res.dim())
+            c.append("NULL, %d, { %s }, { %s }, %d, %s, %s, %s, %s" % (
+                res.dim(), ", ".join(map(str, shp)), ", ".join(map(str, st)),
+                TN_ORDER.index(DTYPE_NAMES[res.dtype]), c_double(tol), arr(res.double()),
+                arr(rm) if rm is not None else "NULL", arr(rv) if rv is not None else "NULL"))
+        cases.append("    { " + ",\n      ".join(c) + " },")
+
+    # ---- convolution ----
+    for dt, tol in (("float32", 0.0), ("float64", 0.0), ("bfloat16", 0.05)):
+        for (n, ci, co, hw, kk, st, pd, dl, gr, bias) in [
+                (2, 4, 6, 7, 3, 1, 0, 1, 1, True), (1, 3, 4, 8, 3, 2, 1, 1, 1, False),
+                (2, 4, 6, 9, 3, 1, 2, 2, 1, True), (2, 4, 6, 6, 3, 1, 1, 1, 2, True),
+                (2, 4, 4, 6, 3, 1, 1, 1, 4, False), (2, 4, 8, 5, 1, 1, 0, 1, 1, True),
+                (1, 6, 6, 6, 1, 2, 0, 1, 3, True), (3, 2, 3, 5, 2, 2, 1, 1, 1, True)]:
+            x = vals((n, ci, hw, hw)); w = vals((co, ci // gr, kk, kk)); b = vals((co,)) if bias else None
+            for lay in (0, 1, 2):
+                if dt != "float32" and lay == 2:
+                    continue
+                add(1, [x, w, b], dt, [lay, 0, 0], (st,), (pd,), (dl,), gr, tol=tol)
+            if dt == "float32":
+                add(1, [x, w, b], dt, [1, 1, 0], (st,), (pd,), (dl,), gr)
+                add(1, [x, w, b], dt, [0, 1, 0], (st,), (pd,), (dl,), gr)
+    # asymmetric parameters, unbatched, empty batch, larger threaded cases, normal values
+    x = vals((2, 3, 7, 6)); w = vals((4, 3, 3, 2))
+    add(1, [x, w, None], stride=(2, 1), pad=(1, 0), dil=(1, 2))
+    add(1, [vals((3, 6, 5)), vals((4, 3, 3, 3)), vals((4,))], pad=(1,))
+    add(1, [vals((0, 3, 6, 5)), vals((4, 3, 3, 3)), vals((4,))])
+    xb, wb, bb = vals((4, 8, 7, 7)), vals((16, 8, 3, 3)), vals((16,))
+    add(1, [xb, wb, bb], pad=(1,))
+    add(1, [xb, wb, bb], layouts=[1, 0, 0], pad=(1,), stride=(2,))
+    add(1, [vals((2, 8, 6, 6), True), vals((8, 1, 3, 3), True), vals((8,), True)], layouts=[1, 0, 0], pad=(1,), groups=8, tol=1e-4)
+    add(1, [vals((2, 8, 5, 5), True), vals((16, 8, 1, 1), True), None], tol=1e-4)
+    add(1, [vals((2, 3, 6, 6), True), vals((4, 3, 3, 3), True), vals((4,), True)], dt="float64", tol=1e-12)
+    # padding strings
+    for ps in ("same", "valid"):
+        add(3, [vals((2, 3, 6, 5)), vals((4, 3, 3, 2)), vals((4,))], padstr=ps)
+        add(3, [vals((2, 3, 6, 5)), vals((4, 3, 4, 3)), None], padstr=ps, dil=(2, 1))
+        add(2, [vals((2, 3, 7)), vals((4, 3, 4)), vals((4,))], padstr=ps)
+    # conv1d
+    add(0, [vals((2, 4, 9)), vals((6, 4, 3)), vals((6,))])
+    add(0, [vals((2, 4, 9)), vals((6, 2, 3)), None], stride=(2,), pad=(1,), dil=(2,), groups=2)
+    add(0, [vals((4, 9)), vals((6, 4, 1)), vals((6,))])
+    add(0, [vals((2, 4, 9)), vals((6, 4, 3)), vals((6,))], layouts=[2, 0, 0])
+    add(0, [vals((2, 4, 9)), vals((6, 4, 3)), vals((6,))], dt="float64")
+    # conv errors
+    z = lambda *s: torch.zeros(*s, dtype=torch.float64)
+    E = [
+        (1, [z(2, 3), z(8, 3, 3, 3), None], {}),
+        (0, [z(2, 3, 4, 5), z(8, 3, 3), None], {}),
+        (1, [z(1, 3, 8, 8), z(8, 4, 3, 3), None], {}),
+        (1, [z(1, 4, 8, 8), z(6, 2, 3, 3), None], {"groups": 3}),
+        (1, [z(1, 6, 8, 8), z(7, 2, 3, 3), None], {"groups": 3}),
+        (1, [z(1, 6, 8, 8), z(2, 2, 3, 3), None], {"groups": 3}),
+        (1, [z(1, 4, 8, 8), z(8, 4, 3, 3), None], {"stride": (0,)}),
+        (1, [z(1, 4, 8, 8), z(8, 4, 3, 3), None], {"pad": (-1,)}),
+        (1, [z(1, 4, 8, 8), z(8, 4, 3, 3), None], {"groups": 0}),
+        (1, [z(1, 4, 2, 2), z(8, 4, 3, 3), None], {}),
+        (0, [z(1, 4, 2), z(8, 4, 3), None], {}),
+        (1, [z(1, 4, 8, 8), z(8, 4, 3, 3), z(7)], {}),
+        (1, [z(1, 4, 8, 8), z(8, 4, 3, 3), None], {"stride": (1, 1, 1)}),
+        (0, [z(1, 4, 8), z(8, 4, 3), None], {"dil": (1, 1)}),
+        (1, [z(1, 4, 8, 8), z(8, 4, 3), None], {}),
+        (1, [z(1, 4, 8, 8), z(8, 4), None], {}),
+        (3, [z(1, 4, 8, 8), z(8, 4, 3, 3), None], {"padstr": "same", "stride": (2,)}),
+        (3, [z(1, 4, 8, 8), z(8, 4, 3, 3), None], {"padstr": "foo"}),
+        (3, [z(4, 8, 8), z(8, 4, 3, 3), None], {"padstr": "same", "dil": (1, 1, 1)}),
+    ]
+    for op, ts, kw in E:
+        add(op, ts, **kw)
+    # ---- pooling ----
+    for dt in ("float32", "float64", "bfloat16"):
+        x = vals((2, 3, 7, 8), nan=False)
+        for lay in (0, 1, 2):
+            add(4, [x], dt, [lay], k=(3,), stride=(2,), pad=(1,))
+            add(4, [x], dt, [lay], k=(3, 2), stride=(2, 3), pad=(1, 0), dil=(2, 1), ceil_mode=True)
+            add(5, [x], dt, [lay], k=(3,), stride=(2,), pad=(1,), ceil_mode=True)
+            add(5, [x], dt, [lay], k=(3, 2), stride=(2, 1), pad=(1, 1), cip=False)
+            add(6, [x], dt, [lay], k=(3, 5))
+            add(6, [x], dt, [lay], k=(1, 1))
+        add(5, [x], dt, k=(2,), divisor=3)
+        add(4, [vals((3, 5, 6), nan=True)], dt, k=(2,), stride=(1,))
+        add(4, [vals((2, 3, 6, 6), nan=True)], dt, [1], k=(3,), stride=(2,), pad=(1,), ceil_mode=True)
+        add(6, [vals((3, 5, 7))], dt, k=(2, 3))
+        add(5, [vals((3, 5, 7))], dt, k=(2,))
+    add(4, [vals((2, 3, 5, 5))], k=(2,), stride=(2,), ceil_mode=True)
+    xb = vals((4, 8, 12, 12))
+    add(4, [xb], k=(3,), stride=(2,), pad=(1,))
+    add(5, [xb], k=(3,), stride=(2,), pad=(1,), layouts=[1])
+    add(6, [xb], k=(7, 6))
+    add(5, [vals((2, 3, 6, 6)).long()], "int64", k=(2,))
+    add(6, [vals((2, 3, 6, 6), True)], k=(4, 5), tol=1e-6)
+    add(5, [vals((2, 3, 6, 6), True)], k=(3,), pad=(1,), tol=1e-6)
+    add(6, [vals((0, 3, 6, 6))], k=(2, 2))
+    add(4, [vals((0, 3, 6, 6))], k=(2,))
+    for op, ts, kw in [
+            (4, [z(1, 2, 4, 4)], {"k": (3,), "pad": (2,)}), (4, [z(1, 2, 4, 4)], {"k": (0,)}),
+            (4, [z(1, 2, 4, 4)], {"k": (2,), "stride": (0,)}), (4, [z(1, 2, 4, 4)], {"k": (2,), "dil": (0,)}),
+            (4, [z(1, 2, 2, 2)], {"k": (3,)}), (4, [z(2, 2)], {"k": (1,)}),
+            (4, [z(1, 0, 4, 4)], {"k": (2,)}), (4, [z(1, 2, 4, 4)], {"k": (1, 2, 3)}),
+            (4, [z(1, 2, 4, 4)], {"k": (2,), "pad": (-1,)}), (5, [z(1, 2, 4, 4)], {"k": (3,), "pad": (2,)}),
+            (5, [z(1, 2, 4, 4)], {"k": (2,), "divisor": 0}), (5, [z(1, 2, 2, 2)], {"k": (3,)}),
+            (5, [z(2, 2)], {"k": (1,)}), (5, [z(1, 2, 4, 4)], {"k": (2,), "stride": (0,)}),
+            (5, [z(1, 2, 4, 4)], {"k": (2,), "stride": (1, 1, 1)}),
+            (6, [z(1, 2, 4, 4)], {"k": (1, 2, 3)}), (6, [z(1, 2, 4, 4)], {"k": (-1, 2)}),
+            (6, [z(2, 4)], {"k": (2, 2)}), (6, [z(1, 2, 0, 4)], {"k": (2, 2)})]:
+        add(op, ts, "float64", **kw)
+    add(4, [torch.zeros(1, 2, 4, 4)], "int64", k=(2,))
+    add(6, [torch.zeros(1, 2, 4, 4)], "int64", k=(2, 2))
+    # ---- batch_norm ----
+    def bn(shape, w=True, b=True, training=False, dt="float32", lay=0, eps=0.0, normal=False, tol=0.0,
+           momentum=0.1):
+        c = shape[1]
+        rv = (torch.randint(1, 5, (c,), generator=g).double() / 4) ** 2  # exact square roots
+        # PyTorch's kernels fuse x * alpha + beta on some paths: one rounding of difference.
+        tol = max(tol, {"float32": 1e-6, "float64": 1e-15}.get(dt, 0.0))
+        add(7, [vals(shape, normal), vals((c,)) if w else None, vals((c,)) if b else None,
+                vals((c,)), rv], dt, [lay, 0, 0, 0, 0], training=training, eps=eps, tol=tol,
+            momentum=momentum)
+    for dt in ("float32", "float64"):
+        bn((2, 3, 4, 5), dt=dt)
+        bn((2, 3, 4, 5), w=False, b=False, dt=dt)
+        bn((2, 3, 4, 5), w=True, b=False, dt=dt, lay=1)
+        bn((2, 3, 4, 5), dt=dt, lay=2)
+        bn((4, 3), dt=dt)
+        bn((2, 3, 7), dt=dt, eps=1e-5, normal=True, tol=1e-5)
+        bn((2, 3, 4, 5), dt=dt, training=True, eps=1e-5, normal=True, tol=1e-5)
+        bn((3, 4, 5), dt=dt, training=True, w=False, b=False, eps=1e-3, normal=True, tol=1e-5, lay=2)
+    bn((2, 3, 4, 5), dt="bfloat16", tol=0.05)
+    bn((4, 16, 8, 8), lay=1)
+    bn((4, 3, 4, 5), training=True, eps=1e-5, normal=True, tol=1e-5, lay=1)
+    for ts in ([z(2, 3, 4), None, None, None, None], [z(2, 3, 4), None, None, z(3), None],
+               [z(2, 3, 4), None, None, z(4), z(3)], [z(2, 3, 4), None, None, z(3), z(4)],
+               [z(2, 3, 4), z(4), None, z(3), z(3)], [z(2, 3, 4), None, z(4), z(3), z(3)]):
+        add(7, ts, "float64")
+    add(7, [torch.zeros(2, 3, 4), None, None, torch.zeros(3), torch.zeros(3)], "int64")
+
+    L.extend(arrays)
+    L.append("")
+    L.append("static const struct nn_case nn_cases[] = {")
+    L.extend(cases)
+    L.append("};")
+    L.extend(header_bottom("TN_NN_GOLDEN_H"))
+    write(os.path.join(outdir, "nn_golden.h"), L)
     return len(cases)
 
 
@@ -3480,6 +3732,7 @@ def main(argv):
     print("linalg_golden.h: %d cases" % nla)
     nnm = gen_norm(outdir)
     print("norm_golden.h: %d cases" % nnm)
+    print("nn_golden.h: %d cases" % gen_nn(outdir))
     print("reduce_golden.h: %d cases" % nred)
     print("difftest_golden.h: %d gelu bfloat16 values" % ndt)
     print("half_golden.h: %d conversion rows, %d widen rows" % (nh, nw))
