@@ -211,7 +211,10 @@ def test_wait_wakes(tensord, arena):
 
 def test_wait_interrupted(tensord, arena):
     """Ctrl-C ends a wait without limit: the wait releases the GIL and checks signals."""
-    code = ('import sys, libtensor as lt\n'
+    # The child installs Python's SIGINT handler itself: one started in the background by a
+    # non-interactive shell inherits SIGINT ignored, and Python then installs none.
+    code = ('import signal, sys, libtensor as lt\n'
+            'signal.signal(signal.SIGINT, signal.default_int_handler)\n'
             'a = lt.connect(sys.argv[1]).arena(sys.argv[2])\n'
             'print("waiting", flush=True)\n'
             'try:\n'
@@ -224,7 +227,8 @@ def test_wait_interrupted(tensord, arena):
         time.sleep(0.3)
         t0 = time.monotonic()
         p.send_signal(signal.SIGINT)
-        assert p.stdout.readline().strip() == 'interrupted'
+        out, _ = p.communicate(timeout=10)  # never hang the suite on a lost signal
+        assert out.strip() == 'interrupted'
         assert time.monotonic() - t0 < 3
     finally:
         p.kill()
