@@ -39,8 +39,11 @@
 /* The threads one BLIS call may use. */
 static int blas_threads(void)
 {
-#ifdef TN_TSAN
-	/* BLIS's OpenMP threads synchronise through libgomp, which TSan cannot see. */
+#if defined(TN_TSAN) || defined(__SANITIZE_ADDRESS__)
+	/* BLIS's OpenMP threads synchronise through libgomp, which TSan cannot see; and
+	 * LeakSanitizer's exit-time scan crashes on the thread team BLIS leaves behind (its
+	 * tracer faults on their stacks). The sanitizer builds run each product on one thread
+	 * (our own loops still run on several). */
 	return 1;
 #else
 #ifdef _OPENMP

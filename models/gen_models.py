@@ -11,7 +11,9 @@ OUTDIR/gpt2_expected.safetensors
     "prompt" (int64), the logits torch computes for the prompt ("logits", [T, vocab]), the
     tokens its greedy decoding generates from the prompt ("generated", recomputing the whole
     sequence at each step, no cache) and the margin between the best and second-best logit
-    at each step ("margins": the decoding is only comparable where it is not a near tie).
+    at each step ("margins": the decoding is only comparable where it is not a near tie);
+    and for each prompt the demo serves, "demo.I.prompt", "demo.I.generated" and the
+    smallest margin "demo.I.margin".
 
 The same seed and torch version write the same bytes. The model is written here in plain
 torch (torch 1.13 has neither transformers nor scaled_dot_product_attention): this file is
@@ -28,6 +30,10 @@ import torch
 
 GPT2 = dict(n_layer=4, n_embd=256, n_head=4, vocab=8192, n_ctx=256)
 PROMPT = [1, 517, 4099, 23, 7, 7000, 88, 1024]
+# The prompts `make demo` serves, one per worker (the first is PROMPT).
+# Each decodes without a near tie (its smallest margin is at least 0.037).
+DEMO_PROMPTS = [PROMPT, [6091, 7685, 4039], [2139, 2175, 6780, 1747],
+                [5205, 7848, 4489, 4768, 7701, 6615, 2400, 1844]]
 NEW_TOKENS = 24
 
 
@@ -112,17 +118,28 @@ def gpt2_forward(w, cfg, tokens):
     return F.linear(x, w["wte.weight"])
 
 
-def gpt2_expected(w, cfg):
-    logits = gpt2_forward(w, cfg, PROMPT)
-    seq, margins = list(PROMPT), []
+def greedy(w, cfg, prompt):
+    seq, margins = list(prompt), []
     for _ in range(NEW_TOKENS):
         last = gpt2_forward(w, cfg, seq)[-1]
         top = last.topk(2)
         margins.append(float(top.values[0] - top.values[1]))
         seq.append(int(top.indices[0]))
-    return {"prompt": torch.tensor(PROMPT, dtype=torch.int64), "logits": logits,
-            "generated": torch.tensor(seq[len(PROMPT):], dtype=torch.int64),
-            "margins": torch.tensor(margins, dtype=torch.float64)}
+    return seq[len(prompt):], margins
+
+
+def gpt2_expected(w, cfg):
+    logits = gpt2_forward(w, cfg, PROMPT)
+    gen, margins = greedy(w, cfg, PROMPT)
+    e = {"prompt": torch.tensor(PROMPT, dtype=torch.int64), "logits": logits,
+         "generated": torch.tensor(gen, dtype=torch.int64),
+         "margins": torch.tensor(margins, dtype=torch.float64)}
+    for i, p in enumerate(DEMO_PROMPTS):
+        gen, margins = greedy(w, cfg, p)
+        e["demo.%d.prompt" % i] = torch.tensor(p, dtype=torch.int64)
+        e["demo.%d.generated" % i] = torch.tensor(gen, dtype=torch.int64)
+        e["demo.%d.margin" % i] = torch.tensor([min(margins)], dtype=torch.float64)
+    return e
 
 
 def main(argv):
@@ -142,6 +159,9 @@ def main(argv):
     print("gpt2: %d tensors, %d parameters; generated %s; smallest margin %.4f" % (
         len(w), sum(t.numel() for t in w.values()), e["generated"].tolist(),
         float(e["margins"].min())))
+    for i in range(len(DEMO_PROMPTS)):
+        print("demo prompt %d: generated %s, smallest margin %.4f" % (
+            i, e["demo.%d.generated" % i].tolist(), float(e["demo.%d.margin" % i])))
     return 0
 
 

@@ -330,6 +330,7 @@ START_TEST(test_out_errors)
 	ck_assert_tn_ok(tn_ones(2, s22, TN_FLOAT32, TN_CPU, &sq));
 	ck_assert_tn_ok(tn_addmm_(sq, a, b, tn_scalar_int(1), tn_scalar_int(1)));
 	ck_assert_double_eq(tn_test_get_double(sq, (int64_t[]){ 1, 1 }), 4.0);
+	tn_tensor_unref(sq);
 	/* In place, self must already have the product's dtype (PyTorch's message). */
 	ck_assert_tn_ok(tn_ones(2, s22, TN_FLOAT64, TN_CPU, &o));
 	ck_assert_int_eq(tn_addmm_(o, a, b, tn_scalar_int(1), tn_scalar_int(1)), TN_EINVAL);
