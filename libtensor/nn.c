@@ -1020,18 +1020,39 @@ static inline double fma_double(double x, double a, double b)
 	return fma(x, a, b);
 }
 
+/*
+ * Planes (n, c) in [begin, end): the last two dims by their strides, any dims between them and
+ * dim 1 (5-d and up) through bn_offset. An index division per element made this loop most of
+ * an evaluation-mode batch norm's time, and a quarter of a ResNet's.
+ */
 #define BN_PLANES(T)                                                                          \
 	static void bn_planes_##T(void *ctx, int64_t begin, int64_t end, int tid)              \
 	{                                                                                     \
 		const struct bn_ctx *g = ctx;                                                 \
+		const int nd = g->ndim;                                                       \
+		const int64_t H = nd > 3 ? g->sizes[nd - 2] : 1;                              \
+		const int64_t W = nd > 2 ? g->sizes[nd - 1] : 1;                              \
+		const int64_t xh = nd > 3 ? g->xs[nd - 2] : 0, xw = nd > 2 ? g->xs[nd - 1] : 0; \
+		const int64_t yh = nd > 3 ? g->ys[nd - 2] : 0, yw = nd > 2 ? g->ys[nd - 1] : 0; \
+		const bool unit = xw == 1 && yw == 1;                                         \
 		(void)tid;                                                                    \
 		for (int64_t q = begin; q < end; q++) {                                       \
 			int64_t n = q / g->C, c = q % g->C;                                   \
-			const T *x = (const T *)g->x + n * g->xs[0] + c * g->xs[1];           \
-			T *y = (T *)g->y + n * g->ys[0] + c * g->ys[1];                       \
 			T a = ((const T *)g->alpha)[c], b = ((const T *)g->beta)[c];          \
-			for (int64_t i = 0; i < g->S; i++) {                                  \
-				y[bn_offset(g, g->ys, i)] = fma_##T(x[bn_offset(g, g->xs, i)], a, b); \
+			for (int64_t i = 0; i < g->S; i += H * W) {                           \
+				const T *x = (const T *)g->x + n * g->xs[0] + c * g->xs[1] +  \
+					     bn_offset(g, g->xs, i);                          \
+				T *y = (T *)g->y + n * g->ys[0] + c * g->ys[1] +              \
+				       bn_offset(g, g->ys, i);                                \
+				for (int64_t h = 0; h < H; h++, x += xh, y += yh) {           \
+					if (unit) {                                           \
+						for (int64_t w = 0; w < W; w++)               \
+							y[w] = fma_##T(x[w], a, b);            \
+					} else {                                              \
+						for (int64_t w = 0; w < W; w++)               \
+							y[w * yw] = fma_##T(x[w * xw], a, b);  \
+					}                                                     \
+				}                                                             \
 			}                                                                     \
 		}                                                                             \
 	}

@@ -15,9 +15,26 @@ OUTDIR/gpt2_expected.safetensors
     and for each prompt the demo serves, "demo.I.prompt", "demo.I.generated" and the
     smallest margin "demo.I.margin".
 
+OUTDIR/resnet18.safetensors
+    ResNet-18 as torchvision builds it (BasicBlocks [2, 2, 2, 2] of widths 64..512, a 1000-way
+    fc) in torchvision's parameter names ("conv1.weight", "layer2.0.downsample.1.running_var",
+    "fc.bias", ...): Kaiming-normal convolutions, and batch-norm statistics set from what a
+    calibration batch gives each layer in float64, then perturbed (the mean by 0.2 of the
+    standard deviation, the variance by a factor in [0.8, 1.2]), with random affine weights,
+    and fc.bias less the calibration batch's mean logits: every layer's normalisation matters,
+    the activations stay of order one, and different images get different classes.
+OUTDIR/resnet18_expected.safetensors
+    torch's logits in evaluation mode for a batch of one image ("images1", "logits1") and a
+    batch of four ("images4", "logits4"), [N, 3, 96, 80] float32 of unit variance, and the
+    margin between each image's best and second-best logit ("margins1", "margins4": the
+    classes are only comparable where they are not a near tie). The images are 96x80 rather
+    than 224x224 so that check_models stays fast under sanitizers: a 96x80 image still
+    exercises every layer (layer4 runs on 3x3 maps) and the odd sizes test the padding at the
+    edges.
+
 The same seed and torch version write the same bytes. The model is written here in plain
 torch (torch 1.13 has neither transformers nor scaled_dot_product_attention): this file is
-the reference the C runner (models/gpt2.c) is checked against.
+the reference the C runners (models/gpt2.c, models/resnet.c) are checked against.
 """
 
 import json
@@ -35,6 +52,9 @@ PROMPT = [1, 517, 4099, 23, 7, 7000, 88, 1024]
 DEMO_PROMPTS = [PROMPT, [6091, 7685, 4039], [2139, 2175, 6780, 1747],
                 [5205, 7848, 4489, 4768, 7701, 6615, 2400, 1844]]
 NEW_TOKENS = 24
+
+RESNET18 = dict(num_classes=1000, height=96, width=80)
+RESNET_WIDTHS = [64, 128, 256, 512]
 
 
 def save_safetensors(path, tensors, metadata=None):
@@ -142,6 +162,102 @@ def gpt2_expected(w, cfg):
     return e
 
 
+def resnet18_blocks():
+    """(prefix, in channels, out channels, stride) of each BasicBlock, as torchvision."""
+    cin = 64
+    for i, c in enumerate(RESNET_WIDTHS):
+        for b in range(2):
+            yield "layer%d.%d." % (i + 1, b), cin, c, 2 if i > 0 and b == 0 else 1
+            cin = c
+
+
+def resnet18_forward(w, x, calibrate=None):
+    """Logits [N, classes] of images x in evaluation mode (F.batch_norm with the running
+    statistics, eps 1e-5). With calibrate (a generator), each batch norm first sets its
+    running statistics from x's own, perturbed."""
+    F = torch.nn.functional
+
+    def bn(h, name):
+        if calibrate is not None:
+            m, v = h.mean((0, 2, 3)), h.var((0, 2, 3))
+            c = m.numel()
+            w[name + ".running_mean"] = m + 0.2 * v.sqrt() * torch.randn(
+                c, generator=calibrate, dtype=h.dtype)
+            w[name + ".running_var"] = v * (0.8 + 0.4 * torch.rand(
+                c, generator=calibrate, dtype=h.dtype))
+        return F.batch_norm(h, w[name + ".running_mean"], w[name + ".running_var"],
+                            w[name + ".weight"], w[name + ".bias"], False, 0.1, 1e-5)
+
+    x = F.relu(bn(F.conv2d(x, w["conv1.weight"], stride=2, padding=3), "bn1"))
+    x = F.max_pool2d(x, 3, 2, 1)
+    for p, cin, c, s in resnet18_blocks():
+        h = F.relu(bn(F.conv2d(x, w[p + "conv1.weight"], stride=s, padding=1), p + "bn1"))
+        h = bn(F.conv2d(h, w[p + "conv2.weight"], padding=1), p + "bn2")
+        if s != 1 or cin != c:
+            x = bn(F.conv2d(x, w[p + "downsample.0.weight"], stride=s), p + "downsample.1")
+        x = F.relu(h + x)
+    x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+    if calibrate is not None:
+        # Centre the logits: otherwise the features every image shares pick one class.
+        w["fc.bias"] = w["fc.bias"] - F.linear(x.mean(0), w["fc.weight"])
+    return F.linear(x, w["fc.weight"], w["fc.bias"])
+
+
+def resnet18_weights(cfg, seed=1929):
+    """The weights and the generator (to draw the images from after them). The seed is one
+    that gives the five images five classes, each best logit leading by at least 0.066."""
+    g = torch.Generator().manual_seed(seed)
+    w = {}
+
+    def conv(name, o, i, k):
+        w[name + ".weight"] = torch.randn(o, i, k, k, generator=g) * math.sqrt(2 / (i * k * k))
+
+    def bn(name, c):
+        w[name + ".weight"] = 0.75 + 0.5 * torch.rand(c, generator=g)
+        w[name + ".bias"] = 0.1 * torch.randn(c, generator=g)
+
+    conv("conv1", 64, 3, 7)
+    bn("bn1", 64)
+    for p, cin, c, s in resnet18_blocks():
+        conv(p + "conv1", c, cin, 3)
+        bn(p + "bn1", c)
+        conv(p + "conv2", c, c, 3)
+        bn(p + "bn2", c)
+        if s != 1 or cin != c:
+            conv(p + "downsample.0", c, cin, 1)
+            bn(p + "downsample.1", c)
+    n = cfg["num_classes"]
+    w["fc.weight"] = torch.randn(n, 512, generator=g) * math.sqrt(1 / 512)
+    w["fc.bias"] = 0.1 * torch.randn(n, generator=g)
+    # The running statistics (and fc.bias's centring): from a calibration batch, computed in
+    # float64 so that they hardly depend on the order this machine's kernels sum in, then
+    # rounded to float32.
+    wd = {k: v.double() for k, v in w.items()}
+    images = torch.randn(8, 3, cfg["height"], cfg["width"], generator=g)
+    resnet18_forward(wd, images.double(), calibrate=g)
+    # torchvision's order: each module's parameters, then its buffers.
+    ordered = {}
+    for k, v in w.items():
+        ordered[k] = wd[k].float() if k == "fc.bias" else v
+        base = k[:-len("bias")]
+        if k.endswith(".bias") and base + "running_mean" in wd:
+            for b in ("running_mean", "running_var"):
+                ordered[base + b] = wd[base + b].float()
+    return ordered, g
+
+
+def resnet18_expected(w, cfg, g):
+    e = {}
+    for n in (1, 4):
+        x = torch.randn(n, 3, cfg["height"], cfg["width"], generator=g)
+        y = resnet18_forward(w, x)
+        top = y.topk(2, dim=1).values
+        e["images%d" % n] = x
+        e["logits%d" % n] = y
+        e["margins%d" % n] = (top[:, 0] - top[:, 1]).double()
+    return e
+
+
 def main(argv):
     if len(argv) != 2:
         sys.stderr.write("usage: %s OUTDIR\n" % argv[0])
@@ -156,12 +272,22 @@ def main(argv):
         e = gpt2_expected(w, GPT2)
         save_safetensors(os.path.join(out, "gpt2_expected.safetensors"), e,
                          {"torch": torch.__version__})
+        rw, rg = resnet18_weights(RESNET18)
+        save_safetensors(os.path.join(out, "resnet18.safetensors"), rw,
+                         {k: str(v) for k, v in RESNET18.items()})
+        re = resnet18_expected(rw, RESNET18, rg)
+        save_safetensors(os.path.join(out, "resnet18_expected.safetensors"), re,
+                         {"torch": torch.__version__})
     print("gpt2: %d tensors, %d parameters; generated %s; smallest margin %.4f" % (
         len(w), sum(t.numel() for t in w.values()), e["generated"].tolist(),
         float(e["margins"].min())))
     for i in range(len(DEMO_PROMPTS)):
         print("demo prompt %d: generated %s, smallest margin %.4f" % (
             i, e["demo.%d.generated" % i].tolist(), float(e["demo.%d.margin" % i])))
+    print("resnet18: %d tensors, %d values; classes %s, %s; smallest margin %.4f" % (
+        len(rw), sum(t.numel() for t in rw.values()), re["logits1"].argmax(1).tolist(),
+        re["logits4"].argmax(1).tolist(),
+        min(float(re["margins1"].min()), float(re["margins4"].min()))))
     return 0
 
 

@@ -231,6 +231,86 @@ START_TEST(test_type_and_out_errors)
 }
 END_TEST
 
+/* Element @i (in row-major order) of @t's index space into @idx. */
+static void unravel(const tn_tensor *t, int64_t i, int64_t *idx)
+{
+	for (int d = tn_tensor_ndim(t) - 1; d >= 0; d--) {
+		idx[d] = i % tn_tensor_sizes(t)[d];
+		i /= tn_tensor_sizes(t)[d];
+	}
+}
+
+/*
+ * batch_norm in evaluation over layouts the goldens lack: 5-d (the dims between 1 and the
+ * last two walked by index), the last dim strided (transposed, sliced), channels-last, and the
+ * same values as 3-d. Each result is the formula's, and equals, bit for bit, the result for a
+ * contiguous copy of the input.
+ */
+START_TEST(test_batch_norm_layouts)
+{
+	const enum tn_dtype dts[2] = { TN_FLOAT32, TN_FLOAT64 };
+	const int64_t C = 3;
+	for (int k = 0; k < 2; k++) {
+		const enum tn_dtype dt = dts[k];
+		tn_tensor *x, *p[4], *v[5];
+		ck_assert_tn_ok(tn_empty(5, (int64_t[]){ 2, C, 4, 6, 10 }, dt, TN_CPU,
+					 TN_CONTIGUOUS_FORMAT, &x));
+		for (int64_t i = 0; i < tn_tensor_numel(x); i++) {
+			double e = (double)((i * 37) % 101) / 25 - 2;
+			if (dt == TN_FLOAT32)
+				((float *)tn_tensor_data(x))[i] = (float)e;
+			else
+				((double *)tn_tensor_data(x))[i] = e;
+		}
+		/* weight, bias, running mean, running var */
+		static const double pv[4][3] = { { 1.5, -0.5, 0.75 },
+						 { 0.25, 0, -1 },
+						 { 0.1, -0.3, 0.2 },
+						 { 0.5, 2, 1.25 } };
+		for (int j = 0; j < 4; j++)
+			p[j] = tn_test_from_values(pv[j], 1, (int64_t[]){ C }, dt);
+		tn_tensor *r4;
+		ck_assert_tn_ok(tn_permute(x, 5, (int64_t[]){ 0, 1, 2, 4, 3 }, &v[0]));
+		ck_assert_tn_ok(tn_slice(x, 4, 1, 10, 2, &v[1]));
+		ck_assert_tn_ok(tn_reshape(x, 4, (int64_t[]){ 2, C, 24, 10 }, &r4));
+		ck_assert_tn_ok(tn_contiguous(r4, TN_CHANNELS_LAST, &v[2]));
+		ck_assert_tn_ok(tn_reshape(x, 3, (int64_t[]){ 2, C, 240 }, &v[3]));
+		v[4] = tn_tensor_ref(x);
+		tn_tensor_unref(r4);
+		for (int j = 0; j < 5; j++) {
+			tn_tensor *y, *xc, *yc;
+			ck_assert_tn_ok(tn_batch_norm(v[j], p[0], p[1], p[2], p[3], false, 0.1,
+						      1e-5, false, &y));
+			ck_assert_tn_ok(tn_contiguous(v[j], TN_CONTIGUOUS_FORMAT, &xc));
+			ck_assert_tn_ok(tn_batch_norm(xc, p[0], p[1], p[2], p[3], false, 0.1, 1e-5,
+						      false, &yc));
+			int64_t idx[5];
+			for (int64_t i = 0; i < tn_tensor_numel(y); i++) {
+				unravel(y, i, idx);
+				const int64_t c = idx[1];
+				double xv = tn_test_get_double(v[j], idx),
+				       got = tn_test_get_double(y, idx);
+				double want = (xv - pv[2][c]) / sqrt(pv[3][c] + 1e-5) * pv[0][c] +
+					      pv[1][c];
+				ck_assert_msg(fabs(got - want) <=
+						      (dt == TN_FLOAT32 ? 2e-6 : 1e-14) *
+							      fmax(1, fabs(want)),
+					      "%s view %d element %lld: %.17g, expected %.17g",
+					      tn_dtype_name(dt), j, (long long)i, got, want);
+				ck_assert(got == tn_test_get_double(yc, idx));
+			}
+			tn_tensor_unref(y);
+			tn_tensor_unref(yc);
+			tn_tensor_unref(xc);
+			tn_tensor_unref(v[j]);
+		}
+		for (int j = 0; j < 4; j++)
+			tn_tensor_unref(p[j]);
+		tn_tensor_unref(x);
+	}
+}
+END_TEST
+
 /* float16 runs (PyTorch's CPU kernels refuse it) and agrees with float32 rounded once. */
 START_TEST(test_float16_matches_float32)
 {
@@ -348,6 +428,7 @@ static Suite *nn_suite(void)
 	tcase_add_loop_test(tc, test_goldens_with_threads, 0, 3);
 	tcase_add_test(tc, test_type_and_out_errors);
 	tcase_add_test(tc, test_float16_matches_float32);
+	tcase_add_test(tc, test_batch_norm_layouts);
 	tcase_add_test(tc, test_allocation_failures);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
