@@ -63,6 +63,7 @@ bool tn__fault_fires(void);
  * rather than read after free. */
 #define TN_MAGIC_STORAGE 0x53544f52u /* "STOR" */
 #define TN_MAGIC_TENSOR 0x54454e53u  /* "TENS" */
+#define TN_MAGIC_GENERATOR 0x524e4753u /* "RNGS" */
 #define TN_MAGIC_DEAD 0xdeadbeefu
 void *tn__handle_alloc(size_t size, uint32_t magic);
 void tn__handle_free(void *handle);

@@ -9,7 +9,7 @@
 //          which), and the fraction of the FMA peak;
 //   bmm    batches of 64 x 64 and 256 x 256 products;
 //   linear at batch 1 (a GEMV over a 4096 x 4096 weight): GB/s of the weight read against
-//          STREAM's copy bandwidth;
+//          STREAM's read bandwidth (a vectorised sum over 256 MiB);
 //   softmax, log_softmax and layer_norm over the last dim of float32 [rows, n] tensors: GB/s
 //          (one read and one write of the tensor) against torch's and STREAM's.
 // Every figure is the median of repeated runs; each library is timed in a block of its own
@@ -33,142 +33,18 @@
 #include <torch/torch.h>
 #endif
 
+#include "bench_machine.h"
+
 extern "C" {
 #include <tensor.h>
 }
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-double now() { return std::chrono::duration<double>(clock_type::now().time_since_epoch()).count(); }
-
-// The median of @reps timed runs of @fn after one warm run.
-double median_seconds(const std::function<void()> &fn, int reps)
-{
-	std::vector<double> t;
-	fn();
-	for (int r = 0; r < reps; r++) {
-		double t0 = now();
-		fn();
-		t.push_back(now() - t0);
-	}
-	std::sort(t.begin(), t.end());
-	return t[t.size() / 2];
-}
-
-// Medians over three alternating blocks per contender.
-std::vector<double> blocks(const std::vector<std::function<void()>> &fns, int reps)
-{
-	std::vector<std::vector<double>> all(fns.size());
-	for (int round = 0; round < 3; round++)
-		for (size_t i = 0; i < fns.size(); i++)
-			all[i].push_back(median_seconds(fns[i], reps));
-	std::vector<double> med;
-	for (auto &v : all) {
-		std::sort(v.begin(), v.end());
-		med.push_back(v[1]);
-	}
-	return med;
-}
-
-int threads()
-{
-	const char *e = std::getenv("TN_NUM_THREADS");
-	return e && atoi(e) > 0 ? atoi(e) : 2;
-}
-
-// The FMA peak: each thread runs 12 independent chains of 8-wide (AVX2) or 16-wide
-// (AVX-512) fused multiply-adds in registers; GFLOP/s counts 2 per lane per FMA.
-__attribute__((target("avx512f"))) double fma_peak_avx512(int nt)
-{
-	const long iters = 20000000;
-	double best = 0;
-	for (int rep = 0; rep < 5; rep++) {
-		double t0 = now();
-#pragma omp parallel num_threads(nt)
-		{
-			typedef float v16 __attribute__((vector_size(64)));
-			v16 a0 = {}, a1 = {}, a2 = {}, a3 = {}, a4 = {}, a5 = {}, a6 = {}, a7 = {},
-			    a8 = {}, a9 = {}, a10 = {}, a11 = {};
-			v16 x = v16{} + 1.0000001f, y = v16{} + 0.9999999f;
-			for (long i = 0; i < iters; i++) {
-				__asm__("vfmadd231ps %[x], %[y], %[a0]\n\tvfmadd231ps %[x], %[y], %[a1]\n\t"
-					"vfmadd231ps %[x], %[y], %[a2]\n\tvfmadd231ps %[x], %[y], %[a3]\n\t"
-					"vfmadd231ps %[x], %[y], %[a4]\n\tvfmadd231ps %[x], %[y], %[a5]\n\t"
-					"vfmadd231ps %[x], %[y], %[a6]\n\tvfmadd231ps %[x], %[y], %[a7]\n\t"
-					"vfmadd231ps %[x], %[y], %[a8]\n\tvfmadd231ps %[x], %[y], %[a9]\n\t"
-					"vfmadd231ps %[x], %[y], %[a10]\n\tvfmadd231ps %[x], %[y], %[a11]"
-					: [a0] "+v"(a0), [a1] "+v"(a1), [a2] "+v"(a2), [a3] "+v"(a3),
-					  [a4] "+v"(a4), [a5] "+v"(a5), [a6] "+v"(a6), [a7] "+v"(a7),
-					  [a8] "+v"(a8), [a9] "+v"(a9), [a10] "+v"(a10), [a11] "+v"(a11)
-					: [x] "v"(x), [y] "v"(y));
-			}
-			v16 s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;
-			if (s[0] == 42.0f)
-				std::printf(" ");
-		}
-		double g = 12.0 * 16 * 2 * iters * nt / (now() - t0) / 1e9;
-		best = std::max(best, g);
-	}
-	return best;
-}
-
-__attribute__((target("avx2,fma"))) double fma_peak_avx2(int nt)
-{
-	const long iters = 20000000;
-	double best = 0;
-	for (int rep = 0; rep < 5; rep++) {
-		double t0 = now();
-#pragma omp parallel num_threads(nt)
-		{
-			typedef float v8 __attribute__((vector_size(32)));
-			v8 a0 = {}, a1 = {}, a2 = {}, a3 = {}, a4 = {}, a5 = {}, a6 = {}, a7 = {},
-			   a8 = {}, a9 = {}, a10 = {}, a11 = {};
-			v8 x = v8{} + 1.0000001f, y = v8{} + 0.9999999f;
-			for (long i = 0; i < iters; i++) {
-				__asm__("vfmadd231ps %[x], %[y], %[a0]\n\tvfmadd231ps %[x], %[y], %[a1]\n\t"
-					"vfmadd231ps %[x], %[y], %[a2]\n\tvfmadd231ps %[x], %[y], %[a3]\n\t"
-					"vfmadd231ps %[x], %[y], %[a4]\n\tvfmadd231ps %[x], %[y], %[a5]\n\t"
-					"vfmadd231ps %[x], %[y], %[a6]\n\tvfmadd231ps %[x], %[y], %[a7]\n\t"
-					"vfmadd231ps %[x], %[y], %[a8]\n\tvfmadd231ps %[x], %[y], %[a9]\n\t"
-					"vfmadd231ps %[x], %[y], %[a10]\n\tvfmadd231ps %[x], %[y], %[a11]"
-					: [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3),
-					  [a4] "+x"(a4), [a5] "+x"(a5), [a6] "+x"(a6), [a7] "+x"(a7),
-					  [a8] "+x"(a8), [a9] "+x"(a9), [a10] "+x"(a10), [a11] "+x"(a11)
-					: [x] "x"(x), [y] "x"(y));
-			}
-			v8 s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;
-			if (s[0] == 42.0f)
-				std::printf(" ");
-		}
-		double g = 12.0 * 8 * 2 * iters * nt / (now() - t0) / 1e9;
-		best = std::max(best, g);
-	}
-	return best;
-}
-
-// STREAM copy over arrays of 256 MiB each (8x the 32 MiB L3), vectorised by the compiler,
-// on @nt threads: GB/s counting the bytes read and written.
-double stream_copy(int nt)
-{
-	const size_t n = (size_t)64 << 20;
-	float *a = static_cast<float *>(std::aligned_alloc(64, n * 4));
-	float *b = static_cast<float *>(std::aligned_alloc(64, n * 4));
-#pragma omp parallel for num_threads(nt)
-	for (size_t i = 0; i < n; i++) {
-		a[i] = 1.0f;
-		b[i] = 0.0f;
-	}
-	double s = median_seconds([&] {
-#pragma omp parallel for num_threads(nt)
-		for (size_t i = 0; i < n; i++)
-			b[i] = a[i];
-	}, 7);
-	std::free(a);
-	std::free(b);
-	return 2.0 * n * 4 / s / 1e9;
-}
+using bench::blocks;
+using bench::median_seconds;
+using bench::now;
+using bench::threads;
 
 tn_tensor *ones2(int64_t r, int64_t c)
 {
@@ -208,11 +84,12 @@ int main()
 	char env[16];
 	std::snprintf(env, sizeof env, "%d", nt);
 	setenv("TN_NUM_THREADS", env, 1);
-	bool avx512 = __builtin_cpu_supports("avx512f");
-	double peak = avx512 ? fma_peak_avx512(nt) : fma_peak_avx2(nt);
-	double stream = stream_copy(nt);
-	std::printf("bench_linalg: %d threads; FMA peak %.0f GFLOP/s (%s, measured); STREAM copy %.1f GB/s\n",
-		    nt, peak, avx512 ? "AVX-512" : "AVX2", stream);
+	bool avx512 = bench::has_avx512();
+	double peak = bench::fma_peak(nt), stream, stream_read;
+	bench::stream_bandwidth(nt, &stream, &stream_read);
+	std::printf("bench_linalg: %d threads; FMA peak %.0f GFLOP/s (%s, measured); STREAM copy "
+		    "%.1f GB/s, read %.1f GB/s\n",
+		    nt, peak, avx512 ? "AVX-512" : "AVX2", stream, stream_read);
 	std::printf("bench_linalg: libtensor and BLIS: %s %s, %s threading\n", "BLIS",
 		    blis_version(), blis_openmp() ? "OpenMP" : "other");
 #ifdef TN_HAVE_LIBTORCH
@@ -299,9 +176,9 @@ int main()
 		std::vector<double> s = blocks(fns, 50);
 		double bytes = 4.0 * n * n;
 		double lt = bytes / s[0] / 1e9, th = s.size() > 1 ? bytes / s[1] / 1e9 : 0;
-		std::printf("%-6s %5lld %8.1fGB/s %10s %8.1fGB/s %9s %9.2f %9s   (lt/STREAM %.2f)\n",
+		std::printf("%-6s %5lld %8.1fGB/s %10s %8.1fGB/s %9s %9.2f %9s   (lt/STREAM read %.2f)\n",
 			    "linear", (long long)n, lt, "-", th, "-", th > 0 ? lt / th : 0, "-",
-			    lt / stream);
+			    lt / stream_read);
 		tn_tensor_unref(x);
 		tn_tensor_unref(w);
 	}

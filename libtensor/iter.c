@@ -135,18 +135,6 @@ static bool same_tensor(const tn_tensor *a, const tn_tensor *b)
 	       memcmp(a->strides, b->strides, (size_t)a->ndim * sizeof(int64_t)) == 0;
 }
 
-/* ATen's has_internal_overlap: a dimension of size > 1 with stride 0 writes one location
- * twice. (Other overlaps are "too hard" to prove and allowed, as in PyTorch.) */
-static bool has_internal_overlap(const tn_tensor *t)
-{
-	if (t->contiguous)
-		return false;
-	for (int d = 0; d < t->ndim; d++)
-		if (t->sizes[d] > 1 && t->strides[d] == 0)
-			return true;
-	return false;
-}
-
 enum overlap { OVERLAP_NO, OVERLAP_FULL, OVERLAP_PARTIAL, OVERLAP_TOO_HARD };
 
 /* ATen's get_overlap_status. */
@@ -174,17 +162,18 @@ static enum overlap overlap_status(const tn_tensor *a, const tn_tensor *b)
 	return OVERLAP_NO;
 }
 
+/* ATen's assert_no_internal_overlap on each output (tn__check_internal_overlap: a dimension
+ * of size > 1 with stride 0; other overlaps are "too hard" to prove and allowed, as in
+ * PyTorch), then assert_no_partial_overlap between each output and each input. */
 static int check_overlaps(const struct tn_iter *it)
 {
+	int rc;
 	for (int o = 0; o < it->noutputs; o++) {
 		const tn_tensor *out = it->ops[o].tensor;
 		if (!out)
 			continue;
-		if (has_internal_overlap(out))
-			return tn__error(TN_EINVAL,
-					 "unsupported operation: more than one element of the "
-					 "written-to tensor refers to a single memory location. Please "
-					 "clone() the tensor before performing the operation.");
+		if ((rc = tn__check_internal_overlap(out)) < 0)
+			return rc;
 		for (int i = it->noutputs; i < it->ntensors; i++) {
 			if (overlap_status(out, it->ops[i].tensor) == OVERLAP_PARTIAL)
 				return tn__error(TN_EINVAL,

@@ -120,6 +120,23 @@ TN_EXPORT int tn_ivalue_tensor(tn_tensor *tensor, tn_ivalue *ret_value)
 	return 0;
 }
 
+TN_EXPORT int tn_ivalue_generator(tn_generator *gen, tn_ivalue *ret_value)
+{
+	tn_ivalue v = tn_ivalue_none();
+
+	if (!ret_value)
+		return tn__error(TN_EINVAL, "tn_ivalue_generator: NULL ret_value");
+	if (!gen)
+		return tn__error(TN_EINVAL, "tn_ivalue_generator: NULL generator (use "
+					    "tn_ivalue_none() for an absent optional generator)");
+	if (!tn_generator_ref(gen))
+		return tn__error(TN_EBADF, "tn_ivalue_generator: not a live generator handle");
+	v.u.generator = gen;
+	v.tag = TN_IVALUE_GENERATOR;
+	*ret_value = v;
+	return 0;
+}
+
 /* The checks and allocation every plain-data list constructor shares. */
 static int plain_list(uint32_t tag, size_t n, const void *values, const char *who,
 		      tn_ivalue *ret_value)
@@ -233,6 +250,8 @@ TN_EXPORT void tn_ivalue_copy(const tn_ivalue *value, tn_ivalue *ret_value)
 	 * payload alive meanwhile (the usual reference-counting argument). */
 	if (v.tag == TN_IVALUE_TENSOR)
 		tn_tensor_ref(v.u.tensor);
+	else if (v.tag == TN_IVALUE_GENERATOR)
+		tn_generator_ref(v.u.generator);
 	else if (v.tag == TN_IVALUE_STRING && v.u.string)
 		atomic_fetch_add_explicit(&v.u.string->refcount, 1, memory_order_relaxed);
 	else if (owns_payload(v.tag) && v.u.list)
@@ -246,6 +265,8 @@ TN_EXPORT void tn_ivalue_release(tn_ivalue *value)
 		return;
 	if (value->tag == TN_IVALUE_TENSOR)
 		tn_tensor_unref(value->u.tensor);
+	else if (value->tag == TN_IVALUE_GENERATOR)
+		tn_generator_unref(value->u.generator);
 	else if (value->tag == TN_IVALUE_STRING)
 		string_unref(value->u.string);
 	else if (owns_payload(value->tag))
@@ -345,6 +366,15 @@ TN_EXPORT int tn_ivalue_to_tensor(const tn_ivalue *value, tn_tensor **ret)
 	if (value->tag != TN_IVALUE_TENSOR)
 		return wrong_type(value, "Tensor");
 	*ret = value->u.tensor;
+	return 0;
+}
+
+TN_EXPORT int tn_ivalue_to_generator(const tn_ivalue *value, tn_generator **ret)
+{
+	CHECK_ARGS(value, ret, "tn_ivalue_to_generator");
+	if (value->tag != TN_IVALUE_GENERATOR)
+		return wrong_type(value, "Generator");
+	*ret = value->u.generator;
 	return 0;
 }
 
@@ -475,6 +505,8 @@ TN_EXPORT bool tn_ivalue_equal(const tn_ivalue *a, const tn_ivalue *b)
 		return true;
 	case TN_IVALUE_TENSOR:
 		return a->u.tensor == b->u.tensor;
+	case TN_IVALUE_GENERATOR:
+		return a->u.generator == b->u.generator;
 	case TN_IVALUE_INT:
 	case TN_IVALUE_DTYPE:
 	case TN_IVALUE_LAYOUT:

@@ -60,6 +60,7 @@ static const struct {
 	{ "Device", TN_TYPE_DEVICE },
 	{ "Layout", TN_TYPE_LAYOUT },
 	{ "MemoryFormat", TN_TYPE_MEMORY_FORMAT },
+	{ "Generator", TN_TYPE_GENERATOR },
 };
 
 /* Indexed by enum tn_memory_format and enum tn_layout. */
@@ -1504,6 +1505,8 @@ static bool fits_elem(const tn_ivalue *v, enum tn_type_kind kind)
 		return v->tag == TN_IVALUE_LAYOUT;
 	case TN_TYPE_MEMORY_FORMAT:
 		return v->tag == TN_IVALUE_MEMORY_FORMAT;
+	case TN_TYPE_GENERATOR:
+		return v->tag == TN_IVALUE_GENERATOR;
 	default:
 		return false;
 	}

@@ -332,6 +332,7 @@ int tn__scaled_dot_product_attention(const tn_tensor *query, const tn_tensor *ke
 {
 	const char *who = "scaled_dot_product_attention";
 	tn_tensor *kt = NULL, *raw = NULL, *scores = NULL, *masked = NULL, *attn = NULL;
+	tn_tensor *dropped = NULL;
 	int rc;
 
 	if ((rc = tn__check_tensor_args(query, ret, who)) < 0)
@@ -340,9 +341,9 @@ int tn__scaled_dot_product_attention(const tn_tensor *query, const tn_tensor *ke
 		return tn__error(TN_EINVAL, "scaled_dot_product_attention: query, key and value "
 				 "must have at least 2 dimensions, got %dD, %dD and %dD",
 				 query->ndim, key->ndim, value->ndim);
-	if (dropout_p != 0)
-		return tn__error(TN_ENOTSUP, "scaled_dot_product_attention: dropout_p must be 0 "
-				 "(attention dropout is for training; got %g)", dropout_p);
+	if (!(dropout_p >= 0.0 && dropout_p <= 1.0))
+		return tn__error(TN_EINVAL, "dropout probability has to be between 0 and 1, but got %g",
+				 dropout_p);
 	if (is_causal && attn_mask)
 		return tn__error(TN_EINVAL, "_scaled_dot_product_attention: Explicit attn_mask "
 				 "should not be set when is_causal=True");
@@ -374,12 +375,17 @@ int tn__scaled_dot_product_attention(const tn_tensor *query, const tn_tensor *ke
 	}
 	if ((rc = tn_softmax(masked ? masked : scores, -1, NULL, &attn)) < 0)
 		goto out;
-	rc = tn_matmul(attn, value, ret);
+	/* PyTorch 2.x's math path: torch.dropout(attn, dropout_p, train=True), the default
+	 * generator's mask, when dropout_p > 0. */
+	if (dropout_p > 0.0 && (rc = tn_dropout(attn, dropout_p, true, &dropped)) < 0)
+		goto out;
+	rc = tn_matmul(dropped ? dropped : attn, value, ret);
 out:
 	tn_tensor_unref(kt);
 	tn_tensor_unref(raw);
 	tn_tensor_unref(scores);
 	tn_tensor_unref(masked);
 	tn_tensor_unref(attn);
+	tn_tensor_unref(dropped);
 	return rc;
 }

@@ -294,6 +294,12 @@ static PyMethodDef module_methods[] = {
 	  tensor_doc },
 	{ "connect", (PyCFunction)(void (*)(void))pytn_connect, METH_VARARGS | METH_KEYWORDS,
 	  connect_doc },
+	{ "manual_seed", pytn_manual_seed, METH_O,
+	  "manual_seed(seed) -> Generator: seed the default generator (torch.manual_seed)." },
+	{ "seed", pytn_seed, METH_NOARGS,
+	  "seed() -> int: seed the default generator from the kernel's random source." },
+	{ "initial_seed", pytn_initial_seed, METH_NOARGS,
+	  "initial_seed() -> int: the default generator's seed." },
 	{ "_op_groups", pytn_op_groups, METH_NOARGS, op_groups_doc },
 	{ "_op_call", (PyCFunction)(void (*)(void))pytn_op_call, METH_VARARGS | METH_KEYWORDS,
 	  op_call_doc },
@@ -352,7 +358,8 @@ PyMODINIT_FUNC PyInit__C(void)
 	PyObject *m = PyModule_Create(&module_def);
 	if (!m)
 		return NULL;
-	if (add_errors(m) < 0 || pytn_tensor_init_types(m) < 0 || pytn_arena_init_types(m) < 0)
+	if (add_errors(m) < 0 || pytn_tensor_init_types(m) < 0 || pytn_arena_init_types(m) < 0 ||
+	    pytn_random_init_types(m) < 0)
 		goto fail;
 	for (int d = 0; d < TN_NUM_DTYPES; d++)
 		if (PyModule_AddStringConstant(m, tn_dtype_name((enum tn_dtype)d),

@@ -228,6 +228,7 @@ static bool fits(PyObject *o, const tn_type *t, bool strict)
 		}
 		return true;
 	}
+	case TN_TYPE_GENERATOR: return PYTN_IS_GENERATOR(o);
 	default:
 		return false;
 	}
@@ -385,6 +386,15 @@ static int to_ivalue(PyObject *o, const tn_type *t, tn_ivalue *ret)
 		*ret = tn_ivalue_memory_format(f);
 		return 0;
 	}
+	case TN_TYPE_GENERATOR: {
+		if (!PYTN_IS_GENERATOR(o)) {
+			PyErr_Format(PyExc_TypeError, "expected a libtensor.Generator, got %s",
+				     Py_TYPE(o)->tp_name);
+			return -1;
+		}
+		int grc = tn_ivalue_generator(pytn_generator_of(o), ret);
+		return grc < 0 ? fail(grc) : 0;
+	}
 	default:
 		PyErr_SetString(PyExc_TypeError, "an argument type the bindings do not know");
 		return -1;
@@ -419,6 +429,7 @@ static PyObject *from_ivalue(const tn_ivalue *v)
 		return PyUnicode_FromString(s);
 	}
 	case TN_IVALUE_LAYOUT: return PyUnicode_FromString("strided");
+	case TN_IVALUE_GENERATOR: return pytn_wrap_generator(tn_generator_ref(v->u.generator));
 	case TN_IVALUE_MEMORY_FORMAT:
 		return PyUnicode_FromString(v->u.i >= 0 && v->u.i < 4 ? memory_format_names[v->u.i]
 								       : "unknown");

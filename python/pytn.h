@@ -5,7 +5,7 @@
  *
  * module.c: the module, the exception classes and the conversions of dtypes, devices and
  * scalars; tensor.c: the Tensor type, its buffer and DLPack export, from_dlpack; ops.c: the
- * operators by name; arena.c: Client and Arena.
+ * operators by name; arena.c: Client and Arena; random.c: Generator and the default one.
  */
 #ifndef PYTN_H
 #define PYTN_H
@@ -26,6 +26,7 @@ typedef struct {
 extern PyTypeObject pytn_tensor_type;
 extern PyTypeObject pytn_client_type;
 extern PyTypeObject pytn_arena_type;
+extern PyTypeObject pytn_generator_type;
 
 #define PYTN_IS_TENSOR(o) PyObject_TypeCheck((o), &pytn_tensor_type)
 
@@ -62,5 +63,14 @@ int pytn_arena_init_types(PyObject *module);
 /* tn_empty of @ndim @sizes in @arena (the calling thread's allocator meanwhile). */
 int pytn_arena_empty(tn_arena *arena, int ndim, const int64_t *sizes, enum tn_dtype dtype,
 		     tn_tensor **ret_tensor);
+
+/* random.c */
+int pytn_random_init_types(PyObject *module);
+PyObject *pytn_wrap_generator(tn_generator *gen); /* steals the reference, also on failure */
+tn_generator *pytn_generator_of(PyObject *obj);    /* borrowed, of a libtensor.Generator */
+PyObject *pytn_manual_seed(PyObject *self, PyObject *seed);
+PyObject *pytn_seed(PyObject *self, PyObject *unused);
+PyObject *pytn_initial_seed(PyObject *self, PyObject *unused);
+#define PYTN_IS_GENERATOR(o) PyObject_TypeCheck((o), &pytn_generator_type)
 
 #endif /* PYTN_H */

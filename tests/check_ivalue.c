@@ -102,7 +102,7 @@ START_TEST(test_inline_constructors)
 	static const char *const names[] = { "NoneType", "Tensor", "int", "float", "bool",
 					     "Scalar", "List[int]", "List[float]", "List[bool]",
 					     "List[Tensor]", "str", "ScalarType", "Device", "Layout",
-					     "MemoryFormat" };
+					     "MemoryFormat", "Generator" };
 	ck_assert_int_eq(TN_ARRAY_SIZE(names), TN_NUM_IVALUE_TAGS);
 	for (unsigned i = 0; i < TN_NUM_IVALUE_TAGS; i++) {
 		v.tag = i;

@@ -390,31 +390,8 @@ START_TEST(test_allocation_failures)
 	ck_assert_tn_ok(tn_ones(3, (int64_t[]){ 2, 4, 9 }, TN_FLOAT32, TN_CPU, &t[6]));
 	ck_assert_tn_ok(tn_ones(3, (int64_t[]){ 4, 4, 3 }, TN_FLOAT32, TN_CPU, &t[7]));
 	(void)x;
-	for (size_t k = 0; k < sizeof(ctors) / sizeof(ctors[0]); k++) {
-		struct tn_baseline b = tn_test_baseline();
-		int failures = 0;
-		for (uint64_t n = 1;; n++) {
-			tn_tensor *r = NULL;
-			tn_alloc_fail_nth(n);
-			tn_clear_error();
-			int rc = ctors[k].fn(&r, t);
-			tn_alloc_fail_nth(0);
-			if (rc == 0) {
-				tn_tensor_unref(r);
-				ck_assert_no_leak(b);
-				break;
-			}
-			ck_assert_msg(rc == TN_ENOMEM, "%s with allocation %llu failing: %d %s",
-				      ctors[k].name, (unsigned long long)n, rc, tn_last_error());
-			ck_assert_msg(strstr(tn_last_error(), "out of memory") != NULL, "%s: '%s'",
-				      ctors[k].name, tn_last_error());
-			ck_assert_ptr_null(r);
-			ck_assert_no_leak(b);
-			failures++;
-			ck_assert_msg(n < 200, "%s never succeeds", ctors[k].name);
-		}
-		ck_assert_msg(failures >= 1, "%s: no allocation was ever failed", ctors[k].name);
-	}
+	for (size_t k = 0; k < sizeof(ctors) / sizeof(ctors[0]); k++)
+		tn_test_alloc_failures(ctors[k].name, ctors[k].fn, t);
 	for (int i = 0; i < 8; i++)
 		tn_tensor_unref(t[i]);
 }

@@ -269,6 +269,8 @@ static tn_ivalue value_for(const char *op, const tn_schema *s, const tn_schema_a
 			return tn_ivalue_int(-1);
 		if (strcmp(n, "length") == 0)
 			return tn_ivalue_int(2);
+		if (strcmp(n, "high") == 0 || strcmp(n, "to") == 0) /* randint's, random_'s */
+			return tn_ivalue_int(7);
 		return tn_ivalue_int(1);
 	case TN_TYPE_SCALAR:
 		if (strcmp(n, "start") == 0)
@@ -288,7 +290,8 @@ static tn_ivalue value_for(const char *op, const tn_schema *s, const tn_schema_a
 		return v;
 	}
 	case TN_TYPE_FLOAT:
-		return tn_ivalue_double(1.5);
+		/* A probability (bernoulli's, dropout's) must lie in [0, 1]. */
+		return tn_ivalue_double(strcmp(n, "p") == 0 ? 0.25 : 1.5);
 	case TN_TYPE_BOOL:
 		return tn_ivalue_bool(false);
 	case TN_TYPE_SCALAR_TYPE:
@@ -407,6 +410,8 @@ static int call_both(size_t i, tn_device dev, tn_stack *boxed)
 		if (boxed->items[k].tag == TN_IVALUE_TENSOR)
 			bargs[k] = tn_tensor_ref(boxed->items[k].u.tensor);
 	tn_clear_error();
+	/* The random operators draw from the default generator: the same stream both ways. */
+	ck_assert_tn_ok(tn_manual_seed(20261127));
 	rb = tn_call_boxed(op, boxed);
 	snprintf(msg, sizeof(msg), "%s", tn_last_error());
 
@@ -415,6 +420,7 @@ static int call_both(size_t i, tn_device dev, tn_stack *boxed)
 		if (unboxed.items[k].tag == TN_IVALUE_TENSOR)
 			uargs[k] = tn_tensor_ref(unboxed.items[k].u.tensor);
 	tn_clear_error();
+	ck_assert_tn_ok(tn_manual_seed(20261127));
 	ru = tn_test_ops[i].call(&unboxed);
 	ck_assert_msg(rb == ru, "%s on %s: boxed %d (%s), unboxed %d (%s)", op,
 		      tn_device_type_name(dev.type), rb, msg, ru, tn_last_error());

@@ -91,6 +91,40 @@ static inline struct tn_baseline tn_test_baseline(void)
 		ck_assert_uint_eq(now_.bytes, (b).bytes);                                 \
 	} while (0)
 
+/*
+ * The fault-injection loop: run @fn (which makes *ret from the tensors @args) with its 1st,
+ * 2nd, ... allocation failing until it succeeds. Each failure must be TN_ENOMEM with an "out of
+ * memory" message, *ret left NULL and nothing leaked; at least one allocation must have been
+ * failed, and the call must succeed within 200 allocations.
+ */
+typedef int (*tn_test_ctor)(tn_tensor **ret, tn_tensor *const *args);
+static inline void tn_test_alloc_failures(const char *name, tn_test_ctor fn, tn_tensor *const *args)
+{
+	struct tn_baseline b = tn_test_baseline();
+	int failures = 0;
+	for (uint64_t n = 1;; n++) {
+		tn_tensor *r = NULL;
+		tn_alloc_fail_nth(n);
+		tn_clear_error();
+		int rc = fn(&r, args);
+		tn_alloc_fail_nth(0);
+		if (rc == 0) {
+			tn_tensor_unref(r);
+			ck_assert_no_leak(b);
+			break;
+		}
+		ck_assert_msg(rc == TN_ENOMEM, "%s with allocation %llu failing: %d %s", name,
+			      (unsigned long long)n, rc, tn_last_error());
+		ck_assert_msg(strstr(tn_last_error(), "out of memory") != NULL, "%s: '%s'", name,
+			      tn_last_error());
+		ck_assert_ptr_null(r);
+		ck_assert_no_leak(b);
+		failures++;
+		ck_assert_msg(n < 200, "%s never succeeds", name);
+	}
+	ck_assert_msg(failures >= 1, "%s: no allocation was ever failed", name);
+}
+
 static inline int64_t tn_test_get_int(const tn_tensor *t, const int64_t *index)
 {
 	tn_scalar s;

@@ -16,6 +16,7 @@
 #include <tensor/alloc.h>
 #include <tensor/storage.h>
 #include <tensor/tensor.h>
+#include <tensor/random.h>
 #include <tensor/dispatch.h>
 #include <tensor/ops.h>
 #include <tensor/arena.h>

@@ -29,7 +29,7 @@ import sys
 KEYS = ["CPU", "CUDA", "Meta"]
 KEY_ENUM = {"CPU": "TN_KEY_CPU", "CUDA": "TN_KEY_CUDA", "Meta": "TN_KEY_META"}
 BASE_TYPES = {"Tensor", "int", "SymInt", "float", "bool", "str", "Scalar", "ScalarType",
-              "Device", "Layout", "MemoryFormat"}
+              "Device", "Layout", "MemoryFormat", "Generator"}
 
 
 class TableError(Exception):
@@ -279,6 +279,8 @@ def c_params(arg):
         return [("tn_tensor *" if arg.write else "const tn_tensor *", n)]
     if t.kind == "str":
         return [("const char *", n)]
+    if t.kind == "Generator":
+        return [("tn_generator *", n)]
     if t.opt:
         return [("const %s *" % SCALAR_C[t.kind], n)]
     return [(SCALAR_C[t.kind], n)]
@@ -403,6 +405,10 @@ def emit_unpack(s, callee, out, check_writable=True):
                   % (v + " && " if t.opt else "", v, s.name, arg.name))
                 w("\t\tgoto drop;")
             call.append(v)
+        elif t.kind == "Generator":
+            w("\ttn_generator *%s = a[%d].tag == TN_IVALUE_NONE ? NULL : a[%d].u.generator;"
+              % (v, j, j))
+            call.append(v)
         elif t.kind == "str":
             w("\tconst char *%s = NULL;" % v)
             w("\tif (a[%d].tag != TN_IVALUE_NONE && (rc = tn_ivalue_to_string(&a[%d], &%s)) < 0)"
@@ -524,6 +530,11 @@ def emit_box_call(s, out):
                 w("\telse if ((rc = tn_ivalue_tensor((tn_tensor *)%s, &v)) < 0)" % n)
             else:
                 w("\tif ((rc = tn_ivalue_tensor((tn_tensor *)%s, &v)) < 0)" % n)
+            w("\t\tgoto out;")
+        elif t.kind == "Generator":
+            w("\tif (!%s)" % n)
+            w("\t\tv = tn_ivalue_none();")
+            w("\telse if ((rc = tn_ivalue_generator(%s, &v)) < 0)" % n)
             w("\t\tgoto out;")
         elif t.kind == "str":
             if t.opt:
@@ -805,6 +816,7 @@ def man_page(schemas):
          ".It Device Ta tn_device",
          ".It Layout Ta enum tn_layout",
          ".It MemoryFormat Ta enum tn_memory_format",
+         ".It Generator? Ta tn_generator * Pq NULL for the default generator",
          ".It T? Ta const T * Pq NULL for None ; lists and strings: a NULL pointer",
          ".El",
          ".Pp",

@@ -10,6 +10,8 @@ The package wraps the libtensor C library (see libtensor-python(7)):
 * ``ops`` -- every operator of libtensor's op table by name (``ops.add(a, b, alpha=2)``),
   generated from the registry at import.
 * ``tensor(data, dtype=None)``, ``empty(shape, dtype)``, ``zeros(shape, dtype)`` -- factories.
+* ``Generator()``, ``manual_seed(seed)``, ``default_generator`` -- random generators giving
+  torch's numbers for the same seed (``ops.randn(3, generator=g)``).
 * ``connect(socket=None)`` -> ``Client`` -> ``Client.arena(name)`` -> ``Arena``: publish
   and look up named tensors in shared memory through tensord.
 * ``Error`` and its subclasses, which also derive from the built-in exception Python users
@@ -18,6 +20,7 @@ The package wraps the libtensor C library (see libtensor-python(7)):
 from . import _C
 from ._C import *  # noqa: F401,F403  (Tensor, Client, Arena, Error..., dtype names)
 from ._C import Tensor, Client, Arena, Error, from_dlpack, tensor, connect  # noqa: F401
+from ._C import Generator, default_generator, manual_seed, seed, initial_seed  # noqa: F401
 from . import ops  # noqa: F401
 
 #: The dtype names, also module constants (``libtensor.float32 == 'float32'``).
@@ -72,5 +75,6 @@ def _index(t, key):
 
 
 __all__ = ['Tensor', 'Client', 'Arena', 'Error', 'from_dlpack', 'tensor', 'connect', 'ops',
+           'Generator', 'default_generator', 'manual_seed', 'seed', 'initial_seed',
            'empty', 'zeros', 'ones', 'dtypes'] + list(dtypes) + \
     [n for n in dir(_C) if n.endswith('Error') and n != 'Error']

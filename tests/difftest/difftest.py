@@ -535,6 +535,9 @@ def python_api(schema, case):
     return any(a.type == "Scalar" and v["t"] == "bool" for a, v in zip(schema.args, case["args"]))
 
 
+RANDOM_OPS = {"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "uniform_",
+              "normal_", "random_", "bernoulli", "bernoulli_", "dropout", "dropout_"}
+
 # Operators that can kill torch 1.13 itself: integer division of the most negative value by
 # -1 raises SIGFPE in its CPU kernels (fmod, remainder, div with a rounding mode). Their
 # integer cases run in a child process.
@@ -1243,6 +1246,10 @@ def main(argv=None):
     # no reference here; check_norm tests them against their math.
     if torch is not None:
         names = [n for n in names if torch_op(schemas[n]) is not None]
+    # The random operators draw from a generator: their values are compared with torch's for
+    # the same seed by check_random (tests/golden/gen_random_ops.py) and test_random.py, not
+    # here, where each side would draw from its own unseeded stream.
+    names = [n for n in names if n.split(".")[0] not in RANDOM_OPS]
     allow = Allow(opt.allow)
     seed = random.randrange(1 << 32) if opt.seed == "random" else int(opt.seed)
 

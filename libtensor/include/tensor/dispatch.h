@@ -24,6 +24,7 @@
 #include <tensor/device.h>
 #include <tensor/dtype.h>
 #include <tensor/macros.h>
+#include <tensor/random.h>
 #include <tensor/tensor.h>
 
 TN_BEGIN_DECLS
@@ -71,7 +72,8 @@ TN_EXPORT enum tn_dispatch_key tn_dispatch_key_for_device(enum tn_device_type ty
 	X(TN_IVALUE_DTYPE, "ScalarType")               \
 	X(TN_IVALUE_DEVICE, "Device")                  \
 	X(TN_IVALUE_LAYOUT, "Layout")                  \
-	X(TN_IVALUE_MEMORY_FORMAT, "MemoryFormat")
+	X(TN_IVALUE_MEMORY_FORMAT, "MemoryFormat")     \
+	X(TN_IVALUE_GENERATOR, "Generator")
 
 enum tn_ivalue_tag {
 #define TN_X_(e, name) e,
@@ -95,6 +97,7 @@ struct tn_ivalue_string;
  *   Double: u.d       Bool: u.b
  *   Scalar: u.i, u.d or u.b as aux (enum tn_scalar_kind) says
  *   Device: u.i is the enum tn_device_type, aux the index
+ *   Generator: u.generator, a reference
  */
 typedef struct tn_ivalue {
 	union {
@@ -104,6 +107,7 @@ typedef struct tn_ivalue {
 		tn_tensor *tensor;
 		tn_ivalue_list *list;
 		struct tn_ivalue_string *string;
+		tn_generator *generator;
 	} u;
 	uint32_t tag; /* enum tn_ivalue_tag */
 	uint32_t aux;
@@ -203,6 +207,9 @@ TN_EXPORT int tn_ivalue_double_list(size_t n, const double *values, tn_ivalue *r
 TN_EXPORT int tn_ivalue_bool_list(size_t n, const bool *values, tn_ivalue *ret_value);
 TN_EXPORT int tn_ivalue_tensor_list(size_t n, tn_tensor *const *tensors, tn_ivalue *ret_value);
 TN_EXPORT int tn_ivalue_string(const char *text, tn_ivalue *ret_value);
+/* tn_ivalue_generator - a Generator value holding a new reference to @gen (TN_EBADF for a bad
+ * handle; NULL is TN_EINVAL: the None of a Generator? argument is tn_ivalue_none()). */
+TN_EXPORT int tn_ivalue_generator(tn_generator *gen, tn_ivalue *ret_value);
 
 /* tn_ivalue_copy - *ret_value becomes another owner of what @value holds; cannot fail. */
 TN_EXPORT void tn_ivalue_copy(const tn_ivalue *value, tn_ivalue *ret_value);
@@ -228,6 +235,7 @@ TN_EXPORT int tn_ivalue_to_device(const tn_ivalue *value, tn_device *ret);
 TN_EXPORT int tn_ivalue_to_memory_format(const tn_ivalue *value, enum tn_memory_format *ret);
 TN_EXPORT int tn_ivalue_to_layout(const tn_ivalue *value, enum tn_layout *ret);
 TN_EXPORT int tn_ivalue_to_string(const tn_ivalue *value, const char **ret);
+TN_EXPORT int tn_ivalue_to_generator(const tn_ivalue *value, tn_generator **ret);
 TN_EXPORT int tn_ivalue_to_int_list(const tn_ivalue *value, size_t *ret_n,
 				    const int64_t **ret_values);
 TN_EXPORT int tn_ivalue_to_double_list(const tn_ivalue *value, size_t *ret_n,
@@ -289,7 +297,8 @@ TN_EXPORT void tn_stack_destroy(tn_stack *stack);
 	X(TN_TYPE_SCALAR_TYPE, "ScalarType")           \
 	X(TN_TYPE_DEVICE, "Device")                    \
 	X(TN_TYPE_LAYOUT, "Layout")                    \
-	X(TN_TYPE_MEMORY_FORMAT, "MemoryFormat")
+	X(TN_TYPE_MEMORY_FORMAT, "MemoryFormat")       \
+	X(TN_TYPE_GENERATOR, "Generator")
 
 enum tn_type_kind {
 #define TN_X_(e, name) e,
