@@ -191,6 +191,7 @@ struct conv_ctx {
 	const char *bias;
 	char *col;
 	int64_t col_elems;
+	int im2col_threads; /* > 1: each image's columns are made by that many threads */
 	atomic_int rc;
 };
 
@@ -205,15 +206,29 @@ struct conv_ctx {
 		}                                                                             \
 	} while (0)
 
-/* im2col of image @x into @col, [C][KH][KW] x [P] (the NCHW order). */
+/*
+ * im2col of channels [c0, c1) of image @x into @col, [C][KH][KW] x [P] (the NCHW order). Each
+ * row of a kernel offset is a run of OW outputs: the columns whose input lies in the image
+ * are found once, so the padding is filled apart and the inside is a copy (a memcpy for a
+ * stride-1 row).
+ */
 #define IM2COL_NCHW(T)                                                                        \
-	static void im2col_nchw_##T(const struct conv_ctx *g, const char *xb, T *col)          \
+	static void im2col_nchw_##T(const struct conv_ctx *g, const char *xb, T *col, int64_t c0, \
+				    int64_t c1)                                               \
 	{                                                                                     \
 		const T *x = (const T *)xb;                                                   \
-		for (int64_t c = 0; c < g->C; c++)                                            \
+		for (int64_t c = c0; c < c1; c++)                                             \
 			for (int64_t kh = 0; kh < g->KH; kh++)                                \
 				for (int64_t kw = 0; kw < g->KW; kw++) {                      \
 					T *row = col + ((c * g->KH + kh) * g->KW + kw) * g->P; \
+					int64_t iw0 = kw * g->dw - g->pw;                      \
+					/* ow in [lo, hi): 0 <= iw0 + ow * sw < W */            \
+					int64_t lo = iw0 >= 0 ? 0 : (-iw0 + g->sw - 1) / g->sw; \
+					int64_t hi = g->W - iw0 <= 0 ? 0 : (g->W - iw0 + g->sw - 1) / g->sw; \
+					if (hi > g->OW)                                        \
+						hi = g->OW;                                    \
+					if (lo > hi)                                           \
+						lo = hi;                                       \
 					for (int64_t oh = 0; oh < g->OH; oh++) {              \
 						int64_t ih = oh * g->sh - g->ph + kh * g->dh;  \
 						T *r = row + oh * g->OW;                       \
@@ -222,10 +237,17 @@ struct conv_ctx {
 							continue;                              \
 						}                                              \
 						const T *s = x + c * g->xs[1] + ih * g->xs[2]; \
-						int64_t iw = kw * g->dw - g->pw;               \
-						for (int64_t ow = 0; ow < g->OW; ow++, iw += g->sw) \
-							r[ow] = iw >= 0 && iw < g->W ? s[iw * g->xs[3]] \
-										 : (T)0; \
+						memset(r, 0, sizeof(T) * (size_t)lo);          \
+						if (g->sw == 1 && g->xs[3] == 1) {             \
+							memcpy(r + lo, s + iw0 + lo,            \
+							       sizeof(T) * (size_t)(hi - lo));  \
+						} else {                                       \
+							const int64_t step = g->sw * g->xs[3];   \
+							const T *q = s + (iw0 + lo * g->sw) * g->xs[3]; \
+							for (int64_t ow = lo; ow < hi; ow++, q += step) \
+								r[ow] = *q;                     \
+						}                                              \
+						memset(r + hi, 0, sizeof(T) * (size_t)(g->OW - hi)); \
 					}                                                     \
 				}                                                             \
 	}
@@ -234,12 +256,14 @@ IM2COL_NCHW(uint16_t)
 IM2COL_NCHW(uint32_t)
 IM2COL_NCHW(uint64_t)
 
-/* im2col into [G][P][KH][KW][Cg] (channels innermost: the NHWC order). */
+/* im2col of output rows [oh0, oh1) into [G][P][KH][KW][Cg] (channels innermost: the NHWC
+ * order). */
 #define IM2COL_NHWC(T)                                                                        \
-	static void im2col_nhwc_##T(const struct conv_ctx *g, const char *xb, T *col)          \
+	static void im2col_nhwc_##T(const struct conv_ctx *g, const char *xb, T *col, int64_t oh0, \
+				    int64_t oh1)                                              \
 	{                                                                                     \
 		const T *x = (const T *)xb;                                                   \
-		for (int64_t oh = 0; oh < g->OH; oh++)                                        \
+		for (int64_t oh = oh0; oh < oh1; oh++)                                        \
 			for (int64_t ow = 0; ow < g->OW; ow++) {                              \
 				int64_t p = oh * g->OW + ow;                                  \
 				for (int64_t kh = 0; kh < g->KH; kh++) {                      \
@@ -256,6 +280,10 @@ IM2COL_NCHW(uint64_t)
 								continue;                       \
 							}                                       \
 							const T *sc = s + gi * g->Cg * g->xs[1]; \
+							if (g->xs[1] == 1) {                    \
+								memcpy(d, sc, sizeof(T) * (size_t)g->Cg); \
+								continue;                       \
+							}                                       \
 							for (int64_t c = 0; c < g->Cg; c++)     \
 								d[c] = sc[c * g->xs[1]];        \
 						}                                              \
@@ -268,13 +296,14 @@ IM2COL_NHWC(uint16_t)
 IM2COL_NHWC(uint32_t)
 IM2COL_NHWC(uint64_t)
 
-static void im2col(const struct conv_ctx *g, const char *x, char *col)
+/* im2col of rows [lo, hi): channels for NCHW columns, output rows for NHWC ones. */
+static void im2col(const struct conv_ctx *g, const char *x, char *col, int64_t lo, int64_t hi)
 {
 #define CASE(T)                                                                               \
 	if (g->nhwc)                                                                          \
-		im2col_nhwc_##T(g, x, (T *)col);                                              \
+		im2col_nhwc_##T(g, x, (T *)col, lo, hi);                                      \
 	else                                                                                  \
-		im2col_nchw_##T(g, x, (T *)col);                                              \
+		im2col_nchw_##T(g, x, (T *)col, lo, hi);                                      \
 	break;
 	switch (g->isz) {
 	case 1: CASE(uint8_t)
@@ -283,6 +312,21 @@ static void im2col(const struct conv_ctx *g, const char *x, char *col)
 	default: CASE(uint64_t)
 	}
 #undef CASE
+}
+
+/* One image's im2col split over the threads (a batch of one image, whose GEMM is threaded
+ * but whose columns would otherwise be made by one thread). */
+struct im2col_job {
+	const struct conv_ctx *g;
+	const char *x;
+	char *col;
+};
+
+static void im2col_range(void *ctx, int64_t begin, int64_t end, int tid)
+{
+	const struct im2col_job *j = ctx;
+	(void)tid;
+	im2col(j->g, j->x, j->col, begin, end);
 }
 
 /* Image @n: bias, im2col, one GEMM over the groups. */
@@ -303,7 +347,13 @@ static void conv_image(struct conv_ctx *g, int64_t n, int tid)
 		b = (struct tn__mat){ (char *)x, g->Cg * g->xs[1], g->xs[1], g->xs[3] };
 	} else {
 		char *col = g->col + (int64_t)tid * g->col_elems * isz;
-		im2col(g, x, col);
+		int64_t rows = g->nhwc ? g->OH : g->C;
+		if (g->im2col_threads > 1) {
+			struct im2col_job j = { g, x, col };
+			tn__parallel_for(rows, g->im2col_threads, im2col_range, &j);
+		} else {
+			im2col(g, x, col, 0, rows);
+		}
 		if (g->nhwc)
 			b = (struct tn__mat){ col, g->P * g->K, 1, g->K };
 		else
@@ -393,6 +443,9 @@ static int conv2d_run(const tn_tensor *x, const tn_tensor *w, const tn_tensor *b
 			goto out;
 		}
 	}
+	/* A lone image: its columns in parallel too, when there are enough of them. */
+	if (threads == 1 && nt > 1 && !g.direct && g.col_elems >= 32768)
+		g.im2col_threads = nt;
 	if (threads > 1)
 		tn__parallel_for(N, threads, conv_range, &g);
 	else
