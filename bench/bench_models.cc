@@ -15,6 +15,8 @@
 //                 batch_norm in eval, relu_, max_pool2d, adaptive_avg_pool2d, linear) on
 //                 224 x 224 images, batches of 1 and 32, NCHW.
 //
+// Usage: bench_models [DATA_DIR [gpt2|resnet18]] (the second argument runs one model only).
+//
 // GFLOP/s count the multiply-adds of the matrix products and convolutions (2 per MAC), and the
 // FMA peak is measured here; each line also prints the largest difference of the two results.
 // Weights come from models/data (built by `make`): each safetensors file is read once and
@@ -369,6 +371,9 @@ double resnet18_macs(int64_t h, int64_t w)
 
 } // namespace
 
+static void run_gpt2(const char *dir, double peak);
+static void run_resnet18(const char *dir, double peak);
+
 int main(int argc, char **argv)
 {
 	if (!std::getenv("OPENBLAS_NUM_THREADS")) {
@@ -378,6 +383,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	const char *dir = argc > 1 ? argv[1] : "models/data";
+	const std::string only = argc > 2 ? argv[2] : "";
 	const int nt = bench::threads();
 	char env[16];
 	std::snprintf(env, sizeof env, "%d", nt);
@@ -397,6 +403,15 @@ int main(int argc, char **argv)
 	std::printf("%-14s %6s %11s %11s %9s %9s %10s\n", "case", "batch", "libtensor", "torch",
 		    "lt/torch", "lt/peak", "max|diff|");
 
+	if (only != "resnet18")
+		run_gpt2(dir, peak);
+	if (only != "gpt2")
+		run_resnet18(dir, peak);
+	return 0;
+}
+
+static void run_gpt2(const char *dir, double peak)
+{
 	weights g;
 	load(g, std::string(dir) + "/gpt2.safetensors");
 	// One block: [B, 128, 256]. MACs: qkv 3C^2, proj C^2, MLP 8C^2 per token, attention 2 T C.
@@ -428,7 +443,7 @@ int main(int argc, char **argv)
 					 tn_tensor_sizes(W(g, "wpe.weight"))[0] };
 	if (gpt2_load(&m, &cfg, get_weight, &g) < 0) {
 		std::fprintf(stderr, "bench_models: %s\n", gpt2_last_error());
-		return 1;
+		std::exit(1);
 	}
 	{
 		std::vector<int64_t> prompt(128);
@@ -472,13 +487,16 @@ int main(int argc, char **argv)
 			    "gpt2 decode", 1, 64 / t, "-", "-", "-", "-");
 	}
 	gpt2_free(&m);
+}
 
+static void run_resnet18(const char *dir, double peak)
+{
 	weights r;
 	load(r, std::string(dir) + "/resnet18.safetensors");
 	struct resnet18 net;
 	if (resnet18_load(&net, 1000, get_weight, &r) < 0) {
 		std::fprintf(stderr, "bench_models: %s\n", resnet18_last_error());
-		return 1;
+		std::exit(1);
 	}
 	for (int64_t B : { 1, 32 }) {
 		tn_tensor *img = filled({ B, 3, 224, 224 }, 11);
@@ -500,7 +518,7 @@ int main(int argc, char **argv)
 #ifdef TN_HAVE_LIBTORCH
 		tn_tensor *logits;
 		if (resnet18_forward(&net, img, &logits) < 0)
-			return 1;
+			die("resnet18_forward");
 		diff = max_diff(logits, th_resnet18(r, timg));
 		tn_tensor_unref(logits);
 #endif
@@ -510,5 +528,4 @@ int main(int argc, char **argv)
 		tn_tensor_unref(img);
 	}
 	resnet18_free(&net);
-	return 0;
 }
