@@ -2,7 +2,7 @@
 //
 // bench_models - whole models against PyTorch's C++ library on the same weights, in this run:
 //
-//   gpt2 block    one transformer block of the GPT-2 of models/gen_models.py (width 256, 8 heads,
+//   gpt2 block    one transformer block of the GPT-2 of models/gen_models.py (width 256, 4 heads,
 //                 MLP 1024) on [B, 128, 256] activations, B = 1 and 32: libtensor's operators
 //                 (layer_norm, linear, scaled_dot_product_attention with is_causal, gelu tanh)
 //                 against torch 1.13's (which has no scaled_dot_product_attention: matmul,
@@ -200,7 +200,7 @@ tn_tensor *filled(std::vector<int64_t> shape, uint32_t seed)
 
 // ---- GPT-2 --------------------------------------------------------------------------------------
 
-const int64_t C = 256, H = 8, D = 32, L0 = 0;
+const int64_t C = 256, H = 4, D = 64, L0 = 0; // models/gen_models.py: 4 heads of 64
 
 // x + attention + MLP of layer 0 on [B, T, C], with libtensor's operators.
 tn_tensor *lt_block(weights &w, tn_tensor *x)
