@@ -440,13 +440,6 @@ static int target_end(struct target *tg, int rc, const char *who)
 	return rc;
 }
 
-/* The checks every in-place random operator makes on @self before drawing. */
-static int inplace_checks(const tn_tensor *self, const char *who)
-{
-	(void)who;
-	return tn__check_internal_overlap(self);
-}
-
 /* ---- uniform_ ---------------------------------------------------------------------------------- */
 
 /* uniform_impl_'s checks (DistributionTemplates.h); from and to come back clamped to the type. */
@@ -517,28 +510,34 @@ static int uniform_draw(tn_tensor *self, double from, double to, tn_generator *g
 		uniform16_fill(&gen->mt, (float *)tn__data(tg.buf), tg.n, d, from, to,
 			       rng_isa() != TN__RNG_ISA_DEFAULT);
 	pthread_mutex_unlock(&gen->lock);
+	/* uniform_checks compared the bounds in double; the distribution checks to - from again in
+	 * the dtype, where two bounds near the largest float can overflow to inf. */
 	if (rc < 0)
-		rc = tn__error(TN_EINVAL, "%s: bad bounds [%g, %g)", who, from, to);
+		rc = tn__error(TN_EINVAL, "Expected to - from <= std::numeric_limits<T>::max() to be "
+					  "true, but got false.");
 	return target_end(&tg, rc, who);
+}
+
+/* The CPU kernel draws; the Meta kernel (@meta) makes the same checks and draws nothing. */
+static int uniform_impl(tn_tensor *self, double from, double to, tn_generator *gen, bool meta)
+{
+	int rc;
+	if ((rc = uniform_checks(self, &from, &to)) < 0 ||
+	    (rc = tn__check_internal_overlap(self)) < 0 || (rc = resolve(gen, &gen, "uniform_")) < 0)
+		return rc;
+	if (meta || self->numel == 0)
+		return 0;
+	return uniform_draw(self, from, to, gen, "uniform_");
 }
 
 int tn__uniform__cpu(tn_tensor *self, double from, double to, tn_generator *generator)
 {
-	int rc;
-	if ((rc = uniform_checks(self, &from, &to)) < 0 || (rc = inplace_checks(self, "uniform_")) < 0 ||
-	    (rc = resolve(generator, &generator, "uniform_")) < 0)
-		return rc;
-	if (self->numel == 0)
-		return 0;
-	return uniform_draw(self, from, to, generator, "uniform_");
+	return uniform_impl(self, from, to, generator, false);
 }
 
 int tn__uniform__meta(tn_tensor *self, double from, double to, tn_generator *generator)
 {
-	int rc;
-	if ((rc = uniform_checks(self, &from, &to)) < 0 || (rc = inplace_checks(self, "uniform_")) < 0)
-		return rc;
-	return resolve(generator, &generator, "uniform_");
+	return uniform_impl(self, from, to, generator, true);
 }
 
 /* ---- normal_ ----------------------------------------------------------------------------------- */
@@ -574,28 +573,29 @@ static int normal_draw(tn_tensor *self, double mean, double std, tn_generator *g
 			rc = tn__randn_fill_f32(&gen->mt, (float *)p + i, chunk, mean, std, rng_isa());
 	}
 	pthread_mutex_unlock(&gen->lock);
-	if (rc < 0)
-		rc = tn__error(TN_EINVAL, "%s: bad std %g", who, std);
+	/* std was checked (normal_checks): the core's own check cannot fail here. */
 	return target_end(&tg, rc, who);
+}
+
+static int normal_impl(tn_tensor *self, double mean, double std, tn_generator *gen, bool meta)
+{
+	int rc;
+	if ((rc = normal_checks(self, std)) < 0 || (rc = tn__check_internal_overlap(self)) < 0 ||
+	    (rc = resolve(gen, &gen, "normal_")) < 0)
+		return rc;
+	if (meta || self->numel == 0)
+		return 0;
+	return normal_draw(self, mean, std, gen, "normal_");
 }
 
 int tn__normal__cpu(tn_tensor *self, double mean, double std, tn_generator *generator)
 {
-	int rc;
-	if ((rc = normal_checks(self, std)) < 0 || (rc = inplace_checks(self, "normal_")) < 0 ||
-	    (rc = resolve(generator, &generator, "normal_")) < 0)
-		return rc;
-	if (self->numel == 0)
-		return 0;
-	return normal_draw(self, mean, std, generator, "normal_");
+	return normal_impl(self, mean, std, generator, false);
 }
 
 int tn__normal__meta(tn_tensor *self, double mean, double std, tn_generator *generator)
 {
-	int rc;
-	if ((rc = normal_checks(self, std)) < 0 || (rc = inplace_checks(self, "normal_")) < 0)
-		return rc;
-	return resolve(generator, &generator, "normal_");
+	return normal_impl(self, mean, std, generator, true);
 }
 
 /* ---- random_ ----------------------------------------------------------------------------------- */
@@ -810,7 +810,7 @@ static int random_from_impl(tn_tensor *self, int64_t from, const int64_t *to,
 	int rc;
 
 	if ((rc = random_from_to_checks(self, from, to, &kind, &range, &base)) < 0 ||
-	    (rc = inplace_checks(self, "random_")) < 0 ||
+	    (rc = tn__check_internal_overlap(self)) < 0 ||
 	    (rc = resolve(generator, &generator, "random_")) < 0)
 		return rc;
 	if (meta || self->numel == 0)
@@ -841,7 +841,7 @@ int tn__random__to_meta(tn_tensor *self, int64_t to, tn_generator *generator)
 static int random_plain_impl(tn_tensor *self, tn_generator *generator, bool meta)
 {
 	int rc;
-	if ((rc = inplace_checks(self, "random_")) < 0 ||
+	if ((rc = tn__check_internal_overlap(self)) < 0 ||
 	    (rc = resolve(generator, &generator, "random_")) < 0)
 		return rc;
 	if (meta || self->numel == 0)
@@ -861,9 +861,8 @@ int tn__random__meta(tn_tensor *self, tn_generator *generator)
 
 /* ---- bernoulli --------------------------------------------------------------------------------- */
 
-static int bernoulli_p_checks(const tn_tensor *self, double p)
+static int bernoulli_p_check(double p)
 {
-	(void)self;
 	if (!(p >= 0.0 && p <= 1.0))
 		return tn__error(TN_EINVAL, "bernoulli_ expects p to be in [0, 1], but got p=%g", p);
 	return 0;
@@ -877,31 +876,32 @@ static int bernoulli_scalar_draw(tn_tensor *self, double p, tn_generator *gen, c
 
 	if ((rc = target_begin(self, TN_UINT8, &tg, who)) < 0)
 		return rc;
+	/* p was checked: the core's own check cannot fail here. */
 	pthread_mutex_lock(&gen->lock);
 	rc = tn__bernoulli_fill_u8(&gen->mt, (uint8_t *)tn__data(tg.buf), tg.n, p);
 	pthread_mutex_unlock(&gen->lock);
-	if (rc < 0)
-		rc = tn__error(TN_EINVAL, "bernoulli_ expects p to be in [0, 1], but got p=%g", p);
 	return target_end(&tg, rc, who);
+}
+
+static int bernoulli_float_impl(tn_tensor *self, double p, tn_generator *gen, bool meta)
+{
+	int rc;
+	if ((rc = bernoulli_p_check(p)) < 0 || (rc = tn__check_internal_overlap(self)) < 0 ||
+	    (rc = resolve(gen, &gen, "bernoulli_")) < 0)
+		return rc;
+	if (meta || self->numel == 0)
+		return 0;
+	return bernoulli_scalar_draw(self, p, gen, "bernoulli_");
 }
 
 int tn__bernoulli__float_cpu(tn_tensor *self, double p, tn_generator *generator)
 {
-	int rc;
-	if ((rc = bernoulli_p_checks(self, p)) < 0 || (rc = inplace_checks(self, "bernoulli_")) < 0 ||
-	    (rc = resolve(generator, &generator, "bernoulli_")) < 0)
-		return rc;
-	if (self->numel == 0)
-		return 0;
-	return bernoulli_scalar_draw(self, p, generator, "bernoulli_");
+	return bernoulli_float_impl(self, p, generator, false);
 }
 
 int tn__bernoulli__float_meta(tn_tensor *self, double p, tn_generator *generator)
 {
-	int rc;
-	if ((rc = bernoulli_p_checks(self, p)) < 0 || (rc = inplace_checks(self, "bernoulli_")) < 0)
-		return rc;
-	return resolve(generator, &generator, "bernoulli_");
+	return bernoulli_float_impl(self, p, generator, true);
 }
 
 /*
@@ -917,7 +917,7 @@ static int bernoulli_tensor_impl(tn_tensor *self, const tn_tensor *p, tn_generat
 	struct target tg;
 	int rc;
 
-	if ((rc = tn__check_tensor_args(p, self, who)) < 0 || (rc = inplace_checks(self, who)) < 0 ||
+	if ((rc = tn__check_tensor_args(p, self, who)) < 0 || (rc = tn__check_internal_overlap(self)) < 0 ||
 	    (rc = resolve(gen, &gen, who)) < 0)
 		return rc;
 	if ((rc = tn_expand(p, self->ndim, self->sizes, &pe)) < 0)
