@@ -8,51 +8,24 @@
  * scaled_dot_product_attention, gelu); the model holds references to its weights and
  * allocates only activations and its key/value cache.
  */
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "gpt2.h"
-
-/* The model's own errors (libtensor's are in tn_last_error). */
-static __thread char model_error[256];
 
 const char *gpt2_last_error(void)
 {
-	return model_error[0] ? model_error : tn_last_error();
+	return model_last_error();
 }
 
-__attribute__((format(printf, 2, 3))) static int fail_with(int code, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(model_error, sizeof(model_error), fmt, ap);
-	va_end(ap);
-	return code;
-}
-
-/* One weight: looked up, checked against its expected shape. */
+/* One weight: looked up, checked to be float32 of shape [d0] or [d0, d1]. */
 static int bind(tn_tensor **slot, gpt2_get_fn get, void *ctx, const char *name, int ndim,
 		int64_t d0, int64_t d1)
 {
-	tn_tensor *t = NULL;
-	int rc = get(ctx, name, &t);
-	if (rc < 0)
-		return rc;
-	const int64_t *s = tn_tensor_sizes(t);
-	if (tn_tensor_dtype(t) != TN_FLOAT32 || tn_tensor_ndim(t) != ndim || s[0] != d0 ||
-	    (ndim > 1 && s[1] != d1)) {
-		tn_tensor_unref(t);
-		if (ndim == 1)
-			return fail_with(TN_EINVAL, "gpt2: weight %s is not float32 of shape [%lld]",
-					 name, (long long)d0);
-		return fail_with(TN_EINVAL, "gpt2: weight %s is not float32 of shape [%lld, %lld]",
-				 name, (long long)d0, (long long)d1);
-	}
-	*slot = t;
-	return 0;
+	return model_bind(slot, get, ctx, "gpt2", name, ndim, (int64_t[]){ d0, d1 });
 }
 
 int gpt2_load(struct gpt2 *m, const struct gpt2_config *cfg, gpt2_get_fn get, void *ctx)
@@ -61,15 +34,15 @@ int gpt2_load(struct gpt2 *m, const struct gpt2_config *cfg, gpt2_get_fn get, vo
 	char name[96];
 	int rc;
 
-	model_error[0] = '\0';
+	model_clear_error();
 	memset(m, 0, sizeof(*m));
 	m->cfg = *cfg;
 	if (C % cfg->n_head)
-		return fail_with(TN_EINVAL, "gpt2: width %lld is not a multiple of %lld heads",
+		return model_fail(TN_EINVAL, "gpt2: width %lld is not a multiple of %lld heads",
 				    (long long)C, (long long)cfg->n_head);
 	m->layers = calloc((size_t)cfg->n_layer, sizeof(*m->layers));
 	if (!m->layers)
-		return fail_with(TN_ENOMEM, "gpt2: out of memory");
+		return model_fail(TN_ENOMEM, "gpt2: out of memory");
 	if ((rc = bind(&m->wte, get, ctx, "wte.weight", 2, cfg->vocab, C)) < 0 ||
 	    (rc = bind(&m->wpe, get, ctx, "wpe.weight", 2, cfg->n_ctx, C)) < 0 ||
 	    (rc = bind(&m->lnf_w, get, ctx, "ln_f.weight", 1, C, 0)) < 0 ||
@@ -128,14 +101,14 @@ int gpt2_cache_init(const struct gpt2 *m, struct gpt2_cache *c)
 {
 	const struct gpt2_config *g = &m->cfg;
 	int64_t s[3] = { g->n_head, g->n_ctx, g->n_embd / g->n_head };
-	model_error[0] = '\0';
+	model_clear_error();
 	memset(c, 0, sizeof(*c));
 	c->n_layer = g->n_layer;
 	c->k = calloc((size_t)g->n_layer, sizeof(tn_tensor *));
 	c->v = calloc((size_t)g->n_layer, sizeof(tn_tensor *));
 	if (!c->k || !c->v) {
 		gpt2_cache_free(c);
-		return fail_with(TN_ENOMEM, "gpt2: out of memory");
+		return model_fail(TN_ENOMEM, "gpt2: out of memory");
 	}
 	for (int64_t i = 0; i < g->n_layer; i++) {
 		int rc;
@@ -299,13 +272,13 @@ int gpt2_forward(const struct gpt2 *m, struct gpt2_cache *c, const int64_t *toke
 	tn_tensor *idx = NULL, *emb = NULL, *pos = NULL, *x = NULL, *y = NULL;
 	int rc;
 
-	model_error[0] = '\0';
+	model_clear_error();
 	if (n <= 0 || len + n > m->cfg.n_ctx)
-		return fail_with(TN_EINVAL, "gpt2: %lld tokens after %lld do not fit a context "
+		return model_fail(TN_EINVAL, "gpt2: %lld tokens after %lld do not fit a context "
 				    "of %lld", (long long)n, (long long)len, (long long)m->cfg.n_ctx);
 	for (int64_t i = 0; i < n; i++)
 		if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab)
-			return fail_with(TN_EINVAL, "gpt2: token %lld is outside the vocabulary "
+			return model_fail(TN_EINVAL, "gpt2: token %lld is outside the vocabulary "
 					    "of %lld", (long long)tokens[i], (long long)m->cfg.vocab);
 	if ((rc = tn_empty(1, &n, TN_INT64, TN_CPU, TN_CONTIGUOUS_FORMAT, &idx)) < 0)
 		return rc;
@@ -359,7 +332,7 @@ int gpt2_generate(const struct gpt2 *m, struct gpt2_cache *c, const int64_t *pro
 	tn_tensor *logits = NULL;
 	int rc;
 	if (c->len != 0)
-		return fail_with(TN_EINVAL, "gpt2: generation needs an empty cache");
+		return model_fail(TN_EINVAL, "gpt2: generation needs an empty cache");
 	if ((rc = gpt2_forward(m, c, prompt, n_prompt, &logits)) < 0)
 		return rc;
 	for (int64_t i = 0; i < n_new; i++) {

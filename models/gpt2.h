@@ -15,6 +15,8 @@
 
 #include <tensor.h>
 
+#include "common.h"
+
 struct gpt2_config {
 	int64_t n_layer, n_embd, n_head, vocab, n_ctx;
 };
@@ -37,7 +39,7 @@ struct gpt2_cache {
 };
 
 /* Find the weight called @name (a new reference in *ret); 0 or a TN_E* code. */
-typedef int (*gpt2_get_fn)(void *ctx, const char *name, tn_tensor **ret);
+typedef model_get_fn gpt2_get_fn;
 
 /* Bind every weight of a model of @cfg through @get, checking each one's dtype (float32) and
  * shape; 0 or a TN_E* code with the message naming the weight. */

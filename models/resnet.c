@@ -11,63 +11,23 @@
  * a time. The operators keep a channels-last batch channels-last, so such images need nothing
  * of their own here.
  */
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "common.h"
 #include "resnet.h"
-
-/* The model's own errors (libtensor's are in tn_last_error). */
-static __thread char model_error[256];
 
 const char *resnet18_last_error(void)
 {
-	return model_error[0] ? model_error : tn_last_error();
-}
-
-__attribute__((format(printf, 2, 3))) static int fail_with(int code, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(model_error, sizeof(model_error), fmt, ap);
-	va_end(ap);
-	return code;
-}
-
-/* "[a, b, c]" into @buf. */
-static const char *shape_str(char *buf, size_t len, int ndim, const int64_t *sizes)
-{
-	size_t n = (size_t)snprintf(buf, len, "[");
-	for (int i = 0; i < ndim && n < len; i++)
-		n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? ", " : "",
-				      (long long)sizes[i]);
-	if (n < len)
-		snprintf(buf + n, len - n, "]");
-	return buf;
+	return model_last_error();
 }
 
 /* One weight: looked up, checked to be float32 of shape @sizes. */
 static int bind(tn_tensor **slot, resnet18_get_fn get, void *ctx, const char *name, int ndim,
 		const int64_t *sizes)
 {
-	char want[96], got[96];
-	tn_tensor *t = NULL;
-	int rc = get(ctx, name, &t);
-	if (rc < 0)
-		return fail_with(rc, "resnet18: weight %s: %s", name, tn_last_error());
-	if (tn_tensor_dtype(t) == TN_FLOAT32 && tn_tensor_ndim(t) == ndim &&
-	    memcmp(tn_tensor_sizes(t), sizes, sizeof(int64_t) * (size_t)ndim) == 0) {
-		*slot = t;
-		return 0;
-	}
-	const char *dt = tn_dtype_name(tn_tensor_dtype(t));
-	shape_str(got, sizeof(got), tn_tensor_ndim(t), tn_tensor_sizes(t));
-	shape_str(want, sizeof(want), ndim, sizes);
-	tn_tensor_unref(t);
-	return fail_with(TN_EINVAL,
-			 "resnet18: weight %s is %s of shape %s, not float32 of shape %s", name,
-			 dt ? dt : "?", got, want);
+	return model_bind(slot, get, ctx, "resnet18", name, ndim, sizes);
 }
 
 /* A convolution's weight, [out, in, k, k]. */
@@ -106,10 +66,10 @@ int resnet18_load(struct resnet18 *m, int64_t num_classes, resnet18_get_fn get, 
 	char name[96];
 	int rc;
 
-	model_error[0] = '\0';
+	model_clear_error();
 	memset(m, 0, sizeof(*m));
 	if (num_classes <= 0)
-		return fail_with(TN_EINVAL,
+		return model_fail(TN_EINVAL,
 				 "resnet18: the number of classes must be positive, not %lld",
 				 (long long)num_classes);
 	m->num_classes = num_classes;
@@ -229,16 +189,16 @@ int resnet18_forward(const struct resnet18 *m, const tn_tensor *images, tn_tenso
 	char buf[96];
 	int rc;
 
-	model_error[0] = '\0';
+	model_clear_error();
 	if (!images || !ret_logits)
-		return fail_with(TN_EINVAL, "resnet18: NULL %s", images ? "ret_logits" : "images");
+		return model_fail(TN_EINVAL, "resnet18: NULL %s", images ? "ret_logits" : "images");
 	if (tn_tensor_dtype(images) != TN_FLOAT32) {
 		const char *dt = tn_dtype_name(tn_tensor_dtype(images));
-		return fail_with(TN_EINVAL, "resnet18: images are %s, not float32", dt ? dt : "?");
+		return model_fail(TN_EINVAL, "resnet18: images are %s, not float32", dt ? dt : "?");
 	}
 	if (tn_tensor_ndim(images) != 4 || tn_tensor_sizes(images)[1] != 3)
-		return fail_with(TN_EINVAL, "resnet18: images of shape %s are not [N, 3, H, W]",
-				 shape_str(buf, sizeof(buf), tn_tensor_ndim(images),
+		return model_fail(TN_EINVAL, "resnet18: images of shape %s are not [N, 3, H, W]",
+				 model_shape_str(buf, sizeof(buf), tn_tensor_ndim(images),
 					   tn_tensor_sizes(images)));
 	if ((rc = conv_bn(images, m->conv1, &m->bn1, 2, 3, true, &y)) < 0 ||
 	    (rc = tn_max_pool2d(y, 2, (int64_t[]){ 3, 3 }, 2, (int64_t[]){ 2, 2 }, 2,

@@ -15,6 +15,8 @@
 
 #include <tensor.h>
 
+#include "common.h"
+
 /* A batch norm's affine weights and running statistics, each [channels]. */
 struct resnet18_bn {
 	tn_tensor *weight, *bias, *mean, *var;
@@ -39,7 +41,7 @@ struct resnet18 {
 
 /* Find the weight called @name (a new reference in *ret); 0 or a TN_E* code with
  * tn_last_error saying why. */
-typedef int (*resnet18_get_fn)(void *ctx, const char *name, tn_tensor **ret);
+typedef model_get_fn resnet18_get_fn;
 
 /*
  * Bind every weight of a ResNet-18 with @num_classes outputs through @get, checking each

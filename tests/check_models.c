@@ -173,7 +173,7 @@ START_TEST(test_gpt2_bad_input)
 	wide.n_layer = 5; /* h.4.* is not in the file */
 	ck_assert_int_eq(gpt2_load(&m, &wide, get_weight, a), TN_ENOENT);
 	ck_assert_int_eq(gpt2_load(&m, &CFG, get_misshapen, a), TN_EINVAL);
-	ck_assert_str_eq(gpt2_last_error(), "gpt2: weight ln_f.weight is not float32 of shape [256]");
+	ck_assert_str_eq(gpt2_last_error(), "gpt2: weight ln_f.weight is float32 of shape [256, 256], not float32 of shape [256]");
 	struct gpt2_config odd = CFG;
 	odd.n_head = 3;
 	ck_assert_int_eq(gpt2_load(&m, &odd, get_weight, a), TN_EINVAL);
