@@ -31,6 +31,8 @@
 
 #include <tensor.h>
 
+#include "demo_proc.h"
+
 #include "../models/gpt2.h"
 
 #define NWORKERS 4
@@ -161,34 +163,6 @@ static int worker(int i, const char *sock)
 	return 0;
 }
 
-static pid_t spawn(char *const argv[])
-{
-	fflush(stdout);
-	pid_t p = fork();
-	if (p < 0) {
-		perror("model_demo: fork");
-		exit(1);
-	}
-	if (p == 0) {
-		execv(argv[0], argv);
-		perror("model_demo: exec");
-		_exit(127);
-	}
-	return p;
-}
-
-static int wait_ok(pid_t p, const char *what)
-{
-	int st;
-	while (waitpid(p, &st, 0) < 0 && errno == EINTR)
-		;
-	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
-		fprintf(stderr, "model_demo: %s failed (status 0x%x)\n", what, st);
-		return -1;
-	}
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -222,7 +196,7 @@ int main(int argc, char **argv)
 	       NWORKERS);
 	char *dargv[] = { argv[1], "--foreground", "--socket", sock, "--arena-dir", arenas,
 			  "--log-level", "warn", NULL };
-	pid_t daemon = spawn(dargv);
+	pid_t daemon = demo_spawn("model_demo", dargv);
 	daemon_pid = daemon;
 	snprintf(daemon_dir, sizeof(daemon_dir), "%s", dir);
 	snprintf(daemon_arenas, sizeof(daemon_arenas), "%s", arenas);
@@ -246,10 +220,11 @@ int main(int argc, char **argv)
 	CHECK(tn_tensord_arena_create(c, "serve", &o));
 	printf("tensorctl load gpt2 %s --prefix w/ --seal\n", weights);
 	char *largv[] = { argv[2], "load", "gpt2", weights, "--prefix", "w/", "--seal", NULL };
-	if (wait_ok(spawn(largv), "tensorctl load"))
+	if (demo_wait_ok("model_demo", demo_spawn("model_demo", largv), "tensorctl load"))
 		goto fail;
 	char *xargv[] = { argv[2], "load", "gpt2", answers, "--prefix", "x/", "--seal", NULL };
-	if (wait_ok(spawn(xargv), "tensorctl load (torch's answers)"))
+	if (demo_wait_ok("model_demo", demo_spawn("model_demo", xargv),
+			 "tensorctl load (torch's answers)"))
 		goto fail;
 
 	/* 2. The workers, which wait for their prompts. */
@@ -258,7 +233,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < NWORKERS; i++) {
 		snprintf(idx[i], sizeof(idx[i]), "%d", i);
 		char *wargv[] = { self, "--worker", idx[i], sock, NULL };
-		w[i] = spawn(wargv);
+		w[i] = demo_spawn("model_demo", wargv);
 	}
 
 	/* 3. The prompts: torch's, from the weights arena. */
@@ -279,7 +254,7 @@ int main(int argc, char **argv)
 		tn_tensor_unref(p);
 	}
 	for (int i = 0; i < NWORKERS; i++)
-		bad |= wait_ok(w[i], "worker");
+		bad |= demo_wait_ok("model_demo", w[i], "worker");
 	if (bad)
 		goto fail;
 
@@ -321,7 +296,7 @@ int main(int argc, char **argv)
 	CHECK(tn_tensord_arena_destroy(c, "gpt2", 0));
 	CHECK(tn_tensord_shutdown(c));
 	tn_tensord_close(c);
-	wait_ok(daemon, "tensord");
+	demo_wait_ok("model_demo", daemon, "tensord");
 	daemon_pid = 0;
 	stop_daemon();
 	return bad ? 1 : 0;

@@ -39,6 +39,8 @@
 
 #include <tensor.h>
 
+#include "demo_proc.h"
+
 #define ARENA "demo"
 #define ROWS 256
 #define COLS 512
@@ -192,38 +194,6 @@ static int victim(void)
 
 /* ---- the parent ------------------------------------------------------------------------------ */
 
-static pid_t spawn(char *const argv[], bool quiet)
-{
-	fflush(stdout);
-	pid_t p = fork();
-	if (p < 0) {
-		perror("demo: fork");
-		exit(1);
-	}
-	if (p == 0) {
-		if (quiet) {
-			FILE *f = freopen("/dev/null", "w", stderr);
-			(void)f;
-		}
-		execv(argv[0], argv);
-		perror("demo: exec");
-		_exit(127);
-	}
-	return p;
-}
-
-static int wait_ok(pid_t p, const char *what)
-{
-	int st;
-	while (waitpid(p, &st, 0) < 0 && errno == EINTR)
-		;
-	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
-		fprintf(stderr, "demo: %s failed (status 0x%x)\n", what, st);
-		return -1;
-	}
-	return 0;
-}
-
 static uint64_t free_bytes(tn_tensord *c)
 {
 	tn_tensord_arena_info i;
@@ -266,7 +236,7 @@ int main(int argc, char **argv)
 	printf("libtensor %s: tensord demo\n\n", tn_version());
 	char *dargv[] = { argv[1], "--foreground", "--socket", sock, "--arena-dir", arenas,
 			  "--log-level", "warn", NULL };
-	pid_t daemon = spawn(dargv, false);
+	pid_t daemon = demo_spawn("demo", dargv);
 	tn_tensord *c = NULL;
 	for (int i = 0; i < 500 && tn_tensord_connect(NULL, &c); i++)
 		usleep(10000);
@@ -294,7 +264,7 @@ int main(int argc, char **argv)
 		setenv("PYTHONPATH", argv[4], 1);
 		for (int i = 0; i < 2; i++) {
 			char *wargv[] = { argv[2], argv[3], (char *)kinds[i], arenas, NULL };
-			workers[i] = spawn(wargv, false);
+			workers[i] = demo_spawn("demo", wargv);
 		}
 		/* Start the producer once both are asleep in the arena (its waiting mask counts
 		 * them), so that the demo shows a wait that a publish ends. */
@@ -309,7 +279,7 @@ int main(int argc, char **argv)
 		       "for the sealed weights\n", argv[2], (int)ws.waiters);
 	}
 	char *pargv[] = { self, "--producer", NULL };
-	if (wait_ok(spawn(pargv, false), "producer"))
+	if (demo_wait_ok("demo", demo_spawn("demo", pargv), "producer"))
 		goto fail;
 
 	/* 4. The consumers, at once. */
@@ -318,14 +288,14 @@ int main(int argc, char **argv)
 	for (int i = 0; i < NCONSUMERS; i++) {
 		snprintf(idx[i], sizeof(idx[i]), "%d", i);
 		char *cargv[] = { self, "--consumer", idx[i], NULL };
-		cons[i] = spawn(cargv, false);
+		cons[i] = demo_spawn("demo", cargv);
 	}
 	int bad = 0;
 	for (int i = 0; i < NCONSUMERS; i++)
-		bad |= wait_ok(cons[i], "consumer");
+		bad |= demo_wait_ok("demo", cons[i], "consumer");
 	for (int i = 0; i < 2; i++)
 		if (workers[i] > 0)
-			bad |= wait_ok(workers[i], kinds[i]);
+			bad |= demo_wait_ok("demo", workers[i], kinds[i]);
 	if (bad)
 		goto fail;
 	/* Check the published results against the same computation here, on this process's
@@ -378,7 +348,7 @@ int main(int argc, char **argv)
 	/* 5. Kill a process that holds arena memory. */
 	uint64_t before = free_bytes(c);
 	char *vargv[] = { self, "--victim", NULL };
-	pid_t v = spawn(vargv, false);
+	pid_t v = demo_spawn("demo", vargv);
 	uint64_t held = before;
 	for (int i = 0; i < 500 && held == before; i++) {
 		usleep(10000);
@@ -435,7 +405,7 @@ int main(int argc, char **argv)
 	CHECK(tn_tensord_arena_destroy(c, ARENA, 0));
 	CHECK(tn_tensord_shutdown(c));
 	tn_tensord_close(c);
-	if (wait_ok(daemon, "tensord"))
+	if (demo_wait_ok("demo", daemon, "tensord"))
 		bad = 1;
 	struct stat sb;
 	bool left = stat(arenas, &sb) == 0 && rmdir(arenas) != 0;
