@@ -68,9 +68,6 @@ int pytn_arena_empty(tn_arena *arena, int ndim, const int64_t *sizes, enum tn_dt
 int pytn_random_init_types(PyObject *module);
 PyObject *pytn_wrap_generator(tn_generator *gen); /* steals the reference, also on failure */
 tn_generator *pytn_generator_of(PyObject *obj);    /* borrowed, of a libtensor.Generator */
-PyObject *pytn_manual_seed(PyObject *self, PyObject *seed);
-PyObject *pytn_seed(PyObject *self, PyObject *unused);
-PyObject *pytn_initial_seed(PyObject *self, PyObject *unused);
 #define PYTN_IS_GENERATOR(o) PyObject_TypeCheck((o), &pytn_generator_type)
 
 #endif /* PYTN_H */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libtensor.Generator and the module's manual_seed, seed, initial_seed and default_generator:
- * tn_generator (<tensor/random.h>) as torch.Generator is for torch's CPU generator. The
- * random operators of libtensor.ops take one as their generator= argument.
+ * libtensor.Generator and the module's default_generator (whose methods libtensor's
+ * manual_seed, seed and initial_seed call, in __init__.py): tn_generator (<tensor/random.h>) as
+ * torch.Generator is for torch's CPU generator. The random operators of libtensor.ops take one
+ * as their generator= argument.
  */
 #include "pytn.h"
 
@@ -179,40 +180,6 @@ PyTypeObject pytn_generator_type = {
 };
 
 /* ---- the default generator ----------------------------------------------------------------- */
-
-PyObject *pytn_manual_seed(PyObject *self, PyObject *seed_obj)
-{
-	uint64_t seed;
-	int rc;
-	(void)self;
-	if (seed_from_py(seed_obj, &seed) < 0)
-		return NULL;
-	if ((rc = tn_manual_seed(seed)) < 0)
-		return pytn_raise(rc);
-	return pytn_wrap_generator(tn_default_generator());
-}
-
-PyObject *pytn_seed(PyObject *self, PyObject *unused)
-{
-	uint64_t seed;
-	int rc;
-	(void)self;
-	(void)unused;
-	if ((rc = tn_seed(&seed)) < 0)
-		return pytn_raise(rc);
-	return PyLong_FromUnsignedLongLong(seed);
-}
-
-PyObject *pytn_initial_seed(PyObject *self, PyObject *unused)
-{
-	uint64_t seed;
-	int rc;
-	(void)self;
-	(void)unused;
-	if ((rc = tn_initial_seed(&seed)) < 0)
-		return pytn_raise(rc);
-	return PyLong_FromUnsignedLongLong(seed);
-}
 
 int pytn_random_init_types(PyObject *module)
 {

@@ -20,12 +20,27 @@ The package wraps the libtensor C library (see libtensor-python(7)):
 from . import _C
 from ._C import *  # noqa: F401,F403  (Tensor, Client, Arena, Error..., dtype names)
 from ._C import Tensor, Client, Arena, Error, from_dlpack, tensor, connect  # noqa: F401
-from ._C import Generator, default_generator, manual_seed, seed, initial_seed  # noqa: F401
+from ._C import Generator, default_generator  # noqa: F401
 from . import ops  # noqa: F401
 
 #: The dtype names, also module constants (``libtensor.float32 == 'float32'``).
 dtypes = ('bool', 'uint8', 'int8', 'int16', 'int32', 'int64', 'float16', 'bfloat16',
           'float32', 'float64')
+
+
+def manual_seed(seed):
+    """manual_seed(seed) -> Generator: seed the default generator (torch.manual_seed)."""
+    return default_generator.manual_seed(seed)
+
+
+def seed():
+    """seed() -> int: seed the default generator from the kernel's random source."""
+    return default_generator.seed()
+
+
+def initial_seed():
+    """initial_seed() -> int: the default generator's seed."""
+    return default_generator.initial_seed()
 
 
 def empty(*shape, dtype='float32', device='cpu'):
