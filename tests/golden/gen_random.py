@@ -148,13 +148,32 @@ def run_case(torch, seed, calls):
     return out, g.initial_seed()
 
 
-def child(cap):
+def torch_under(cap):
+    """torch, checked to run capability cap's kernels (this process was started with
+    ATEN_CPU_CAPABILITY=cap by run_children)."""
     import torch
 
     shown = torch.__config__.show()
     want = {"default": "NO AVX", "avx2": "AVX2", "avx512": "AVX512"}[cap]
     if "CPU capability usage: %s\n" % want not in shown:
         sys.exit("torch did not take ATEN_CPU_CAPABILITY=%s" % cap)
+    return torch
+
+
+def run_children(script_path):
+    """Run `script_path --child CAP` once per capability (torch reads ATEN_CPU_CAPABILITY once,
+    at start-up); returns {cap: the JSON it printed}."""
+    runs = {}
+    for cap in CAPS:
+        env = dict(os.environ, ATEN_CPU_CAPABILITY=cap, OMP_NUM_THREADS="1")
+        res = subprocess.run([sys.executable, script_path, "--child", cap], env=env,
+                             check=True, capture_output=True, text=True)
+        runs[cap] = json.loads(res.stdout)
+    return runs
+
+
+def child(cap):
+    torch = torch_under(cap)
     result = []
     # Only the float ops depend on the capability: the other two run them on two seeds.
     full = cap == "avx2"
@@ -170,12 +189,7 @@ def c_double(x):
 
 
 def main(outdir):
-    runs = {}
-    for cap in CAPS:
-        env = dict(os.environ, ATEN_CPU_CAPABILITY=cap, OMP_NUM_THREADS="1")
-        res = subprocess.run([sys.executable, __file__, "--child", cap], env=env,
-                             check=True, capture_output=True, text=True)
-        runs[cap] = json.loads(res.stdout)
+    runs = run_children(__file__)
     version = runs["avx2"]["torch"]
 
     cases, calls, values = [], [], []

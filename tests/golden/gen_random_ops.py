@@ -15,10 +15,10 @@ and normal_ depend on it.
 """
 import json
 import os
-import subprocess
 import sys
 
-CAPS = ["default", "avx2", "avx512"]  # the order of enum tn_cpu_capability
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_random import CAPS, run_children, torch_under  # noqa: E402  (the capability runs)
 SEEDS = [0, 1234, 2**40 + 17]
 
 
@@ -163,12 +163,7 @@ def run_case(torch, seed, calls):
 
 
 def child(cap):
-    import torch
-
-    shown = torch.__config__.show()
-    want = {"default": "NO AVX", "avx2": "AVX2", "avx512": "AVX512"}[cap]
-    if "CPU capability usage: %s\n" % want not in shown:
-        sys.exit("torch did not take ATEN_CPU_CAPABILITY=%s" % cap)
+    torch = torch_under(cap)
     torch.set_num_threads(1)
     result = []
     for seed in SEEDS:
@@ -186,12 +181,7 @@ def c_double(x):
 
 
 def main(outdir):
-    runs = {}
-    for cap in CAPS:
-        env = dict(os.environ, ATEN_CPU_CAPABILITY=cap, OMP_NUM_THREADS="1")
-        res = subprocess.run([sys.executable, __file__, "--child", cap], env=env,
-                             check=True, capture_output=True, text=True)
-        runs[cap] = json.loads(res.stdout)
+    runs = run_children(__file__)
     version = runs["avx2"]["torch"]
 
     cases, calls, fvals, ivals = [], [], [], []
