@@ -253,9 +253,10 @@ tn_tensor *lt_block(weights &w, tn_tensor *x)
 #ifdef TN_HAVE_LIBTORCH
 namespace F = torch::nn::functional;
 
-torch::Tensor th_block(weights &w, const torch::Tensor &x)
+// Transformer block @layer on [B, T, C].
+torch::Tensor th_block(weights &w, const torch::Tensor &x, int64_t layer = L0)
 {
-	const std::string p = "h." + std::to_string(L0) + ".";
+	const std::string p = "h." + std::to_string(layer) + ".";
 	const int64_t B = x.size(0), Tn = x.size(1);
 	auto h = F::layer_norm(x, F::LayerNormFuncOptions({ C }).weight(TW(w, p + "ln_1.weight"))
 					  .bias(TW(w, p + "ln_1.bias")).eps(1e-5));
@@ -281,26 +282,8 @@ torch::Tensor th_gpt2(weights &w, const torch::Tensor &tokens, int64_t layers)
 	auto x = F::embedding(tokens, TW(w, "wte.weight")) +
 		 TW(w, "wpe.weight").narrow(0, 0, tokens.size(0));
 	x = x.unsqueeze(0);
-	for (int64_t l = 0; l < layers; l++) {
-		const std::string p = "h." + std::to_string(l) + ".";
-		const int64_t Tn = x.size(1);
-		auto h = F::layer_norm(x, F::LayerNormFuncOptions({ C }).weight(TW(w, p + "ln_1.weight"))
-						  .bias(TW(w, p + "ln_1.bias")).eps(1e-5));
-		auto qkv = F::linear(h, TW(w, p + "attn.c_attn.weight"), TW(w, p + "attn.c_attn.bias"));
-		auto q = qkv.narrow(2, 0, C).view({ 1, Tn, H, D }).transpose(1, 2);
-		auto k = qkv.narrow(2, C, C).view({ 1, Tn, H, D }).transpose(1, 2);
-		auto v = qkv.narrow(2, 2 * C, C).view({ 1, Tn, H, D }).transpose(1, 2);
-		auto s = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt((double)D));
-		auto a = torch::softmax(s.masked_fill(torch::ones({ Tn, Tn }, torch::kBool).triu(1),
-						      -INFINITY), -1);
-		auto y = torch::matmul(a, v).transpose(1, 2).reshape({ 1, Tn, C });
-		x = x + F::linear(y, TW(w, p + "attn.c_proj.weight"), TW(w, p + "attn.c_proj.bias"));
-		auto h2 = F::layer_norm(x, F::LayerNormFuncOptions({ C }).weight(TW(w, p + "ln_2.weight"))
-						   .bias(TW(w, p + "ln_2.bias")).eps(1e-5));
-		auto f = F::gelu(F::linear(h2, TW(w, p + "mlp.c_fc.weight"), TW(w, p + "mlp.c_fc.bias")),
-				 F::GELUFuncOptions().approximate("tanh"));
-		x = x + F::linear(f, TW(w, p + "mlp.c_proj.weight"), TW(w, p + "mlp.c_proj.bias"));
-	}
+	for (int64_t l = 0; l < layers; l++)
+		x = th_block(w, x, l);
 	x = F::layer_norm(x, F::LayerNormFuncOptions({ C }).weight(TW(w, "ln_f.weight"))
 				     .bias(TW(w, "ln_f.bias")).eps(1e-5));
 	return F::linear(x.squeeze(0), TW(w, "wte.weight"));
@@ -369,6 +352,34 @@ double resnet18_macs(int64_t h, int64_t w)
 	return macs + 512.0 * 1000;
 }
 
+// One contender per library computing the same result: libtensor's returns a new reference.
+struct contenders {
+	std::function<tn_tensor *()> lt;
+#ifdef TN_HAVE_LIBTORCH
+	std::function<torch::Tensor()> th;
+#endif
+};
+
+// Time both in alternating blocks of @reps runs, compare one result of each, print a row.
+void row(const char *name, int64_t batch, double flop, double peak, int reps,
+	 const contenders &c, const char *note)
+{
+	std::vector<std::function<void()>> fns = { [&] { tn_tensor_unref(c.lt()); } };
+#ifdef TN_HAVE_LIBTORCH
+	fns.push_back([&] { (void)c.th(); });
+#endif
+	std::vector<double> s = blocks(fns, reps);
+	double lt = flop / s[0] / 1e9, th = s.size() > 1 ? flop / s[1] / 1e9 : 0, diff = 0;
+#ifdef TN_HAVE_LIBTORCH
+	tn_tensor *r = c.lt();
+	diff = max_diff(r, c.th());
+	tn_tensor_unref(r);
+#endif
+	std::printf("%-14s %6lld %7.2f ms %7.2f ms %9.2f %9.2f %10.2g   (%s; %.1f vs %.1f GFLOP/s)\n",
+		    name, (long long)batch, s[0] * 1e3, s.size() > 1 ? s[1] * 1e3 : 0,
+		    th > 0 ? lt / th : 0, lt / peak, diff, note, lt, th);
+}
+
 } // namespace
 
 static void run_gpt2(const char *dir, double peak);
@@ -400,7 +411,7 @@ int main(int argc, char **argv)
 #else
 	std::printf("bench_models: built without libtorch: libtensor's figures only\n");
 #endif
-	std::printf("%-14s %6s %11s %11s %9s %9s %10s\n", "case", "batch", "libtensor", "torch",
+	std::printf("%-14s %6s %12s %12s %9s %9s %10s\n", "case", "batch", "libtensor", "torch",
 		    "lt/torch", "lt/peak", "max|diff|");
 
 	if (only != "resnet18")
@@ -419,22 +430,13 @@ static void run_gpt2(const char *dir, double peak)
 		const int64_t Tn = 128;
 		tn_tensor *x = filled({ B, Tn, C }, 7);
 		double flop = 2.0 * B * Tn * (12.0 * C * C + 2.0 * Tn * C);
-		std::vector<std::function<void()>> fns = { [&] { tn_tensor_unref(lt_block(g, x)); } };
+		contenders c;
+		c.lt = [&] { return lt_block(g, x); };
 #ifdef TN_HAVE_LIBTORCH
 		torch::Tensor tx = T(x);
-		fns.push_back([&] { (void)th_block(g, tx); });
+		c.th = [&] { return th_block(g, tx); };
 #endif
-		int reps = B == 1 ? 40 : 5;
-		std::vector<double> s = blocks(fns, reps);
-		double lt = flop / s[0] / 1e9, th = s.size() > 1 ? flop / s[1] / 1e9 : 0, diff = 0;
-#ifdef TN_HAVE_LIBTORCH
-		tn_tensor *r = lt_block(g, x);
-		diff = max_diff(r, th_block(g, tx));
-		tn_tensor_unref(r);
-#endif
-		std::printf("%-14s %6lld %6.2f ms %6.2f ms %9.2f %9.2f %10.2g   (%.1f vs %.1f GFLOP/s)\n",
-			    "gpt2 block", (long long)B, s[0] * 1e3, s.size() > 1 ? s[1] * 1e3 : 0,
-			    th > 0 ? lt / th : 0, lt / peak, diff, lt, th);
+		row("gpt2 block", B, flop, peak, B == 1 ? 40 : 5, c, "128 tokens");
 		tn_tensor_unref(x);
 	}
 
@@ -450,27 +452,17 @@ static void run_gpt2(const char *dir, double peak)
 		for (int64_t i = 0; i < 128; i++)
 			prompt[i] = (i * 7919 + 13) % cfg.vocab;
 		double flop = 2.0 * 128 * (cfg.n_layer * (12.0 * C * C + 2.0 * 128 * C) + (double)C * cfg.vocab);
-		std::vector<std::function<void()>> fns = { [&] {
+		contenders c;
+		c.lt = [&] {
 			tn_tensor *logits;
-			if (gpt2_forward(&m, NULL, prompt.data(), 128, &logits) < 0)
-				die("gpt2_forward");
-			tn_tensor_unref(logits);
-		} };
+			check(gpt2_forward(&m, NULL, prompt.data(), 128, &logits), "gpt2_forward");
+			return logits;
+		};
 #ifdef TN_HAVE_LIBTORCH
 		torch::Tensor tok = torch::from_blob(prompt.data(), { 128 }, torch::kInt64);
-		fns.push_back([&] { (void)th_gpt2(g, tok, cfg.n_layer); });
+		c.th = [&] { return th_gpt2(g, tok, cfg.n_layer); };
 #endif
-		std::vector<double> s = blocks(fns, 20);
-		double lt = flop / s[0] / 1e9, th = s.size() > 1 ? flop / s[1] / 1e9 : 0, diff = 0;
-#ifdef TN_HAVE_LIBTORCH
-		tn_tensor *logits;
-		check(gpt2_forward(&m, NULL, prompt.data(), 128, &logits), "gpt2_forward");
-		diff = max_diff(logits, th_gpt2(g, tok, cfg.n_layer));
-		tn_tensor_unref(logits);
-#endif
-		std::printf("%-14s %6d %6.2f ms %6.2f ms %9.2f %9.2f %10.2g   (128 tokens, logits included)\n",
-			    "gpt2 prompt", 1, s[0] * 1e3, s.size() > 1 ? s[1] * 1e3 : 0,
-			    th > 0 ? lt / th : 0, lt / peak, diff);
+		row("gpt2 prompt", 1, flop, peak, 20, c, "128 tokens, logits included");
 	}
 	{
 		std::vector<int64_t> prompt(16), out(64);
@@ -501,30 +493,20 @@ static void run_resnet18(const char *dir, double peak)
 	for (int64_t B : { 1, 32 }) {
 		tn_tensor *img = filled({ B, 3, 224, 224 }, 11);
 		double flop = 2.0 * B * resnet18_macs(224, 224);
-		std::vector<std::function<void()>> fns = { [&] {
+		contenders c;
+		c.lt = [&] {
 			tn_tensor *logits;
 			if (resnet18_forward(&net, img, &logits) < 0) {
 				std::fprintf(stderr, "bench_models: %s\n", resnet18_last_error());
 				std::exit(1);
 			}
-			tn_tensor_unref(logits);
-		} };
+			return logits;
+		};
 #ifdef TN_HAVE_LIBTORCH
 		torch::Tensor timg = T(img);
-		fns.push_back([&] { (void)th_resnet18(r, timg); });
+		c.th = [&] { return th_resnet18(r, timg); };
 #endif
-		std::vector<double> s = blocks(fns, B == 1 ? 10 : 2);
-		double lt = flop / s[0] / 1e9, th = s.size() > 1 ? flop / s[1] / 1e9 : 0, diff = 0;
-#ifdef TN_HAVE_LIBTORCH
-		tn_tensor *logits;
-		if (resnet18_forward(&net, img, &logits) < 0)
-			die("resnet18_forward");
-		diff = max_diff(logits, th_resnet18(r, timg));
-		tn_tensor_unref(logits);
-#endif
-		std::printf("%-14s %6lld %6.1f ms %6.1f ms %9.2f %9.2f %10.2g   (224x224; %.1f vs %.1f GFLOP/s)\n",
-			    "resnet18", (long long)B, s[0] * 1e3, s.size() > 1 ? s[1] * 1e3 : 0,
-			    th > 0 ? lt / th : 0, lt / peak, diff, lt, th);
+		row("resnet18", B, flop, peak, B == 1 ? 10 : 2, c, "224x224");
 		tn_tensor_unref(img);
 	}
 	resnet18_free(&net);
