@@ -3,7 +3,8 @@
  * The CPU capability: which compiled variant of each kernel this process runs.
  *
  * Detection reads cpuid and XGETBV (the OS must save the AVX and AVX-512 register state),
- * as ATen's cpuinfo-based compute_cpu_capability. AVX2 needs AVX2 and FMA; AVX512 needs
+ * as ATen's cpuinfo-based compute_cpu_capability. AVX2 needs AVX2, FMA and F16C (the
+ * float16 conversions); AVX512 needs
  * AVX-512 F, VL, BW and DQ. TN_CPU_CAPABILITY=default|avx2|avx512 may lower the choice
  * (never raise it past what the CPU and the build support: a forced AVX-512 kernel on a CPU
  * without it would die of SIGILL). The choice is made once and then fixed.
@@ -33,7 +34,8 @@ static enum tn_cpu_capability detect(void)
 	unsigned a, b, c, d;
 	if (!__get_cpuid(1, &a, &b, &c, &d))
 		return cap;
-	bool osxsave = c & (1u << 27), avx = c & (1u << 28), fma = c & (1u << 12);
+	bool osxsave = c & (1u << 27), avx = c & (1u << 28), fma = c & (1u << 12),
+	     f16c = c & (1u << 29);
 	if (!osxsave || !avx)
 		return cap;
 	unsigned lo, hi;
@@ -47,14 +49,14 @@ static enum tn_cpu_capability detect(void)
 	bool avx512 = (b & (1u << 16)) /* F */ && (b & (1u << 17)) /* DQ */ &&
 		      (b & (1u << 30)) /* BW */ && (b & (1u << 31)) /* VL */;
 #ifdef TN_BUILD_AVX2
-	if (ymm_state && avx2 && fma)
+	if (ymm_state && avx2 && fma && f16c)
 		cap = TN_CPU_CAPABILITY_AVX2;
 #endif
 #ifdef TN_BUILD_AVX512
 	if (cap == TN_CPU_CAPABILITY_AVX2 && zmm_state && avx512)
 		cap = TN_CPU_CAPABILITY_AVX512;
 #endif
-	(void)ymm_state, (void)zmm_state, (void)avx2, (void)avx512, (void)fma;
+	(void)ymm_state, (void)zmm_state, (void)avx2, (void)avx512, (void)fma, (void)f16c;
 #endif
 	return cap;
 }

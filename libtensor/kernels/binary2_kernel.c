@@ -17,12 +17,14 @@
  * Shift counts are taken modulo 32 (64 for int64), the x86 semantics PyTorch 1.13 shows.
  */
 #include <math.h>
+#include <string.h>
 
 #include "binary_loops.h"
+#include "vmath.h"
 
 /* Round a float result to the 16-bit type and back. */
-#define R_HALF(v) tn_half_to_float(tn_half_from_float(v))
-#define R_BF16(v) tn_bfloat16_to_float(tn_bfloat16_from_float(v))
+#define R_HALF(v) tn__h2f(tn__f2h(v))
+#define R_BF16(v) tn__bf2f(tn__f2bf(v))
 #define R_NONE(v) (v)
 
 /* Floor division and remainder of one floating type family, computing in CT with rounding
@@ -88,10 +90,10 @@ static void div_floor_h_row(char *o, int64_t so, const char *a, int64_t sa, cons
 				     (sa == 0 && sb == w));
 	const int64_t body = vec ? n / 32 * 32 : 0;
 	for (int64_t i = 0; i < n; i++) {
-		const float x = tn_half_to_float(*(const tn_half *)(a + i * sa));
-		const float y = tn_half_to_float(*(const tn_half *)(b + i * sb));
+		const float x = tn__h2f(*(const tn_half *)(a + i * sa));
+		const float y = tn__h2f(*(const tn_half *)(b + i * sb));
 		*(tn_half *)(o + i * so) =
-			tn_half_from_float(i < body ? div_floor_h(x, y) : div_floor_h_scalar(x, y));
+			tn__f2h(i < body ? div_floor_h(x, y) : div_floor_h_scalar(x, y));
 	}
 }
 
@@ -308,10 +310,55 @@ static inline uint8_t pow_u8(uint8_t a, uint8_t b)
 			return; /* atan2 promotes to float; pow's float cases */           \
 		}
 
+/* pow and atan2 of float32 and float64 rows whose inputs are contiguous or broadcast scalars,
+ * on SLEEF's 1-ulp vector functions (vmath.h), as ATen's Vectorized<float>::pow and ::atan2;
+ * the tail through zero-padded vectors. */
+#define VEC2_ROW(VT, ET, VL, LOAD, STORE, SPLAT, FN)                                        \
+	do {                                                                                \
+		const ET *A = (const ET *)a, *B = (const ET *)b;                            \
+		ET *O = (ET *)o;                                                            \
+		int64_t i = 0;                                                              \
+		for (; i + (VL) <= n; i += (VL)) {                                          \
+			const VT x = sa ? LOAD(A + i) : SPLAT(A[0]);                        \
+			const VT y = sb ? LOAD(B + i) : SPLAT(B[0]);                        \
+			STORE(O + i, FN(x, y));                                             \
+		}                                                                           \
+		if (i < n) {                                                                \
+			ET bx[VL], by[VL], bo[VL];                                          \
+			for (int64_t k = 0; k < (VL); k++) {                                \
+				bx[k] = i + k < n ? A[sa ? i + k : 0] : 0;                  \
+				by[k] = i + k < n ? B[sb ? i + k : 0] : 0;                  \
+			}                                                                   \
+			STORE(bo, FN(LOAD(bx), LOAD(by)));                                  \
+			memcpy(O + i, bo, (size_t)(n - i) * sizeof(ET));                    \
+		}                                                                           \
+	} while (0)
+
+static bool vec2_row(int op, enum tn_dtype dt, char *o, int64_t so, const char *a, int64_t sa,
+		     const char *b, int64_t sb, int64_t n)
+{
+	const int64_t w = dt == TN_FLOAT32 ? 4 : 8;
+	if ((op != TN_BIN2_POW && op != TN_BIN2_ATAN2) ||
+	    (dt != TN_FLOAT32 && dt != TN_FLOAT64) || so != w || (sa != w && sa != 0) ||
+	    (sb != w && sb != 0))
+		return false;
+	if (dt == TN_FLOAT32 && op == TN_BIN2_POW)
+		VEC2_ROW(tn_vf, float, TN_VLF, tn_vload_f32, tn_vstore_f32, tn_vf_splat, tn_vpowf);
+	else if (dt == TN_FLOAT32)
+		VEC2_ROW(tn_vf, float, TN_VLF, tn_vload_f32, tn_vstore_f32, tn_vf_splat, tn_vatan2f);
+	else if (op == TN_BIN2_POW)
+		VEC2_ROW(tn_vd, double, TN_VLD, tn_vload_f64, tn_vstore_f64, tn_vd_splat, tn_vpow);
+	else
+		VEC2_ROW(tn_vd, double, TN_VLD, tn_vload_f64, tn_vstore_f64, tn_vd_splat, tn_vatan2);
+	return true;
+}
+
 void TN_KERNEL_FN(tn__binary2_kernel)(int op, enum tn_dtype dt, char *o, int64_t so,
 					const char *a, int64_t sa, const char *b, int64_t sb,
 					int64_t n)
 {
+	if (vec2_row(op, dt, o, so, a, sa, b, sb, n))
+		return;
 	switch (dt) {
 	case TN_BOOL:
 		switch (op) {

@@ -55,8 +55,8 @@
  * arithmetic as float16. Sub is
  * add with -alpha. With alpha 1 every form is one rounding of x + y.
  */
-#define ROUND_HALF(v) tn_half_to_float(tn_half_from_float(v))
-#define ROUND_BF16(v) tn_bfloat16_to_float(tn_bfloat16_from_float(v))
+#define ROUND_HALF(v) tn__h2f(tn__f2h(v))
+#define ROUND_BF16(v) tn__bf2f(tn__f2bf(v))
 
 #define FMA_CASE(DT, T, FMA)                                                                \
 	case DT:                                                                            \

@@ -11,6 +11,7 @@
 #define TN_KERNELS_BINARY_LOOPS_H
 
 #include "stub.h"
+#include "half.h"
 
 /* Output elements of type TO, inputs of type T. */
 #define BINARY_ROW(TO, T, LOADX, LOADY, EXPR, STORE)                                       \
@@ -53,11 +54,11 @@
 #define LY_PLAIN(v) const __typeof__(v) y = (v)
 #define ST_PLAIN(dst, v) ((dst) = (v))
 /* 16-bit floats: compute in float. */
-#define LX_HALF(v) const float x = tn_half_to_float(v)
-#define LY_HALF(v) const float y = tn_half_to_float(v)
-#define ST_HALF(dst, v) ((dst) = tn_half_from_float(v))
-#define LX_BF16(v) const float x = tn_bfloat16_to_float(v)
-#define LY_BF16(v) const float y = tn_bfloat16_to_float(v)
-#define ST_BF16(dst, v) ((dst) = tn_bfloat16_from_float(v))
+#define LX_HALF(v) const float x = tn__h2f(v)
+#define LY_HALF(v) const float y = tn__h2f(v)
+#define ST_HALF(dst, v) ((dst) = tn__f2h(v))
+#define LX_BF16(v) const float x = tn__bf2f(v)
+#define LY_BF16(v) const float y = tn__bf2f(v)
+#define ST_BF16(dst, v) ((dst) = tn__f2bf(v))
 
 #endif /* TN_KERNELS_BINARY_LOOPS_H */

@@ -14,6 +14,7 @@
 #include <math.h>
 
 #include "stub.h"
+#include "half.h"
 
 #define CLAMP_LOOP(T, LOAD, STORE, EXPR)                                                   \
 	do {                                                                               \
@@ -73,10 +74,10 @@
 
 #define ID(v) (v)
 #define NONAN(v) 0
-#define HLOAD(v) tn_half_to_float(v)
-#define HSTORE(v) tn_half_from_float(v)
-#define BLOAD(v) tn_bfloat16_to_float(v)
-#define BSTORE(v) tn_bfloat16_from_float(v)
+#define HLOAD(v) tn__h2f(v)
+#define HSTORE(v) tn__f2h(v)
+#define BLOAD(v) tn__bf2f(v)
+#define BSTORE(v) tn__f2bf(v)
 
 void TN_KERNEL_FN(tn__clamp_kernel)(int mode, enum tn_dtype dt, char *o, int64_t so,
 				      const char *a, int64_t sa, const char *lo, int64_t slo,

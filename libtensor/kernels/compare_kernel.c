@@ -7,6 +7,7 @@
  * float.
  */
 #include "stub.h"
+#include "half.h"
 
 #define CMP_LOOP(T, LOAD, EXPR)                                                            \
 	do {                                                                               \
@@ -34,8 +35,8 @@
 	} while (0)
 
 #define ID(v) (v)
-#define HALF(v) tn_half_to_float(v)
-#define BF16(v) tn_bfloat16_to_float(v)
+#define HALF(v) tn__h2f(v)
+#define BF16(v) tn__bf2f(v)
 
 #define CMP_OPS(T, LOAD)                                                                   \
 	switch (op) {                                                                      \

@@ -15,6 +15,7 @@
 #endif
 
 #include "stub.h"
+#include "half.h"
 
 /* Load one element as its natural C type, and store a C value as a dtype, by short tags in
  * TN_DTYPE_LIST order. The 16-bit floats go through float, as c10::Half and c10::BFloat16 do. */
@@ -24,8 +25,8 @@
 #define LOAD_i16(p) (*(const int16_t *)(p))
 #define LOAD_i32(p) (*(const int32_t *)(p))
 #define LOAD_i64(p) (*(const int64_t *)(p))
-#define LOAD_f16(p) tn_half_to_float(*(const tn_half *)(p))
-#define LOAD_bf16(p) tn_bfloat16_to_float(*(const tn_bfloat16 *)(p))
+#define LOAD_f16(p) tn__h2f(*(const tn_half *)(p))
+#define LOAD_bf16(p) tn__bf2f(*(const tn_bfloat16 *)(p))
 #define LOAD_f32(p) (*(const float *)(p))
 #define LOAD_f64(p) (*(const double *)(p))
 
@@ -72,8 +73,8 @@ static inline int64_t int_to_i64(int64_t v)
 #define STORE_i16(p, v) (*(int16_t *)(p) = (int16_t)TO_I32(v))
 #define STORE_i32(p, v) (*(int32_t *)(p) = (int32_t)TO_I32(v))
 #define STORE_i64(p, v) (*(int64_t *)(p) = TO_I64(v))
-#define STORE_f16(p, v) (*(tn_half *)(p) = tn_half_from_float((float)(v)))
-#define STORE_bf16(p, v) (*(tn_bfloat16 *)(p) = tn_bfloat16_from_float((float)(v)))
+#define STORE_f16(p, v) (*(tn_half *)(p) = tn__f2h((float)(v)))
+#define STORE_bf16(p, v) (*(tn_bfloat16 *)(p) = tn__f2bf((float)(v)))
 #define STORE_f32(p, v) (*(float *)(p) = (float)(v))
 #define STORE_f64(p, v) (*(double *)(p) = (double)(v))
 

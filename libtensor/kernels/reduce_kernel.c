@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "stub.h"
+#include "half.h"
 
 #define LANES 32 /* accumulators of a row: four AVX2 or two AVX-512 float32 vectors */
 /* Columns per block of an outer reduction: rows up to this long are read in one sequential
@@ -169,10 +170,10 @@ static inline float bf16_to_float(tn_bfloat16 v)
 	}
 
 #define ID(v) (v)
-#define HALF_F(v) tn_half_to_float(v)
+#define HALF_F(v) tn__h2f(v)
 #define BF16_F(v) bf16_to_float(v)
-#define F_HALF(v) tn_half_from_float(v)
-#define F_BF16(v) tn_bfloat16_from_float(v)
+#define F_HALF(v) tn__f2h(v)
+#define F_BF16(v) tn__f2bf(v)
 /* Nonzero test of a 16-bit float's bits (either zero counts as zero). */
 #define NZ16(v) ((uint8_t)(((v).bits & 0x7fff) != 0))
 #define NZ(v) ((uint8_t)((v) != 0))

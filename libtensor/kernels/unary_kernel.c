@@ -1,21 +1,31 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unary kernels (neg, abs, sign, exp, expm1, log, log1p, log2, sqrt, rsqrt, sin, cos, tan,
- * tanh, sigmoid, relu, erf, floor, ceil, round, trunc, reciprocal), compiled once per CPU
- * capability (see stub.h). One row: out[i] = f(a[i]), input and output in one dtype (the
- * caller converts integer inputs of the floating functions first). Floating functions use the
- * C library's float or double versions; 16-bit floats compute in float and round once.
+ * tanh, sigmoid, silu, relu, erf, gelu, floor, ceil, round, trunc, reciprocal), compiled once
+ * per CPU capability (see stub.h). One row: out[i] = f(a[i]), input and output in one dtype
+ * (the caller converts integer inputs of the floating functions first).
+ *
+ * Floating rows run on vectors (vmath.h): float32 and float64 rows in place when contiguous;
+ * float16, bfloat16 and strided float32 rows through a float32 block of the stack (vector
+ * conversions in, the function, vector conversions out), so a 16-bit row costs about what a
+ * float32 row does and rounds once, as before. The transcendental functions are SLEEF's 1-ulp
+ * functions; sqrt, rsqrt (1 / sqrt), reciprocal and the arithmetic of sigmoid (1 / (1 +
+ * exp(-x))), silu (x / (1 + exp(-x))) and gelu are IEEE operations, in ATen's order, so the
+ * roundings agree with PyTorch's vector kernels. Strided float64 rows use the C library.
  * round is half-to-even (rint), as torch.round; sign of NaN is 0, as torch.sign. gelu follows
  * ATen's CPU formulas term by term (x * 0.5 * (1 + erf(x / sqrt 2)), and 0.5 * x * (1 + tanh(
- * sqrt(2 / pi) * (x + 0.044715 x^3))) for approximate='tanh'), so the roundings agree;
- * bfloat16's tanh form rounds each operation to bfloat16 as ATen's does (gelu_tanh_bf16).
+ * sqrt(2 / pi) * (x + 0.044715 x^3))) for approximate='tanh'); bfloat16's tanh form rounds
+ * each operation to bfloat16 as ATen's does (gelu_tanh_bf16), one element at a time.
  *
  * The predicate kernel (logical_not, isnan, isinf, isfinite) writes bool whatever the input's
  * dtype; integers are never NaN or infinite.
  */
 #include <math.h>
+#include <string.h>
 
 #include "stub.h"
+#include "half.h"
+#include "vmath.h"
 
 /* One row: out (TO) = EXPR of x = LOAD(a[i]) (T), contiguous or strided. */
 #define ROW_LOOP_TO(TO, T, LOAD, STORE, EXPR)                                              \
@@ -38,10 +48,10 @@
 #define ROW_LOOP(T, LOAD, STORE, EXPR) ROW_LOOP_TO(T, T, LOAD, STORE, EXPR)
 
 #define ID(v) (v)
-#define HLOAD(v) tn_half_to_float(v)
-#define HSTORE(v) tn_half_from_float(v)
-#define BLOAD(v) tn_bfloat16_to_float(v)
-#define BSTORE(v) tn_bfloat16_from_float(v)
+#define HLOAD(v) tn__h2f(v)
+#define HSTORE(v) tn__f2h(v)
+#define BLOAD(v) tn__bf2f(v)
+#define BSTORE(v) tn__f2bf(v)
 
 /* bfloat16 gelu, approximate='tanh', as ATen's scalar_t formula on BFloat16: every constant
  * and every operation's result rounds to bfloat16 (its vector code converts each operation's
@@ -187,9 +197,220 @@ static inline float gelu_tanh_bf16(float x)
 		return;                                                                    \
 	}
 
+/* ---- vector rows ---- */
+
+/* Y[i] = EXPR of the vector x = X[i...] over a contiguous float32 (VT tn_vf, VL TN_VLF) or
+ * float64 row; the tail goes through a zero-padded vector, so every element takes the vector
+ * path (Y may be X). */
+#define VLOOP(VT, ET, VL, LOAD, STORE, EXPR)                                               \
+	do {                                                                               \
+		int64_t i = 0;                                                             \
+		for (; i + (VL) <= n; i += (VL)) {                                         \
+			const VT x = LOAD(X + i);                                          \
+			STORE(Y + i, (EXPR));                                              \
+		}                                                                          \
+		if (i < n) {                                                               \
+			ET buf[VL];                                                        \
+			memset(buf, 0, sizeof(buf));                                       \
+			memcpy(buf, X + i, (size_t)(n - i) * sizeof(ET));                  \
+			const VT x = LOAD(buf);                                            \
+			STORE(buf, (EXPR));                                                \
+			memcpy(Y + i, buf, (size_t)(n - i) * sizeof(ET));                  \
+		}                                                                          \
+	} while (0)
+
+/* The same loop for one C expression of the scalar x (GCC vectorises what it can). */
+#define SLOOP(ET, EXPR)                                                                    \
+	do {                                                                               \
+		for (int64_t i = 0; i < n; i++) {                                          \
+			const ET x = X[i];                                                 \
+			Y[i] = (EXPR);                                                     \
+		}                                                                          \
+	} while (0)
+
+/* The functions of one floating vector type: V(f) names its vector functions (tn_vexpf or
+ * tn_vexp), ET is the element type, VL the lanes, SPLAT its splat, SEL its select and MASKI
+ * its integer lane type. */
+#define VEC_OPS(VT, ET, VL, LOAD, STORE, SPLAT, SEL, MASKI, EXP, EXPM1, LOG, LOG1P, LOG2,    \
+		SIN, COS, TAN, TANH, ERF, SQRT, FLOOR, CEIL, RINT, TRUNC)                     \
+	const VT one = SPLAT(1), zero = SPLAT(0);                                           \
+	(void)zero;                                                                         \
+	switch (op) {                                                                       \
+	case TN_UN_NEG:                                                                     \
+		VLOOP(VT, ET, VL, LOAD, STORE, -x);                                         \
+		return true;                                                                \
+	case TN_UN_ABS:                                                                     \
+		VLOOP(VT, ET, VL, LOAD, STORE, (VT)((MASKI)x & ~(MASKI)SPLAT(-0.0)));       \
+		return true;                                                                \
+	case TN_UN_SIGN:                                                                    \
+		VLOOP(VT, ET, VL, LOAD, STORE,                                              \
+		      SEL(zero < x, one, zero) - SEL(x < zero, one, zero));                 \
+		return true;                                                                \
+	case TN_UN_RELU: /* NaN stays NaN, as clamp_min(0) does. */                         \
+		VLOOP(VT, ET, VL, LOAD, STORE, SEL(x < zero, zero, x));                     \
+		return true;                                                                \
+	case TN_UN_EXP:                                                                     \
+		VLOOP(VT, ET, VL, LOAD, STORE, EXP(x));                                     \
+		return true;                                                                \
+	case TN_UN_EXPM1:                                                                   \
+		VLOOP(VT, ET, VL, LOAD, STORE, EXPM1(x));                                   \
+		return true;                                                                \
+	case TN_UN_LOG:                                                                     \
+		VLOOP(VT, ET, VL, LOAD, STORE, LOG(x));                                     \
+		return true;                                                                \
+	case TN_UN_LOG1P:                                                                   \
+		VLOOP(VT, ET, VL, LOAD, STORE, LOG1P(x));                                   \
+		return true;                                                                \
+	case TN_UN_LOG2:                                                                    \
+		VLOOP(VT, ET, VL, LOAD, STORE, LOG2(x));                                    \
+		return true;                                                                \
+	case TN_UN_SQRT:                                                                    \
+		VLOOP(VT, ET, VL, LOAD, STORE, SQRT(x));                                    \
+		return true;                                                                \
+	case TN_UN_RSQRT:                                                                   \
+		VLOOP(VT, ET, VL, LOAD, STORE, one / SQRT(x));                              \
+		return true;                                                                \
+	case TN_UN_SIN:                                                                     \
+		VLOOP(VT, ET, VL, LOAD, STORE, SIN(x));                                     \
+		return true;                                                                \
+	case TN_UN_COS:                                                                     \
+		VLOOP(VT, ET, VL, LOAD, STORE, COS(x));                                     \
+		return true;                                                                \
+	case TN_UN_TAN:                                                                     \
+		VLOOP(VT, ET, VL, LOAD, STORE, TAN(x));                                     \
+		return true;                                                                \
+	case TN_UN_TANH:                                                                    \
+		VLOOP(VT, ET, VL, LOAD, STORE, TANH(x));                                    \
+		return true;                                                                \
+	case TN_UN_SIGMOID:                                                                 \
+		VLOOP(VT, ET, VL, LOAD, STORE, one / (one + EXP(-x)));                      \
+		return true;                                                                \
+	case TN_UN_SILU:                                                                    \
+		VLOOP(VT, ET, VL, LOAD, STORE, x / (one + EXP(-x)));                        \
+		return true;                                                                \
+	case TN_UN_ERF:                                                                     \
+		VLOOP(VT, ET, VL, LOAD, STORE, ERF(x));                                     \
+		return true;                                                                \
+	case TN_UN_RECIPROCAL:                                                              \
+		VLOOP(VT, ET, VL, LOAD, STORE, one / x);                                    \
+		return true;                                                                \
+	case TN_UN_GELU: {                                                                  \
+		const VT alpha = SPLAT(M_SQRT1_2), half = SPLAT(0.5);                       \
+		VLOOP(VT, ET, VL, LOAD, STORE, x * half * (one + ERF(x * alpha)));          \
+		return true;                                                                \
+	}                                                                                   \
+	case TN_UN_GELU_TANH: {                                                             \
+		const VT beta = SPLAT(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = SPLAT(0.044715), \
+			 half = SPLAT(0.5);                                                 \
+		VLOOP(VT, ET, VL, LOAD, STORE,                                              \
+		      half * x * (one + TANH(beta * (x + kappa * (x * x * x)))));           \
+		return true;                                                                \
+	}                                                                                   \
+	case TN_UN_FLOOR:                                                                   \
+		SLOOP(ET, FLOOR(x));                                                        \
+		return true;                                                                \
+	case TN_UN_CEIL:                                                                    \
+		SLOOP(ET, CEIL(x));                                                         \
+		return true;                                                                \
+	case TN_UN_ROUND:                                                                   \
+		SLOOP(ET, RINT(x));                                                         \
+		return true;                                                                \
+	case TN_UN_TRUNC:                                                                   \
+		SLOOP(ET, TRUNC(x));                                                        \
+		return true;                                                                \
+	default:                                                                            \
+		return false;                                                               \
+	}
+
+/* Y[i] = op(X[i]) over @n contiguous float32 (Y may be X); false for an op it lacks. */
+static bool vec_f32(int op, float *Y, const float *X, int64_t n)
+{
+	VEC_OPS(tn_vf, float, TN_VLF, tn_vload_f32, tn_vstore_f32, tn_vf_splat, tn_vf_sel, tn_vi,
+		tn_vexpf, tn_vexpm1f, tn_vlogf, tn_vlog1pf, tn_vlog2f, tn_vsinf, tn_vcosf,
+		tn_vtanf, tn_vtanhf, tn_verff, tn_vsqrtf, floorf, ceilf, rintf, truncf)
+}
+
+static bool vec_f64(int op, double *Y, const double *X, int64_t n)
+{
+	VEC_OPS(tn_vd, double, TN_VLD, tn_vload_f64, tn_vstore_f64, tn_vd_splat, tn_vd_sel, tn_vl,
+		tn_vexp, tn_vexpm1, tn_vlog, tn_vlog1p, tn_vlog2, tn_vsin, tn_vcos, tn_vtan,
+		tn_vtanh, tn_verf, tn_vsqrt, floor, ceil, rint, trunc)
+}
+
+/* Elements per float32 block of the 16-bit and strided rows: 4 KiB of stack. */
+#define BLOCK 1024
+
+/* @m elements of dtype @dt (float16, bfloat16 or float32) at @src, byte stride @ss, into the
+ * float32 array @dst. */
+static void block_load(float *dst, enum tn_dtype dt, const char *src, int64_t ss, int64_t m)
+{
+	int64_t i = 0;
+	if (dt == TN_FLOAT16 && ss == 2) {
+		for (; i + TN_VLF <= m; i += TN_VLF)
+			tn_vstore_f32(dst + i, tn_vload_f16((const tn_half *)src + i));
+	} else if (dt == TN_BFLOAT16 && ss == 2) {
+		for (; i + TN_VLF <= m; i += TN_VLF)
+			tn_vstore_f32(dst + i, tn_vload_bf16((const tn_bfloat16 *)src + i));
+	}
+	for (; i < m; i++) {
+		const char *p = src + i * ss;
+		dst[i] = dt == TN_FLOAT16    ? tn__h2f(*(const tn_half *)p)
+			 : dt == TN_BFLOAT16 ? tn__bf2f(*(const tn_bfloat16 *)p)
+					     : *(const float *)p;
+	}
+}
+
+static void block_store(char *dst, int64_t ds, enum tn_dtype dt, const float *src, int64_t m)
+{
+	int64_t i = 0;
+	if (dt == TN_FLOAT16 && ds == 2) {
+		for (; i + TN_VLF <= m; i += TN_VLF)
+			tn_vstore_f16((tn_half *)dst + i, tn_vload_f32(src + i));
+	} else if (dt == TN_BFLOAT16 && ds == 2) {
+		for (; i + TN_VLF <= m; i += TN_VLF)
+			tn_vstore_bf16((tn_bfloat16 *)dst + i, tn_vload_f32(src + i));
+	}
+	for (; i < m; i++) {
+		char *p = dst + i * ds;
+		if (dt == TN_FLOAT16)
+			*(tn_half *)p = tn__f2h(src[i]);
+		else if (dt == TN_BFLOAT16)
+			*(tn_bfloat16 *)p = tn__f2bf(src[i]);
+		else
+			*(float *)p = src[i];
+	}
+}
+
+/* The vector path of a floating row; false where the scalar code below must run it. */
+static bool vec_row(int op, enum tn_dtype dt, char *o, int64_t so, const char *a, int64_t sa,
+		    int64_t n)
+{
+	const int64_t es = dt == TN_FLOAT32 ? 4 : dt == TN_FLOAT64 ? 8 : 2;
+	if (dt == TN_FLOAT64)
+		return so == es && sa == es && vec_f64(op, (double *)o, (const double *)a, n);
+	if (dt == TN_FLOAT32 && so == es && sa == es)
+		return vec_f32(op, (float *)o, (const float *)a, n);
+	if (op == TN_UN_GELU_TANH && dt == TN_BFLOAT16)
+		return false;
+	/* Probe with an empty row: does vec_f32 have this op? */
+	float probe[1] = { 0 }, buf[BLOCK];
+	if (!vec_f32(op, probe, probe, 0))
+		return false;
+	for (int64_t i = 0; i < n; i += BLOCK) {
+		const int64_t m = n - i < BLOCK ? n - i : BLOCK;
+		block_load(buf, dt, a + i * sa, sa, m);
+		vec_f32(op, buf, buf, m);
+		block_store(o + i * so, so, dt, buf, m);
+	}
+	return true;
+}
+
 void TN_KERNEL_FN(tn__unary_kernel)(int op, enum tn_dtype dt, char *o, int64_t so,
 				      const char *a, int64_t sa, int64_t n)
 {
+	if ((dt == TN_FLOAT32 || dt == TN_FLOAT64 || dt == TN_FLOAT16 || dt == TN_BFLOAT16) &&
+	    vec_row(op, dt, o, so, a, sa, n))
+		return;
 	switch (dt) {
 	case TN_BOOL: /* sign: the value itself; bitwise_not: logical not */
 		if (op == TN_UN_BITWISE_NOT)
