@@ -9,7 +9,7 @@
 //          which), and the fraction of the FMA peak;
 //   bmm    batches of 64 x 64 and 256 x 256 products;
 //   linear at batch 1 (a GEMV over a 4096 x 4096 weight): GB/s of the weight read against
-//          STREAM's read bandwidth (a vectorised sum over 256 MiB);
+//          STREAM's read bandwidth (a vectorised sum over 512 MiB);
 //   softmax, log_softmax and layer_norm over the last dim of float32 [rows, n] tensors: GB/s
 //          (one read and one write of the tensor) against torch's and STREAM's.
 // Every figure is the median of repeated runs; each library is timed in a block of its own
