@@ -162,8 +162,9 @@ TN_EXPORT float tn_half_to_float(tn_half value)
 	uint32_t exp = (value.bits >> 10) & 0x1fu;
 	uint32_t man = value.bits & 0x3ffu;
 
+	/* Infinity; NaN quietened (as F16C's vcvtph2ps, which the kernels use, does). */
 	if (exp == 0x1f)
-		return bits_float(sign | 0x7f800000u | (man << 13));
+		return bits_float(sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0));
 	if (exp == 0) {
 		if (man == 0)
 			return bits_float(sign);

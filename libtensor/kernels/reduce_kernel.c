@@ -276,6 +276,7 @@ void TN_KERNEL_FN(tn__reduce_kernel)(int op, enum tn_dtype dt, char *out,
 /* ---- argmax / argmin ---- */
 
 #define ARG_COLS 64 /* outputs per block of an index reduction over an outer dimension */
+#define ARG_LANES 16 /* running bests of a contiguous row */
 
 /* x beats the best so far b: strictly larger (smaller), or the first NaN. Ties keep the first. */
 #define BEATS_MAX(x, b) ((x) > (b) || ((x) != (x) && (b) == (b)))
@@ -321,6 +322,49 @@ void TN_KERNEL_FN(tn__reduce_kernel)(int op, enum tn_dtype dt, char *out,
 				NAME(in + j0 * s_out, s_red, nred, s_out, nout - j0,           \
 				     vals ? vals + j0 * s_vals : NULL, s_vals, idx + j0 * s_idx, \
 				     s_idx, base);                                             \
+			return;                                                                \
+		}                                                                              \
+		/* Contiguous rows: ARG_LANES running bests, one per lane (the first of       \
+		 * equals kept in each), then the lanes' best, the lowest index among equals   \
+		 * (NaNs are equal), then the tail, whose indices are all larger. */           \
+		if (s_red == (int64_t)sizeof(T) && nred >= 2 * ARG_LANES) {                    \
+			for (int64_t j = 0; j < nout; j++) {                                   \
+				const T *p = (const T *)(in + j * s_out);                      \
+				A best[ARG_LANES];                                             \
+				int64_t at[ARG_LANES];                                         \
+				for (int k = 0; k < ARG_LANES; k++) {                          \
+					best[k] = LOAD(p[k]);                                  \
+					at[k] = k;                                             \
+				}                                                              \
+				int64_t i = ARG_LANES;                                         \
+				for (; i + ARG_LANES <= nred; i += ARG_LANES)                  \
+					for (int k = 0; k < ARG_LANES; k++) {                  \
+						A x = LOAD(p[i + k]);                          \
+						bool w = BEATS(x, best[k]);                    \
+						best[k] = w ? x : best[k];                     \
+						at[k] = w ? i + k : at[k];                     \
+					}                                                      \
+				A b = best[0];                                                 \
+				int64_t a = at[0];                                             \
+				for (int k = 1; k < ARG_LANES; k++) {                          \
+					bool same = best[k] == b ||                            \
+						    (best[k] != best[k] && b != b);            \
+					if (BEATS(best[k], b) || (same && at[k] < a)) {        \
+						b = best[k];                                   \
+						a = at[k];                                     \
+					}                                                      \
+				}                                                              \
+				for (; i < nred; i++) {                                        \
+					A x = LOAD(p[i]);                                      \
+					if (BEATS(x, b)) {                                     \
+						b = x;                                         \
+						a = i;                                         \
+					}                                                      \
+				}                                                              \
+				if (vals)                                                      \
+					*(T *)(vals + j * s_vals) = p[a];                      \
+				*(int64_t *)(idx + j * s_idx) = a + base;                      \
+			}                                                                      \
 			return;                                                                \
 		}                                                                              \
 		for (int64_t j = 0; j < nout; j++) {                                           \

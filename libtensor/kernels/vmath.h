@@ -192,10 +192,10 @@ static inline void tn_vstore_f16(tn_half *p, tn_vf v)
 #define TN_VMATH_ALL(F1, D1, F2, D2)                                                       \
 	F1(tn_vexpf, exp) F1(tn_vexpm1f, expm1) F1(tn_vlogf, log) F1(tn__vlog1pf, log1p)    \
 	F1(tn_vlog2f, log2) F1(tn_vsinf, sin) F1(tn_vcosf, cos) F1(tn_vtanf, tan)           \
-	F1(tn_vtanhf, tanh) F1(tn_verff, erf)                                               \
+	F1(tn__vtanhf, tanh) F1(tn__verff, erf)                                               \
 	D1(tn_vexp, exp) D1(tn_vexpm1, expm1) D1(tn_vlog, log) D1(tn__vlog1p, log1p)         \
 	D1(tn_vlog2, log2) D1(tn_vsin, sin) D1(tn_vcos, cos) D1(tn_vtan, tan)               \
-	D1(tn_vtanh, tanh) D1(tn_verf, erf)                                                 \
+	D1(tn__vtanh, tanh) D1(tn__verf, erf)                                                 \
 	F2(tn_vpowf, pow) F2(tn_vatan2f, atan2) D2(tn_vpow, pow) D2(tn_vatan2, atan2)
 TN_VMATH_ALL(TN_VMATH_F1, TN_VMATH_D1, TN_VMATH_F2, TN_VMATH_D2)
 
@@ -213,6 +213,37 @@ static inline bool tn_vl_any(tn_vl m)
 	for (int i = 0; i < (int)TN_VLD; i++)
 		r |= m[i];
 	return r != 0;
+}
+
+/* SLEEF's tanh is 1 ulp off for tiny arguments, where tanh(x) rounds to x (x^3 / 3 is below
+ * half an ulp of x for |x| < 2^-12 in float32, 2^-27 in float64). */
+static inline tn_vf tn_vtanhf(tn_vf x)
+{
+	tn_vi tiny = (tn_vi)((tn_vu)x & 0x7fffffffu) < 0x39800000; /* 2^-12 */
+	return tn_vf_sel(tiny, x, tn__vtanhf(x));
+}
+
+static inline tn_vd tn_vtanh(tn_vd x)
+{
+	tn_vl tiny = ((tn_vl)x & 0x7fffffffffffffffll) < 0x3e40000000000000ll; /* 2^-27 */
+	return tn_vd_sel(tiny, x, tn__vtanh(x));
+}
+
+/* SLEEF's erf loses up to 2 ulps near the subnormal range; for |x| below 2^-12 (2^-27 in
+ * float64) erf(x) rounds as x + x * (2 / sqrt(pi) - 1) does (the x^3 term is below half an
+ * ulp; x is exact and the product's rounding is a sixteenth of an ulp). */
+static inline tn_vf tn_verff(tn_vf x)
+{
+	tn_vi tiny = (tn_vi)((tn_vu)x & 0x7fffffffu) < 0x39800000; /* 2^-12 */
+	tn_vf small = x + x * tn_vf_splat(0.12837916709551257390f);
+	return tn_vi_any(tiny) ? tn_vf_sel(tiny, small, tn__verff(x)) : tn__verff(x);
+}
+
+static inline tn_vd tn_verf(tn_vd x)
+{
+	tn_vl tiny = ((tn_vl)x & 0x7fffffffffffffffll) < 0x3e40000000000000ll; /* 2^-27 */
+	tn_vd small = x + x * tn_vd_splat(0.12837916709551257390);
+	return tn_vl_any(tiny) ? tn_vd_sel(tiny, small, tn__verf(x)) : tn__verf(x);
 }
 
 /* SLEEF 3.5's log1p answers inf above 1e38 (float32) and 1e307 (float64), where log1p(x) is
