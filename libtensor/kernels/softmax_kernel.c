@@ -11,7 +11,7 @@
  * then the variance about it (two passes, so no cancellation), then writes
  * (x - mean) * rstd * weight + bias.
  *
- * exp is our own vectorised float32 exp (Cephes' expf: range reduction by ln 2 in two parts and
+ * exp is vmath.h's inline float32 exp (Cephes' expf: range reduction by ln 2 in two parts and
  * a degree-6 polynomial, within 1 ulp of the correctly rounded result over the range where
  * it is normal: measured over every float32 there). exp(x) for x below -87.33 (results in float32's subnormal range) is 0, where
  * libm and Sleef give subnormals: softmax probabilities below 1.2e-38 become 0. float64 rows
@@ -23,75 +23,22 @@
 #include "../internal.h"
 #include "../stub.h"
 
-#if defined(__AVX512F__)
-#define VBYTES 64
-#elif defined(__AVX2__)
-#define VBYTES 32
-#else
-#define VBYTES 16
-#endif
-#define VL ((int64_t)(VBYTES / 4))
+#include "vmath.h"
 
-typedef float vf __attribute__((vector_size(VBYTES)));
-typedef int32_t vi __attribute__((vector_size(VBYTES)));
-
-static inline vf vload(const float *p)
-{
-	vf v;
-	memcpy(&v, p, sizeof(v));
-	return v;
-}
-
-static inline void vstore(float *p, vf v)
-{
-	memcpy(p, &v, sizeof(v));
-}
-
-static inline vf vsplat(float x)
-{
-	return (vf){ 0 } + x;
-}
-
-/* Lanes of @a where @m is set (all ones), of @b elsewhere. */
-static inline vf vsel(vi m, vf a, vf b)
-{
-	return (vf)((m & (vi)a) | (~m & (vi)b));
-}
+/* The capability's float32 vectors (vmath.h). */
+#define VL TN_VLF
+typedef tn_vf vf;
+typedef tn_vi vi;
+#define vload tn_vload_f32
+#define vstore tn_vstore_f32
+#define vsplat tn_vf_splat
+#define vsel tn_vf_sel
+#define vexp tn_vexpf_cephes
 
 static inline vf vmax(vf a, vf b)
 {
 	/* NaN in a propagates (a > b false and a == a false pick a). */
 	return vsel((a > b) | (a != a), a, b);
-}
-
-/* Cephes expf, vectorised. */
-static inline vf vexp(vf x)
-{
-	const vf hi = vsplat(88.7228391117f), lo = vsplat(-88.3762626647949f);
-	vf xc = vsel(x > hi, hi, x);
-	xc = vsel(xc < lo, lo, xc);
-	/* n = round(x / ln 2) by the 1.5 * 2^23 trick (round to nearest even); it reaches 128
-	 * just below float32's largest value, where 2^n is formed as 2^127 * 2. */
-	const vf magic = vsplat(12582912.0f);
-	vf n = (xc * vsplat(1.44269504088896341f) + magic) - magic;
-	vi top = n > vsplat(127.0f);
-	vf r = xc - n * vsplat(0.693359375f);
-	r = r - n * vsplat(-2.12194440e-4f);
-	vf p = vsplat(1.9875691500e-4f);
-	p = p * r + vsplat(1.3981999507e-3f);
-	p = p * r + vsplat(8.3334519073e-3f);
-	p = p * r + vsplat(4.1665795894e-2f);
-	p = p * r + vsplat(1.6666665459e-1f);
-	p = p * r + vsplat(5.0000001201e-1f);
-	p = p * (r * r) + r + vsplat(1.0f);
-	/* 2^n: n + 127 in the exponent field; n < -126 only where x < -87.34, selected away. */
-	vi e = (__builtin_convertvector(vsel(top, vsplat(127.0f), n), vi) + 127) << 23;
-	vf y = p * (vf)e;
-	y = vsel(top, y * vsplat(2.0f), y);
-	/* Below float32's normal range: 0; above it: inf; NaN stays NaN. */
-	y = vsel(x < vsplat(-87.3365447506f), vsplat(0.0f), y);
-	y = vsel(x > vsplat(88.7228391117f), vsplat(INFINITY), y);
-	return vsel(x != x, x, y);
 }
 
 static inline float hsum(vf v)

@@ -9,9 +9,10 @@
  * float16, bfloat16 and strided float32 rows through a float32 block of the stack (vector
  * conversions in, the function, vector conversions out), so a 16-bit row costs about what a
  * float32 row does and rounds once, as before. The transcendental functions are SLEEF's 1-ulp
- * functions; sqrt, rsqrt (1 / sqrt), reciprocal and the arithmetic of sigmoid (1 / (1 +
- * exp(-x))), silu (x / (1 + exp(-x))) and gelu are IEEE operations, in ATen's order, so the
- * roundings agree with PyTorch's vector kernels. Strided float64 rows use the C library.
+ * functions, except float32's erf, tanh and both gelus, which are vmath.h's own (within 1.5
+ * ulp; gelu without cancellation in its negative tail); sqrt, rsqrt (1 / sqrt), reciprocal and
+ * the arithmetic of sigmoid (1 / (1 + exp(-x))) and silu (x / (1 + exp(-x))) are IEEE
+ * operations, in ATen's order. Strided float64 rows use the C library.
  * round is half-to-even (rint), as torch.round; sign of NaN is 0, as torch.sign. gelu follows
  * ATen's CPU formulas term by term (x * 0.5 * (1 + erf(x / sqrt 2)), and 0.5 * x * (1 + tanh(
  * sqrt(2 / pi) * (x + 0.044715 x^3))) for approximate='tanh'); bfloat16's tanh form rounds
@@ -232,7 +233,7 @@ static inline float gelu_tanh_bf16(float x)
  * tn_vexp), ET is the element type, VL the lanes, SPLAT its splat, SEL its select and MASKI
  * its integer lane type. */
 #define VEC_OPS(VT, ET, VL, LOAD, STORE, SPLAT, SEL, MASKI, EXP, EXPM1, LOG, LOG1P, LOG2,    \
-		SIN, COS, TAN, TANH, ERF, SQRT, FLOOR, CEIL, RINT, TRUNC)                     \
+		SIN, COS, TAN, TANH, ERF, GELU, GELU_TANH, SQRT, FLOOR, CEIL, RINT, TRUNC)    \
 	const VT one = SPLAT(1), zero = SPLAT(0);                                           \
 	(void)zero;                                                                         \
 	switch (op) {                                                                       \
@@ -294,18 +295,12 @@ static inline float gelu_tanh_bf16(float x)
 	case TN_UN_RECIPROCAL:                                                              \
 		VLOOP(VT, ET, VL, LOAD, STORE, one / x);                                    \
 		return true;                                                                \
-	case TN_UN_GELU: {                                                                  \
-		const VT alpha = SPLAT(M_SQRT1_2), half = SPLAT(0.5);                       \
-		VLOOP(VT, ET, VL, LOAD, STORE, x * half * (one + ERF(x * alpha)));          \
+	case TN_UN_GELU:                                                                    \
+		VLOOP(VT, ET, VL, LOAD, STORE, GELU(x));                                    \
 		return true;                                                                \
-	}                                                                                   \
-	case TN_UN_GELU_TANH: {                                                             \
-		const VT beta = SPLAT(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = SPLAT(0.044715), \
-			 half = SPLAT(0.5);                                                 \
-		VLOOP(VT, ET, VL, LOAD, STORE,                                              \
-		      half * x * (one + TANH(beta * (x + kappa * (x * x * x)))));           \
+	case TN_UN_GELU_TANH:                                                               \
+		VLOOP(VT, ET, VL, LOAD, STORE, GELU_TANH(x));                               \
 		return true;                                                                \
-	}                                                                                   \
 	case TN_UN_FLOOR:                                                                   \
 		SLOOP(ET, FLOOR(x));                                                        \
 		return true;                                                                \
@@ -322,19 +317,34 @@ static inline float gelu_tanh_bf16(float x)
 		return false;                                                               \
 	}
 
+/* float64 gelu, both forms, ATen's formulas term by term on SLEEF's erf and tanh. */
+static inline tn_vd vgelu_f64(tn_vd x)
+{
+	const tn_vd one = tn_vd_splat(1), half = tn_vd_splat(0.5), alpha = tn_vd_splat(M_SQRT1_2);
+	return x * half * (one + tn_verf(x * alpha));
+}
+
+static inline tn_vd vgelu_tanh_f64(tn_vd x)
+{
+	const tn_vd one = tn_vd_splat(1), half = tn_vd_splat(0.5),
+		    beta = tn_vd_splat(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = tn_vd_splat(0.044715);
+	return half * x * (one + tn_vtanh(beta * (x + kappa * (x * x * x))));
+}
+
 /* Y[i] = op(X[i]) over @n contiguous float32 (Y may be X); false for an op it lacks. */
 static bool vec_f32(int op, float *Y, const float *X, int64_t n)
 {
 	VEC_OPS(tn_vf, float, TN_VLF, tn_vload_f32, tn_vstore_f32, tn_vf_splat, tn_vf_sel, tn_vi,
 		tn_vexpf, tn_vexpm1f, tn_vlogf, tn_vlog1pf, tn_vlog2f, tn_vsinf, tn_vcosf,
-		tn_vtanf, tn_vtanhf, tn_verff, tn_vsqrtf, floorf, ceilf, rintf, truncf)
+		tn_vtanf, tn_vtanhf, tn_verff, tn_vgeluf, tn_vgelu_tanhf, tn_vsqrtf, floorf, ceilf,
+		rintf, truncf)
 }
 
 static bool vec_f64(int op, double *Y, const double *X, int64_t n)
 {
 	VEC_OPS(tn_vd, double, TN_VLD, tn_vload_f64, tn_vstore_f64, tn_vd_splat, tn_vd_sel, tn_vl,
 		tn_vexp, tn_vexpm1, tn_vlog, tn_vlog1p, tn_vlog2, tn_vsin, tn_vcos, tn_vtan,
-		tn_vtanh, tn_verf, tn_vsqrt, floor, ceil, rint, trunc)
+		tn_vtanh, tn_verf, vgelu_f64, vgelu_tanh_f64, tn_vsqrt, floor, ceil, rint, trunc)
 }
 
 /* Elements per float32 block of the 16-bit and strided rows: 4 KiB of stack. */
