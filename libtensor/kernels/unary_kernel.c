@@ -16,7 +16,8 @@
  * round is half-to-even (rint), as torch.round; sign of NaN is 0, as torch.sign. gelu follows
  * ATen's CPU formulas term by term (x * 0.5 * (1 + erf(x / sqrt 2)), and 0.5 * x * (1 + tanh(
  * sqrt(2 / pi) * (x + 0.044715 x^3))) for approximate='tanh'); bfloat16's tanh form rounds
- * each operation to bfloat16 as ATen's does (gelu_tanh_bf16), one element at a time.
+ * each operation to bfloat16 as ATen's does (gelu_tanh_bf16, and on vectors
+ * gelu_tanh_bf16_block).
  *
  * The predicate kernel (logical_not, isnan, isinf, isfinite) writes bool whatever the input's
  * dtype; integers are never NaN or infinite.
@@ -391,6 +392,22 @@ static void block_store(char *dst, int64_t ds, enum tn_dtype dt, const float *sr
 	}
 }
 
+/* gelu_tanh_bf16 on vectors, over @m float32 values of bfloat16s in place: every constant and
+ * every operation's result rounded to bfloat16, tanh SLEEF's (ATen's Vectorized<float>::tanh,
+ * which its bfloat16 vector code calls). */
+static void gelu_tanh_bf16_block(float *X, int64_t m)
+{
+#define R(v) tn_vround_bf16(v)
+	const tn_vf beta = R(tn_vf_splat((float)(M_SQRT2 * M_2_SQRTPI * 0.5))),
+		    kappa = R(tn_vf_splat(0.044715f)), half = tn_vf_splat(0.5f),
+		    one = tn_vf_splat(1.0f);
+	float *Y = X;
+	const int64_t n = m;
+	VLOOP(tn_vf, float, TN_VLF, tn_vload_f32, tn_vstore_f32,
+	      R(R(half * x) * R(one + R(tn_vtanhf_sleef(R(beta * R(x + R(kappa * R(R(x * x) * x)))))))));
+#undef R
+}
+
 /* The vector path of a floating row; false where the scalar code below must run it. */
 static bool vec_row(int op, enum tn_dtype dt, char *o, int64_t so, const char *a, int64_t sa,
 		    int64_t n)
@@ -400,8 +417,7 @@ static bool vec_row(int op, enum tn_dtype dt, char *o, int64_t so, const char *a
 		return so == es && sa == es && vec_f64(op, (double *)o, (const double *)a, n);
 	if (dt == TN_FLOAT32 && so == es && sa == es)
 		return vec_f32(op, (float *)o, (const float *)a, n);
-	if (op == TN_UN_GELU_TANH && dt == TN_BFLOAT16)
-		return false;
+	const bool bf16_gelu_tanh = op == TN_UN_GELU_TANH && dt == TN_BFLOAT16;
 	/* Probe with an empty row: does vec_f32 have this op? */
 	float probe[1] = { 0 }, buf[BLOCK];
 	if (!vec_f32(op, probe, probe, 0))
@@ -409,7 +425,10 @@ static bool vec_row(int op, enum tn_dtype dt, char *o, int64_t so, const char *a
 	for (int64_t i = 0; i < n; i += BLOCK) {
 		const int64_t m = n - i < BLOCK ? n - i : BLOCK;
 		block_load(buf, dt, a + i * sa, sa, m);
-		vec_f32(op, buf, buf, m);
+		if (bf16_gelu_tanh)
+			gelu_tanh_bf16_block(buf, m);
+		else
+			vec_f32(op, buf, buf, m);
 		block_store(o + i * so, so, dt, buf, m);
 	}
 	return true;

@@ -127,6 +127,15 @@ static inline TN_VINLINE void tn_vstore_f64(double *p, tn_vd v)
 	memcpy(p, &v, sizeof(v));
 }
 
+/* @v rounded to bfloat16 and back, as tn_vstore_bf16 then tn_vload_bf16. */
+static inline TN_VINLINE tn_vf tn_vround_bf16(tn_vf v)
+{
+	tn_vu u = (tn_vu)v;
+	tn_vu r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+	tn_vu nan = (tn_vu)((u & 0x7fffffffu) > 0x7f800000u);
+	return (tn_vf)((nan & ((u & 0xffff0000u) | 0x400000u)) | (~nan & r));
+}
+
 static inline TN_VINLINE tn_vf tn_vload_bf16(const tn_bfloat16 *p)
 {
 	tn_vh h;
@@ -203,6 +212,7 @@ static inline TN_VINLINE void tn_vstore_f16(tn_half *p, tn_vf v)
 	D1(tn_vexp, exp) D1(tn_vexpm1, expm1) D1(tn_vlog, log) D1(tn__vlog1p, log1p)         \
 	D1(tn_vlog2, log2) D1(tn_vsin, sin) D1(tn_vcos, cos) D1(tn_vtan, tan)               \
 	D1(tn__vtanh, tanh) D1(tn__verf, erf)                                                 \
+	F1(tn_vtanhf_sleef, tanh)                                                           \
 	F2(tn_vpowf, pow) F2(tn_vatan2f, atan2) D2(tn_vpow, pow) D2(tn_vatan2, atan2)
 TN_VMATH_ALL(TN_VMATH_F1, TN_VMATH_D1, TN_VMATH_F2, TN_VMATH_D2)
 
