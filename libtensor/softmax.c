@@ -56,6 +56,7 @@ static enum tn_dtype compute_dtype(enum tn_dtype dt)
 struct rows_ctx {
 	bool log;
 	enum tn_dtype dt;
+	enum tn_dtype dt16; /* float16/bfloat16 rows converted per row; TN_FLOAT32 otherwise */
 	const char *in;
 	char *out;
 	int64_t n;
@@ -64,10 +65,26 @@ struct rows_ctx {
 	double eps;
 };
 
+/* Rows of 16-bit floats up to this long are converted a row at a time on the stack. */
+#define ROW16_MAX 4096
+
 static void softmax_range(void *ctx, int64_t begin, int64_t end, int tid)
 {
 	const struct rows_ctx *c = ctx;
 	(void)tid;
+	if (c->dt16 != TN_FLOAT32) {
+		/* A 16-bit row: into float32 on the stack, the float32 kernel in place, back. */
+		float row[ROW16_MAX];
+		const int64_t w = (int64_t)tn__itemsize(c->dt16);
+		tn__cast_fn cast = (tn__cast_fn)tn__stub_get(&tn__cast_stub);
+		tn__softmax_f32_fn fn = (tn__softmax_f32_fn)tn__stub_get(&tn__softmax_f32_stub);
+		for (int64_t r = begin; r < end; r++) {
+			cast((char *)row, TN_FLOAT32, 4, c->in + r * c->n * w, c->dt16, w, c->n);
+			fn(c->log, row, c->n, row, c->n, 1, c->n);
+			cast(c->out + r * c->n * w, c->dt16, w, (const char *)row, TN_FLOAT32, 4, c->n);
+		}
+		return;
+	}
 	if (c->dt == TN_FLOAT32)
 		((tn__softmax_f32_fn)tn__stub_get(&tn__softmax_f32_stub))(
 			c->log, (const float *)c->in + begin * c->n, c->n,
@@ -123,6 +140,15 @@ static int softmax_impl(bool log, const tn_tensor *self, int64_t dim, const enum
 	int64_t inner = self->ndim ? prod(self->sizes + d + 1, self->ndim - d - 1) : 1;
 	enum tn_dtype ct = compute_dtype(rt);
 	const tn_tensor *src = self;
+	/* Contiguous 16-bit rows into a contiguous output of their dtype: converted a row at a
+	 * time, with no float32 copy of the whole input and output. */
+	if (ct != rt && inner == 1 && self->dtype == rt && self->contiguous && dst->contiguous &&
+	    n <= ROW16_MAX) {
+		struct rows_ctx c = { .log = log, .dt = ct, .dt16 = rt, .in = tn__data(self),
+				      .out = tn__data(dst), .n = n };
+		run_rows(softmax_range, &c, self->numel / n);
+		goto done;
+	}
 	if (inner > 1) {
 		if ((rc = tn_transpose(self, d, -1, &moved)) < 0)
 			goto done;
@@ -138,7 +164,8 @@ static int softmax_impl(bool log, const tn_tensor *self, int64_t dim, const enum
 					       who)) < 0) {
 		goto done;
 	}
-	struct rows_ctx c = { .log = log, .dt = ct, .in = tn__data(x), .out = tn__data(y), .n = n };
+	struct rows_ctx c = { .log = log, .dt = ct, .dt16 = TN_FLOAT32, .in = tn__data(x),
+			      .out = tn__data(y), .n = n };
 	run_rows(softmax_range, &c, self->numel / n);
 	if (y != dst) {
 		tn_tensor *back = NULL;
