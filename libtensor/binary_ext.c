@@ -90,28 +90,11 @@ struct ext_ctx {
 	double e;
 };
 
-/*
- * A row of float32 to the power of a Scalar, as PyTorch 1.13's
- * pow_tensor_scalar_optimized_kernel<float, double> computes it: its scalar loop calls
- * std::pow(float, double), in double with one rounding to float; its vector loop,
- * Vectorized<float>::pow, rounds the exponent to float first, and covers whole blocks of 16
- * (2 * Vectorized<float>::size() under its AVX2 build) of a contiguous row. Sleef's powf there,
- * the C library's here: both within 1 ulp.
- */
+/* A row of float32 to the power of a Scalar, as PyTorch 1.13 computes it (the kernel's
+ * comment, kernels/binary2_kernel.c: SLEEF's powf over whole blocks of 16, double elsewhere). */
 static void pow_f32_row(char *o, int64_t so, const char *a, int64_t sa, int64_t n, double e)
 {
-	int64_t i = 0;
-	if (so == (int64_t)sizeof(float) && sa == (int64_t)sizeof(float)) {
-		const float ef = (float)e;
-		for (int64_t nv = n / 16 * 16; i < nv; i++)
-			((float *)(void *)o)[i] = powf(((const float *)(const void *)a)[i], ef);
-	}
-	for (; i < n; i++) {
-		float x;
-		memcpy(&x, a + i * sa, sizeof(x));
-		const float r = (float)pow((double)x, e);
-		memcpy(o + i * so, &r, sizeof(r));
-	}
+	((tn__pow_f32_scalar_fn)tn__stub_get(&tn__pow_f32_scalar_stub))(o, so, a, sa, n, e);
 }
 
 /* One row of out = a OP b: operands 0 (out), 1 and 2 in the chunked loop's compute dtypes. */

@@ -139,6 +139,7 @@ TN_DEFINE_STUB(tn__fill_stub, tn__fill_kernel);
 TN_DEFINE_STUB(tn__stream_copy_stub, tn__stream_copy_kernel);
 TN_DEFINE_STUB(tn__cast_stub, tn__cast_kernel);
 TN_DEFINE_STUB(tn__gemm_int_stub, tn__gemm_int_kernel);
+TN_DEFINE_STUB(tn__pow_f32_scalar_stub, tn__pow_f32_scalar_kernel);
 TN_DEFINE_STUB(tn__softmax_f32_stub, tn__softmax_f32_kernel);
 TN_DEFINE_STUB(tn__softmax_f64_stub, tn__softmax_f64_kernel);
 TN_DEFINE_STUB(tn__layer_norm_f32_stub, tn__layer_norm_f32_kernel);

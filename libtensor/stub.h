@@ -194,6 +194,14 @@ TN_DECLARE_KERNEL(tn__gemm_int_kernel, void,
 		   int64_t bcs, uint64_t beta, char *c, int64_t crs, int64_t ccs));
 extern struct tn__stub tn__gemm_int_stub;
 
+/* A float32 row to the power of the Scalar @e, as PyTorch 1.13's
+ * pow_tensor_scalar_optimized_kernel<float, double> (kernels/binary2_kernel.c). */
+typedef void (*tn__pow_f32_scalar_fn)(char *o, int64_t so, const char *a, int64_t sa, int64_t n,
+				      double e);
+TN_DECLARE_KERNEL(tn__pow_f32_scalar_kernel, void, (char *o, int64_t so, const char *a,
+						    int64_t sa, int64_t n, double e));
+extern struct tn__stub tn__pow_f32_scalar_stub;
+
 /* softmax / log_softmax (@log) over @rows rows of @n elements (kernels/softmax_kernel.c);
  * row strides in elements. */
 typedef void (*tn__softmax_f32_fn)(bool log, const float *in, int64_t ins, float *out,

@@ -396,3 +396,30 @@ void TN_KERNEL_FN(tn__binary2_kernel)(int op, enum tn_dtype dt, char *o, int64_t
 		return;
 	}
 }
+
+/*
+ * A float32 row to the power of the Scalar @e, as PyTorch 1.13's
+ * pow_tensor_scalar_optimized_kernel<float, double> computes it: its vector loop,
+ * Vectorized<float>::pow (SLEEF's powf, as here) with the exponent rounded to float, over the
+ * whole blocks of 16 (2 * Vectorized<float>::size() under its AVX2 build) of a contiguous row;
+ * its scalar loop, std::pow(float, double), in double with one rounding to float, over the
+ * rest and over strided rows.
+ */
+void TN_KERNEL_FN(tn__pow_f32_scalar_kernel)(char *o, int64_t so, const char *a, int64_t sa,
+					       int64_t n, double e)
+{
+	int64_t i = 0;
+	if (so == (int64_t)sizeof(float) && sa == (int64_t)sizeof(float)) {
+		const tn_vf ev = tn_vf_splat((float)e);
+		float *O = (float *)(void *)o;
+		const float *A = (const float *)(const void *)a;
+		for (const int64_t nv = n / 16 * 16; i < nv; i += TN_VLF)
+			tn_vstore_f32(O + i, tn_vpowf(tn_vload_f32(A + i), ev));
+	}
+	for (; i < n; i++) {
+		float x;
+		memcpy(&x, a + i * sa, sizeof(x));
+		const float r = (float)pow((double)x, e);
+		memcpy(o + i * so, &r, sizeof(r));
+	}
+}
