@@ -241,40 +241,33 @@ static inline void tn__stream_h16(void *p, const void *t)
 
 /* ---- blocks: @n 16-bit elements to float32 and back ---- */
 
+#define H16_BLOCK_(VOP, SOP)                                                                \
+	do {                                                                                \
+		const int64_t nv_ = n - n % TN_VLF;                                         \
+		for (int64_t i = 0; i < nv_; i += TN_VLF)                                   \
+			VOP;                                                                \
+		for (int64_t i = nv_; i < n; i++)                                           \
+			SOP;                                                                \
+	} while (0)
+
 static inline void tn__h16_to_f32(float *d, const tn_half *s, int64_t n)
 {
-	int64_t i = 0;
-	for (; i + TN_VLF <= n; i += TN_VLF)
-		tn_vstore_f32(d + i, tn_vload_f16(s + i));
-	for (; i < n; i++)
-		d[i] = tn__h2f(s[i]);
+	H16_BLOCK_(tn_vstore_f32(d + i, tn_vload_f16(s + i)), d[i] = tn__h2f(s[i]));
 }
 
 static inline void tn__f32_to_h16(tn_half *d, const float *s, int64_t n)
 {
-	int64_t i = 0;
-	for (; i + TN_VLF <= n; i += TN_VLF)
-		tn_vstore_f16(d + i, tn_vload_f32(s + i));
-	for (; i < n; i++)
-		d[i] = tn__f2h(s[i]);
+	H16_BLOCK_(tn_vstore_f16(d + i, tn_vload_f32(s + i)), d[i] = tn__f2h(s[i]));
 }
 
 static inline void tn__bf16_to_f32(float *d, const tn_bfloat16 *s, int64_t n)
 {
-	int64_t i = 0;
-	for (; i + TN_VLF <= n; i += TN_VLF)
-		tn_vstore_f32(d + i, tn__vload_bf16(s + i));
-	for (; i < n; i++)
-		d[i] = tn__bf2f(s[i]);
+	H16_BLOCK_(tn_vstore_f32(d + i, tn__vload_bf16(s + i)), d[i] = tn__bf2f(s[i]));
 }
 
 static inline void tn__f32_to_bf16(tn_bfloat16 *d, const float *s, int64_t n)
 {
-	int64_t i = 0;
-	for (; i + TN_VLF <= n; i += TN_VLF)
-		tn__vstore_bf16(d + i, tn_vload_f32(s + i));
-	for (; i < n; i++)
-		d[i] = tn__f2bf(s[i]);
+	H16_BLOCK_(tn__vstore_bf16(d + i, tn_vload_f32(s + i)), d[i] = tn__f2bf(s[i]));
 }
 
 #endif /* TN_KERNELS_HALF_ROWS_H */
