@@ -797,9 +797,10 @@ START_TEST(test_unary_matches_pytorch)
 }
 END_TEST
 
-/* Transposing copies take the tiled path (4-byte elements: blocks transposed in registers):
- * every element lands, for shapes that are not multiples of the tile or of the register
- * block, and for the NHWC -> NCHW permute with few channels, under each CPU capability. */
+/* Transposing copies take the tiled path (4- and 2-byte elements: blocks transposed in
+ * registers): every element lands, for shapes that are not multiples of the tile or of the
+ * register block, and for the NHWC -> NCHW permute with few channels, under each CPU
+ * capability. */
 START_TEST(test_transposing_copies)
 {
 	tn_test_force_capability(_i);
@@ -845,6 +846,50 @@ START_TEST(test_transposing_copies)
 	tn_tensor *list[] = { a, t, c };
 	for (size_t i = 0; i < 3; i++)
 		tn_tensor_unref(list[i]);
+	/* 2-byte elements (the 16-bit kernel), each holding its index's low 16 bits: float16 bit
+	 * patterns (NaNs included) and int16, transposed and NHWC -> NCHW. */
+	static const enum tn_dtype d16[] = { TN_FLOAT16, TN_INT16 };
+	for (int d = 0; d < 2; d++) {
+		for (size_t k = 0; k < sizeof(sides) / sizeof(sides[0]) + 1; k++) {
+			const int64_t *sz = k < 4 ? sides[k] : s;
+			tn_tensor *m, *mt, *mc;
+			ck_assert_tn_ok(tn_empty(2, sz, d16[d], TN_CPU, TN_CONTIGUOUS_FORMAT, &m));
+			uint16_t *pm = tn_tensor_data(m);
+			for (int64_t i = 0; i < sz[0] * sz[1]; i++)
+				pm[i] = (uint16_t)i;
+			ck_assert_tn_ok(tn_transpose(m, 0, 1, &mt));
+			ck_assert_tn_ok(tn_contiguous(mt, TN_CONTIGUOUS_FORMAT, &mc));
+			const uint16_t *pc = tn_tensor_data(mc);
+			for (int64_t i = 0; i < sz[1]; i++)
+				for (int64_t j = 0; j < sz[0]; j++)
+					ck_assert_int_eq(pc[i * sz[0] + j], (uint16_t)(j * sz[1] + i));
+			tn_tensor_unref(m);
+			tn_tensor_unref(mt);
+			tn_tensor_unref(mc);
+		}
+		for (int64_t C = 3; C <= 16; C += 13) {
+			nhwc[3] = C;
+			tn_tensor *x, *xp, *xc;
+			ck_assert_tn_ok(tn_empty(4, nhwc, d16[d], TN_CPU, TN_CONTIGUOUS_FORMAT, &x));
+			uint16_t *px = tn_tensor_data(x);
+			for (int64_t i = 0; i < 2 * 37 * 41 * C; i++)
+				px[i] = (uint16_t)i;
+			ck_assert_tn_ok(tn_permute(x, 4, perm, &xp));
+			ck_assert_tn_ok(tn_contiguous(xp, TN_CONTIGUOUS_FORMAT, &xc));
+			const uint16_t *q = tn_tensor_data(xc);
+			for (int64_t n = 0; n < 2; n++)
+				for (int64_t ch = 0; ch < C; ch++)
+					for (int64_t h = 0; h < 37; h++)
+						for (int64_t w = 0; w < 41; w++)
+							ck_assert_int_eq(
+								q[((n * C + ch) * 37 + h) * 41 + w],
+								(uint16_t)(((n * 37 + h) * 41 + w) * C +
+									   ch));
+			tn_tensor_unref(x);
+			tn_tensor_unref(xp);
+			tn_tensor_unref(xc);
+		}
+	}
 }
 END_TEST
 
