@@ -25,6 +25,7 @@ void tn__fill_elements(void *dst, const void *elem, size_t itemsize, int64_t cou
 struct cast_ctx {
 	tn__cast_fn fn;
 	tn__transpose32_fn transpose32;
+	tn__transpose16_fn transpose16;
 	enum tn_dtype ddt, sdt;
 };
 
@@ -49,17 +50,19 @@ static void cast_loop(void *vctx, char **data, const int64_t *strides, int64_t n
 	 * one element of each. In tiles, every line fetched is used TILE times. */
 	if (n0 >= 16 && n1 >= 2 && ss0 != 0 && ss1 != 0 && abs64(ss1) < abs64(ss0) &&
 	    abs64(ds0) <= abs64(ds1)) {
-		/* 4-byte elements, each side contiguous along its own fast dimension: whole
-		 * vectors, transposed in registers. */
-		bool regs = c->ddt == c->sdt && tn__itemsize(c->ddt) == 4 && ds0 == 4 && ss1 == 4 &&
-			    ds1 > 0 && ss0 > 0 && ds1 % 4 == 0 && ss0 % 4 == 0;
+		/* 4- or 2-byte elements, each side contiguous along its own fast dimension:
+		 * whole vectors, transposed in registers. */
+		const int64_t w = (int64_t)tn__itemsize(c->ddt);
+		bool regs = c->ddt == c->sdt && (w == 4 || w == 2) && ds0 == w && ss1 == w &&
+			    ds1 > 0 && ss0 > 0 && ds1 % w == 0 && ss0 % w == 0;
 		for (int64_t jb = 0; jb < n1; jb += TILE) {
 			int64_t jm = n1 - jb < TILE ? n1 - jb : TILE;
 			for (int64_t ib = 0; ib < n0; ib += TILE) {
 				int64_t im = n0 - ib < TILE ? n0 - ib : TILE;
 				if (regs) {
-					c->transpose32(data[0] + jb * ds1 + ib * ds0, ds1 / 4,
-						       data[1] + ib * ss0 + jb * ss1, ss0 / 4, im, jm);
+					(w == 4 ? c->transpose32 : c->transpose16)(
+						data[0] + jb * ds1 + ib * ds0, ds1 / w,
+						data[1] + ib * ss0 + jb * ss1, ss0 / w, im, jm);
 					continue;
 				}
 				for (int64_t j = jb; j < jb + jm; j++)
@@ -138,6 +141,7 @@ int tn__copy(tn_tensor *dst, const tn_tensor *src, enum tn_dispatch_key key, con
 	if (key == TN_KEY_CPU && it.numel > 0) {
 		struct cast_ctx c = { (tn__cast_fn)tn__stub_get(&tn__cast_stub),
 				      (tn__transpose32_fn)tn__stub_get(&tn__transpose32_stub),
+				      (tn__transpose16_fn)tn__stub_get(&tn__transpose16_stub),
 				      dst->dtype, src->dtype };
 		tn__iter_for_each(&it, cast_loop, &c, TN_GRAIN_SIZE);
 	}

@@ -145,6 +145,7 @@ TN_DEFINE_STUB(tn__softmax_f64_stub, tn__softmax_f64_kernel);
 TN_DEFINE_STUB(tn__layer_norm_f32_stub, tn__layer_norm_f32_kernel);
 TN_DEFINE_STUB(tn__layer_norm_f64_stub, tn__layer_norm_f64_kernel);
 TN_DEFINE_STUB(tn__transpose32_stub, tn__transpose32_kernel);
+TN_DEFINE_STUB(tn__transpose16_stub, tn__transpose16_kernel);
 TN_DEFINE_STUB(tn__binary_stub, tn__binary_kernel);
 TN_DEFINE_STUB(tn__compare_stub, tn__compare_kernel);
 TN_DEFINE_STUB(tn__unary_stub, tn__unary_kernel);

@@ -87,6 +87,13 @@ TN_DECLARE_KERNEL(tn__transpose32_kernel, void, (void *dst, int64_t dld, const v
 						 int64_t sld, int64_t n0, int64_t n1));
 extern struct tn__stub tn__transpose32_stub;
 
+/* The same for 2-byte elements. */
+typedef void (*tn__transpose16_fn)(void *dst, int64_t dld, const void *src, int64_t sld,
+				   int64_t n0, int64_t n1);
+TN_DECLARE_KERNEL(tn__transpose16_kernel, void, (void *dst, int64_t dld, const void *src,
+						 int64_t sld, int64_t n0, int64_t n1));
+extern struct tn__stub tn__transpose16_stub;
+
 typedef void (*tn__binary_fn)(int op, enum tn_dtype dt, char *o, int64_t so, const char *a,
 			      int64_t sa, const char *b, int64_t sb, int64_t n,
 			      const struct tn__alpha *alpha);

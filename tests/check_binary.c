@@ -959,6 +959,337 @@ START_TEST(test_alpha_matches_pytorch)
 }
 END_TEST
 
+/* ---- 16-bit float rows through float32 vectors ---- */
+
+/* The operators whose 16-bit rows run through float32 vectors (half_rows.h), with alpha 1 and
+ * another alpha for add and sub (bfloat16's fused rows). */
+enum { H_ADD, H_ADD_ALPHA, H_SUB, H_SUB_ALPHA, H_MUL, H_DIV, H_MAX, H_MIN, H_EQ, H_NE, H_LT,
+       H_LE, H_GT, H_GE, H_NOPS };
+static const char *const h_names[H_NOPS] = { "add",     "add(alpha=2.5)", "sub", "sub(alpha=3)",
+					     "mul",     "div",            "maximum", "minimum",
+					     "eq",      "ne",             "lt",  "le",
+					     "gt",      "ge" };
+
+static int h_run(int op, const tn_tensor *a, const tn_tensor *b, tn_tensor **r)
+{
+	switch (op) {
+	case H_ADD:
+		return tn_add(a, b, tn_scalar_int(1), r);
+	case H_ADD_ALPHA:
+		return tn_add(a, b, tn_scalar_double(2.5), r);
+	case H_SUB:
+		return tn_sub(a, b, tn_scalar_int(1), r);
+	case H_SUB_ALPHA:
+		return tn_sub(a, b, tn_scalar_int(3), r);
+	case H_MUL:
+		return tn_mul(a, b, r);
+	case H_DIV:
+		return tn_div(a, b, r);
+	case H_MAX:
+		return tn_maximum(a, b, r);
+	case H_MIN:
+		return tn_minimum(a, b, r);
+	case H_EQ:
+		return tn_eq(a, b, r);
+	case H_NE:
+		return tn_ne(a, b, r);
+	case H_LT:
+		return tn_lt(a, b, r);
+	case H_LE:
+		return tn_le(a, b, r);
+	case H_GT:
+		return tn_gt(a, b, r);
+	default:
+		return tn_ge(a, b, r);
+	}
+}
+
+static float h_val(enum tn_dtype dt, uint16_t bits)
+{
+	return dt == TN_FLOAT16 ? tn_half_to_float((tn_half){ bits })
+				: tn_bfloat16_to_float((tn_bfloat16){ bits });
+}
+
+static uint16_t h_bits(enum tn_dtype dt, float v)
+{
+	return dt == TN_FLOAT16 ? tn_half_from_float(v).bits : tn_bfloat16_from_float(v).bits;
+}
+
+static bool h_nan(enum tn_dtype dt, uint16_t bits)
+{
+	return (bits & 0x7fff) > (dt == TN_FLOAT16 ? 0x7c00 : 0x7f80);
+}
+
+/*
+ * The kernels' formulas, element by element: float arithmetic rounded once; with alpha,
+ * float16 rounds alpha * y first (c10::Half), bfloat16 rounds once in the whole blocks of 32
+ * of a contiguous or broadcast row (@fused, ATen's Vectorized<BFloat16> fmadd) and as float16
+ * elsewhere; maximum and minimum give NaN for a NaN input, else the larger (smaller) or, between
+ * equals, the second; comparisons 0 or 1.
+ */
+static uint16_t h_ref(int op, enum tn_dtype dt, uint16_t xb, uint16_t yb, bool fused)
+{
+	const float x = h_val(dt, xb), y = h_val(dt, yb);
+	const float al = op == H_ADD_ALPHA ? 2.5f : -3.0f;
+	switch (op) {
+	case H_ADD:
+		return h_bits(dt, x + y);
+	case H_SUB:
+		return h_bits(dt, x - y);
+	case H_ADD_ALPHA:
+	case H_SUB_ALPHA:
+		return h_bits(dt, fused ? fmaf(al, y, x) : x + h_val(dt, h_bits(dt, al * y)));
+	case H_MUL:
+		return h_bits(dt, x * y);
+	case H_DIV:
+		return h_bits(dt, x / y);
+	case H_MAX:
+		return h_bits(dt, x != x || y != y ? NAN : x > y ? x : y);
+	case H_MIN:
+		return h_bits(dt, x != x || y != y ? NAN : x < y ? x : y);
+	case H_EQ:
+		return x == y;
+	case H_NE:
+		return x != y;
+	case H_LT:
+		return x < y;
+	case H_LE:
+		return x <= y;
+	case H_GT:
+		return x > y;
+	default:
+		return x >= y;
+	}
+}
+
+/* @n elements of @dt with bits @bits[i * step % 65536 + off], contiguous or (@stepped) every
+ * other element of a twice longer tensor. */
+static tn_tensor *h_tensor(enum tn_dtype dt, int64_t n, int64_t step, int64_t off, bool stepped)
+{
+	tn_tensor *mem, *t;
+	int64_t m = stepped ? 2 * n : n;
+	ck_assert_tn_ok(tn_zeros(1, &m, dt, TN_CPU, &mem));
+	uint16_t *p = tn_tensor_data(mem);
+	for (int64_t i = 0; i < n; i++)
+		p[stepped ? 2 * i : i] = (uint16_t)((i * step + off) & 0xffff);
+	if (!stepped)
+		return mem;
+	ck_assert_tn_ok(tn_slice(mem, 0, 0, INT64_MAX, 2, &t));
+	tn_tensor_unref(mem);
+	return t;
+}
+
+/* The bits of element @i of 1-d @t (16-bit or bool), contiguous. */
+static uint16_t h_get(const tn_tensor *t, int64_t i)
+{
+	const char *p = tn_tensor_data(t);
+	if (tn_tensor_dtype(t) == TN_BOOL)
+		return ((const bool *)p)[i];
+	return ((const uint16_t *)p)[i];
+}
+
+/*
+ * Every operator above on float16 and bfloat16, bit for bit against h_ref (NaN results as NaN),
+ * in each CPU capability: rows of every length up to 70 and a few long ones (past the vector
+ * widths, with tails of every length; 65,536 x every bit pattern, past the grain size), with
+ * both inputs contiguous (every pattern against a permutation of them), either one a broadcast
+ * scalar (zeros of both signs, 1.5, infinity, a NaN with payload, the smallest subnormal), or
+ * both every other element (the strided rows).
+ */
+START_TEST(test_16bit_rows_under_each_capability)
+{
+	enum tn_cpu_capability want = tn_test_force_capability(_i);
+	static const int64_t lens[] = { 100, 255, 1000, 4099, 32768, 65536 + 7 };
+	const int nlen = 70 + (int)(sizeof(lens) / sizeof(lens[0]));
+	static const enum tn_dtype dts[] = { TN_FLOAT16, TN_BFLOAT16 };
+	static const uint16_t scal[2][6] = { { 0x0000, 0x8000, 0x3e00, 0x7c00, 0xfe01, 0x0001 },
+					     { 0x0000, 0x8000, 0x3fc0, 0x7f80, 0xffc1, 0x0001 } };
+	for (int d = 0; d < 2; d++) {
+		const enum tn_dtype dt = dts[d];
+		for (int li = 0; li < nlen; li++) {
+			const int64_t n = li < 70 ? li + 1 : lens[li - 70];
+			/* Past the grain size the rows are split between threads, and where a
+			 * bfloat16 row's blocks of 32 start depends on the split. */
+			const bool one_call = n <= 32768;
+			for (int layout = 0; layout < 4; layout++) {
+				/* 0 contiguous, 1 b broadcast, 2 a broadcast, 3 strided */
+				const int nsc = layout == 1 || layout == 2 ? (n > 4099 ? 1 : 6) : 1;
+				for (int sc = 0; sc < nsc; sc++) {
+					const int64_t one = 1;
+					tn_tensor *a, *b;
+					if (layout == 2) {
+						ck_assert_tn_ok(tn_empty(1, &one, dt, TN_CPU,
+									 TN_CONTIGUOUS_FORMAT, &a));
+						*(uint16_t *)tn_tensor_data(a) = scal[d][sc];
+					} else {
+						a = h_tensor(dt, n, 40503, 0, layout == 3);
+					}
+					if (layout == 1) {
+						ck_assert_tn_ok(tn_empty(1, &one, dt, TN_CPU,
+									 TN_CONTIGUOUS_FORMAT, &b));
+						*(uint16_t *)tn_tensor_data(b) = scal[d][sc];
+					} else {
+						b = h_tensor(dt, n, 7919, 12345, layout == 3);
+					}
+					const uint16_t *pa = tn_tensor_data(a), *pb = tn_tensor_data(b);
+					const int64_t sa = layout == 2 ? 0 : layout == 3 ? 2 : 1;
+					const int64_t sb = layout == 1 ? 0 : layout == 3 ? 2 : 1;
+					for (int op = 0; op < H_NOPS; op++) {
+						const bool alpha = op == H_ADD_ALPHA || op == H_SUB_ALPHA;
+						if (alpha && dt == TN_BFLOAT16 && !one_call)
+							continue;
+						tn_tensor *r;
+						ck_assert_msg(h_run(op, a, b, &r) == 0, "%s: %s", h_names[op],
+							      tn_last_error());
+						const bool cmp = op >= H_EQ;
+						for (int64_t i = 0; i < n; i++) {
+							const uint16_t x = pa[i * sa], y = pb[i * sb];
+							const bool fused = alpha && dt == TN_BFLOAT16 &&
+									   layout != 3 && i < n / 32 * 32;
+							const uint16_t w = h_ref(op, dt, x, y, fused);
+							const uint16_t g = h_get(r, i);
+							ck_assert_msg(g == w || (!cmp && h_nan(dt, g) &&
+										 h_nan(dt, w)),
+								      "%s %s(0x%04x, 0x%04x) under %s, layout "
+								      "%d, n %lld, element %lld: 0x%04x, "
+								      "expected 0x%04x",
+								      h_names[op], tn_dtype_name(dt), x, y,
+								      tn_cpu_capability_name(want), layout,
+								      (long long)n, (long long)i, g, w);
+						}
+						tn_tensor_unref(r);
+					}
+					tn_tensor_unref(a);
+					tn_tensor_unref(b);
+				}
+			}
+		}
+	}
+}
+END_TEST
+
+/*
+ * 16-bit outputs past TN_STREAM_BYTES, written with streaming stores from their first aligned
+ * element: add, sub, mul and div of float16 and bfloat16 into an out= tensor starting off the
+ * vector alignment, with the right operand contiguous or broadcast; every element against
+ * h_ref, in each CPU capability.
+ */
+START_TEST(test_16bit_streamed_outputs)
+{
+	tn_test_force_capability(_i);
+	static const int hops[] = { H_ADD, H_SUB, H_MUL, H_DIV };
+	int64_t n = ((int64_t)8 << 20) / 2 + 37, n1 = n + 1, one = 1;
+	static const enum tn_dtype dts[] = { TN_FLOAT16, TN_BFLOAT16 };
+	for (int d = 0; d < 2; d++) {
+		const enum tn_dtype dt = dts[d];
+		tn_tensor *a = h_tensor(dt, n, 40503, 0, false), *b = h_tensor(dt, n, 7919, 1, false);
+		tn_tensor *y, *big, *out;
+		ck_assert_tn_ok(tn_empty(1, &one, dt, TN_CPU, TN_CONTIGUOUS_FORMAT, &y));
+		*(uint16_t *)tn_tensor_data(y) = dt == TN_FLOAT16 ? 0x3e00 : 0x3fc0; /* 1.5 */
+		ck_assert_tn_ok(tn_zeros(1, &n1, dt, TN_CPU, &big));
+		ck_assert_tn_ok(tn_slice(big, 0, 1, n1, 1, &out)); /* 2 bytes past an alignment */
+		const uint16_t *pa = tn_tensor_data(a), *pb = tn_tensor_data(b),
+			       *po = tn_tensor_data(out);
+		for (int k = 0; k < 4; k++) {
+			for (int bc = 0; bc < 2; bc++) {
+				const tn_tensor *rhs = bc ? y : b;
+				const int op = hops[k];
+				const tn_scalar al = tn_scalar_int(1);
+				int rc = op == H_ADD   ? tn_add_out(a, rhs, al, out)
+					 : op == H_SUB ? tn_sub_out(a, rhs, al, out)
+					 : op == H_MUL ? tn_mul_out(a, rhs, out)
+						       : tn_div_out(a, rhs, out);
+				ck_assert_tn_ok(rc);
+				const uint16_t yb = *(const uint16_t *)tn_tensor_data(y);
+				for (int64_t i = 0; i < n; i++) {
+					const uint16_t w = h_ref(op, dt, pa[i], bc ? yb : pb[i], false);
+					if (po[i] != w && !(h_nan(dt, po[i]) && h_nan(dt, w)))
+						ck_abort_msg("%s %s, broadcast %d, element %lld: 0x%04x, "
+							     "expected 0x%04x",
+							     h_names[op], tn_dtype_name(dt), bc,
+							     (long long)i, po[i], w);
+				}
+			}
+		}
+		tn_tensor *list[] = { a, b, y, big, out };
+		unref_all(list, 5);
+	}
+}
+END_TEST
+
+/*
+ * pow and atan2 of float16 and bfloat16 rows, every bit pattern against a permutation of them,
+ * in each CPU capability: bfloat16's contiguous and broadcast rows run SLEEF in whole blocks of
+ * 32 (within one bfloat16 ulp of powf's and atan2f's rounding; sign, infinities and NaN exact)
+ * and the scalar code (powf, atan2f, rounded: bit for bit) on the last n % 32 elements and
+ * strided rows; float16 atan2 is SLEEF's on every contiguous or broadcast element (as
+ * float32's rows), float16 pow powf's everywhere (bit for bit).
+ */
+START_TEST(test_16bit_pow_atan2_under_each_capability)
+{
+	enum tn_cpu_capability want = tn_test_force_capability(_i);
+	static const int64_t lens[] = { 1, 5, 16, 31, 32, 33, 63, 95, 100, 1000, 32768 };
+	static const enum tn_dtype dts[] = { TN_FLOAT16, TN_BFLOAT16 };
+	static const uint16_t scal[2] = { 0x3e00, 0x3fc0 }; /* 1.5 */
+	for (int d = 0; d < 2; d++) {
+		const enum tn_dtype dt = dts[d];
+		for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+			const int64_t n = lens[li], one = 1;
+			for (int layout = 0; layout < 4; layout++) {
+				tn_tensor *a, *b;
+				if (layout == 2) {
+					ck_assert_tn_ok(tn_empty(1, &one, dt, TN_CPU, TN_CONTIGUOUS_FORMAT,
+								 &a));
+					*(uint16_t *)tn_tensor_data(a) = scal[d];
+				} else {
+					a = h_tensor(dt, n, 40503, 0, layout == 3);
+				}
+				if (layout == 1) {
+					ck_assert_tn_ok(tn_empty(1, &one, dt, TN_CPU, TN_CONTIGUOUS_FORMAT,
+								 &b));
+					*(uint16_t *)tn_tensor_data(b) = scal[d];
+				} else {
+					b = h_tensor(dt, n, 7919, 12345, layout == 3);
+				}
+				const uint16_t *pa = tn_tensor_data(a), *pb = tn_tensor_data(b);
+				const int64_t sa = layout == 2 ? 0 : layout == 3 ? 2 : 1;
+				const int64_t sb = layout == 1 ? 0 : layout == 3 ? 2 : 1;
+				for (int atan = 0; atan < 2; atan++) {
+					tn_tensor *r;
+					ck_assert_tn_ok(atan ? tn_atan2(a, b, &r) : tn_pow(a, b, &r));
+					const uint16_t *pr = tn_tensor_data(r);
+					for (int64_t i = 0; i < n; i++) {
+						const uint16_t x = pa[i * sa], y = pb[i * sb];
+						const float fx = h_val(dt, x), fy = h_val(dt, y);
+						const uint16_t w = h_bits(dt, atan ? atan2f(fx, fy)
+										   : powf(fx, fy));
+						const bool sleef =
+							layout != 3 &&
+							(dt == TN_BFLOAT16 ? i < n / 32 * 32 : atan);
+						const bool ok = pr[i] == w ||
+								(h_nan(dt, pr[i]) && h_nan(dt, w)) ||
+								(sleef && !h_nan(dt, w) &&
+								 (pr[i] ^ w) < 0x8000 &&
+								 abs((int)pr[i] - (int)w) <= 1);
+						ck_assert_msg(ok,
+							      "%s %s(0x%04x, 0x%04x) under %s, layout %d, "
+							      "n %lld, element %lld: 0x%04x, expected "
+							      "0x%04x%s",
+							      atan ? "atan2" : "pow", tn_dtype_name(dt), x,
+							      y, tn_cpu_capability_name(want), layout,
+							      (long long)n, (long long)i, pr[i], w,
+							      sleef ? " within 1 ulp" : "");
+					}
+					tn_tensor_unref(r);
+				}
+				tn_tensor_unref(a);
+				tn_tensor_unref(b);
+			}
+		}
+	}
+}
+END_TEST
+
 static Suite *binary_suite(void)
 {
 	Suite *s = suite_create("binary");
@@ -976,6 +1307,10 @@ static Suite *binary_suite(void)
 	tcase_add_loop_test(tc, test_kernels_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_half_floor_division_matches_pytorch, 0, TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_alpha_matches_pytorch, 0, TN_NUM_CPU_CAPABILITIES);
+	tcase_add_loop_test(tc, test_16bit_rows_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);
+	tcase_add_loop_test(tc, test_16bit_streamed_outputs, 0, TN_NUM_CPU_CAPABILITIES);
+	tcase_add_loop_test(tc, test_16bit_pow_atan2_under_each_capability, 0,
+			    TN_NUM_CPU_CAPABILITIES);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return s;

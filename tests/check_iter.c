@@ -797,9 +797,10 @@ START_TEST(test_unary_matches_pytorch)
 }
 END_TEST
 
-/* Transposing copies take the tiled path (4-byte elements: blocks transposed in registers):
- * every element lands, for shapes that are not multiples of the tile or of the register
- * block, and for the NHWC -> NCHW permute with few channels, under each CPU capability. */
+/* Transposing copies take the tiled path (4- and 2-byte elements: blocks transposed in
+ * registers): every element lands, for shapes that are not multiples of the tile or of the
+ * register block, and for the NHWC -> NCHW permute with few channels, under each CPU
+ * capability. */
 START_TEST(test_transposing_copies)
 {
 	tn_test_force_capability(_i);
@@ -845,6 +846,50 @@ START_TEST(test_transposing_copies)
 	tn_tensor *list[] = { a, t, c };
 	for (size_t i = 0; i < 3; i++)
 		tn_tensor_unref(list[i]);
+	/* 2-byte elements (the 16-bit kernel), each holding its index's low 16 bits: float16 bit
+	 * patterns (NaNs included) and int16, transposed and NHWC -> NCHW. */
+	static const enum tn_dtype d16[] = { TN_FLOAT16, TN_INT16 };
+	for (int d = 0; d < 2; d++) {
+		for (size_t k = 0; k < sizeof(sides) / sizeof(sides[0]) + 1; k++) {
+			const int64_t *sz = k < 4 ? sides[k] : s;
+			tn_tensor *m, *mt, *mc;
+			ck_assert_tn_ok(tn_empty(2, sz, d16[d], TN_CPU, TN_CONTIGUOUS_FORMAT, &m));
+			uint16_t *pm = tn_tensor_data(m);
+			for (int64_t i = 0; i < sz[0] * sz[1]; i++)
+				pm[i] = (uint16_t)i;
+			ck_assert_tn_ok(tn_transpose(m, 0, 1, &mt));
+			ck_assert_tn_ok(tn_contiguous(mt, TN_CONTIGUOUS_FORMAT, &mc));
+			const uint16_t *pc = tn_tensor_data(mc);
+			for (int64_t i = 0; i < sz[1]; i++)
+				for (int64_t j = 0; j < sz[0]; j++)
+					ck_assert_int_eq(pc[i * sz[0] + j], (uint16_t)(j * sz[1] + i));
+			tn_tensor_unref(m);
+			tn_tensor_unref(mt);
+			tn_tensor_unref(mc);
+		}
+		for (int64_t C = 3; C <= 16; C += 13) {
+			nhwc[3] = C;
+			tn_tensor *x, *xp, *xc;
+			ck_assert_tn_ok(tn_empty(4, nhwc, d16[d], TN_CPU, TN_CONTIGUOUS_FORMAT, &x));
+			uint16_t *px = tn_tensor_data(x);
+			for (int64_t i = 0; i < 2 * 37 * 41 * C; i++)
+				px[i] = (uint16_t)i;
+			ck_assert_tn_ok(tn_permute(x, 4, perm, &xp));
+			ck_assert_tn_ok(tn_contiguous(xp, TN_CONTIGUOUS_FORMAT, &xc));
+			const uint16_t *q = tn_tensor_data(xc);
+			for (int64_t n = 0; n < 2; n++)
+				for (int64_t ch = 0; ch < C; ch++)
+					for (int64_t h = 0; h < 37; h++)
+						for (int64_t w = 0; w < 41; w++)
+							ck_assert_int_eq(
+								q[((n * C + ch) * 37 + h) * 41 + w],
+								(uint16_t)(((n * 37 + h) * 41 + w) * C +
+									   ch));
+			tn_tensor_unref(x);
+			tn_tensor_unref(xp);
+			tn_tensor_unref(xc);
+		}
+	}
 }
 END_TEST
 
@@ -1130,6 +1175,67 @@ START_TEST(test_output_layouts_match_pytorch)
 }
 END_TEST
 
+/*
+ * Copies to and from float16 (every other dtype on the other side): a contiguous row (the
+ * kernel's float32 blocks with vector conversions) gives the bits of the same copy into every
+ * other element of a tensor (the element-by-element row), for every float16 bit pattern, random
+ * bit patterns of float32, float64, bfloat16 and the integers (NaN payloads, subnormals,
+ * out-of-range values), and every row length up to 40 and some longer ones, under each CPU
+ * capability.
+ */
+START_TEST(test_float16_casts_under_each_capability)
+{
+	tn_test_force_capability(_i);
+	const int64_t n = 65536 + 11;
+	static const int64_t lens[] = { 1, 2, 7, 15, 16, 17, 31, 33, 40, 513, 65536 + 11 };
+	for (int od = 0; od < TN_NUM_DTYPES; od++) {
+		const enum tn_dtype other = (enum tn_dtype)od;
+		if (other == TN_FLOAT16)
+			continue;
+		for (int dir = 0; dir < 2; dir++) {
+			/* dir 0: float16 -> other; 1: other -> float16 */
+			const enum tn_dtype sdt = dir ? other : TN_FLOAT16, ddt = dir ? TN_FLOAT16 : other;
+			const size_t ss = tn_dtype_size(sdt), dsz = tn_dtype_size(ddt);
+			tn_tensor *src;
+			ck_assert_tn_ok(tn_empty(1, &n, sdt, TN_CPU, TN_CONTIGUOUS_FORMAT, &src));
+			unsigned char *ps = tn_tensor_data(src);
+			uint64_t st = 0x2545f4914f6cdd1dull + (uint64_t)(od * 2 + dir);
+			for (int64_t i = 0; i < n; i++) {
+				st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+				if (sdt == TN_BOOL)
+					ps[i] = (unsigned char)(st & 1);
+				else if (sdt == TN_FLOAT16)
+					memcpy(ps + 2 * i, &(uint16_t){ (uint16_t)i }, 2);
+				else
+					memcpy(ps + (size_t)i * ss, &st, ss);
+			}
+			for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+				int64_t m = lens[li], m2 = 2 * lens[li];
+				tn_tensor *s1, *c, *big, *every;
+				ck_assert_tn_ok(tn_slice(src, 0, 0, m, 1, &s1));
+				ck_assert_tn_ok(tn_empty(1, &m, ddt, TN_CPU, TN_CONTIGUOUS_FORMAT, &c));
+				ck_assert_tn_ok(tn_zeros(1, &m2, ddt, TN_CPU, &big));
+				memset(tn_tensor_data(c), 0xa5, (size_t)m * dsz); /* none left over */
+				ck_assert_tn_ok(tn_slice(big, 0, 0, INT64_MAX, 2, &every));
+				ck_assert_tn_ok(tn_copy_(c, s1, false));
+				ck_assert_tn_ok(tn_copy_(every, s1, false));
+				const unsigned char *pc = tn_tensor_data(c), *pe = tn_tensor_data(big);
+				for (int64_t i = 0; i < m; i++)
+					ck_assert_msg(!memcmp(pc + (size_t)i * dsz,
+							      pe + (size_t)(2 * i) * dsz, dsz),
+						      "%s -> %s, %lld elements: element %lld differs",
+						      tn_dtype_name(sdt), tn_dtype_name(ddt), (long long)m,
+						      (long long)i);
+				tn_tensor *list[] = { s1, c, big, every };
+				for (size_t k = 0; k < 4; k++)
+					tn_tensor_unref(list[k]);
+			}
+			tn_tensor_unref(src);
+		}
+	}
+}
+END_TEST
+
 static Suite *iter_suite(void)
 {
 	Suite *s = suite_create("iter");
@@ -1154,6 +1260,8 @@ static Suite *iter_suite(void)
 	tcase_add_loop_test(tc, test_arith_large_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_copy_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);
+	tcase_add_loop_test(tc, test_float16_casts_under_each_capability, 0,
+			    TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_streamed_outputs_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);
 	tcase_set_timeout(tc, 60);

@@ -633,6 +633,84 @@ START_TEST(test_argmax_bool_size_one_dim)
 }
 END_TEST
 
+/*
+ * float16 and bfloat16 sums, products, amax and amin over the rows (the kernel's row path),
+ * the columns (its column blocks, wider than one block of 2048 too) and everything, with row
+ * lengths that are not multiples of the vector widths, under each CPU capability on one
+ * thread: the 16-bit kernels widen their inputs to float32 vectors and accumulate in float32,
+ * so each result is bit for bit the float32 kernel's on the widened input, rounded once (NaN
+ * as NaN).
+ */
+START_TEST(test_16bit_as_float32_under_each_capability)
+{
+	enum tn_cpu_capability want = tn_test_force_capability(_i);
+	setenv("TN_NUM_THREADS", "1", 1);
+	static const int64_t shapes[][2] = { { 1, 37 },	 { 3, 5 },     { 17, 33 },  { 100, 1000 },
+					     { 9, 2053 }, { 300, 16 },  { 40, 1 },   { 7, 129 } };
+	static const enum tn_dtype dts[] = { TN_FLOAT16, TN_BFLOAT16 };
+	for (int d = 0; d < 2; d++) {
+		for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+			const int64_t n = shapes[k][0] * shapes[k][1];
+			double *v = malloc((size_t)n * sizeof(double));
+			ck_assert_ptr_nonnull(v);
+			uint64_t st = 0x9e3779b97f4a7c15ull + (uint64_t)k;
+			for (int64_t i = 0; i < n; i++) {
+				st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+				/* Near 1 for products that stay finite; a NaN in the last shape. */
+				v[i] = 0.75 + (double)(st >> 40) / (double)(1 << 24) * 0.5;
+				if (k == 7 && i == n / 2)
+					v[i] = NAN;
+			}
+			tn_tensor *x = tn_test_from_values(v, 2, shapes[k], dts[d]), *x32;
+			free(v);
+			ck_assert_tn_ok(tn_to(x, TN_FLOAT32, false, false, NULL, &x32));
+			for (int dim = -1; dim < 2; dim++) {
+				for (int op = 0; op < 4; op++) {
+					const int64_t dl[] = { dim };
+					const int nd = dim < 0 ? 0 : 1;
+					tn_tensor *r16 = NULL, *r32 = NULL, *w = NULL;
+					for (int f = 0; f < 2; f++) {
+						const tn_tensor *in = f ? x32 : x;
+						tn_tensor **r = f ? &r32 : &r16;
+						if (op == 0)
+							ck_assert_tn_ok(tn_sum_dim(in, nd, dl, false, NULL, r));
+						else if (op == 1 && dim < 0)
+							ck_assert_tn_ok(tn_prod(in, NULL, r));
+						else if (op == 1)
+							ck_assert_tn_ok(tn_prod_dim(in, dim, false, NULL, r));
+						else if (op == 2)
+							ck_assert_tn_ok(tn_amax(in, nd, dl, false, r));
+						else
+							ck_assert_tn_ok(tn_amin(in, nd, dl, false, r));
+					}
+					ck_assert_tn_ok(tn_to(r32, dts[d], false, false, NULL, &w));
+					ck_assert_int_eq(tn_tensor_dtype(r16), dts[d]);
+					const int64_t m = tn_tensor_numel(w);
+					ck_assert_int_eq(tn_tensor_numel(r16), m);
+					const uint16_t *g = tn_tensor_data(r16), *e = tn_tensor_data(w);
+					const uint16_t nanb = dts[d] == TN_FLOAT16 ? 0x7c00 : 0x7f80;
+					for (int64_t i = 0; i < m; i++)
+						ck_assert_msg(g[i] == e[i] || ((g[i] & 0x7fff) > nanb &&
+									       (e[i] & 0x7fff) > nanb),
+							      "%s op %d dim %d of [%lld, %lld] under %s: "
+							      "element %lld is 0x%04x, float32's 0x%04x",
+							      tn_dtype_name(dts[d]), op, dim,
+							      (long long)shapes[k][0],
+							      (long long)shapes[k][1],
+							      tn_cpu_capability_name(want), (long long)i,
+							      g[i], e[i]);
+					tn_tensor_unref(r16);
+					tn_tensor_unref(r32);
+					tn_tensor_unref(w);
+				}
+			}
+			tn_tensor_unref(x);
+			tn_tensor_unref(x32);
+		}
+	}
+}
+END_TEST
+
 static Suite *reduce_suite(void)
 {
 	Suite *s = suite_create("reduce");
@@ -645,6 +723,8 @@ static Suite *reduce_suite(void)
 	tcase_add_test(tc, test_out_errors);
 	tcase_add_test(tc, test_allocation_failures);
 	tcase_add_test(tc, test_argmax_bool_size_one_dim);
+	tcase_add_loop_test(tc, test_16bit_as_float32_under_each_capability, 0,
+			    TN_NUM_CPU_CAPABILITIES);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return s;

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "binary_loops.h"
+#include "half_rows.h"
 #include "vmath.h"
 
 /* Round a float result to the 16-bit type and back. */
@@ -353,11 +354,108 @@ static bool vec2_row(int op, enum tn_dtype dt, char *o, int64_t so, const char *
 	return true;
 }
 
+/*
+ * 16-bit rows with a contiguous output and contiguous or broadcast inputs, through float32
+ * vectors (half_rows.h; the compiler does not vectorise float16's scalar conversion):
+ * - maximum and minimum, MAXF and MINF lane by lane (the same bits as the scalar rows);
+ * - bfloat16 pow and atan2 as ATen's cpu_kernel_vec runs them: SLEEF's 1-ulp functions on
+ *   whole blocks of 2 * Vectorized<BFloat16>::size() = 32 elements (Vectorized<BFloat16>::pow
+ *   and ::atan2 widen to float, call Sleef_powf8_u10 / Sleef_atan2f8_u10 and round), the
+ *   row's last n % 32 elements through the scalar code (std::pow and std::atan2 of float);
+ * - float16 atan2 (PyTorch 1.13 has no float16 atan2): float32's rows rounded, SLEEF on the
+ *   whole row as vec2_row. float16 pow stays scalar, as ATen's (Vectorized<Half> is its generic
+ *   per-element std::pow in 1.13).
+ * Other rows return false.
+ */
+#define H16_TAIL_ROW(T, SLOAD, SSTORE, FN, from)                                            \
+	do {                                                                                \
+		const T *A_ = (const T *)a, *B_ = (const T *)b;                             \
+		T *O_ = (T *)o;                                                             \
+		for (int64_t i_ = (from); i_ < n; i_++)                                     \
+			SSTORE(O_[i_], FN(SLOAD(A_[sa ? i_ : 0]), SLOAD(B_[sb ? i_ : 0])));  \
+	} while (0)
+
+/* FN on whole vectors, the last n % TN_VLF elements through one zero-padded vector. */
+#define H16_VEC2_ROW(T, VLOAD, SLOAD, VSTORE, SSTORE, FN, SFN)                              \
+	do {                                                                                \
+		const int64_t nv_ = n / TN_VLF * TN_VLF;                                    \
+		H16_ROW(T, T, o, a, sa, b, sb, nv_, VLOAD, SLOAD, VSTORE, SSTORE, FN(x, y),   \
+			SFN(x, y));                                                         \
+		if (nv_ < n) {                                                              \
+			T bx_[TN_VLF], by_[TN_VLF], bo_[TN_VLF];                            \
+			memset(bx_, 0, sizeof(bx_));                                        \
+			memset(by_, 0, sizeof(by_));                                        \
+			for (int64_t k_ = 0; k_ < n - nv_; k_++) {                          \
+				bx_[k_] = ((const T *)a)[sa ? nv_ + k_ : 0];                \
+				by_[k_] = ((const T *)b)[sb ? nv_ + k_ : 0];                \
+			}                                                                   \
+			VSTORE(bo_, FN(VLOAD(bx_), VLOAD(by_)));                            \
+			memcpy((T *)o + nv_, bo_, (size_t)(n - nv_) * sizeof(T));           \
+		}                                                                           \
+	} while (0)
+
+#define MAXF_F(x, y) MAXF(float, x, y)
+#define MINF_F(x, y) MINF(float, x, y)
+
+static bool h16_row(int op, enum tn_dtype dt, char *o, int64_t so, const char *a, int64_t sa,
+		    const char *b, int64_t sb, int64_t n)
+{
+	if (so != 2 || (sa != 2 && sa != 0) || (sb != 2 && sb != 0) || (sa | sb) == 0)
+		return false;
+	const bool h = dt == TN_FLOAT16;
+	switch (op) {
+	case TN_BIN2_MAXIMUM:
+		if (h)
+			H16_ROW(tn_half, tn_half, o, a, sa, b, sb, n, tn_vload_f16, tn__h2f,
+				tn_vstore_f16, ST_HALF, tn__vmaxf_nan(x, y), MAXF_F(x, y));
+		else
+			H16_ROW(tn_bfloat16, tn_bfloat16, o, a, sa, b, sb, n, tn__vload_bf16,
+				tn__bf2f, tn__vstore_bf16_exact, ST_BF16, tn__vmaxf_nan(x, y),
+				MAXF_F(x, y));
+		return true;
+	case TN_BIN2_MINIMUM:
+		if (h)
+			H16_ROW(tn_half, tn_half, o, a, sa, b, sb, n, tn_vload_f16, tn__h2f,
+				tn_vstore_f16, ST_HALF, tn__vminf_nan(x, y), MINF_F(x, y));
+		else
+			H16_ROW(tn_bfloat16, tn_bfloat16, o, a, sa, b, sb, n, tn__vload_bf16,
+				tn__bf2f, tn__vstore_bf16_exact, ST_BF16, tn__vminf_nan(x, y),
+				MINF_F(x, y));
+		return true;
+	case TN_BIN2_ATAN2:
+		if (h) {
+			H16_VEC2_ROW(tn_half, tn_vload_f16, tn__h2f, tn_vstore_f16, ST_HALF,
+				     tn_vatan2f, atan2f);
+			return true;
+		}
+		/* fall through */
+	case TN_BIN2_POW: {
+		if (h)
+			return false;
+		const int64_t nv = n / 32 * 32;
+		if (op == TN_BIN2_POW) {
+			H16_ROW(tn_bfloat16, tn_bfloat16, o, a, sa, b, sb, nv, tn__vload_bf16,
+				tn__bf2f, tn__vstore_bf16, ST_BF16, tn_vpowf(x, y), powf(x, y));
+			H16_TAIL_ROW(tn_bfloat16, tn__bf2f, ST_BF16, powf, nv);
+		} else {
+			H16_ROW(tn_bfloat16, tn_bfloat16, o, a, sa, b, sb, nv, tn__vload_bf16,
+				tn__bf2f, tn__vstore_bf16, ST_BF16, tn_vatan2f(x, y), atan2f(x, y));
+			H16_TAIL_ROW(tn_bfloat16, tn__bf2f, ST_BF16, atan2f, nv);
+		}
+		return true;
+	}
+	default:
+		return false;
+	}
+}
+
 void TN_KERNEL_FN(tn__binary2_kernel)(int op, enum tn_dtype dt, char *o, int64_t so,
 					const char *a, int64_t sa, const char *b, int64_t sb,
 					int64_t n)
 {
 	if (vec2_row(op, dt, o, so, a, sa, b, sb, n))
+		return;
+	if ((dt == TN_FLOAT16 || dt == TN_BFLOAT16) && h16_row(op, dt, o, so, a, sa, b, sb, n))
 		return;
 	switch (dt) {
 	case TN_BOOL:

@@ -6,8 +6,9 @@
  * VectorizedLoop2d: all contiguous, one input a broadcast scalar (stride 0), and strided; the
  * first two are plain loops the compiler vectorises with the capability's instructions.
  * Integer arithmetic wraps (two's complement), as PyTorch's does; 16-bit floats compute in
- * float and round once, as c10::Half does. Kernels are built with -ffp-contract=off so that
- * every capability gives the same bits.
+ * float and round once, as c10::Half does, their contiguous and broadcast rows through
+ * float32 vectors (half_row below). Kernels are built with -ffp-contract=off so that every
+ * capability gives the same bits.
  */
 #include <math.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #endif
 
 #include "binary_loops.h"
+#include "half_rows.h"
 
 /* Wrapping integer arithmetic: in uint64 (no promotion to int, which could overflow), then
  * truncated to the type's width. */
@@ -82,7 +84,8 @@
 		}                                                                           \
 		return;
 
-/* 16-bit floats: FUSED says whether contiguous and broadcast rows round once. */
+/* 16-bit floats' strided rows (and the DEFAULT capability's fused bfloat16 rows, see
+ * half_row): FUSED says whether contiguous and broadcast rows round once. */
 #define HALF_CASE(DT, T, LX, LY, ST, ROUND, FUSED)                                         \
 	case DT:                                                                            \
 		switch (op) {                                                               \
@@ -120,6 +123,72 @@
 			return;                                                             \
 		}                                                                           \
 		return;
+
+/*
+ * 16-bit float rows with a contiguous output and contiguous or broadcast inputs, through
+ * float32 vectors (half_rows.h): the formulas of HALF_CASE element for element, so the same
+ * bits; the output streamed when @stream. The fused bfloat16 rows need a vector fma: the
+ * DEFAULT capability (SSE2, no FMA) leaves them to HALF_CASE. Other rows return false.
+ */
+#define H16_ARITH(T, o, a, b, n, VL, SL, VS, SS, VEXPR, SEXPR)                              \
+	do {                                                                                \
+		if (stream)                                                                 \
+			H16_STREAM_ROW(T, o, a, sa, b, sb, n, VL, SL, VS, SS, VEXPR, SEXPR); \
+		else                                                                        \
+			H16_ROW(T, T, o, a, sa, b, sb, n, VL, SL, VS, SS, VEXPR, SEXPR);     \
+	} while (0)
+
+#if defined(__FMA__) || defined(__AVX512F__)
+#define H16_VFMA 1
+#else
+#define H16_VFMA 0
+#endif
+
+#define HALF_ROW(NAME, T, VL, SL, VS, SS, VROUND, SROUND, FUSED)                            \
+	static bool NAME(int op, char *o, int64_t so, const char *a, int64_t sa, const char *b, \
+			 int64_t sb, int64_t n, const struct tn__alpha *alpha, bool stream)   \
+	{                                                                                   \
+		const int64_t ew = (int64_t)sizeof(T);                                      \
+		if (so != ew || (sa != ew && sa != 0) || (sb != ew && sb != 0) || (sa | sb) == 0) \
+			return false;                                                       \
+		switch (op) {                                                               \
+		case TN_BINOP_ADD:                                                          \
+		case TN_BINOP_SUB: {                                                        \
+			const float al = op == TN_BINOP_SUB ? -(float)alpha->d : (float)alpha->d; \
+			if (al == 1) {                                                      \
+				H16_ARITH(T, o, a, b, n, VL, SL, VS, SS, x + y, x + y);     \
+			} else if (al == -1) {                                              \
+				H16_ARITH(T, o, a, b, n, VL, SL, VS, SS, x - y, x - y);     \
+			} else if (FUSED) {                                                 \
+				if (!H16_VFMA)                                              \
+					return false;                                       \
+				/* Blocks of 32 round once, the tail as strided rows. */    \
+				const int64_t nv = n / 32 * 32;                             \
+				const tn_vf val = tn_vf_splat(al);                          \
+				H16_ARITH(T, o, a, b, nv, VL, SL, VS, SS, tn__vfmaf(val, y, x), \
+					  fmaf(al, y, x));                                  \
+				H16_ARITH(T, o + nv * so, a + nv * sa, b + nv * sb, n - nv, VL, SL, \
+					  VS, SS, x + VROUND(al * y), x + SROUND(al * y));  \
+			} else {                                                            \
+				H16_ARITH(T, o, a, b, n, VL, SL, VS, SS, x + VROUND(al * y),  \
+					  x + SROUND(al * y));                              \
+			}                                                                   \
+			return true;                                                        \
+		}                                                                           \
+		case TN_BINOP_MUL:                                                          \
+			H16_ARITH(T, o, a, b, n, VL, SL, VS, SS, x * y, x * y);             \
+			return true;                                                        \
+		case TN_BINOP_DIV:                                                          \
+			H16_ARITH(T, o, a, b, n, VL, SL, VS, SS, x / y, x / y);             \
+			return true;                                                        \
+		}                                                                           \
+		return false;                                                               \
+	}
+
+HALF_ROW(half_row, tn_half, tn_vload_f16, tn__h2f, tn_vstore_f16, ST_HALF, tn__vround_f16,
+	 ROUND_HALF, false)
+HALF_ROW(bf16_row, tn_bfloat16, tn__vload_bf16, tn__bf2f, tn__vstore_bf16, ST_BF16, tn__vround_bf16,
+	 ROUND_BF16, true)
 
 /*
  * Streaming rows (TN_BINOP_STREAM): float32 and float64 arithmetic on contiguous operands (or
@@ -220,11 +289,14 @@ void TN_KERNEL_FN(tn__binary_kernel)(int op, enum tn_dtype dt, char *o, int64_t 
 				       const char *a, int64_t sa, const char *b, int64_t sb,
 				       int64_t n, const struct tn__alpha *alpha)
 {
-	if (op & TN_BINOP_STREAM) {
-		op &= ~TN_BINOP_STREAM;
-		if (stream_row(op, dt, o, so, a, sa, b, sb, n, alpha))
-			return;
-	}
+	const bool stream = (op & TN_BINOP_STREAM) != 0;
+	op &= ~TN_BINOP_STREAM;
+	if (stream && stream_row(op, dt, o, so, a, sa, b, sb, n, alpha))
+		return;
+	if (dt == TN_FLOAT16 && half_row(op, o, so, a, sa, b, sb, n, alpha, stream))
+		return;
+	if (dt == TN_BFLOAT16 && bf16_row(op, o, so, a, sa, b, sb, n, alpha, stream))
+		return;
 	switch (dt) {
 	case TN_BOOL:
 		/* bool + bool is "or", bool * bool is "and" (PyTorch computes in bool). */

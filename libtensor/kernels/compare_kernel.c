@@ -4,10 +4,12 @@
  * stub.h): out[i] = a[i] OP b[i] as bool, with a and b in one dtype (the iterator's common
  * dtype). Contiguous, broadcast-scalar and strided paths, as the arithmetic kernels; NaN
  * compares as IEEE says (unequal to everything), as in PyTorch; 16-bit floats compare as
- * float.
+ * float, their contiguous and broadcast rows through float32 vectors (half_rows.h; the
+ * compiler does not vectorise float16's scalar conversion).
  */
 #include "stub.h"
 #include "half.h"
+#include "half_rows.h"
 
 #define CMP_LOOP(T, LOAD, EXPR)                                                            \
 	do {                                                                               \
@@ -60,10 +62,52 @@
 		return;                                                                    \
 	}
 
+/* A 16-bit row into contiguous bools, inputs contiguous or broadcast (not both). */
+#define H16_CMP(T, VLOAD, SLOAD)                                                            \
+	do {                                                                                \
+		switch (op) {                                                               \
+		case TN_CMP_EQ:                                                             \
+			H16_CMP_ROW(T, VLOAD, SLOAD, x == y);                               \
+			return true;                                                        \
+		case TN_CMP_NE:                                                             \
+			H16_CMP_ROW(T, VLOAD, SLOAD, x != y);                               \
+			return true;                                                        \
+		case TN_CMP_LT:                                                             \
+			H16_CMP_ROW(T, VLOAD, SLOAD, x < y);                                \
+			return true;                                                        \
+		case TN_CMP_LE:                                                             \
+			H16_CMP_ROW(T, VLOAD, SLOAD, x <= y);                               \
+			return true;                                                        \
+		case TN_CMP_GT:                                                             \
+			H16_CMP_ROW(T, VLOAD, SLOAD, x > y);                                \
+			return true;                                                        \
+		default:                                                                    \
+			H16_CMP_ROW(T, VLOAD, SLOAD, x >= y);                               \
+			return true;                                                        \
+		}                                                                           \
+	} while (0)
+#define H16_CMP_ROW(T, VLOAD, SLOAD, EXPR)                                                  \
+	H16_ROW(bool, T, o, a, sa, b, sb, n, VLOAD, SLOAD, tn__vstore_mask, ST_BOOL, EXPR, EXPR)
+#define ST_BOOL(dst, v) ((dst) = (v))
+
+static bool h16_row(int op, enum tn_dtype dt, char *o, int64_t so, const char *a, int64_t sa,
+		    const char *b, int64_t sb, int64_t n)
+{
+	if (so != 1 || (sa != 2 && sa != 0) || (sb != 2 && sb != 0) || (sa | sb) == 0)
+		return false;
+	if (dt == TN_FLOAT16)
+		H16_CMP(tn_half, tn_vload_f16, tn__h2f);
+	else if (dt == TN_BFLOAT16)
+		H16_CMP(tn_bfloat16, tn__vload_bf16, tn__bf2f);
+	return false;
+}
+
 void TN_KERNEL_FN(tn__compare_kernel)(int op, enum tn_dtype dt, char *o, int64_t so,
 					const char *a, int64_t sa, const char *b, int64_t sb,
 					int64_t n)
 {
+	if ((dt == TN_FLOAT16 || dt == TN_BFLOAT16) && h16_row(op, dt, o, so, a, sa, b, sb, n))
+		return;
 	switch (dt) {
 	case TN_BOOL:
 		CMP_OPS(bool, ID)

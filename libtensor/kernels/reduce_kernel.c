@@ -7,9 +7,10 @@
  * accumulators (plain loops over a lane array, which the compiler turns into the capability's
  * vectors), a reduction over an outer dimension whose columns are contiguous accumulates blocks
  * of COLS columns across the rows (vectorised across the output row), anything else is a
- * strided scalar loop. Sums use ATen's cascade: the lane accumulators are flushed into LEVELS
- * levels of partial sums every 2^k steps, so a float32 sum of 1e8 elements keeps float32
- * accuracy without a double accumulator. The order of operations depends on the shape only,
+ * strided scalar loop; 16-bit float inputs are widened a vector at a time in both contiguous
+ * paths (ACC_F16, ACC_BF16). Sums use ATen's cascade: the lane accumulators are flushed into
+ * LEVELS levels of partial sums every 2^k steps, so a float32 sum of 1e8 elements keeps
+ * float32 accuracy without a double accumulator. The order of operations depends on the shape only,
  * never on the capability, so every capability gives the same bits.
  */
 #include <math.h>
@@ -17,6 +18,7 @@
 
 #include "stub.h"
 #include "half.h"
+#include "half_rows.h"
 
 #define LANES 32 /* accumulators of a row: four AVX2 or two AVX-512 float32 vectors */
 /* Columns per block of an outer reduction: rows up to this long are read in one sequential
@@ -81,10 +83,36 @@ static inline float bf16_to_float(tn_bfloat16 v)
 	}
 
 /*
+ * One step over @cnt contiguous inputs at @src: acc[k] = COMB(acc[k], LOAD(src[k])). ACC_PLAIN
+ * is that loop, which the compiler vectorises, except for float16's conversion (one scalar
+ * vcvtph2ps per element); the 16-bit floats' ACC_F16 and ACC_BF16 widen TN_VLF inputs at a
+ * time with vector conversions (half_rows.h) and combine them with COMB's vector form
+ * (COMB##_V: the same operation lane by lane), the tail as ACC_PLAIN: the same bits.
+ */
+#define ACC_PLAIN(acc, src, cnt, LOAD, COMB)                                                   \
+	for (int64_t k_ = 0; k_ < (cnt); k_++)                                                 \
+		(acc)[k_] = COMB((acc)[k_], LOAD((src)[k_]))
+#define ACC_WIDEN(VLOAD, T, acc, src, cnt, LOAD, COMB)                                         \
+	do {                                                                                   \
+		float *a_ = (acc);                                                             \
+		const T *s_ = (src);                                                           \
+		const int64_t c_ = (cnt);                                                      \
+		const int64_t cv_ = c_ - c_ % TN_VLF;                                          \
+		for (int64_t k_ = 0; k_ < cv_; k_ += TN_VLF)                                   \
+			tn_vstore_f32(a_ + k_, COMB##_V(tn_vload_f32(a_ + k_), VLOAD(s_ + k_))); \
+		for (int64_t k_ = cv_; k_ < c_; k_++)                                          \
+			a_[k_] = COMB(a_[k_], LOAD(s_[k_]));                                   \
+	} while (0)
+#define ACC_F16(acc, src, cnt, LOAD, COMB)                                                     \
+	ACC_WIDEN(tn_vload_f16, tn_half, acc, src, cnt, LOAD, COMB)
+#define ACC_BF16(acc, src, cnt, LOAD, COMB)                                                    \
+	ACC_WIDEN(tn__vload_bf16, tn_bfloat16, acc, src, cnt, LOAD, COMB)
+
+/*
  * One reducer: input elements T loaded as A by LOAD, combined by COMB from IDENT, and combined
  * into output elements O (read with LOADO, written with STOREO).
  */
-#define DEFINE_REDUCER(NAME, T, A, O, LOAD, LOADO, STOREO, COMB, IDENT)                         \
+#define DEFINE_REDUCER_ACC(NAME, T, A, O, LOAD, LOADO, STOREO, COMB, IDENT, ACC)                \
 	/* @n elements @s bytes apart, LANES at a time, with the cascade. */                   \
 	static inline A NAME##_row(const char *x, int64_t s, int64_t n)                        \
 	{                                                                                      \
@@ -92,8 +120,7 @@ static inline float bf16_to_float(tn_bfloat16 v)
 		if (s == (int64_t)sizeof(T)) {                                                 \
 			const T *p = (const T *)x;                                             \
 			CASCADE(A, LANES, IDENT, COMB, nb,                                     \
-				for (int k = 0; k < LANES; k++) acc[0][k] =                    \
-					COMB(acc[0][k], LOAD(p[i * LANES + k])))               \
+				ACC(acc[0], p + i * LANES, LANES, LOAD, COMB))                 \
 			for (int w = LANES / 2; w > 0; w /= 2)                                 \
 				for (int k = 0; k < w; k++)                                    \
 					acc[0][k] = COMB(acc[0][k], acc[0][k + w]);            \
@@ -123,9 +150,8 @@ static inline float bf16_to_float(tn_bfloat16 v)
 			const int nc = ncols - c0 < COLS ? (int)(ncols - c0) : COLS;           \
 			const T *p = (const T *)in + c0;                                       \
 			CASCADE_N(A, COLS, nc, IDENT, COMB, nrows,                             \
-				  for (int k = 0; k < nc; k++) acc[0][k] = COMB(               \
-					  acc[0][k], LOAD(((const T *)((const char *)p +        \
-								       i * srow))[k])))        \
+				  ACC(acc[0], (const T *)((const char *)p + i * srow), nc,     \
+				      LOAD, COMB))                                             \
 			if (so == (int64_t)sizeof(O)) { /* a vector loop */                    \
 				O *o = (O *)out + c0;                                          \
 				for (int k = 0; k < nc; k++)                                   \
@@ -169,6 +195,10 @@ static inline float bf16_to_float(tn_bfloat16 v)
 		}                                                                              \
 	}
 
+/* The reducers whose contiguous steps are ACC_PLAIN's loop. */
+#define DEFINE_REDUCER(NAME, T, A, O, LOAD, LOADO, STOREO, COMB, IDENT)                         \
+	DEFINE_REDUCER_ACC(NAME, T, A, O, LOAD, LOADO, STOREO, COMB, IDENT, ACC_PLAIN)
+
 #define ID(v) (v)
 #define HALF_F(v) tn__h2f(v)
 #define BF16_F(v) bf16_to_float(v)
@@ -185,6 +215,19 @@ static inline float bf16_to_float(tn_bfloat16 v)
 /* Floating max and min: NaN wins and stays (a != a), as PyTorch's max and min propagate it. */
 #define MAXF(a, b) (((a) >= (b) || (a) != (a)) ? (a) : (b))
 #define MINF(a, b) (((a) <= (b) || (a) != (a)) ? (a) : (b))
+/* The floating combinations on tn_vf vectors (ACC_WIDEN). */
+#define ADD_V(a, b) ((a) + (b))
+#define MUL_V(a, b) ((a) * (b))
+static inline tn_vf maxf_v(tn_vf a, tn_vf b)
+{
+	return tn_vf_sel((a >= b) | (a != a), a, b);
+}
+static inline tn_vf minf_v(tn_vf a, tn_vf b)
+{
+	return tn_vf_sel((a <= b) | (a != a), a, b);
+}
+#define MAXF_V maxf_v
+#define MINF_V minf_v
 #define MAXI(a, b) ((a) >= (b) ? (a) : (b))
 #define MINI(a, b) ((a) <= (b) ? (a) : (b))
 /* Integer arithmetic wraps (two's complement): computed unsigned, in at least 32 bits. */
@@ -207,8 +250,9 @@ DEFINE_REDUCER(sum_TN_INT8, int8_t, int8_t, int8_t, ID, ID, ID, ADD_I8, 0)
 DEFINE_REDUCER(sum_TN_INT16, int16_t, int16_t, int16_t, ID, ID, ID, ADD_I16, 0)
 DEFINE_REDUCER(sum_TN_INT32, int32_t, int32_t, int32_t, ID, ID, ID, ADD_I32, 0)
 DEFINE_REDUCER(sum_TN_INT64, int64_t, int64_t, int64_t, ID, ID, ID, ADD_I64, 0)
-DEFINE_REDUCER(sum_TN_FLOAT16, tn_half, float, float, HALF_F, ID, ID, ADD, 0.0f)
-DEFINE_REDUCER(sum_TN_BFLOAT16, tn_bfloat16, float, float, BF16_F, ID, ID, ADD, 0.0f)
+DEFINE_REDUCER_ACC(sum_TN_FLOAT16, tn_half, float, float, HALF_F, ID, ID, ADD, 0.0f, ACC_F16)
+DEFINE_REDUCER_ACC(sum_TN_BFLOAT16, tn_bfloat16, float, float, BF16_F, ID, ID, ADD, 0.0f,
+		   ACC_BF16)
 DEFINE_REDUCER(sum_TN_FLOAT32, float, float, float, ID, ID, ID, ADD, 0.0f)
 DEFINE_REDUCER(sum_TN_FLOAT64, double, double, double, ID, ID, ID, ADD, 0.0)
 /* prod (bool: "and") */
@@ -218,8 +262,9 @@ DEFINE_REDUCER(prod_TN_INT8, int8_t, int8_t, int8_t, ID, ID, ID, MUL_I8, 1)
 DEFINE_REDUCER(prod_TN_INT16, int16_t, int16_t, int16_t, ID, ID, ID, MUL_I16, 1)
 DEFINE_REDUCER(prod_TN_INT32, int32_t, int32_t, int32_t, ID, ID, ID, MUL_I32, 1)
 DEFINE_REDUCER(prod_TN_INT64, int64_t, int64_t, int64_t, ID, ID, ID, MUL_I64, 1)
-DEFINE_REDUCER(prod_TN_FLOAT16, tn_half, float, float, HALF_F, ID, ID, MUL, 1.0f)
-DEFINE_REDUCER(prod_TN_BFLOAT16, tn_bfloat16, float, float, BF16_F, ID, ID, MUL, 1.0f)
+DEFINE_REDUCER_ACC(prod_TN_FLOAT16, tn_half, float, float, HALF_F, ID, ID, MUL, 1.0f, ACC_F16)
+DEFINE_REDUCER_ACC(prod_TN_BFLOAT16, tn_bfloat16, float, float, BF16_F, ID, ID, MUL, 1.0f,
+		   ACC_BF16)
 DEFINE_REDUCER(prod_TN_FLOAT32, float, float, float, ID, ID, ID, MUL, 1.0f)
 DEFINE_REDUCER(prod_TN_FLOAT64, double, double, double, ID, ID, ID, MUL, 1.0)
 /* max and min: the output keeps the input's dtype; 16-bit floats compare as float */
@@ -230,8 +275,10 @@ DEFINE_REDUCER(prod_TN_FLOAT64, double, double, double, ID, ID, ID, MUL, 1.0)
 	DEFINE_REDUCER(OPN##_TN_INT16, int16_t, int16_t, int16_t, ID, ID, ID, C, IDI16)             \
 	DEFINE_REDUCER(OPN##_TN_INT32, int32_t, int32_t, int32_t, ID, ID, ID, C, IDI32)             \
 	DEFINE_REDUCER(OPN##_TN_INT64, int64_t, int64_t, int64_t, ID, ID, ID, C, IDI64)             \
-	DEFINE_REDUCER(OPN##_TN_FLOAT16, tn_half, float, tn_half, HALF_F, HALF_F, F_HALF, CF, IDF)    \
-	DEFINE_REDUCER(OPN##_TN_BFLOAT16, tn_bfloat16, float, tn_bfloat16, BF16_F, BF16_F, F_BF16, CF, IDF) \
+	DEFINE_REDUCER_ACC(OPN##_TN_FLOAT16, tn_half, float, tn_half, HALF_F, HALF_F, F_HALF, CF,  \
+			   IDF, ACC_F16)                                                           \
+	DEFINE_REDUCER_ACC(OPN##_TN_BFLOAT16, tn_bfloat16, float, tn_bfloat16, BF16_F, BF16_F,     \
+			   F_BF16, CF, IDF, ACC_BF16)                                              \
 	DEFINE_REDUCER(OPN##_TN_FLOAT32, float, float, float, ID, ID, ID, CF, IDF)                    \
 	DEFINE_REDUCER(OPN##_TN_FLOAT64, double, double, double, ID, ID, ID, CF, (double)IDF)
 MINMAX(max, MAXI, MAXF, -INFINITY, INT8_MIN, 0, INT16_MIN, INT32_MIN, INT64_MIN, false)
