@@ -711,6 +711,68 @@ START_TEST(test_16bit_as_float32_under_each_capability)
 }
 END_TEST
 
+/*
+ * Column reductions read whole rows one at a time, and parts of rows (a column slice, one
+ * thread's columns, a block of a row wider than 2048) four rows at a time: the same operations
+ * in the same order, so a slice of a wider tensor reduces to the bits of its contiguous copy,
+ * for every floating dtype and int32, row counts off the multiples of 4 and of the cascade's
+ * 16, under each CPU capability on one thread.
+ */
+START_TEST(test_column_slices_as_contiguous_under_each_capability)
+{
+	enum tn_cpu_capability want = tn_test_force_capability(_i);
+	setenv("TN_NUM_THREADS", "1", 1);
+	static const enum tn_dtype dts[] = { TN_FLOAT16, TN_BFLOAT16, TN_FLOAT32, TN_FLOAT64,
+					     TN_INT32 };
+	static const int64_t rows[] = { 3, 37, 100, 1001 };
+	const int64_t C = 45, W = C + 7;
+	for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++) {
+		for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
+			const int64_t sz[] = { rows[k], W }, n = rows[k] * W;
+			double *v = malloc((size_t)n * sizeof(double));
+			ck_assert_ptr_nonnull(v);
+			uint64_t st = 0x853c49e6748fea9bull + k;
+			for (int64_t i = 0; i < n; i++) {
+				st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+				v[i] = dts[d] == TN_INT32 ? (double)(int64_t)(st % 2001) - 1000
+							  : 0.75 + (double)(st >> 40) / (double)(1 << 25);
+			}
+			tn_tensor *x = tn_test_from_values(v, 2, sz, dts[d]), *xs, *xc;
+			free(v);
+			ck_assert_tn_ok(tn_slice(x, 1, 3, 3 + C, 1, &xs));
+			ck_assert_tn_ok(tn_contiguous(xs, TN_CONTIGUOUS_FORMAT, &xc));
+			for (int op = 0; op < 4; op++) {
+				tn_tensor *r[2];
+				const int64_t d0 = 0;
+				for (int f = 0; f < 2; f++) {
+					const tn_tensor *in = f ? xc : xs;
+					if (op == 0)
+						ck_assert_tn_ok(tn_sum_dim(in, 1, &d0, false, NULL, &r[f]));
+					else if (op == 1)
+						ck_assert_tn_ok(tn_prod_dim(in, 0, false, NULL, &r[f]));
+					else if (op == 2)
+						ck_assert_tn_ok(tn_amax(in, 1, &d0, false, &r[f]));
+					else
+						ck_assert_tn_ok(tn_amin(in, 1, &d0, false, &r[f]));
+				}
+				const size_t bytes = (size_t)C * tn_dtype_size(tn_tensor_dtype(r[0]));
+				ck_assert_int_eq(tn_tensor_dtype(r[0]), tn_tensor_dtype(r[1]));
+				ck_assert_msg(!memcmp(tn_tensor_data(r[0]), tn_tensor_data(r[1]), bytes),
+					      "%s op %d over %lld rows under %s: the slice's result "
+					      "differs from its contiguous copy's",
+					      tn_dtype_name(dts[d]), op, (long long)rows[k],
+					      tn_cpu_capability_name(want));
+				tn_tensor_unref(r[0]);
+				tn_tensor_unref(r[1]);
+			}
+			tn_tensor_unref(x);
+			tn_tensor_unref(xs);
+			tn_tensor_unref(xc);
+		}
+	}
+}
+END_TEST
+
 static Suite *reduce_suite(void)
 {
 	Suite *s = suite_create("reduce");
@@ -724,6 +786,8 @@ static Suite *reduce_suite(void)
 	tcase_add_test(tc, test_allocation_failures);
 	tcase_add_test(tc, test_argmax_bool_size_one_dim);
 	tcase_add_loop_test(tc, test_16bit_as_float32_under_each_capability, 0,
+			    TN_NUM_CPU_CAPABILITIES);
+	tcase_add_loop_test(tc, test_column_slices_as_contiguous_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
