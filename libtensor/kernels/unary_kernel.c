@@ -234,7 +234,7 @@ static inline float gelu_tanh_bf16(float x)
  * tn_vexp), ET is the element type, VL the lanes, SPLAT its splat, SEL its select and MASKI
  * its integer lane type. */
 #define VEC_OPS(VT, ET, VL, LOAD, STORE, SPLAT, SEL, MASKI, EXP, EXPM1, LOG, LOG1P, LOG2,    \
-		SIN, COS, TAN, TANH, ERF, GELU, GELU_TANH, SQRT, FLOOR, CEIL, RINT, TRUNC)    \
+		SIN, COS, TAN, TANH, ERF, GELU, GELU_TANH, SQRT, FLOOR, CEIL, RINT, TRUNC, SL) \
 	const VT one = SPLAT(1), zero = SPLAT(0);                                           \
 	(void)zero;                                                                         \
 	switch (op) {                                                                       \
@@ -303,16 +303,16 @@ static inline float gelu_tanh_bf16(float x)
 		VLOOP(VT, ET, VL, LOAD, STORE, GELU_TANH(x));                               \
 		return true;                                                                \
 	case TN_UN_FLOOR:                                                                   \
-		SLOOP(ET, FLOOR(x));                                                        \
+		SL(ET, FLOOR(x));                                                           \
 		return true;                                                                \
 	case TN_UN_CEIL:                                                                    \
-		SLOOP(ET, CEIL(x));                                                         \
+		SL(ET, CEIL(x));                                                            \
 		return true;                                                                \
 	case TN_UN_ROUND:                                                                   \
-		SLOOP(ET, RINT(x));                                                         \
+		SL(ET, RINT(x));                                                            \
 		return true;                                                                \
 	case TN_UN_TRUNC:                                                                   \
-		SLOOP(ET, TRUNC(x));                                                        \
+		SL(ET, TRUNC(x));                                                           \
 		return true;                                                                \
 	default:                                                                            \
 		return false;                                                               \
@@ -338,14 +338,36 @@ static bool vec_f32(int op, float *Y, const float *X, int64_t n)
 	VEC_OPS(tn_vf, float, TN_VLF, tn_vload_f32, tn_vstore_f32, tn_vf_splat, tn_vf_sel, tn_vi,
 		tn_vexpf, tn_vexpm1f, tn_vlogf, tn_vlog1pf, tn_vlog2f, tn_vsinf, tn_vcosf,
 		tn_vtanf, tn_vtanhf, tn_verff, tn_vgeluf, tn_vgelu_tanhf, tn_vsqrtf, floorf, ceilf,
-		rintf, truncf)
+		rintf, truncf, SLOOP)
 }
 
 static bool vec_f64(int op, double *Y, const double *X, int64_t n)
 {
 	VEC_OPS(tn_vd, double, TN_VLD, tn_vload_f64, tn_vstore_f64, tn_vd_splat, tn_vd_sel, tn_vl,
 		tn_vexp, tn_vexpm1, tn_vlog, tn_vlog1p, tn_vlog2, tn_vsin, tn_vcos, tn_vtan,
-		tn_vtanh, tn_verf, vgelu_f64, vgelu_tanh_f64, tn_vsqrt, floor, ceil, rint, trunc)
+		tn_vtanh, tn_verf, vgelu_f64, vgelu_tanh_f64, tn_vsqrt, floor, ceil, rint, trunc,
+		SLOOP)
+}
+
+/* The rounding functions are not fused for 16-bit rows: the block path below runs them. */
+#define NO_SLOOP(ET, EXPR) return false
+
+/* Contiguous float16 and bfloat16 rows fused: each vector converted in, computed in float32
+ * and converted out, one pass over the row (the same values as the block path). */
+static bool vec_f16(int op, tn_half *Y, const tn_half *X, int64_t n)
+{
+	VEC_OPS(tn_vf, tn_half, TN_VLF, tn_vload_f16, tn_vstore_f16, tn_vf_splat, tn_vf_sel, tn_vi,
+		tn_vexpf, tn_vexpm1f, tn_vlogf, tn_vlog1pf, tn_vlog2f, tn_vsinf, tn_vcosf,
+		tn_vtanf, tn_vtanhf, tn_verff, tn_vgeluf, tn_vgelu_tanhf, tn_vsqrtf, floorf, ceilf,
+		rintf, truncf, NO_SLOOP)
+}
+
+static bool vec_bf16(int op, tn_bfloat16 *Y, const tn_bfloat16 *X, int64_t n)
+{
+	VEC_OPS(tn_vf, tn_bfloat16, TN_VLF, tn_vload_bf16, tn_vstore_bf16, tn_vf_splat, tn_vf_sel,
+		tn_vi, tn_vexpf, tn_vexpm1f, tn_vlogf, tn_vlog1pf, tn_vlog2f, tn_vsinf, tn_vcosf,
+		tn_vtanf, tn_vtanhf, tn_verff, tn_vgeluf, tn_vgelu_tanhf, tn_vsqrtf, floorf, ceilf,
+		rintf, truncf, NO_SLOOP)
 }
 
 /* Elements per float32 block of the 16-bit and strided rows: 4 KiB of stack. */
@@ -418,6 +440,10 @@ static bool vec_row(int op, enum tn_dtype dt, char *o, int64_t so, const char *a
 	if (dt == TN_FLOAT32 && so == es && sa == es)
 		return vec_f32(op, (float *)o, (const float *)a, n);
 	const bool bf16_gelu_tanh = op == TN_UN_GELU_TANH && dt == TN_BFLOAT16;
+	if (so == 2 && sa == 2 && !bf16_gelu_tanh &&
+	    (dt == TN_FLOAT16 ? vec_f16(op, (tn_half *)o, (const tn_half *)a, n)
+			      : vec_bf16(op, (tn_bfloat16 *)o, (const tn_bfloat16 *)a, n)))
+		return true;
 	/* Probe with an empty row: does vec_f32 have this op? */
 	float probe[1] = { 0 }, buf[BLOCK];
 	if (!vec_f32(op, probe, probe, 0))
