@@ -106,7 +106,7 @@ static int convert_alpha(int op, enum tn_dtype ct, tn_scalar alpha, struct tn__a
 						       : alpha.v.d != 0;
 		return 0;
 	}
-	if (!tn_dtype_is_floating(ct)) {
+	if (!tn__is_floating(ct)) {
 		static const int64_t lo[] = { 0, -UINT8_MAX, INT8_MIN, INT16_MIN, INT32_MIN, INT64_MIN },
 				     hi[] = { 1, UINT8_MAX, INT8_MAX, INT16_MAX, INT32_MAX, INT64_MAX };
 		int64_t v = alpha.kind == TN_SCALAR_INT ? alpha.v.i : alpha.v.b;
@@ -170,7 +170,7 @@ static int binary_setup(bool cmp, int op, enum tn_dtype ct, enum tn_dtype da, en
 		if (alpha.kind == TN_SCALAR_BOOL && ct != TN_BOOL)
 			return tn__error(TN_EINVAL,
 					 "Boolean alpha only supported for Boolean results.");
-		if (alpha.kind == TN_SCALAR_DOUBLE && !tn_dtype_is_floating(ct))
+		if (alpha.kind == TN_SCALAR_DOUBLE && !tn__is_floating(ct))
 			return tn__error(TN_EINVAL, "For integral input tensors, argument alpha "
 						    "must not be a floating point number.");
 		return convert_alpha(op, ct, alpha, &c->alpha);

@@ -190,7 +190,7 @@ int tn__tensor_make(tn_storage *storage, int64_t offset, int ndim, const int64_t
 			return r;
 		strides = contig;
 	}
-	r = check_geometry(offset, ndim, sizes, strides, tn_dtype_size(dtype), storage->nbytes,
+	r = check_geometry(offset, ndim, sizes, strides, tn__itemsize(dtype), storage->nbytes,
 			   &numel);
 	if (r)
 		return r;
@@ -380,11 +380,11 @@ static int empty_impl(int ndim, const int64_t *sizes, const int64_t *strides, en
 
 	if (!ret)
 		return tn__error(TN_EINVAL, "%s: NULL ret_tensor", who);
-	if (!tn_dtype_is_valid(dtype))
+	if ((unsigned)dtype >= TN_NUM_DTYPES)
 		return tn__error(TN_EINVAL, "%s: invalid dtype %d", who, (int)dtype);
 	if ((r = factory_device(device, who)))
 		return r;
-	if ((r = storage_bytes_for(ndim, sizes, strides, tn_dtype_size(dtype), &nbytes)))
+	if ((r = storage_bytes_for(ndim, sizes, strides, tn__itemsize(dtype), &nbytes)))
 		return r;
 	if ((r = tn_storage_new(device, nbytes, &s)))
 		return r;
