@@ -409,7 +409,7 @@ static bool h16_row(int op, enum tn_dtype dt, char *o, int64_t so, const char *a
 			H16_ROW(tn_half, tn_half, o, a, sa, b, sb, n, tn_vload_f16, tn__h2f,
 				tn_vstore_f16, ST_HALF, tn__vmaxf_nan(x, y), MAXF_F(x, y));
 		else
-			H16_ROW(tn_bfloat16, tn_bfloat16, o, a, sa, b, sb, n, tn__vload_bf16,
+			H16_ROW(tn_bfloat16, tn_bfloat16, o, a, sa, b, sb, n, tn_vload_bf16,
 				tn__bf2f, tn__vstore_bf16_exact, ST_BF16, tn__vmaxf_nan(x, y),
 				MAXF_F(x, y));
 		return true;
@@ -418,7 +418,7 @@ static bool h16_row(int op, enum tn_dtype dt, char *o, int64_t so, const char *a
 			H16_ROW(tn_half, tn_half, o, a, sa, b, sb, n, tn_vload_f16, tn__h2f,
 				tn_vstore_f16, ST_HALF, tn__vminf_nan(x, y), MINF_F(x, y));
 		else
-			H16_ROW(tn_bfloat16, tn_bfloat16, o, a, sa, b, sb, n, tn__vload_bf16,
+			H16_ROW(tn_bfloat16, tn_bfloat16, o, a, sa, b, sb, n, tn_vload_bf16,
 				tn__bf2f, tn__vstore_bf16_exact, ST_BF16, tn__vminf_nan(x, y),
 				MINF_F(x, y));
 		return true;
@@ -434,12 +434,12 @@ static bool h16_row(int op, enum tn_dtype dt, char *o, int64_t so, const char *a
 			return false;
 		const int64_t nv = n / 32 * 32;
 		if (op == TN_BIN2_POW) {
-			H16_ROW(tn_bfloat16, tn_bfloat16, o, a, sa, b, sb, nv, tn__vload_bf16,
-				tn__bf2f, tn__vstore_bf16, ST_BF16, tn_vpowf(x, y), powf(x, y));
+			H16_ROW(tn_bfloat16, tn_bfloat16, o, a, sa, b, sb, nv, tn_vload_bf16,
+				tn__bf2f, tn_vstore_bf16, ST_BF16, tn_vpowf(x, y), powf(x, y));
 			H16_TAIL_ROW(tn_bfloat16, tn__bf2f, ST_BF16, powf, nv);
 		} else {
-			H16_ROW(tn_bfloat16, tn_bfloat16, o, a, sa, b, sb, nv, tn__vload_bf16,
-				tn__bf2f, tn__vstore_bf16, ST_BF16, tn_vatan2f(x, y), atan2f(x, y));
+			H16_ROW(tn_bfloat16, tn_bfloat16, o, a, sa, b, sb, nv, tn_vload_bf16,
+				tn__bf2f, tn_vstore_bf16, ST_BF16, tn_vatan2f(x, y), atan2f(x, y));
 			H16_TAIL_ROW(tn_bfloat16, tn__bf2f, ST_BF16, atan2f, nv);
 		}
 		return true;

@@ -187,7 +187,7 @@
 
 HALF_ROW(half_row, tn_half, tn_vload_f16, tn__h2f, tn_vstore_f16, ST_HALF, tn__vround_f16,
 	 ROUND_HALF, false)
-HALF_ROW(bf16_row, tn_bfloat16, tn__vload_bf16, tn__bf2f, tn__vstore_bf16, ST_BF16, tn__vround_bf16,
+HALF_ROW(bf16_row, tn_bfloat16, tn_vload_bf16, tn__bf2f, tn_vstore_bf16, ST_BF16, tn_vround_bf16,
 	 ROUND_BF16, true)
 
 /*

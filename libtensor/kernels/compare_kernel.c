@@ -98,7 +98,7 @@ static bool h16_row(int op, enum tn_dtype dt, char *o, int64_t so, const char *a
 	if (dt == TN_FLOAT16)
 		H16_CMP(tn_half, tn_vload_f16, tn__h2f);
 	else if (dt == TN_BFLOAT16)
-		H16_CMP(tn_bfloat16, tn__vload_bf16, tn__bf2f);
+		H16_CMP(tn_bfloat16, tn_vload_bf16, tn__bf2f);
 	return false;
 }
 

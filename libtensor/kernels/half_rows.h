@@ -23,60 +23,8 @@
 
 #include "vmath.h"
 
-/*
- * bfloat16 loads and stores: vmath.h's tn_vload_bf16 and tn_vstore_bf16 with the widening and
- * the narrowing as one instruction each (GCC splits __builtin_convertvector between 16 and 32
- * bits into halves and shuffles, and the rows ran at two thirds of the compiler's own
- * vectorisation of the scalar loop). The same rounding: to nearest even, NaN keeping its sign
- * and top payload bits with the quiet bit set.
- */
-static inline tn_vf tn__vload_bf16(const tn_bfloat16 *p)
-{
-#if defined(__AVX512F__)
-	return (tn_vf)_mm512_slli_epi32(
-		_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p)), 16);
-#elif defined(__AVX2__)
-	return (tn_vf)_mm256_slli_epi32(
-		_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)), 16);
-#else
-	return tn_vload_bf16(p);
-#endif
-}
-
-static inline void tn__vstore_bf16(tn_bfloat16 *p, tn_vf v)
-{
-#if defined(__AVX512F__)
-	/* t = u + 0x7fff + (bit 16 of u), or u with the quiet bit for NaN; its top half. */
-	const __m512i u = (__m512i)v;
-	__m512i t = _mm512_add_epi32(
-		_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
-		_mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
-	const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-		_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-	t = _mm512_mask_mov_epi32(t, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x400000)));
-	_mm256_storeu_si256((__m256i *)(void *)p, _mm512_cvtepi32_epi16(_mm512_srli_epi32(t, 16)));
-#elif defined(__AVX2__)
-	const __m256i u = (__m256i)v;
-	__m256i t = _mm256_add_epi32(
-		_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)),
-		_mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1)));
-	/* Both sides non-negative as int32: the signed comparison is the unsigned one. */
-	const __m256i nan = _mm256_cmpgt_epi32(
-		_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
-	t = _mm256_blendv_epi8(t, _mm256_or_si256(u, _mm256_set1_epi32(0x400000)), nan);
-	t = _mm256_srli_epi32(t, 16);
-	/* Every lane fits 16 bits: the unsigned saturation keeps it; the packing works within
-	 * 128-bit halves, so the quarters are put back in order. */
-	const __m256i w = _mm256_packus_epi32(t, t);
-	_mm_storeu_si128((__m128i *)(void *)p,
-			 _mm256_castsi256_si128(_mm256_permute4x64_epi64(w, 0x08)));
-#else
-	tn_vstore_bf16(p, v);
-#endif
-}
-
 /* A vector of bfloat16 values (low 16 bits of each lane zero, or the default NaN 0x7fc00000)
- * stored without rounding: the same bits as tn__vstore_bf16, for results that are one of the
+ * stored without rounding: the same bits as tn_vstore_bf16, for results that are one of the
  * inputs (maximum, minimum). */
 static inline void tn__vstore_bf16_exact(tn_bfloat16 *p, tn_vf v)
 {
@@ -101,13 +49,6 @@ static inline tn_vf tn__vround_f16(tn_vf v)
 	tn_half t[TN_VLF];
 	tn_vstore_f16(t, v);
 	return tn_vload_f16(t);
-}
-
-static inline tn_vf tn__vround_bf16(tn_vf v)
-{
-	tn_bfloat16 t[TN_VLF];
-	tn__vstore_bf16(t, v);
-	return tn__vload_bf16(t);
 }
 
 /* a * b + c rounded once, lane by lane as fmaf. */
@@ -262,12 +203,12 @@ static inline void tn__f32_to_h16(tn_half *d, const float *s, int64_t n)
 
 static inline void tn__bf16_to_f32(float *d, const tn_bfloat16 *s, int64_t n)
 {
-	H16_BLOCK_(tn_vstore_f32(d + i, tn__vload_bf16(s + i)), d[i] = tn__bf2f(s[i]));
+	H16_BLOCK_(tn_vstore_f32(d + i, tn_vload_bf16(s + i)), d[i] = tn__bf2f(s[i]));
 }
 
 static inline void tn__f32_to_bf16(tn_bfloat16 *d, const float *s, int64_t n)
 {
-	H16_BLOCK_(tn__vstore_bf16(d + i, tn_vload_f32(s + i)), d[i] = tn__f2bf(s[i]));
+	H16_BLOCK_(tn_vstore_bf16(d + i, tn_vload_f32(s + i)), d[i] = tn__f2bf(s[i]));
 }
 
 #endif /* TN_KERNELS_HALF_ROWS_H */

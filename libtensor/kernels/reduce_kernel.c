@@ -36,14 +36,6 @@ static inline int level_power(int64_t n)
 	return lg / LEVELS > 4 ? lg / LEVELS : 4;
 }
 
-static inline float bf16_to_float(tn_bfloat16 v)
-{
-	uint32_t u = (uint32_t)v.bits << 16;
-	float f;
-	memcpy(&f, &u, sizeof(f));
-	return f;
-}
-
 /*
  * The cascade over @n steps: STEP(acc0) adds one step into the level-0 accumulators (W of
  * them); every 2^lp steps level l - 1 is flushed into level l, level l only when its count is
@@ -114,7 +106,7 @@ static inline float bf16_to_float(tn_bfloat16 v)
 #define ACC_F16(acc, src, cnt, LOAD, COMB)                                                     \
 	ACC_WIDEN(tn_vload_f16, tn_half, acc, src, cnt, LOAD, COMB)
 #define ACC_BF16(acc, src, cnt, LOAD, COMB)                                                    \
-	ACC_WIDEN(tn__vload_bf16, tn_bfloat16, acc, src, cnt, LOAD, COMB)
+	ACC_WIDEN(tn_vload_bf16, tn_bfloat16, acc, src, cnt, LOAD, COMB)
 
 /*
  * Four steps at once: rows r0 to r3 (@cnt contiguous inputs each) combined into acc[k] in
@@ -150,7 +142,7 @@ static inline float bf16_to_float(tn_bfloat16 v)
 #define ACC_F16_4(acc, r0, r1, r2, r3, cnt, LOAD, COMB)                                         \
 	ACC_WIDEN_4(tn_vload_f16, acc, r0, r1, r2, r3, cnt, LOAD, COMB)
 #define ACC_BF16_4(acc, r0, r1, r2, r3, cnt, LOAD, COMB)                                        \
-	ACC_WIDEN_4(tn__vload_bf16, acc, r0, r1, r2, r3, cnt, LOAD, COMB)
+	ACC_WIDEN_4(tn_vload_bf16, acc, r0, r1, r2, r3, cnt, LOAD, COMB)
 
 /*
  * A run of the column path's rows (CASCADE_RUN). Whole rows one after the other are one
@@ -265,7 +257,7 @@ static inline float bf16_to_float(tn_bfloat16 v)
 
 #define ID(v) (v)
 #define HALF_F(v) tn__h2f(v)
-#define BF16_F(v) bf16_to_float(v)
+#define BF16_F(v) tn__bf2f(v)
 #define F_HALF(v) tn__f2h(v)
 #define F_BF16(v) tn__f2bf(v)
 /* Nonzero test of a 16-bit float's bits (either zero counts as zero). */

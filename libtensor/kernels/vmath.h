@@ -138,21 +138,58 @@ static inline TN_VINLINE tn_vf tn_vround_bf16(tn_vf v)
 
 static inline TN_VINLINE tn_vf tn_vload_bf16(const tn_bfloat16 *p)
 {
+#if defined(__AVX512F__)
+	return (tn_vf)_mm512_slli_epi32(
+		_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p)), 16);
+#elif defined(__AVX2__)
+	return (tn_vf)_mm256_slli_epi32(
+		_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)), 16);
+#else
 	tn_vh h;
 	memcpy(&h, p, sizeof(h));
 	return (tn_vf)(__builtin_convertvector(h, tn_vu) << 16);
+#endif
 }
 
 /* Round to nearest even, as tn_bfloat16_from_float: NaN keeps its sign and top payload bits
- * with the quiet bit set; a carry out of the largest finite value is infinity. */
+ * with the quiet bit set; a carry out of the largest finite value is infinity. The widening
+ * and the narrowing are one instruction each where the capability has them (GCC splits
+ * __builtin_convertvector between 16 and 32 bits into halves and shuffles). */
 static inline TN_VINLINE void tn_vstore_bf16(tn_bfloat16 *p, tn_vf v)
 {
+#if defined(__AVX512F__)
+	/* t = u + 0x7fff + (bit 16 of u), or u with the quiet bit for NaN; its top half. */
+	const __m512i u = (__m512i)v;
+	__m512i t = _mm512_add_epi32(
+		_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
+		_mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
+	const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+		_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+	t = _mm512_mask_mov_epi32(t, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x400000)));
+	_mm256_storeu_si256((__m256i *)(void *)p, _mm512_cvtepi32_epi16(_mm512_srli_epi32(t, 16)));
+#elif defined(__AVX2__)
+	const __m256i u = (__m256i)v;
+	__m256i t = _mm256_add_epi32(
+		_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)),
+		_mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1)));
+	/* Both sides non-negative as int32: the signed comparison is the unsigned one. */
+	const __m256i nan = _mm256_cmpgt_epi32(
+		_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+	t = _mm256_blendv_epi8(t, _mm256_or_si256(u, _mm256_set1_epi32(0x400000)), nan);
+	t = _mm256_srli_epi32(t, 16);
+	/* Every lane fits 16 bits: the unsigned saturation keeps it; the packing works within
+	 * 128-bit halves, so the quarters are put back in order. */
+	const __m256i w = _mm256_packus_epi32(t, t);
+	_mm_storeu_si128((__m128i *)(void *)p,
+			 _mm256_castsi256_si128(_mm256_permute4x64_epi64(w, 0x08)));
+#else
 	tn_vu u = (tn_vu)v;
 	tn_vu r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 	tn_vu nan = (tn_vu)((u & 0x7fffffffu) > 0x7f800000u);
 	r = (nan & ((u >> 16) | 0x40u)) | (~nan & r);
 	tn_vh h = __builtin_convertvector(r, tn_vh);
 	memcpy(p, &h, sizeof(h));
+#endif
 }
 
 static inline TN_VINLINE tn_vf tn_vload_f16(const tn_half *p)
@@ -233,14 +270,6 @@ static inline TN_VINLINE bool tn_vl_any(tn_vl m)
 }
 
 /* ---- float32 functions of our own: exp (Cephes), erf, tanh, gelu (ATen's) ---- */
-
-static inline TN_VINLINE bool tn_vi_all(tn_vi m)
-{
-	int32_t r = -1;
-	for (int i = 0; i < (int)TN_VLF; i++)
-		r &= m[i];
-	return r != 0;
-}
 
 /* a * b + c, fused where the capability has FMA. */
 static inline TN_VINLINE tn_vf tn_vfmaf(tn_vf a, tn_vf b, tn_vf c)
