@@ -70,14 +70,12 @@ static inline tn_vf tn__vfmaf(tn_vf a, tn_vf b, tn_vf c)
  * as binary2_kernel.c's scalar MAXF and MINF. */
 static inline tn_vf tn__vmaxf_nan(tn_vf x, tn_vf y)
 {
-	const tn_vi nan = (x != x) | (y != y);
-	return tn_vf_sel(nan, tn_vf_splat(NAN), tn_vf_sel(x > y, x, y));
+	return tn_vf_msel(tn_vf_unord(x, y), tn_vf_splat(NAN), tn_vmaxf(x, y));
 }
 
 static inline tn_vf tn__vminf_nan(tn_vf x, tn_vf y)
 {
-	const tn_vi nan = (x != x) | (y != y);
-	return tn_vf_sel(nan, tn_vf_splat(NAN), tn_vf_sel(x < y, x, y));
+	return tn_vf_msel(tn_vf_unord(x, y), tn_vf_splat(NAN), tn_vminf(x, y));
 }
 
 /* A comparison's lanes (all ones or zero) as TN_VLF bools. */

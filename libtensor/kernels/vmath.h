@@ -91,6 +91,7 @@ static inline TN_VINLINE tn_vd tn_vd_splat(double x)
 }
 
 /* Lanes of @a where @m is set (all ones), of @b elsewhere. */
+/* Lanes of @a where @m is set (all ones), of @b elsewhere. */
 static inline TN_VINLINE tn_vf tn_vf_sel(tn_vi m, tn_vf a, tn_vf b)
 {
 	return (tn_vf)((m & (tn_vi)a) | (~m & (tn_vi)b));
@@ -99,6 +100,68 @@ static inline TN_VINLINE tn_vf tn_vf_sel(tn_vi m, tn_vf a, tn_vf b)
 static inline TN_VINLINE tn_vd tn_vd_sel(tn_vl m, tn_vd a, tn_vd b)
 {
 	return (tn_vd)((m & (tn_vl)a) | (~m & (tn_vl)b));
+}
+
+/*
+ * Lane masks of float32 comparisons, for the functions' hot paths: AVX-512's mask registers
+ * (a comparison into k and one masked blend; GCC's vector comparisons above turn into a mask,
+ * back into a vector and a two-instruction select), vectors of all-ones lanes elsewhere.
+ */
+#if defined(__AVX512F__)
+typedef __mmask16 tn_vfm;
+#define TN__VF_CMP(a, b, pred) _mm512_cmp_ps_mask((__m512)(a), (__m512)(b), pred)
+static inline TN_VINLINE tn_vf tn_vf_msel(tn_vfm m, tn_vf a, tn_vf b)
+{
+	return (tn_vf)_mm512_mask_blend_ps(m, (__m512)b, (__m512)a);
+}
+#else
+typedef tn_vi tn_vfm;
+#if defined(__AVX2__)
+#define TN__VF_CMP(a, b, pred) ((tn_vi)_mm256_cmp_ps((__m256)(a), (__m256)(b), pred))
+#endif
+static inline TN_VINLINE tn_vf tn_vf_msel(tn_vfm m, tn_vf a, tn_vf b)
+{
+	return tn_vf_sel(m, a, b);
+}
+#endif
+#if defined(__AVX512F__) || defined(__AVX2__)
+#define tn_vf_lt(a, b) TN__VF_CMP(a, b, _CMP_LT_OQ)
+#define tn_vf_gt(a, b) TN__VF_CMP(a, b, _CMP_GT_OQ)
+#define tn_vf_le(a, b) TN__VF_CMP(a, b, _CMP_LE_OQ)
+#define tn_vf_ge(a, b) TN__VF_CMP(a, b, _CMP_GE_OQ)
+#define tn_vf_isnan(a) TN__VF_CMP(a, a, _CMP_UNORD_Q)
+#define tn_vf_unord(a, b) TN__VF_CMP(a, b, _CMP_UNORD_Q)
+#else
+#define tn_vf_lt(a, b) ((tn_vi)((a) < (b)))
+#define tn_vf_gt(a, b) ((tn_vi)((a) > (b)))
+#define tn_vf_le(a, b) ((tn_vi)((a) <= (b)))
+#define tn_vf_ge(a, b) ((tn_vi)((a) >= (b)))
+#define tn_vf_isnan(a) ((tn_vi)((a) != (a)))
+#define tn_vf_unord(a, b) ((tn_vi)(((a) != (a)) | ((b) != (b))))
+#endif
+
+/* min(a, b) and max(a, b) as the x86 instructions: b where either is NaN, so
+ * tn_vminf(hi, x) clamps x from above and keeps a NaN x. One instruction. */
+static inline TN_VINLINE tn_vf tn_vminf(tn_vf a, tn_vf b)
+{
+#if defined(__AVX512F__)
+	return (tn_vf)_mm512_min_ps((__m512)a, (__m512)b);
+#elif defined(__AVX2__)
+	return (tn_vf)_mm256_min_ps((__m256)a, (__m256)b);
+#else
+	return (tn_vf)_mm_min_ps((__m128)a, (__m128)b);
+#endif
+}
+
+static inline TN_VINLINE tn_vf tn_vmaxf(tn_vf a, tn_vf b)
+{
+#if defined(__AVX512F__)
+	return (tn_vf)_mm512_max_ps((__m512)a, (__m512)b);
+#elif defined(__AVX2__)
+	return (tn_vf)_mm256_max_ps((__m256)a, (__m256)b);
+#else
+	return (tn_vf)_mm_max_ps((__m128)a, (__m128)b);
+#endif
 }
 
 /* ---- loads and stores: float32 vectors from and to float32, float16, bfloat16 ---- */
@@ -287,9 +350,34 @@ static inline TN_VINLINE tn_vf tn_vfmaf(tn_vf a, tn_vf b, tn_vf c)
 static inline TN_VINLINE tn_vf tn__vpolyf(tn_vf u, const float *p, int n)
 {
 	tn_vf r = tn_vf_splat(p[n - 1]);
+#pragma GCC unroll 16
 	for (int k = n - 2; k >= 0; k--)
 		r = tn_vfmaf(r, u, tn_vf_splat(p[k]));
 	return r;
+}
+
+/*
+ * n / d for finite, normal d, without the divider: the capability's reciprocal estimate
+ * (AVX-512's 14 bits, AVX2's 12), one Newton step (23 bits or more), the quotient and one
+ * correction by its residual n - q d (exact in an FMA), within 1 ulp of the true quotient and
+ * usually the correctly rounded one. A zmm division occupies the divider for ~10 cycles; this
+ * is six instructions that pipeline. Without FMA (SSE2) it is the division.
+ */
+static inline TN_VINLINE tn_vf tn_vdivf_fast(tn_vf n, tn_vf d)
+{
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+	const tn_vf one = tn_vf_splat(1.0f);
+#if defined(__AVX512F__)
+	tn_vf r = (tn_vf)_mm512_rcp14_ps((__m512)d);
+#else
+	tn_vf r = (tn_vf)_mm256_rcp_ps((__m256)d);
+#endif
+	r = tn_vfmaf(r, tn_vfmaf(-d, r, one), r);
+	tn_vf q = n * r;
+	return tn_vfmaf(tn_vfmaf(-d, q, n), r, q);
+#else
+	return n / d;
+#endif
 }
 
 static inline TN_VINLINE tn_vf tn_vabsf(tn_vf x)
@@ -304,40 +392,63 @@ static inline TN_VINLINE tn_vf tn_vcopysignf(tn_vf r, tn_vf x)
 }
 
 /*
- * Cephes' expf: range reduction by ln 2 in two parts and a degree-6 polynomial, inline (no
- * call; fused multiply-adds where the capability has them), within 1 ulp of the correctly rounded result where the result is normal. Below
- * -87.34 (a subnormal result) it returns 0, where SLEEF's exp gives the subnormal: the
- * callers (softmax, erfc, tanh, gelu's tanh form) only meet such arguments where the
- * difference is below their own error.
+ * Cephes' expf: the reduction x = n ln 2 + r by ln 2 in two parts (n rounded to nearest even by
+ * the 1.5 * 2^23 trick) and e^r by a degree-6 polynomial, with FMA where the capability has
+ * it. Returns e^r; n in *@n.
  */
-static inline TN_VINLINE tn_vf tn_vexpf_cephes(tn_vf x)
+static inline TN_VINLINE tn_vf tn__vexpf_reduced(tn_vf x, tn_vf *n)
 {
-	const tn_vf hi = tn_vf_splat(88.7228391117f), lo = tn_vf_splat(-88.3762626647949f);
-	tn_vf xc = tn_vf_sel(x > hi, hi, x);
-	xc = tn_vf_sel(xc < lo, lo, xc);
-	/* n = round(x / ln 2) by the 1.5 * 2^23 trick (round to nearest even); it reaches 128
-	 * just below float32's largest value, where 2^n is formed as 2^127 * 2. */
 	const tn_vf magic = tn_vf_splat(12582912.0f);
-	tn_vf n = tn_vfmaf(xc, tn_vf_splat(1.44269504088896341f), magic) - magic;
-	tn_vi top = n > tn_vf_splat(127.0f);
-	tn_vf r = tn_vfmaf(n, tn_vf_splat(-0.693359375f), xc);
-	r = tn_vfmaf(n, tn_vf_splat(2.12194440e-4f), r);
+	tn_vf k = tn_vfmaf(x, tn_vf_splat(1.44269504088896341f), magic) - magic;
+	tn_vf r = tn_vfmaf(k, tn_vf_splat(-0.693359375f), x);
+	r = tn_vfmaf(k, tn_vf_splat(2.12194440e-4f), r);
 	tn_vf p = tn_vf_splat(1.9875691500e-4f);
 	p = tn_vfmaf(p, r, tn_vf_splat(1.3981999507e-3f));
 	p = tn_vfmaf(p, r, tn_vf_splat(8.3334519073e-3f));
 	p = tn_vfmaf(p, r, tn_vf_splat(4.1665795894e-2f));
 	p = tn_vfmaf(p, r, tn_vf_splat(1.6666665459e-1f));
 	p = tn_vfmaf(p, r, tn_vf_splat(5.0000001201e-1f));
-	p = tn_vfmaf(p, r * r, r) + tn_vf_splat(1.0f);
-	/* 2^n: n + 127 in the exponent field; n < -126 only where x < -87.34, selected away. */
-	tn_vi e = (__builtin_convertvector(tn_vf_sel(top, tn_vf_splat(127.0f), n), tn_vi) + 127)
-		  << 23;
-	tn_vf y = p * (tn_vf)e;
-	y = tn_vf_sel(top, y * tn_vf_splat(2.0f), y);
-	/* Below float32's normal range: 0; above it: inf; NaN stays NaN. */
-	y = tn_vf_sel(x < tn_vf_splat(-87.3365447506f), tn_vf_splat(0.0f), y);
-	y = tn_vf_sel(x > tn_vf_splat(88.7228391117f), tn_vf_splat(INFINITY), y);
-	return tn_vf_sel(x != x, x, y);
+	*n = k;
+	return tn_vfmaf(p, r * r, r) + tn_vf_splat(1.0f);
+}
+
+/* 2^n for integral n in [-126, 127]: n + 127 in the exponent field. */
+static inline TN_VINLINE tn_vf tn__vexp2if(tn_vf n)
+{
+	return (tn_vf)((__builtin_convertvector(n, tn_vi) + 127) << 23);
+}
+
+/*
+ * exp(x) for x in [-87.3, 88.3] (a normal result; nothing else is checked). The callers whose
+ * arguments are clamped (tanh, gelu, erf) take it without tn_vexpf_cephes's special-value
+ * selects, a third of that function's instructions.
+ */
+static inline TN_VINLINE tn_vf tn__vexpf_core(tn_vf x)
+{
+	tn_vf n;
+	tn_vf p = tn__vexpf_reduced(x, &n);
+	return p * tn__vexp2if(n);
+}
+
+/*
+ * exp(x), float32, inline: within 1 ulp of the correctly rounded result where the result is
+ * normal. Below -87.34 (a subnormal result) it returns 0, where SLEEF's exp gives the
+ * subnormal: the callers (softmax, gelu's tanh form) only meet such arguments where the
+ * difference is below their own error. NaN stays NaN (the clamps keep it, and every step
+ * after them propagates it).
+ */
+static inline TN_VINLINE tn_vf tn_vexpf_cephes(tn_vf x)
+{
+	const tn_vf hi = tn_vf_splat(88.7228391117f), lo = tn_vf_splat(-88.3762626647949f);
+	tn_vf n, xc = tn_vmaxf(lo, tn_vminf(hi, x));
+	tn_vf p = tn__vexpf_reduced(xc, &n);
+	/* n reaches 128 just below float32's largest value: 2^n formed as 2^127 * 2 there. */
+	tn_vfm top = tn_vf_gt(n, tn_vf_splat(127.0f));
+	tn_vf y = p * tn__vexp2if(tn_vf_msel(top, tn_vf_splat(127.0f), n));
+	y = tn_vf_msel(top, y + y, y);
+	/* Below float32's normal range: 0 (n < -126 only there); above it: inf. */
+	y = tn_vf_msel(tn_vf_lt(x, tn_vf_splat(-87.3365447506f)), tn_vf_splat(0.0f), y);
+	return tn_vf_msel(tn_vf_gt(x, hi), tn_vf_splat(INFINITY), y);
 }
 
 /* erf(x) for |x| < 1: x + x Q(x^2) (vmath_poly.h). */
@@ -349,10 +460,9 @@ static inline TN_VINLINE tn_vf tn__verf_smallf(tn_vf x)
 /* erfc(a) for 1 <= a < 3.9375 (a outside is clamped): exp(G(a - 2.45) - a^2). */
 static inline TN_VINLINE tn_vf tn__verfc_midf(tn_vf a)
 {
-	tn_vf ac = tn_vf_sel(a < tn_vf_splat(TN_ERF_SPLIT), tn_vf_splat(TN_ERF_SPLIT), a);
-	ac = tn_vf_sel(ac > tn_vf_splat(TN_ERF_ONE), tn_vf_splat(TN_ERF_ONE), ac);
+	tn_vf ac = tn_vminf(tn_vf_splat(TN_ERF_ONE), tn_vmaxf(tn_vf_splat(TN_ERF_SPLIT), a));
 	tn_vf g = tn__vpolyf(ac - tn_vf_splat(TN_ERF_CENTRE), tn__erfc_g, 9);
-	return tn_vexpf_cephes(g - ac * ac);
+	return tn__vexpf_core(g - ac * ac);
 }
 
 /*
@@ -362,20 +472,21 @@ static inline TN_VINLINE tn_vf tn__verfc_midf(tn_vf a)
  */
 static inline TN_VINLINE tn_vf tn_verff(tn_vf x)
 {
-	tn_vf a = tn_vabsf(x);
-	tn_vi small = a < tn_vf_splat(TN_ERF_SPLIT);
-	tn_vf rs = tn__verf_smallf(x);
+	tn_vu sign = (tn_vu)x & 0x80000000u;
+	tn_vf a = (tn_vf)((tn_vu)x ^ sign);
+	/* Beyond 3.9375 erfc is clamped there, 1.6e-8, and 1 - erfc rounds to 1; NaN goes
+	 * through the clamps and the arithmetic unchanged. */
 	tn_vf rb = tn_vf_splat(1.0f) - tn__verfc_midf(a);
-	rb = tn_vf_sel(a >= tn_vf_splat(TN_ERF_ONE), tn_vf_splat(1.0f), rb);
-	tn_vf r = tn_vf_sel(small, rs, tn_vcopysignf(rb, x));
-	return tn_vf_sel(x != x, x, r);
+	return tn_vf_msel(tn_vf_lt(a, tn_vf_splat(TN_ERF_SPLIT)), tn__verf_smallf(x),
+			  (tn_vf)((tn_vu)rb ^ sign));
 }
 
 /*
  * gelu, float32: x * 0.5 * (1 + erf(x / sqrt 2)) in ATen's order, with the erf of ATen's
  * Vectorized<float>::erf: Abramowitz and Stegun's 7.1.26, erf(a) = 1 - t (p1 + t (p2 + ... +
- * t p5)) exp(-a^2), t = 1 / (1 + 0.3275911 a), absolute error below 1.5e-7, on SLEEF's exp
- * and ATen's fused multiply-adds. gelu needs erf to an absolute, not a relative, accuracy: the
+ * t p5)) exp(-a^2), t = 1 / (1 + 0.3275911 a), absolute error below 1.5e-7, with ATen's fused
+ * multiply-adds, on the inline exp and tn_vdivf_fast's reciprocal (neither the divider nor a
+ * call). gelu needs erf to an absolute, not a relative, accuracy: the
  * result is within about 2 ulp of max(|x|, 1) (check_vmath), twice as fast as through
  * tn_verff. (PyTorch 1.13 computes a contiguous float32 gelu with oneDNN's gelu_erf.)
  */
@@ -385,32 +496,38 @@ static inline TN_VINLINE tn_vf tn_vgeluf(tn_vf x)
 	tn_vf z = x * tn_vf_splat((float)M_SQRT1_2);
 	tn_vu sign = (tn_vu)z & 0x80000000u;
 	tn_vf a = (tn_vf)((tn_vu)z ^ sign);
-	tn_vf t = one / tn_vfmaf(tn_vf_splat(0.3275911f), a, one);
+	/* erf is 1 from a = 4 on; a is clamped (at 16) so that the reciprocal's operand is
+	 * finite: a = inf gave inf * 0 = NaN in the Newton step. NaN stays NaN. */
+	tn_vf ac = tn_vminf(tn_vf_splat(16.0f), a);
+	tn_vf t = tn_vdivf_fast(one, tn_vfmaf(tn_vf_splat(0.3275911f), ac, one));
 	tn_vf r = tn_vfmaf(tn_vf_splat(1.061405429f), t, tn_vf_splat(-1.453152027f));
 	r = tn_vfmaf(r, t, tn_vf_splat(1.421413741f));
 	r = tn_vfmaf(r, t, tn_vf_splat(-0.284496736f));
 	r = tn_vfmaf(r, t, tn_vf_splat(0.254829592f));
-	tn_vf e = tn_vexpf(-(z * z));
+	tn_vf e = tn__vexpf_core(-tn_vminf(tn_vf_splat(87.0f), z * z));
 	tn_vf erf = tn_vfmaf(-e * t, r, one);
 	erf = (tn_vf)((tn_vu)erf ^ sign);
 	return x * tn_vf_splat(0.5f) * (one + erf);
 }
 
 /*
- * tanh, float32: x + x t R(t), t = x^2, below |x| = 0.75, 1 - 2 / (exp(2|x|) + 1) above (1 from 44.4
- * on, where exp overflows). Within 1.5 ulp, about four times SLEEF's speed.
+ * tanh, float32: x + x t R(t), t = x^2, below |x| = 0.75, 1 - 2 / (exp(2|x|) + 1) above, the
+ * quotient by tn_vdivf_fast. Within 1.5 ulp, about four times SLEEF's speed.
  */
 static inline TN_VINLINE tn_vf tn_vtanhf(tn_vf x)
 {
-	tn_vf a = tn_vabsf(x);
-	tn_vi small = a < tn_vf_splat(TN_TANH_SPLIT);
+	const tn_vf one = tn_vf_splat(1.0f);
+	tn_vu sign = (tn_vu)x & 0x80000000u;
+	tn_vf a = (tn_vf)((tn_vu)x ^ sign);
 	tn_vf t = x * x;
-	/* x's sign, so that tanh(-0) is -0 (-0 + +0 is +0). */
-	tn_vf rs = tn_vcopysignf(tn_vfmaf(x, t * tn__vpolyf(t, tn__tanh_r, 6), x), x);
-	tn_vf e = tn_vexpf_cephes(a + a);
-	tn_vf rb = tn_vf_splat(1.0f) - tn_vf_splat(2.0f) / (e + tn_vf_splat(1.0f));
-	tn_vf r = tn_vf_sel(small, rs, tn_vcopysignf(rb, x));
-	return tn_vf_sel(x != x, x, r);
+	/* Both branches for |x|, x's sign put back at the end (tanh(-0) = -0). */
+	tn_vf rs = tn_vfmaf(a, t * tn__vpolyf(t, tn__tanh_r, 6), a);
+	/* tanh rounds to 1 from 9.02 on; a is clamped at 20 so that e + 1 stays finite for
+	 * the reciprocal. NaN goes through the clamp and the arithmetic unchanged. */
+	tn_vf ac = tn_vminf(tn_vf_splat(20.0f), a);
+	tn_vf e = tn__vexpf_core(ac + ac);
+	tn_vf rb = one - tn_vdivf_fast(tn_vf_splat(2.0f), e + one);
+	return (tn_vf)((tn_vu)tn_vf_msel(tn_vf_lt(a, tn_vf_splat(TN_TANH_SPLIT)), rs, rb) ^ sign);
 }
 
 /*
