@@ -14,9 +14,10 @@
  *   (avx512f, avx2, sse2). Each is within 1 ulp of the correctly rounded result over its whole
  *   domain, subnormal arguments and results included, with C99's special values (NaN, +-inf,
  *   +-0, overflow to inf). float32's erf and tanh are our own (polynomials fitted by
- *   gen_vmath.py, within 1.5 ulp, two to four times SLEEF's speed), float32's gelu uses ATen's
- *   erf approximation (bounded relative to its input), and an inline Cephes exp serves
- *   softmax, tanh and gelu's tanh form. tests/check_vmath.c measures the error of every
+ *   gen_vmath.py, within 1.5 ulp, three to seven times SLEEF's speed), float32's gelu uses
+ *   ATen's erf approximation (bounded relative to its input), and an inline Cephes exp serves
+ *   softmax, erf, tanh and both forms of gelu; their quotients go through the reciprocal
+ *   estimate (tn_vdivf_fast) and their selects through mask registers (tn_vf_msel). tests/check_vmath.c measures the error of every
  *   function over dense sweeps of the float32 and float64 ranges.
  */
 #ifndef TN_KERNELS_VMATH_H
