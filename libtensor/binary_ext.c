@@ -400,8 +400,11 @@ static int ext(int x, tn_tensor *out, const tn_tensor *a, const tn_scalar *a_sca
 			else
 				c.fn = (tn__binary2_fn)tn__stub_get(&tn__binary2_stub);
 			const enum tn_dtype out_ct = d->kind == K_LOGICAL ? TN_BOOL : ct;
-			tn__chunked_for_each_streamed(&it, (const enum tn_dtype[]){ out_ct, ct, ct },
-						      ext_row, NULL, &c);
+			/* Plain stores: the streamed loop's blocks (computed in the L1 cache,
+			 * then copied out with non-temporal stores) made float32 maximum of
+			 * 1e7 elements 20% slower (4.9 against 4.0 ms, 2 threads). */
+			tn__chunked_for_each(&it, (const enum tn_dtype[]){ out_ct, ct, ct }, ext_row,
+					     &c);
 		}
 	}
 	if (ret && rc == 0)
