@@ -280,6 +280,12 @@ static void assert_same_tensor(const tn_tensor *x, const tn_tensor *y, const cha
 	for (int d = 0; d < tn_tensor_ndim(x); d++)
 		ck_assert_int_eq(tn_tensor_sizes(x)[d], tn_tensor_sizes(y)[d]);
 	size_t is = tn_tensor_itemsize(x);
+	/* Both contiguous (the usual case): one comparison of the blocks, and the element
+	 * walk below only to name the first difference (element by element, 66 M elements took
+	 * most of this suite's two minutes under ThreadSanitizer). */
+	if (tn_tensor_numel(x) > 0 && tn_tensor_is_contiguous(x) && tn_tensor_is_contiguous(y) &&
+	    memcmp(tn_tensor_data(x), tn_tensor_data(y), (size_t)tn_tensor_numel(x) * is) == 0)
+		return;
 	for (int64_t i = 0; i < tn_tensor_numel(x); i++)
 		ck_assert_msg(memcmp(element_at(x, i), element_at(y, i), is) == 0,
 			      "%s: element %" PRId64 " differs", name, i);
