@@ -44,18 +44,21 @@
 #if defined(__AVX512F__)
 #define TN_VBYTES 64
 typedef __m512 tn__nvf;
+#define TN__PS(op) _mm512_##op##_ps
 typedef __m512d tn__nvd;
 #define TN_SLEEF_F(fn) Sleef_##fn##f16_u10avx512f
 #define TN_SLEEF_D(fn) Sleef_##fn##d8_u10avx512f
 #elif defined(__AVX2__)
 #define TN_VBYTES 32
 typedef __m256 tn__nvf;
+#define TN__PS(op) _mm256_##op##_ps
 typedef __m256d tn__nvd;
 #define TN_SLEEF_F(fn) Sleef_##fn##f8_u10avx2
 #define TN_SLEEF_D(fn) Sleef_##fn##d4_u10avx2
 #elif defined(__SSE2__)
 #define TN_VBYTES 16
 typedef __m128 tn__nvf;
+#define TN__PS(op) _mm_##op##_ps
 typedef __m128d tn__nvd;
 #define TN_SLEEF_F(fn) Sleef_##fn##f4_u10sse2
 #define TN_SLEEF_D(fn) Sleef_##fn##d2_u10sse2
@@ -145,24 +148,12 @@ static inline TN_VINLINE tn_vf tn_vf_msel(tn_vfm m, tn_vf a, tn_vf b)
  * tn_vminf(hi, x) clamps x from above and keeps a NaN x. One instruction. */
 static inline TN_VINLINE tn_vf tn_vminf(tn_vf a, tn_vf b)
 {
-#if defined(__AVX512F__)
-	return (tn_vf)_mm512_min_ps((__m512)a, (__m512)b);
-#elif defined(__AVX2__)
-	return (tn_vf)_mm256_min_ps((__m256)a, (__m256)b);
-#else
-	return (tn_vf)_mm_min_ps((__m128)a, (__m128)b);
-#endif
+	return (tn_vf)TN__PS(min)((tn__nvf)a, (tn__nvf)b);
 }
 
 static inline TN_VINLINE tn_vf tn_vmaxf(tn_vf a, tn_vf b)
 {
-#if defined(__AVX512F__)
-	return (tn_vf)_mm512_max_ps((__m512)a, (__m512)b);
-#elif defined(__AVX2__)
-	return (tn_vf)_mm256_max_ps((__m256)a, (__m256)b);
-#else
-	return (tn_vf)_mm_max_ps((__m128)a, (__m128)b);
-#endif
+	return (tn_vf)TN__PS(max)((tn__nvf)a, (tn__nvf)b);
 }
 
 /* ---- loads and stores: float32 vectors from and to float32, float16, bfloat16 ---- */
@@ -379,17 +370,6 @@ static inline TN_VINLINE tn_vf tn_vdivf_fast(tn_vf n, tn_vf d)
 #else
 	return n / d;
 #endif
-}
-
-static inline TN_VINLINE tn_vf tn_vabsf(tn_vf x)
-{
-	return (tn_vf)((tn_vu)x & 0x7fffffffu);
-}
-
-/* |r| with the sign of x. */
-static inline TN_VINLINE tn_vf tn_vcopysignf(tn_vf r, tn_vf x)
-{
-	return (tn_vf)(((tn_vu)r & 0x7fffffffu) | ((tn_vu)x & 0x80000000u));
 }
 
 /*
