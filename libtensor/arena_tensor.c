@@ -239,7 +239,7 @@ TN_EXPORT int tn_arena_publish(tn_arena *a, const char *name, const tn_tensor *t
 
 	if ((r = tn__arena_check(a, true, fn)) || (r = tn__arena_check_name(name, fn)))
 		return r;
-	if (flags & ~(TN_ARENA_SEAL | TN_ARENA_REPLACE))
+	if (flags & ~(TN_ARENA_SEAL | TN_ARENA_REPLACE | TN_ARENA_EVICTABLE))
 		return tn__error(TN_EINVAL, "%s: unknown flags 0x%x", fn, flags);
 	tn_storage *s = tn_tensor_storage(t);
 	if (!s)

@@ -157,7 +157,13 @@ static void stat_read(const tn_arena *a, tn_arena_stats *ret)
 		.num_frees = h->num_frees,
 		.lock_repairs = h->lock_repairs,
 		.reclaimed_slots = h->reclaimed_slots,
+		.evictions = h->evictions,
+		.evicted_bytes = h->evicted_bytes,
+		.held_bytes = UINT64_MAX,
+		.pinned_bytes = UINT64_MAX,
+		.evictable_bytes = UINT64_MAX,
 	};
+	tn__arena_watermarks(a, &s.high_water, &s.low_water);
 	for (int i = 0; i < HOLD_WORDS; i++)
 		s.waiters += (uint64_t)__builtin_popcountll(atomic_load(&h->waiters[i]));
 	memcpy(s.uuid, a->uuid, sizeof(s.uuid));
@@ -209,6 +215,13 @@ TN_EXPORT int tn_arena_stat(tn_arena *a, tn_arena_stats *ret)
 	if (r)
 		return r;
 	stat_read(a, ret);
+	/* The directory's figures are a walk of it: a damaged arena reports none. */
+	if (!a->hdr->damage &&
+	    (r = tn__arena_figures_locked(a, &ret->pinned_bytes, &ret->held_bytes,
+					  &ret->evictable_bytes))) {
+		tn__arena_unlock(a);
+		return r;
+	}
 	tn__arena_unlock(a);
 	return 0;
 }

@@ -93,7 +93,14 @@ struct arena_header {
 	_Atomic uint32_t publish_seq;
 	uint32_t pad0;
 	_Atomic uint64_t waiters[HOLD_WORDS];
-	uint64_t reserved[9];
+	/* Eviction (evict.c), written under the lock through the undo log: the watermarks of
+	 * used bytes (0 in a file formatted before them: the defaults, 90% and 80% of the heap)
+	 * and what was evicted since creation. */
+	uint64_t high_water;
+	uint64_t low_water;
+	uint64_t evictions;
+	uint64_t evicted_bytes;
+	uint64_t reserved[5];
 
 	/* The lock. glibc's pthread_mutex_t is 40 bytes on every 64-bit ABI it supports. */
 	alignas(64) pthread_mutex_t lock;
@@ -168,8 +175,18 @@ struct dir_entry {
 	uint64_t hash;
 	int64_t storage_offset;
 	uint64_t dtype_ndim; /* dtype | ndim << 32 */
-	uint64_t name_len;
-	uint64_t reserved;
+	union {
+		struct {
+			uint32_t name_len;
+			/* A soft pin's time limit (TN_ARENA_ENTRY_SOFT_PINNED), in seconds
+			 * since the epoch. */
+			uint32_t pin_until;
+		};
+		uint64_t len_pin; /* both, as the one word the undo log writes */
+	};
+	/* When a lookup last held the block under this name (or the publish), in ns since the
+	 * epoch from the coarse clock: the least recently used cache entries go first. */
+	uint64_t last_use;
 	int64_t sizes[TN_ARENA_MAX_DIMS];
 	int64_t strides[TN_ARENA_MAX_DIMS];
 	char name[TN_ARENA_NAME_MAX + 1];
@@ -233,6 +250,13 @@ static inline uint64_t tn__now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+/* The coarse clock (the last timer tick, a few ms old): read from the vDSO, no system call. */
+static inline uint64_t tn__coarse_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
@@ -349,6 +373,25 @@ bool tn__entry_snapshot(const tn_arena *a, uint32_t index, struct dir_entry *out
 void tn__arena_notify(tn_arena *a, uint64_t name_hash);
 /* Forget @slot's waiting bit (its reclamation, or a new claim of the slot). */
 void tn__arena_waiter_clear(tn_arena *a, int slot);
+
+/* Drop one pin of the block under @e, freeing it when nobody holds or names it; mark @index
+ * deleted. Both under the lock, inside a change. */
+int tn__entry_unpin(tn_arena *a, const struct dir_entry *e);
+void tn__entry_delete(tn_arena *a, uint32_t index);
+
+/* ---- evict.c ---- */
+/* The watermarks in force (the defaults for a file formatted before them). */
+void tn__arena_watermarks(const tn_arena *a, uint64_t *ret_high, uint64_t *ret_low);
+/* Under the lock, for an allocation that found no block: evict in LRU order, trying @alloc
+ * after each eviction, until it succeeds (0, *ret_off set, its change not yet committed) or
+ * nothing evictable is left (TN_ENOMEM, no message set). Each eviction is committed. */
+int tn__evict_for_alloc_locked(tn_arena *a, uint64_t need, uint64_t align,
+			       int (*alloc)(tn_arena *, uint64_t, uint64_t, uint64_t *),
+			       uint64_t *ret_off);
+/* Under the lock: the bytes of used blocks that are held, pinned and evictable (see
+ * tn_arena_stats), from a walk of the directory. TN_ENOMEM when the walk's memory is missing. */
+int tn__arena_figures_locked(tn_arena *a, uint64_t *ret_pinned, uint64_t *ret_held,
+			     uint64_t *ret_evictable);
 
 /* ---- admin.c ---- */
 uint64_t tn__largest_free(const tn_arena *a);

@@ -178,6 +178,9 @@ static void entry_to_public(uint32_t index, const struct dir_entry *e, uint64_t 
 	out->block_bytes = block_bytes;
 	out->flags = (uint32_t)(e->block_gen_flags >> 32);
 	out->handle = (tn_arena_handle){ index, entry_gen(e) };
+	if (out->flags & TN_ARENA_ENTRY_SOFT_PINNED)
+		out->pin_until = e->pin_until;
+	out->last_use_ns = e->last_use;
 }
 
 static void pins_add(tn_arena *a, struct block *b, int delta)
@@ -187,7 +190,7 @@ static void pins_add(tn_arena *a, struct block *b, int delta)
 }
 
 /* Drop one pin of the block under @e; free it when nobody holds or names it. */
-static int unpin(tn_arena *a, const struct dir_entry *e)
+int tn__entry_unpin(tn_arena *a, const struct dir_entry *e)
 {
 	/* A damaged entry points at nothing it may change: another name's block, or bytes
 	 * that are no block. Its removal leaves the heap to fsck. */
@@ -204,7 +207,7 @@ static int unpin(tn_arena *a, const struct dir_entry *e)
 
 /* Mark @index deleted. A deleted slot followed by an empty one can itself be empty, and so
  * can the deleted slots just before it: that keeps probe runs short after many removals. */
-static void entry_delete(tn_arena *a, uint32_t index)
+void tn__entry_delete(tn_arena *a, uint32_t index)
 {
 	struct arena_header *h = a->hdr;
 	uint32_t mask = a->dir_slots - 1;
@@ -242,7 +245,7 @@ int tn__arena_publish_desc(tn_arena *a, const char *name, const struct tn__arena
 
 	if ((r = tn__arena_check(a, true, fn)) || (r = check_name(name, fn, &len)))
 		return r;
-	if (flags & ~(TN_ARENA_SEAL | TN_ARENA_REPLACE))
+	if (flags & ~(TN_ARENA_SEAL | TN_ARENA_REPLACE | TN_ARENA_EVICTABLE))
 		return tn__error(TN_EINVAL, "%s: unknown flags 0x%x", fn, flags);
 	if (desc->ndim > TN_ARENA_MAX_DIMS)
 		return tn__error(TN_EINVAL, "%s: '%s' has %u dims; a published tensor has at most %d",
@@ -256,7 +259,8 @@ int tn__arena_publish_desc(tn_arena *a, const char *name, const struct tn__arena
 	body.hash = fnv1a(name, len);
 	body.storage_offset = desc->storage_offset;
 	body.dtype_ndim = desc->dtype | (uint64_t)desc->ndim << 32;
-	body.name_len = len;
+	body.name_len = (uint32_t)len;
+	body.last_use = tn__coarse_now_ns();
 	memcpy(body.sizes, desc->sizes, desc->ndim * sizeof(int64_t));
 	memcpy(body.strides, desc->strides, desc->ndim * sizeof(int64_t));
 	memcpy(body.name, name, len);
@@ -293,7 +297,8 @@ int tn__arena_publish_desc(tn_arena *a, const char *name, const struct tn__arena
 			      "may write to it (seal before sharing)", fn, name);
 		goto out;
 	}
-	body.block_gen_flags = (uint32_t)b->gen_pins | (uint64_t)eflags << 32;
+	uint32_t class_flags = flags & TN_ARENA_EVICTABLE ? TN_ARENA_ENTRY_CACHE : 0;
+	body.block_gen_flags = (uint32_t)b->gen_pins | (uint64_t)(eflags | class_flags) << 32;
 	if (found >= 0) {
 		struct dir_entry *e = tn__entry_at(a, (uint32_t)found);
 		if (!(flags & TN_ARENA_REPLACE) || (e->block_gen_flags >> 32 & TN_ARENA_ENTRY_SEALED)) {
@@ -307,7 +312,7 @@ int tn__arena_publish_desc(tn_arena *a, const char *name, const struct tn__arena
 		index = (uint32_t)found;
 		/* Pin the new block before unpinning the old, which may be the same one. */
 		pins_add(a, b, 1);
-		if ((r = unpin(a, e)))
+		if ((r = tn__entry_unpin(a, e)))
 			goto out;
 		body.state_gen = ENTRY_USED | (uint64_t)(entry_gen(e) + 1) << 32;
 		const uint64_t *src = (const uint64_t *)&body;
@@ -386,6 +391,15 @@ static int find_entry_locked(tn_arena *a, const char *name, size_t len,
 		return r;
 	*ret_index = index;
 	return 0;
+}
+
+/* A lookup's refresh of the entry's last-use clock (under the lock, inside the change): the
+ * coarse clock, from the vDSO, and one logged word only when its value moved. */
+static void touch(tn_arena *a, struct dir_entry *e)
+{
+	uint64_t now = tn__coarse_now_ns();
+	if (e->last_use != now)
+		tn__tx_set(a, &e->last_use, now);
 }
 
 /* Count one more use of @block, which this process's slot holds now: the first takes an arena
@@ -551,6 +565,7 @@ int tn__arena_hold(tn_arena *a, const char *name, const tn_arena_handle *handle,
 	memcpy(ret->name, e->name, e->name_len);
 	ret->name[e->name_len] = '\0';
 	tn__hold_set(a, b, a->slot, true);
+	touch(a, tn__entry_at(a, index));
 	tn__tx_commit(a);
 	tn__arena_unlock(a);
 	ret->data = data_of(a, block, sealed);
@@ -584,6 +599,7 @@ int tn__arena_hold_for(tn_arena *a, int slot, const char *name, const tn_arena_h
 		entry_to_public(index, e, bytes, &out.entry);
 		out.block = e->block;
 		tn__hold_set(a, tn__block_at(a, e->block), slot, true);
+		touch(a, e);
 		tn__tx_commit(a);
 		*ret = out;
 	}
@@ -618,9 +634,47 @@ TN_EXPORT int tn_arena_unpublish(tn_arena *a, const char *name)
 	if (r)
 		return r;
 	struct dir_entry *e = tn__entry_at(a, index);
-	entry_delete(a, index);
-	r = unpin(a, e);
+	tn__entry_delete(a, index);
+	r = tn__entry_unpin(a, e);
 	tn__tx_commit(a);
+	tn__arena_unlock(a);
+	return r;
+}
+
+TN_EXPORT int tn_arena_set_retention(tn_arena *a, const char *name,
+				     enum tn_arena_retention retention, int64_t pin_seconds)
+{
+	static const char fn[] = "tn_arena_set_retention";
+	uint32_t index;
+	if (tn__arena_ok(a) && a->read_only)
+		return tn__read_only_error(a, fn);
+	if ((unsigned)retention > TN_ARENA_CACHE)
+		return tn__error(TN_EINVAL, "%s: retention %d is none of TN_ARENA_PINNED, "
+				 "TN_ARENA_SOFT_PINNED and TN_ARENA_CACHE", fn, (int)retention);
+	uint64_t until = 0;
+	if (retention == TN_ARENA_SOFT_PINNED) {
+		until = tn__coarse_now_ns() / 1000000000u + (uint64_t)pin_seconds;
+		if (pin_seconds < 1 || until > UINT32_MAX)
+			return tn__error(TN_EINVAL, "%s: a soft pin lasts 1 s to the year 2106, not "
+					 "%" PRId64 " s", fn, pin_seconds);
+	} else if (pin_seconds) {
+		return tn__error(TN_EINVAL, "%s: pin_seconds is for TN_ARENA_SOFT_PINNED (0 here, "
+				 "not %" PRId64 ")", fn, pin_seconds);
+	}
+	int r = find_locked(a, name, fn, &index);
+	if (r)
+		return r;
+	struct dir_entry *e = tn__entry_at(a, index);
+	if ((r = entry_check(a, e, fn, NULL)) == 0) {
+		uint64_t cls = retention == TN_ARENA_CACHE	  ? TN_ARENA_ENTRY_CACHE
+			       : retention == TN_ARENA_SOFT_PINNED ? TN_ARENA_ENTRY_SOFT_PINNED
+								   : 0;
+		uint64_t w = e->block_gen_flags &
+			     ~((uint64_t)(TN_ARENA_ENTRY_CACHE | TN_ARENA_ENTRY_SOFT_PINNED) << 32);
+		tn__tx_set(a, &e->block_gen_flags, w | cls << 32);
+		tn__tx_set(a, &e->len_pin, (uint64_t)e->name_len | until << 32);
+		tn__tx_commit(a);
+	}
 	tn__arena_unlock(a);
 	return r;
 }

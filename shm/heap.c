@@ -335,20 +335,36 @@ int tn__block_request(tn_arena *a, size_t nbytes, uint64_t *ret_need, uint64_t *
 	return 0;
 }
 
+/* heap_alloc, and at 64 bytes when the alignment asked for does not fit: alignment beyond 64
+ * bytes is for speed (huge pages, page-granular placement), not worth a failure. */
+static int heap_alloc_aligned(tn_arena *a, uint64_t need, uint64_t align, uint64_t *ret_off)
+{
+	int r = heap_alloc(a, need, align, ret_off);
+	if (r == TN_ENOMEM && align > TN_ARENA_ALIGNMENT)
+		r = heap_alloc(a, need, TN_ARENA_ALIGNMENT, ret_off);
+	return r;
+}
+
 /* Allocate a block held by this process's slot, under the arena lock; @flags go into its
  * header in the same change. */
 int tn__heap_alloc_locked(tn_arena *a, size_t nbytes, uint64_t need, uint64_t align,
 			  uint32_t flags, uint64_t *ret_off, const char *fn)
 {
-	int r = heap_alloc(a, need, align, ret_off);
-	/* Alignment beyond 64 bytes is for speed (huge pages, page-granular placement): when
-	 * the padding it needs does not fit, take the block at 64 bytes rather than fail. */
-	if (r == TN_ENOMEM && align > TN_ARENA_ALIGNMENT)
-		r = heap_alloc(a, need, TN_ARENA_ALIGNMENT, ret_off);
-	if (r == TN_ENOMEM)
+	int r = heap_alloc_aligned(a, need, align, ret_off);
+	/* No room: the least recently used cache entries nobody holds make some. */
+	if (r == TN_ENOMEM && !a->hdr->damage)
+		r = tn__evict_for_alloc_locked(a, need, align, heap_alloc_aligned, ret_off);
+	if (r == TN_ENOMEM) {
+		uint64_t pinned = 0, held = 0, evictable = 0;
+		if (tn__arena_figures_locked(a, &pinned, &held, &evictable))
+			pinned = held = evictable = 0;
 		return tn__error(TN_ENOMEM, "%s: no free block of %zu bytes in arena %s (%" PRIu64
-				 " bytes free, the largest block %" PRIu64 ")", fn, nbytes, a->path,
-				 a->hdr->free_bytes, tn__largest_free(a));
+				 " bytes free, the largest block %" PRIu64 "; of %" PRIu64
+				 " bytes used, %" PRIu64 " held by processes, %" PRIu64
+				 " pinned, %" PRIu64 " evictable)", fn, nbytes, a->path,
+				 a->hdr->free_bytes, tn__largest_free(a), a->hdr->used_bytes, held,
+				 pinned, evictable);
+	}
 	if (r == 0 && flags) {
 		struct block *b = tn__block_at(a, *ret_off);
 		tn__tx_set(a, &b->magic_flags, b->magic_flags | (uint64_t)flags << 32);

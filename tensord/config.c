@@ -31,6 +31,7 @@ void tnd_config_defaults(struct tnd_config *c)
 	c->numa_policy = TN_NUMA_DEFAULT;
 	c->hugepages = TND_HUGE_NO;
 	c->reclaim_interval_ms = 1000;
+	c->evict_interval_ms = 100;
 	c->log_level = TND_LOG_INFO;
 	c->log_target = TND_LOG_STDERR;
 }
@@ -287,6 +288,11 @@ static int set_key(struct tnd_config *c, const char *k, char *v, char *why, size
 	} else if (!strcmp(k, "reclaim_interval_ms")) {
 		if (parse_uint(v, 10, 3600000, &c->reclaim_interval_ms)) {
 			snprintf(why, whylen, "reclaim_interval_ms must be 10 to 3600000");
+			return -1;
+		}
+	} else if (!strcmp(k, "evict_interval_ms")) {
+		if (parse_uint(v, 10, 3600000, &c->evict_interval_ms)) {
+			snprintf(why, whylen, "evict_interval_ms must be 10 to 3600000");
 			return -1;
 		}
 	} else if (!strcmp(k, "create_users")) {

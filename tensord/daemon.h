@@ -55,6 +55,8 @@ struct tnd_config {
 	uint64_t numa_nodes;
 	enum tnd_hugepages hugepages;
 	unsigned reclaim_interval_ms;
+	/* How often arenas are checked against their high watermark (tnd_evict_check). */
+	unsigned evict_interval_ms;
 	enum tnd_log_level log_level;
 	enum tnd_log_target log_target;
 	/* Which keys the file set (so command-line options and defaults combine right). */
@@ -265,6 +267,7 @@ struct tnd_daemon {
 	struct tnd_client *clients;
 	unsigned nclients;
 	uint64_t requests, reclaimed_slots, protocol_errors;
+	uint64_t evictions, evicted_bytes; /* by the watermark checks, since the start */
 	bool stop;
 };
 extern struct tnd_daemon tnd_d;
@@ -368,6 +371,9 @@ void tnd_reclaim_later(const struct tnd_client *c);
 bool tnd_reclaim_waiting(void);
 void tnd_reclaim_check(void);
 void tnd_reclaim_sweep(void);
+/* Every evict_interval_ms: the arenas whose use passed their high watermark evict their least
+ * recently used cache tensors down to the low one (tn_arena_evict). */
+void tnd_evict_check(void);
 void tnd_forget_arena(struct tnd_arena *ar);
 
 /* ledger.c: the daemon's own records of an arena, where no client can write: the owners of the

@@ -324,6 +324,8 @@ static void arm_timer(void)
 	/* 10 ms while closed connections wait for their process to go, else the sweep. */
 	bool waiting = tnd_reclaim_waiting();
 	uint64_t ms = waiting || !L.accept_armed ? 10 : tnd_d.cfg.reclaim_interval_ms;
+	if (ms > tnd_d.cfg.evict_interval_ms)
+		ms = tnd_d.cfg.evict_interval_ms;
 	L.timer_short = waiting;
 	L.timer_cancelling = false;
 	L.timer_ts.tv_sec = (long long)(ms / 1000);
@@ -381,7 +383,7 @@ int tnd_loop_init(void)
 
 void tnd_loop_run(void)
 {
-	uint64_t last_sweep = tnd_now_ns();
+	uint64_t last_sweep = tnd_now_ns(), last_evict = 0;
 	arm_accept();
 	arm_signal();
 	arm_event();
@@ -450,6 +452,11 @@ void tnd_loop_run(void)
 			case TND_RING_TIMER:
 				tnd_clients_expire();
 				tnd_reclaim_check();
+				if (tnd_now_ns() - last_evict >=
+				    (uint64_t)tnd_d.cfg.evict_interval_ms * 1000000u) {
+					tnd_evict_check();
+					last_evict = tnd_now_ns();
+				}
 				if (tnd_now_ns() - last_sweep >=
 				    (uint64_t)tnd_d.cfg.reclaim_interval_ms * 1000000u) {
 					tnd_reclaim_sweep();

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../shm/arena_remote.h"
+#include "../shm/shm.h"
 #include "daemon.h"
 
 /* A connection closed while its process may still be exiting: its slots wait here. */
@@ -191,6 +192,29 @@ void tnd_reclaim_sweep(void)
 				"arena %s: reclaimed %d slots of dead processes (%" PRIu64
 				" bytes freed)", ar->name, n, freed);
 		}
+	}
+}
+
+void tnd_evict_check(void)
+{
+	for (struct tnd_arena *ar = tnd_d.arenas; ar; ar = ar->next) {
+		if (!tnd_arena_intact(ar) || !tnd_arena_lockable(ar))
+			continue;
+		uint64_t used, high, low;
+		if (!tn__arena_above_high_water(ar->a, &used, &high, &low))
+			continue;
+		tn_arena_evict_report rep;
+		if (tnd_arena_locked(ar, tn_arena_evict(ar->a, low, &rep)) != 0) {
+			tnd_warn("arena %s: eviction: %s", ar->name, tn_last_error());
+			continue;
+		}
+		tnd_d.evictions += rep.evicted;
+		tnd_d.evicted_bytes += rep.evicted_bytes;
+		tnd_log(rep.evicted ? TND_LOG_INFO : TND_LOG_DEBUG,
+			"arena %s: %" PRIu64 " bytes used, above the high watermark (%" PRIu64
+			"): evicted %" PRIu64 " tensors (%" PRIu64 " bytes), %" PRIu64 " bytes used "
+			"(low watermark %" PRIu64 ")", ar->name, used, high, rep.evicted,
+			rep.evicted_bytes, rep.used_bytes, low);
 	}
 }
 

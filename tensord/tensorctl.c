@@ -43,6 +43,8 @@ static void usage(FILE *f)
 		"  arena stat NAME                 figures, access, NUMA residency\n"
 		"  arena destroy NAME [--force]\n"
 		"  arena grant NAME USER|GROUP [--ro|--rw|--revoke]\n"
+		"  arena set NAME [--high-water SIZE|N%%] [--low-water SIZE|N%%]\n"
+		"                                  eviction's watermarks of used bytes\n"
 		"  ls NAME [PREFIX] [--wait SECONDS]\n"
 		"                                  named tensors (waiting for one under PREFIX)\n"
 		"  show NAME TENSOR [--wait SECONDS] [--sealed]\n"
@@ -51,6 +53,10 @@ static void usage(FILE *f)
 		"  save NAME FILE [PREFIX] [--format safetensors|npy]\n"
 		"  rm NAME TENSOR...               unpublish\n"
 		"  seal NAME TENSOR...\n"
+		"  pin NAME TENSOR... [--soft SECONDS]\n"
+		"                                  never evicted (or not for SECONDS)\n"
+		"  unpin NAME TENSOR...            evictable cache tensors\n"
+		"  evict NAME [--to SIZE|N%%]       evict cache tensors now (to the low watermark)\n"
 		"  clients                         connected processes\n"
 		"  fsck NAME [--repair]\n"
 		"  verify NAME                     sealed bytes against tensord's digests\n"
@@ -467,6 +473,23 @@ static int cmd_arena_stat(const char *name)
 	       s->clients, s->reclaimed_slots);
 	printf("allocations   %" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64 " lock repairs\n",
 	       s->num_allocs, s->num_frees, s->lock_repairs);
+	/* Retention's figures walk the directory under the arena's lock: from a read-write
+	 * attachment of our own, when we may have one. */
+	tn_arena *att;
+	tn_arena_stats ls;
+	if (tn_tensord_arena_open(conn, name, 0, &att) == 0) {
+		if (tn_arena_stat(att, &ls) == 0) {
+			char c[32], d[32], e[32];
+			printf("retention     held %s, pinned %s, evictable %s\n",
+			       human(ls.held_bytes, a, sizeof(a)), human(ls.pinned_bytes, b, sizeof(b)),
+			       human(ls.evictable_bytes, c, sizeof(c)));
+			printf("eviction      above %s down to %s; %" PRIu64 " evicted (%s)\n",
+			       human(ls.high_water, d, sizeof(d)), human(ls.low_water, e, sizeof(e)),
+			       ls.evictions, human(ls.evicted_bytes, a, sizeof(a)));
+		}
+		tn_arena_unref(att);
+	}
+	tn_clear_error();
 	printf("numa          %s", policy_name(s->numa_policy));
 	if (s->numa_nodes)
 		printf(" (nodes 0x%" PRIx64 ")", s->numa_nodes);
@@ -645,6 +668,26 @@ static int wait_options(int argc, char **argv, int64_t *ret_wait, bool *sealed)
 	return 0;
 }
 
+static const char *retention_name(uint32_t flags)
+{
+	return flags & TN_ARENA_ENTRY_CACHE	     ? "cache"
+	       : flags & TN_ARENA_ENTRY_SOFT_PINNED ? "soft"
+						    : "pinned";
+}
+
+/* "pinned", "cache", "soft 59s" (the pin's time left), "soft, expired". */
+static const char *retention_text(const tn_arena_entry *e, char *buf, size_t len)
+{
+	if (!(e->flags & TN_ARENA_ENTRY_SOFT_PINNED))
+		return retention_name(e->flags);
+	int64_t left = e->pin_until - (int64_t)time(NULL);
+	if (left > 0)
+		snprintf(buf, len, "soft %" PRId64 "s", left);
+	else
+		snprintf(buf, len, "soft, expired");
+	return buf;
+}
+
 static int cmd_ls(int argc, char **argv)
 {
 	int64_t wait_ns;
@@ -685,8 +728,8 @@ static int cmd_ls(int argc, char **argv)
 	if (json)
 		printf("[");
 	else
-		printf("%-32s %-9s %-20s %-20s %12s %s\n", "NAME", "DTYPE", "SHAPE", "STRIDES",
-		       "BYTES", "SEALED");
+		printf("%-32s %-9s %-20s %-20s %12s %-6s %s\n", "NAME", "DTYPE", "SHAPE", "STRIDES",
+		       "BYTES", "SEALED", "RETENTION");
 	for (size_t i = 0; i < n; i++) {
 		const tn_arena_entry *e = &v[i];
 		int64_t numel = 1;
@@ -702,13 +745,16 @@ static int cmd_ls(int argc, char **argv)
 			printf(", \"strides\": ");
 			json_dims(e->ndim, e->strides);
 			printf(", \"storage_offset\": %" PRId64 ", \"bytes\": %" PRIu64
-			       ", \"sealed\": %s}",
-			       e->storage_offset, bytes, sealed ? "true" : "false");
+			       ", \"sealed\": %s, \"retention\": \"%s\", \"pin_until\": %" PRId64
+			       ", \"last_use_ns\": %" PRIu64 "}",
+			       e->storage_offset, bytes, sealed ? "true" : "false",
+			       retention_name(e->flags), e->pin_until, e->last_use_ns);
 		} else {
-			char s1[160], s2[160];
-			printf("%-32s %-9s %-20s %-20s %12" PRIu64 " %s\n", e->name,
+			char s1[160], s2[160], kept[64];
+			printf("%-32s %-9s %-20s %-20s %12" PRIu64 " %-6s %s\n", e->name,
 			       tn_dtype_name(e->dtype), dims(e->ndim, e->sizes, s1, sizeof(s1)),
-			       dims(e->ndim, e->strides, s2, sizeof(s2)), bytes, sealed ? "yes" : "no");
+			       dims(e->ndim, e->strides, s2, sizeof(s2)), bytes, sealed ? "yes" : "no",
+			       retention_text(e, kept, sizeof(kept)));
 		}
 	}
 	if (json)
@@ -800,6 +846,157 @@ static int cmd_rm_seal(int argc, char **argv, bool seal)
 		printf("{\"ok\": %s}\n", ret ? "false" : "true");
 	tn_arena_unref(a);
 	return ret;
+}
+
+/* A size for the watermarks: SIZE as the config file writes it, or N% of @heap. */
+static int parse_water(const char *text, uint64_t heap, uint64_t *ret)
+{
+	size_t n = strlen(text);
+	if (n > 1 && text[n - 1] == '%') {
+		char *end;
+		errno = 0;
+		double pct = strtod(text, &end);
+		if (errno || end != text + n - 1 || !(pct > 0 && pct <= 100))
+			return -1;
+		*ret = (uint64_t)((double)heap * pct / 100.0);
+		return 0;
+	}
+	return tnd_parse_size(text, ret);
+}
+
+static int cmd_arena_set(int argc, char **argv)
+{
+	static const struct option o[] = { { "high-water", 1, NULL, 'h' },
+					   { "low-water", 1, NULL, 'l' }, { NULL, 0, NULL, 0 } };
+	const char *high_text = NULL, *low_text = NULL;
+	int c, r;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "h:l:", o, NULL)) != -1) {
+		switch (c) {
+		case 'h': high_text = optarg; break;
+		case 'l': low_text = optarg; break;
+		default: return EX_USAGE;
+		}
+	}
+	if (optind != argc - 1 || (!high_text && !low_text))
+		return usage_error("arena set NAME [--high-water SIZE|N%%] [--low-water SIZE|N%%]");
+	tn_arena *a;
+	if ((r = open_arena(argv[optind], true, &a)))
+		return r;
+	tn_arena_stats s;
+	uint64_t high, low;
+	if ((r = tn_arena_stat(a, &s))) {
+		r = fail(r, "arena set");
+	} else if (high_text && parse_water(high_text, s.heap_bytes, &high)) {
+		r = usage_error("bad --high-water \"%s\" (like 900M, or 90%%)", high_text);
+	} else if (low_text && parse_water(low_text, s.heap_bytes, &low)) {
+		r = usage_error("bad --low-water \"%s\" (like 800M, or 80%%)", low_text);
+	} else if ((r = tn_arena_set_watermarks(a, high_text ? high : s.high_water,
+						low_text ? low : s.low_water))) {
+		r = fail(r, "arena set");
+	} else if ((r = tn_arena_stat(a, &s)) == 0) {
+		char x[32], y[32];
+		if (json)
+			printf("{\"high_water\": %" PRIu64 ", \"low_water\": %" PRIu64 "}\n",
+			       s.high_water, s.low_water);
+		else if (!quiet)
+			printf("arena %s: evicts above %s down to %s\n", argv[optind],
+			       human(s.high_water, x, sizeof(x)), human(s.low_water, y, sizeof(y)));
+	} else {
+		r = fail(r, "arena set");
+	}
+	tn_arena_unref(a);
+	return r;
+}
+
+/* pin [--soft SECONDS] and unpin: the retention class of each tensor named. */
+static int cmd_pin(int argc, char **argv, bool pin)
+{
+	static const struct option o[] = { { "soft", 1, NULL, 's' }, { NULL, 0, NULL, 0 } };
+	int64_t soft = 0;
+	int c, r, ret = 0;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "s:", o, NULL)) != -1) {
+		char *end;
+		switch (c) {
+		case 's':
+			errno = 0;
+			soft = strtoll(optarg, &end, 10);
+			if (!pin || errno || *end || soft < 1)
+				return usage_error(pin ? "bad --soft \"%s\" (seconds, 1 or more)"
+						       : "--soft is an option of pin", optarg);
+			break;
+		default: return EX_USAGE;
+		}
+	}
+	argc -= optind - 1;
+	argv += optind - 1;
+	if (argc < 3)
+		return usage_error(pin ? "pin NAME TENSOR... [--soft SECONDS]" : "unpin NAME TENSOR...");
+	for (int i = 2; i < argc; i++)
+		if (bad_tensor_name(argv[i], &r))
+			return r;
+	tn_arena *a;
+	if ((r = open_arena(argv[1], true, &a)))
+		return r;
+	enum tn_arena_retention cls = !pin ? TN_ARENA_CACHE
+				      : soft ? TN_ARENA_SOFT_PINNED
+					     : TN_ARENA_PINNED;
+	for (int i = 2; i < argc; i++) {
+		if ((r = tn_arena_set_retention(a, argv[i], cls, soft))) {
+			ret = fail(r, argv[i]);
+			continue;
+		}
+		if (quiet || json)
+			continue;
+		if (cls == TN_ARENA_SOFT_PINNED)
+			printf("pinned %s for %" PRId64 " s\n", argv[i], soft);
+		else
+			printf("%s %s\n", pin ? "pinned" : "unpinned (evictable)", argv[i]);
+	}
+	if (json)
+		printf("{\"ok\": %s}\n", ret ? "false" : "true");
+	tn_arena_unref(a);
+	return ret;
+}
+
+static int cmd_evict(int argc, char **argv)
+{
+	static const struct option o[] = { { "to", 1, NULL, 't' }, { NULL, 0, NULL, 0 } };
+	const char *to = NULL;
+	int c, r;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "t:", o, NULL)) != -1) {
+		switch (c) {
+		case 't': to = optarg; break;
+		default: return EX_USAGE;
+		}
+	}
+	if (optind != argc - 1)
+		return usage_error("evict NAME [--to SIZE|N%%]");
+	tn_arena *a;
+	if ((r = open_arena(argv[optind], true, &a)))
+		return r;
+	tn_arena_stats s;
+	uint64_t target;
+	tn_arena_evict_report rep;
+	if ((r = tn_arena_stat(a, &s))) {
+		r = fail(r, "evict");
+	} else if (to && parse_water(to, s.heap_bytes, &target)) {
+		r = usage_error("bad --to \"%s\" (like 100M, or 50%%)", to);
+	} else if ((r = tn_arena_evict(a, to ? target : s.low_water, &rep))) {
+		r = fail(r, "evict");
+	} else if (json) {
+		printf("{\"evicted\": %" PRIu64 ", \"evicted_bytes\": %" PRIu64
+		       ", \"used_bytes\": %" PRIu64 "}\n", rep.evicted, rep.evicted_bytes,
+		       rep.used_bytes);
+	} else if (!quiet) {
+		char x[32], y[32];
+		printf("evicted %" PRIu64 " tensors (%s); %s used\n", rep.evicted,
+		       human(rep.evicted_bytes, x, sizeof(x)), human(rep.used_bytes, y, sizeof(y)));
+	}
+	tn_arena_unref(a);
+	return r;
 }
 
 static int cmd_clients(void)
@@ -1220,7 +1417,8 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "ops"))
 		return argc == 1 ? cmd_ops() : usage_error("ops takes no arguments");
 	static const char *const known[] = { "status", "arena", "ls", "show", "load", "save",
-					     "rm", "seal", "clients", "fsck", "verify", "gc",
+					     "rm", "seal", "pin", "unpin", "evict", "clients",
+					     "fsck", "verify", "gc",
 					     "shutdown", "cuda" };
 	bool ok = false;
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
@@ -1228,7 +1426,7 @@ int main(int argc, char **argv)
 	if (!ok)
 		return usage_error("unknown command \"%s\"", cmd);
 	if (!strcmp(cmd, "arena") && argc < 2)
-		return usage_error("arena create|list|stat|destroy|grant ...");
+		return usage_error("arena create|list|stat|destroy|grant|set ...");
 	int r = connect_daemon();
 	if (r)
 		return r;
@@ -1246,6 +1444,8 @@ int main(int argc, char **argv)
 			r = cmd_arena_destroy(argc - 1, argv + 1);
 		else if (!strcmp(sub, "grant"))
 			r = cmd_arena_grant(argc - 1, argv + 1);
+		else if (!strcmp(sub, "set"))
+			r = cmd_arena_set(argc - 1, argv + 1);
 		else
 			r = usage_error("unknown arena command \"%s\"", sub);
 	} else if (!strcmp(cmd, "ls"))
@@ -1260,6 +1460,12 @@ int main(int argc, char **argv)
 		r = cmd_rm_seal(argc, argv, false);
 	else if (!strcmp(cmd, "seal"))
 		r = cmd_rm_seal(argc, argv, true);
+	else if (!strcmp(cmd, "pin"))
+		r = cmd_pin(argc, argv, true);
+	else if (!strcmp(cmd, "unpin"))
+		r = cmd_pin(argc, argv, false);
+	else if (!strcmp(cmd, "evict"))
+		r = cmd_evict(argc, argv);
 	else if (!strcmp(cmd, "clients"))
 		r = argc == 1 ? cmd_clients() : usage_error("clients takes no arguments");
 	else if (!strcmp(cmd, "fsck"))

@@ -1059,6 +1059,9 @@ static void crash_op(tn_arena *b, int op)
 		break;
 	case 4: /* attach */
 		break;
+	case 5: /* evict "mid" and "right" (cache entries) */
+		tn_arena_evict(b, 0, NULL);
+		break;
 	}
 }
 
@@ -1083,6 +1086,10 @@ START_TEST(test_crash_every_point)
 		for (int i = 0; i < 3; i++) {
 			tn_tensor_unref(t[i]);
 			ck_assert_tn_ok(tn_arena_free(a, gap[i]));
+		}
+		if (op == 5) {
+			ck_assert_tn_ok(tn_arena_set_retention(a, "mid", TN_ARENA_CACHE, 0));
+			ck_assert_tn_ok(tn_arena_set_retention(a, "right", TN_ARENA_CACHE, 0));
 		}
 		tn_arena_stats before = stats(a);
 		pid_t pid = fork();
@@ -2058,6 +2065,218 @@ START_TEST(test_metadata_fuzz)
 }
 END_TEST
 
+/* ---- retention and eviction ------------------------------------------------------------------- */
+
+/* A 1 MiB float32 tensor in @a filled with @v, published as @name with @flags; not kept. */
+static void publish_mib(tn_arena *a, const char *name, unsigned flags, float v)
+{
+	int64_t sz[] = { 1 << 18 };
+	tn_tensor *t = arena_tensor(a, 1, sz, TN_FLOAT32);
+	ck_assert_tn_ok(tn_fill_(t, tn_scalar_double(v)));
+	ck_assert_tn_ok(tn_arena_publish(a, name, t, flags, NULL));
+	tn_tensor_unref(t);
+}
+
+static bool has_name(tn_arena *a, const char *name)
+{
+	tn_arena_entry e;
+	return tn_arena_info(a, name, &e) == 0;
+}
+
+/* Sleep past a tick of the coarse clock (4 ms at HZ=250), so that two uses are ordered. */
+static void next_tick(void)
+{
+	usleep(20000);
+}
+
+START_TEST(test_eviction_order)
+{
+	tn_arena *a = make("evict", 16 << 20);
+	tn_arena_stats s = stats(a);
+	ck_assert_uint_eq(s.high_water, s.heap_bytes / 100 * 90);
+	ck_assert_uint_eq(s.low_water, s.heap_bytes / 100 * 80);
+	ck_assert_uint_eq(s.held_bytes + s.pinned_bytes + s.evictable_bytes, 0);
+
+	/* "w" pinned (the default), "soft" soft-pinned for an hour, c0..c3 cache entries. */
+	publish_mib(a, "w", 0, 1);
+	publish_mib(a, "soft", TN_ARENA_EVICTABLE, 2);
+	ck_assert_tn_ok(tn_arena_set_retention(a, "soft", TN_ARENA_SOFT_PINNED, 3600));
+	char name[8];
+	for (int i = 0; i < 4; i++) {
+		next_tick();
+		snprintf(name, sizeof(name), "c%d", i);
+		publish_mib(a, name, TN_ARENA_EVICTABLE, (float)(10 + i));
+	}
+	tn_arena_entry e;
+	ck_assert_tn_ok(tn_arena_info(a, "soft", &e));
+	ck_assert_uint_eq(e.flags, TN_ARENA_ENTRY_SOFT_PINNED);
+	ck_assert_int_ge(e.pin_until, (int64_t)time(NULL) + 3599);
+	ck_assert_tn_ok(tn_arena_info(a, "c1", &e));
+	ck_assert_uint_eq(e.flags, TN_ARENA_ENTRY_CACHE);
+	ck_assert_int_eq(e.pin_until, 0);
+	uint64_t block = e.block_bytes + 64; /* the block's bytes, its header included */
+	uint64_t published_c1 = e.last_use_ns;
+
+	s = stats(a);
+	ck_assert_uint_eq(s.evictable_bytes, 4 * block);
+	ck_assert_uint_eq(s.pinned_bytes, 2 * block);
+	ck_assert_uint_eq(s.held_bytes, 0);
+	ck_assert_uint_eq(s.used_bytes, 6 * block);
+
+	/* Lookups refresh the clock: c0 then c2 become the most recently used. c2 stays held. */
+	tn_tensor *x, *held;
+	next_tick();
+	ck_assert_tn_ok(tn_arena_lookup(a, "c0", &x, NULL));
+	tn_tensor_unref(x);
+	next_tick();
+	ck_assert_tn_ok(tn_arena_lookup(a, "c2", &held, NULL));
+	ck_assert_tn_ok(tn_arena_info(a, "c1", &e));
+	ck_assert_uint_eq(e.last_use_ns, published_c1);
+	ck_assert_tn_ok(tn_arena_info(a, "c2", &e));
+	ck_assert_uint_gt(e.last_use_ns, published_c1);
+	s = stats(a);
+	ck_assert_uint_eq(s.evictable_bytes, 3 * block);
+	ck_assert_uint_eq(s.held_bytes, block);
+
+	/* One block above the target: the least recently used, c1, goes alone. */
+	tn_arena_evict_report rep;
+	ck_assert_tn_ok(tn_arena_evict(a, s.used_bytes - 1, &rep));
+	ck_assert_uint_eq(rep.evicted, 1);
+	ck_assert_uint_eq(rep.evicted_bytes, block);
+	ck_assert_uint_eq(rep.used_bytes, 5 * block);
+	ck_assert(!has_name(a, "c1") && has_name(a, "c3") && has_name(a, "c0"));
+	/* Down to nothing: c3, then c0; c2 is held, "w" and "soft" pinned. */
+	ck_assert_tn_ok(tn_arena_evict(a, 0, &rep));
+	ck_assert_uint_eq(rep.evicted, 2);
+	ck_assert(!has_name(a, "c3") && !has_name(a, "c0"));
+	ck_assert(has_name(a, "c2") && has_name(a, "w") && has_name(a, "soft"));
+	s = stats(a);
+	ck_assert_uint_eq(s.evictions, 3);
+	ck_assert_uint_eq(s.evicted_bytes, 3 * block);
+	ck_assert_uint_eq(s.evictable_bytes, 0);
+	/* The held tensor's bytes are intact and it can still be used. */
+	ck_assert_float_eq(((const float *)tn_tensor_data(held))[12345], 12.0f);
+	tn_tensor_unref(held);
+	ck_assert_uint_eq(stats(a).evictable_bytes, block);
+
+	/* An allocation that cannot be served evicts what it can, then fails with the figures. */
+	void *p;
+	ck_assert_tn_error_has(tn_arena_alloc(a, s.heap_bytes - block, &p), TN_ENOMEM,
+			       "held by processes, ");
+	ck_assert_msg(strstr(tn_last_error(), " pinned, 0 evictable)"), "%s", tn_last_error());
+	ck_assert(!has_name(a, "c2"));
+	ck_assert_uint_eq(stats(a).evictions, 4);
+
+	/* A pin's class changes; a soft pin past its time is evictable. */
+	ck_assert_tn_ok(tn_arena_set_retention(a, "w", TN_ARENA_SOFT_PINNED, 1));
+	ck_assert_tn_ok(tn_arena_evict(a, 0, &rep));
+	ck_assert_uint_eq(rep.evicted, 0);
+	ck_assert_tn_ok(tn_arena_info(a, "w", &e));
+	while (time(NULL) < e.pin_until)
+		usleep(50000);
+	ck_assert_tn_ok(tn_arena_evict(a, 0, &rep));
+	ck_assert_uint_eq(rep.evicted, 1);
+	ck_assert(!has_name(a, "w") && has_name(a, "soft"));
+	ck_assert_tn_ok(tn_arena_set_retention(a, "soft", TN_ARENA_PINNED, 0));
+	ck_assert_tn_ok(tn_arena_info(a, "soft", &e));
+	ck_assert_uint_eq(e.flags, 0);
+	ck_assert_uint_eq(stats(a).pinned_bytes, block);
+
+	/* Bad arguments. */
+	ck_assert_tn_error_has(tn_arena_set_retention(a, "soft", TN_ARENA_SOFT_PINNED, 0),
+			       TN_EINVAL, "a soft pin lasts 1 s");
+	ck_assert_tn_error_has(tn_arena_set_retention(a, "soft", TN_ARENA_CACHE, 5), TN_EINVAL,
+			       "pin_seconds is for TN_ARENA_SOFT_PINNED");
+	ck_assert_tn_error_has(tn_arena_set_retention(a, "soft", (enum tn_arena_retention)7, 0),
+			       TN_EINVAL, "retention 7");
+	ck_assert_tn_error_has(tn_arena_set_retention(a, "nope", TN_ARENA_CACHE, 0), TN_ENOENT,
+			       "no tensor 'nope'");
+	ck_assert_tn_error_has(tn_arena_set_watermarks(a, 1000, 2000), TN_EINVAL, "0 < low");
+	ck_assert_tn_error_has(tn_arena_set_watermarks(a, s.heap_bytes + 1, 10), TN_EINVAL,
+			       "the heap's");
+	ck_assert_tn_ok(tn_arena_set_watermarks(a, 8 << 20, 4 << 20));
+	s = stats(a);
+	ck_assert_uint_eq(s.high_water, 8 << 20);
+	ck_assert_uint_eq(s.low_water, 4 << 20);
+	assert_clean(a);
+	tn_arena_unref(a);
+}
+END_TEST
+
+/* An allocation makes room by evicting the least recently used cache entries, and only as many
+ * as it needs; entries another process holds stay until it dies. */
+START_TEST(test_eviction_by_allocation)
+{
+	tn_arena *a = make("evalloc", 16 << 20);
+	uint64_t heap = stats(a).heap_bytes;
+	char name[16];
+	int n = 0;
+	/* Publish 1 MiB cache entries, none kept, until an allocation has had to evict: the
+	 * oldest go first (one or two: the heap's bins find a block only in a class whose every
+	 * block fits, so a hole of exactly the size asked may not serve). */
+	for (; stats(a).evictions == 0; n++) {
+		ck_assert_int_lt(n, 64);
+		snprintf(name, sizeof(name), "kv/%d", n);
+		publish_mib(a, name, TN_ARENA_EVICTABLE, (float)n);
+		next_tick();
+	}
+	ck_assert_int_ge(n, 10);
+	int gone = (int)stats(a).evictions;
+	ck_assert_int_le(gone, 2);
+	char oldest[16], second[16], third[16];
+	snprintf(oldest, sizeof(oldest), "kv/%d", gone);
+	snprintf(second, sizeof(second), "kv/%d", gone + 1);
+	snprintf(third, sizeof(third), "kv/%d", gone + 2);
+	ck_assert(!has_name(a, "kv/0") && has_name(a, oldest));
+	ck_assert_uint_le(stats(a).used_bytes, heap);
+
+	/* Another process holds the oldest; then the second oldest is used again here. */
+	int ready[2];
+	ck_assert_int_eq(pipe(ready), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		tn_arena *b;
+		tn_tensor *x;
+		if (tn_arena_open("evalloc", dir, &b) || tn_arena_lookup(b, oldest, &x, NULL))
+			_exit(10);
+		if (write(ready[1], "x", 1) != 1)
+			_exit(11);
+		pause();
+		_exit(0);
+	}
+	char c;
+	ck_assert_int_eq(read(ready[0], &c, 1), 1);
+	tn_tensor *x;
+	ck_assert_tn_ok(tn_arena_lookup(a, second, &x, NULL));
+	tn_tensor_unref(x);
+
+	/* 2.5 MiB: room taken from the least recently used entries not held, the third on. */
+	void *p;
+	ck_assert_tn_ok(tn_arena_alloc(a, (5 << 20) / 2, &p));
+	tn_arena_stats s = stats(a);
+	ck_assert_uint_ge(s.evictions, (uint64_t)gone + 1);
+	ck_assert_uint_le(s.evictions, (uint64_t)gone + 4);
+	ck_assert(has_name(a, oldest) && has_name(a, second) && !has_name(a, third));
+	snprintf(name, sizeof(name), "kv/%d", n - 1);
+	ck_assert(has_name(a, name));
+	ck_assert_tn_ok(tn_arena_free(a, p));
+
+	/* The holder dies: its hold goes with its slot, and the oldest can leave too. */
+	kill(pid, SIGKILL);
+	wait_status(pid);
+	ck_assert_int_eq(tn_arena_reclaim_dead(a), 1);
+	tn_arena_evict_report rep;
+	ck_assert_tn_ok(tn_arena_evict(a, 0, &rep));
+	ck_assert(!has_name(a, oldest) && !has_name(a, second));
+	ck_assert_uint_eq(stats(a).names, 0);
+	ck_assert_uint_eq(stats(a).used_bytes, 0);
+	close(ready[0]);
+	close(ready[1]);
+	assert_clean(a);
+	tn_arena_unref(a);
+}
+END_TEST
+
 /* ---- waiting lookups and private views -------------------------------------------------------- */
 
 static uint64_t now_ms(void)
@@ -2414,9 +2633,11 @@ static Suite *arena_suite(void)
 	tcase_add_test(tc, test_lookup_wait_threads_and_kill);
 	tcase_add_test(tc, test_lookup_wait_buckets);
 	tcase_add_test(tc, test_cow);
+	tcase_add_test(tc, test_eviction_order);
+	tcase_add_test(tc, test_eviction_by_allocation);
 	tcase_add_test(tc, test_factories_in_arena);
 	tcase_add_test(tc, test_no_syscalls);
-	tcase_add_loop_test(tc, test_crash_every_point, 0, 5);
+	tcase_add_loop_test(tc, test_crash_every_point, 0, 6);
 	tcase_add_test(tc, test_lock_holder_dies);
 	tcase_add_test(tc, test_kill_chaos);
 	tcase_add_test(tc, test_many_processes);

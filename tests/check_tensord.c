@@ -2540,6 +2540,136 @@ START_TEST(test_read_only_waiters)
 }
 END_TEST
 
+/* ---- eviction at the watermarks ---------------------------------------------------------------- */
+
+/* A cache tensor of @n int32 published from @a (not kept). */
+static void publish_cache(tn_arena *a, const char *name, int64_t n, int32_t base)
+{
+	ck_assert_tn_ok(publish_i32(a, name, n, base));
+	ck_assert_tn_ok(tn_arena_set_retention(a, name, TN_ARENA_CACHE, 0));
+}
+
+START_TEST(test_watermark_eviction)
+{
+	daemon_setup_conf("evict_interval_ms = 20\n");
+	tn_tensord *c = conn();
+	make_arena(c, "ev", 32 << 20, 0, 0);
+	char out[8192];
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock, "arena",
+		"set", "ev", "--high-water", "50%", "--low-water", "25%", NULL }), 0);
+	ck_assert_msg(strstr(out, "arena ev: evicts above"), "%s", out);
+	tn_arena *a;
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "ev", 0, &a));
+	tn_arena_stats s;
+	ck_assert_tn_ok(tn_arena_stat(a, &s));
+	ck_assert_uint_eq(s.high_water, s.heap_bytes / 2);
+	ck_assert_uint_eq(s.low_water, s.heap_bytes / 4);
+
+	/* Pinned weights, a cache tensor another process holds, then 1 MiB cache tensors to
+	 * 80% of the heap: tensord brings the use down to the low watermark. */
+	ck_assert_tn_ok(publish_i32(a, "weights", 1 << 20, 3));
+	publish_cache(a, "hot", 1 << 18, 5);
+	int ready[2];
+	ck_assert_int_eq(pipe(ready), 0);
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		tn_tensord *cc;
+		tn_arena *b;
+		tn_tensor *t;
+		EXPECT(tn_tensord_connect(D.sock, &cc) == 0);
+		EXPECT(tn_tensord_arena_open(cc, "ev", TN_TENSORD_READ_ONLY, &b) == 0);
+		EXPECT(tn_arena_lookup(b, "hot", &t, NULL) == 0);
+		char x = 1;
+		EXPECT(write(ready[1], &x, 1) == 1);
+		pause();
+		_exit(0);
+	}
+	get_byte(ready[0]);
+	char name[32];
+	int n = 0;
+	for (; n < 64; n++) {
+		ck_assert_tn_ok(tn_arena_stat(a, &s));
+		if (s.used_bytes > s.heap_bytes / 10 * 8)
+			break;
+		snprintf(name, sizeof(name), "batch/%d", n);
+		publish_cache(a, name, 1 << 18, n);
+	}
+	uint64_t deadline = now_ms() + 5000;
+	for (;;) {
+		ck_assert_tn_ok(tn_arena_stat(a, &s));
+		if (s.used_bytes <= s.low_water)
+			break;
+		ck_assert_msg(now_ms() < deadline, "tensord left %llu bytes used (low %llu)",
+			      (unsigned long long)s.used_bytes, (unsigned long long)s.low_water);
+		sleep_ms(10);
+	}
+	ck_assert_uint_gt(s.evictions, 0);
+	ck_assert_int_eq(check_i32(a, "weights", 1 << 20, 3), 0);
+	ck_assert_int_eq(check_i32(a, "hot", 1 << 18, 5), 0);
+	tn_arena_entry e;
+	ck_assert_int_eq(tn_arena_info(a, "batch/0", &e), TN_ENOENT);
+	ck_assert_tn_ok(tn_arena_info(a, "weights", &e));
+	ck_assert_uint_eq(e.flags, 0);
+	uint64_t low = s.low_water;
+	/* Each entry that survived is intact. */
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "batch/%d", i);
+		if (tn_arena_info(a, name, &e) == 0)
+			ck_assert_int_eq(check_i32(a, name, 1 << 18, i), 0);
+	}
+	ck_assert_msg(file_has(D.log, "above the high watermark"), "no eviction logged");
+
+	/* tensorctl: the classes in ls, pin and unpin, evict now, the figures in arena stat. */
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock, "ls",
+		"ev", NULL }), 0);
+	ck_assert_msg(strstr(out, "RETENTION") && strstr(out, "pinned") && strstr(out, "cache"),
+		      "%s", out);
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock, "pin",
+		"ev", "hot", "--soft", "60", NULL }), 0);
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock, "ls",
+		"ev", "hot", NULL }), 0);
+	ck_assert_msg(strstr(out, "soft 6") || strstr(out, "soft 5"), "%s", out);
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock, "unpin",
+		"ev", "weights", NULL }), 0);
+	ck_assert_tn_ok(tn_arena_info(a, "weights", &e));
+	ck_assert_uint_eq(e.flags, TN_ARENA_ENTRY_CACHE);
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock, "evict",
+		"ev", "--to", "0", NULL }), 0);
+	ck_assert_msg(strstr(out, "evicted "), "%s", out);
+	ck_assert_int_eq(tn_arena_info(a, "weights", &e), TN_ENOENT);
+	ck_assert_tn_ok(tn_arena_info(a, "hot", &e)); /* held and soft-pinned */
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock, "arena",
+		"stat", "ev", NULL }), 0);
+	ck_assert_msg(strstr(out, "retention     held ") && strstr(out, "evicted ("), "%s", out);
+	ck_assert_int_ne(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock, "pin",
+		"ev", "nope", NULL }), 0);
+	ck_assert_int_ne(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock, "arena",
+		"set", "ev", "--low-water", "120%", NULL }), 0);
+	(void)low;
+
+	/* The holder dies: its hold is reclaimed, and "hot" can go once its pin is lifted. */
+	kill(pid, SIGKILL);
+	child_status(pid);
+	wait_clients(c, "ev", 2, 3000); /* tensord and this process */
+	ck_assert_tn_ok(tn_arena_set_retention(a, "hot", TN_ARENA_CACHE, 0));
+	tn_arena_evict_report rep;
+	ck_assert_tn_ok(tn_arena_evict(a, 0, &rep));
+	ck_assert_tn_ok(tn_arena_stat(a, &s));
+	ck_assert_uint_eq(s.names, 0);
+	ck_assert_uint_eq(s.used_bytes, 0);
+	close(ready[0]);
+	close(ready[1]);
+	tn_arena_unref(a);
+	tn_arena_fsck_report fr;
+	ck_assert_tn_ok(tn_tensord_fsck(c, "ev", 0, &fr));
+	ck_assert_msg(fr.problems == 0, "fsck: %s", fr.first_problem);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "ev", 0));
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
 static Suite *tensord_suite(void)
 {
 	Suite *s = suite_create("tensord");
@@ -2550,6 +2680,7 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_reclaim_killed_client);
 	tcase_add_test(tc, test_reclaim_after_late_death);
 	tcase_add_test(tc, test_read_only_waiters);
+	tcase_add_test(tc, test_watermark_eviction);
 	tcase_add_test(tc, test_kill_chaos);
 	tcase_add_test(tc, test_restart_recovers);
 	tcase_add_test(tc, test_access_control);

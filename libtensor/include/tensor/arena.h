@@ -186,6 +186,7 @@ typedef struct tn_arena_handle {
 /* Flags of tn_arena_publish. */
 #define TN_ARENA_SEAL (1u << 0)    /* seal at once (see tn_arena_seal) */
 #define TN_ARENA_REPLACE (1u << 1) /* replace an existing, unsealed entry of the same name */
+#define TN_ARENA_EVICTABLE (1u << 2) /* a cache entry: TN_ARENA_CACHE (tn_arena_set_retention) */
 
 /*
  * tn_arena_publish - give @tensor, whose storage must live in @arena, the name @name (1 to
@@ -272,6 +273,8 @@ TN_EXPORT int tn_arena_unpublish(tn_arena *arena, const char *name);
 TN_EXPORT int tn_arena_seal(tn_arena *arena, const char *name);
 
 #define TN_ARENA_ENTRY_SEALED (1u << 0)
+#define TN_ARENA_ENTRY_CACHE (1u << 1)      /* retention TN_ARENA_CACHE */
+#define TN_ARENA_ENTRY_SOFT_PINNED (1u << 2) /* retention TN_ARENA_SOFT_PINNED */
 
 /* A directory entry, as tn_arena_list and tn_arena_info report it. */
 typedef struct tn_arena_entry {
@@ -284,7 +287,56 @@ typedef struct tn_arena_entry {
 	uint64_t block_bytes;   /* usable bytes of the block under it */
 	uint32_t flags;         /* TN_ARENA_ENTRY_* */
 	tn_arena_handle handle;
+	int64_t pin_until;      /* TN_ARENA_ENTRY_SOFT_PINNED: the pin's end, seconds since the
+				   epoch */
+	uint64_t last_use_ns;   /* the publish or the last lookup under this name, ns since the
+				   epoch (a coarse clock: a few ms) */
 } tn_arena_entry;
+
+/* ---- retention and eviction ----------------------------------------------------------------- */
+
+/* What may happen to a published tensor when the arena fills up. */
+enum tn_arena_retention {
+	TN_ARENA_PINNED = 0,      /* never evicted (the default) */
+	TN_ARENA_SOFT_PINNED = 1, /* not evicted before its time limit, then as TN_ARENA_CACHE */
+	TN_ARENA_CACHE = 2,       /* evicted, least recently used first, when nobody holds it */
+};
+
+/*
+ * tn_arena_set_retention - give the entry @name the retention class @retention; a soft pin
+ * lasts @pin_seconds (1 or more) from now, and the argument is 0 for the other classes. An
+ * entry is evicted (unpublished, its block freed) only while no process holds its block (none
+ * has it looked up) and no other name shares the block. Sealed entries may be cache entries too.
+ * Errors: TN_ENOENT, TN_EINVAL (bad name, class or time), TN_EPERM (read-only handle).
+ */
+TN_EXPORT int tn_arena_set_retention(tn_arena *arena, const char *name,
+				     enum tn_arena_retention retention, int64_t pin_seconds);
+
+/*
+ * tn_arena_set_watermarks - eviction's thresholds of used bytes (headers included): when an
+ * arena's use passes @high_water, tensord evicts evictable entries, least recently used
+ * first, until it is at or below @low_water (0 < low_water <= high_water <= the heap's bytes).
+ * New arenas start at 90% and 80% of the heap. Errors: TN_EINVAL, TN_EPERM, TN_EBADF.
+ */
+TN_EXPORT int tn_arena_set_watermarks(tn_arena *arena, uint64_t high_water, uint64_t low_water);
+
+/* What tn_arena_evict did. */
+typedef struct tn_arena_evict_report {
+	uint64_t evicted;       /* entries */
+	uint64_t evicted_bytes; /* bytes of the blocks freed, headers included */
+	uint64_t used_bytes;    /* the arena's use afterwards */
+} tn_arena_evict_report;
+
+/*
+ * tn_arena_evict - evict evictable entries (TN_ARENA_CACHE, and TN_ARENA_SOFT_PINNED past its
+ * time limit), least recently used first, until the arena uses at most @target_used bytes or
+ * nothing evictable is left. Each eviction is a change of its own: a process killed meanwhile
+ * leaves the others done and the arena consistent. *ret_report (may be NULL) says what went.
+ * An allocation that finds no room evicts the same way before it fails. Errors: TN_EPERM
+ * (read-only handle), TN_EBADF, TN_EIO (damaged arena).
+ */
+TN_EXPORT int tn_arena_evict(tn_arena *arena, uint64_t target_used,
+			     tn_arena_evict_report *ret_report);
 
 /*
  * tn_arena_info - the entry of @name, without holding its block. Errors: TN_ENOENT, TN_EINVAL,
@@ -324,6 +376,15 @@ typedef struct tn_arena_stats {
 	uint64_t reclaimed_slots;
 	uint64_t waiters;       /* processes with a thread in tn_arena_lookup_wait (not reported
 				   by tn_tensord_arena_stat) */
+	uint64_t high_water;    /* eviction's thresholds (tn_arena_set_watermarks) */
+	uint64_t low_water;
+	/* used_bytes split by what may happen to it (UINT64_MAX for a read-only handle, which
+	 * cannot walk the directory under the lock): */
+	uint64_t held_bytes;      /* blocks a process holds (looked up or allocated) */
+	uint64_t pinned_bytes;    /* blocks nobody holds, named by a pinned entry */
+	uint64_t evictable_bytes; /* blocks nobody holds, named only by evictable entries */
+	uint64_t evictions;       /* entries evicted since creation */
+	uint64_t evicted_bytes;
 } tn_arena_stats;
 
 /*
