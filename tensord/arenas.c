@@ -350,18 +350,23 @@ void tnd_arena_fill_info(struct tnd_arena *ar, struct tnd_arena_info *w)
 		w->lock_repairs = s.lock_repairs;
 		w->reclaimed_slots = s.reclaimed_slots;
 	}
-	if (!ar->resident_ns || tnd_now_ns() - ar->resident_ns > 1000000000u) {
-		uint64_t pages[TND_MAX_NODES];
-		if (tn_arena_residency(ar->a, pages, TND_MAX_NODES) >= 0) {
-			ar->nnodes = TND_MAX_NODES;
-			memcpy(ar->resident, pages, sizeof(pages));
-			while (ar->nnodes > 1 && !ar->resident[ar->nnodes - 1])
-				ar->nnodes--;
-		}
-		ar->resident_ns = tnd_now_ns();
-	}
+	tnd_arena_residency(ar);
 	w->nnodes = ar->nnodes;
 	memcpy(w->resident_pages, ar->resident, sizeof(w->resident_pages));
+}
+
+void tnd_arena_residency(struct tnd_arena *ar)
+{
+	if (ar->resident_ns && tnd_now_ns() - ar->resident_ns <= 1000000000u)
+		return;
+	uint64_t pages[TND_MAX_NODES];
+	if (tn_arena_residency(ar->a, pages, TND_MAX_NODES) >= 0) {
+		ar->nnodes = TND_MAX_NODES;
+		memcpy(ar->resident, pages, sizeof(pages));
+		while (ar->nnodes > 1 && !ar->resident[ar->nnodes - 1])
+			ar->nnodes--;
+	}
+	ar->resident_ns = tnd_now_ns();
 }
 
 /* ---- recovery at start ----------------------------------------------------------------------- */

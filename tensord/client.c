@@ -242,10 +242,14 @@ static int exchange_locked(tn_tensord *c, struct exchange *x, const char *fn)
 			return tn__error(TN_ENOTSUP, "%s: tensord at %s speaks protocol version %u; "
 					 "its record of seals needs version 3 (a newer tensord)",
 					 fn, c->path, c->hello.version);
-		if (x->op >= TND_OP_WAITING && c->hello.version < 4)
+		if (x->op >= TND_OP_WAITING && x->op < TND_OP_METRICS && c->hello.version < 4)
 			return tn__error(TN_ENOTSUP, "%s: tensord at %s speaks protocol version %u; "
 					 "waking read-only waiters needs version 4 (a newer tensord)",
 					 fn, c->path, c->hello.version);
+		if (x->op >= TND_OP_METRICS && c->hello.version < 5)
+			return tn__error(TN_ENOTSUP, "%s: tensord at %s speaks protocol version %u; "
+					 "its metrics need version 5 (a newer tensord)", fn, c->path,
+					 c->hello.version);
 		uint32_t seq = ++c->seq;
 		tnd_init_hdr(&out.hdr, x->op, x->body_len, seq, 0, x->pass_fd >= 0 ? TND_F_FD : 0);
 		out.hdr.version = (uint16_t)c->hello.version;
@@ -909,6 +913,62 @@ TN_EXPORT int tn_tensord_clients(tn_tensord *c, tn_tensord_client **ret, size_t 
 {
 	return list(c, TND_OP_CLIENTS, sizeof(tn_tensord_client), convert_client, (void **)ret, n,
 		    "tn_tensord_clients");
+}
+
+/* The pieces of the metrics' text, appended as they come. */
+struct text_acc {
+	char *buf;
+	size_t len;
+	int err;
+};
+
+static int text_piece(void *ctx, const void *body)
+{
+	struct text_acc *t = ctx;
+	const struct tnd_metrics_chunk *w = body;
+	if (w->len > TND_METRICS_CHUNK) {
+		t->err = TN_EPROTO;
+		return TN_EPROTO;
+	}
+	char *nb = realloc(t->buf, t->len + w->len + 1);
+	if (!nb) {
+		t->err = TN_ENOMEM;
+		return TN_ENOMEM;
+	}
+	memcpy(nb + t->len, w->text, w->len);
+	t->buf = nb;
+	t->len += w->len;
+	t->buf[t->len] = 0;
+	return 0;
+}
+
+TN_EXPORT int tn_tensord_metrics(tn_tensord *c, char **ret_text, size_t *ret_len)
+{
+	static const char fn[] = "tn_tensord_metrics";
+	CHECK_CONN(c, fn);
+	if (!ret_text)
+		return tn__error(TN_EINVAL, "%s: NULL ret_text", fn);
+	struct text_acc t = { 0 };
+	struct tnd_metrics_chunk *fin = malloc(sizeof(*fin));
+	if (!fin)
+		return tn__error(TN_ENOMEM, "%s: out of memory", fn);
+	struct exchange x = { .op = TND_OP_METRICS, .pass_fd = -1, .reply = fin,
+			      .item = text_piece, .ctx = &t };
+	int r = exchange(c, &x, fn);
+	free(fin);
+	if (!r && t.err)
+		r = tn__error(t.err, "%s: %s", fn, t.err == TN_ENOMEM ? "out of memory"
+								      : "a piece longer than a message");
+	if (!r && !t.buf && !(t.buf = calloc(1, 1)))
+		r = tn__error(TN_ENOMEM, "%s: out of memory", fn);
+	if (r) {
+		free(t.buf);
+		return r;
+	}
+	*ret_text = t.buf;
+	if (ret_len)
+		*ret_len = t.len;
+	return 0;
 }
 
 static int arena_ref_call(tn_tensord *c, unsigned op, const char *name, bool empty_ok,

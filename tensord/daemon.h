@@ -254,6 +254,15 @@ struct tnd_client {
 	} sctl;
 };
 
+/* The requests of one operation and the time the loop spent on them (metrics.c): a histogram
+ * with cumulative buckets bounded by tnd_latency_bounds. */
+#define TND_LAT_BUCKETS 11
+struct tnd_op_stats {
+	uint64_t count, sum_ns;
+	uint64_t buckets[TND_LAT_BUCKETS];
+};
+extern const double tnd_latency_bounds[TND_LAT_BUCKETS];
+
 /* What more than one of the daemon's files reads or writes. Only the loop's thread uses it: a
  * worker thread (LOAD, SAVE) uses its arena's handle and its client's cancel flag, no more. */
 struct tnd_daemon {
@@ -268,6 +277,7 @@ struct tnd_daemon {
 	unsigned nclients;
 	uint64_t requests, reclaimed_slots, protocol_errors;
 	uint64_t evictions, evicted_bytes; /* by the watermark checks, since the start */
+	struct tnd_op_stats ops[TND_OP_MAX_];
 	bool stop;
 };
 extern struct tnd_daemon tnd_d;
@@ -294,6 +304,9 @@ void tnd_arena_remove(struct tnd_arena *ar, bool intact);
 /* The wire record of an arena (ARENA_LIST, ARENA_STAT); with its lock held, the last
  * figures read, flagged TND_INFO_LOCKED. */
 void tnd_arena_fill_info(struct tnd_arena *ar, struct tnd_arena_info *w);
+/* Read the pages of @ar resident on each node (ar->resident) when the last reading is more
+ * than a second old (move_pages over the whole file is not free). */
+void tnd_arena_residency(struct tnd_arena *ar);
 
 /* The loop's waits for an arena's lock (tn__arena_lock_timeout_ms), and how long it leaves an
  * arena whose lock it could not take alone. */
@@ -374,6 +387,14 @@ void tnd_reclaim_sweep(void);
 /* Every evict_interval_ms: the arenas whose use passed their high watermark evict their least
  * recently used cache tensors down to the low one (tn_arena_evict). */
 void tnd_evict_check(void);
+
+/* metrics.c: count a request of @op that took @ns in the loop. */
+void tnd_metrics_observe(unsigned op, uint64_t ns);
+/* The Prometheus text exposition of the daemon's figures, in a new buffer (free()): the arenas
+ * and connections @viewer may see (NULL: all, for the HTTP endpoint). TN_ENOMEM. */
+int tnd_metrics_render(const struct tnd_client *viewer, char **ret_text, size_t *ret_len);
+/* loop.c: io_uring operations submitted and not yet completed. */
+uint64_t tnd_loop_in_flight(void);
 void tnd_forget_arena(struct tnd_arena *ar);
 
 /* ledger.c: the daemon's own records of an arena, where no client can write: the owners of the

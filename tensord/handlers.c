@@ -106,6 +106,35 @@ static int do_CLIENTS(struct tnd_client *c, const struct tnd_hdr *h, const void 
 	return 0;
 }
 
+/* The Prometheus text of the daemon's figures, in pieces: the arenas the client may read and,
+ * unless it is privileged, its own user's connections only (as CLIENTS). */
+static int do_METRICS(struct tnd_client *c, const struct tnd_hdr *h, const void *m, int fd)
+{
+	char *text;
+	size_t len;
+	int r = tnd_metrics_render(c, &text, &len);
+	if (r)
+		return tnd_reply_error(c, h, r, "out of memory for the metrics");
+	struct tnd_metrics_chunk *w = malloc(sizeof(*w));
+	if (!w) {
+		free(text);
+		return tnd_reply_error(c, h, TN_ENOMEM, "out of memory for the metrics");
+	}
+	uint64_t count = 0;
+	for (size_t off = 0; off < len; off += w->len, count++) {
+		memset(w, 0, sizeof(*w));
+		w->len = (uint32_t)(len - off < TND_METRICS_CHUNK ? len - off : TND_METRICS_CHUNK);
+		memcpy(w->text, text + off, w->len);
+		tnd_queue_msg(c, h->op, h->seq, 0, TND_F_MORE, w, sizeof(*w), -1);
+	}
+	memset(w, 0, sizeof(*w));
+	w->count = count;
+	tnd_reply(c, h, w, sizeof(*w));
+	free(w);
+	free(text);
+	return 0;
+}
+
 static int do_SHUTDOWN(struct tnd_client *c, const struct tnd_hdr *h, const void *m, int fd)
 {
 	if (!tnd_privileged(c))
@@ -766,5 +795,8 @@ void tnd_handle_request(struct tnd_client *c, size_t len, int fd)
 	}
 	const struct handler *hd = &handlers[h->op];
 	assert(hd->fn && len == sizeof(*h) + hd->body);
+	unsigned op = h->op; /* the handler may free the client and its buffer */
+	uint64_t t0 = tnd_now_ns();
 	hd->fn(c, h, h + 1, fd);
+	tnd_metrics_observe(op, tnd_now_ns() - t0);
 }

@@ -59,6 +59,15 @@ static struct {
 
 /* ---- io_uring plumbing ----------------------------------------------------------------------- */
 
+/* Operations taken from the ring and operations finished (a multishot one finishes with its
+ * last completion): their difference is the queue depth the metrics report. */
+static uint64_t sqes_taken, ops_finished;
+
+uint64_t tnd_loop_in_flight(void)
+{
+	return sqes_taken - ops_finished;
+}
+
 static struct io_uring_sqe *get_sqe(void)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&L.ring);
@@ -66,6 +75,7 @@ static struct io_uring_sqe *get_sqe(void)
 		io_uring_submit(&L.ring);
 		sqe = io_uring_get_sqe(&L.ring);
 	}
+	sqes_taken++;
 	return sqe; /* the ring has room after a submit: entries >= what one pass submits */
 }
 
@@ -420,6 +430,8 @@ void tnd_loop_run(void)
 			struct tnd_ring_op *op = io_uring_cqe_get_data(cqe);
 			int res = cqe->res;
 			bool more = cqe->flags & IORING_CQE_F_MORE;
+			if (!more)
+				ops_finished++;
 			if (!op)
 				continue;
 			switch (op->kind) {

@@ -373,7 +373,7 @@ int tnd_check_reply(const void *msg, size_t len, unsigned op, uint32_t seq, bool
 		return check_body(h, len, sizeof(struct tnd_progress), "progress reply");
 	}
 	if ((h->flags & TND_F_MORE) && op != TND_OP_ARENA_LIST && op != TND_OP_CLIENTS &&
-	    op != TND_OP_CUDA_LIST)
+	    op != TND_OP_CUDA_LIST && op != TND_OP_METRICS)
 		return BAD("list item in reply to %s", tnd_op_name(op));
 	if (has_fd != (op == TND_OP_ARENA_OPEN))
 		return BAD("reply %s: %s", tnd_op_name(op),

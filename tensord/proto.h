@@ -33,10 +33,11 @@
 
 #define TND_MAGIC 0x31444e54u /* "TND1" in memory on a little-endian machine */
 /* Protocol versions: 2 added the CUDA sharing operations (CUDA_*), 3 the seal record (SEALED,
- * VERIFY), 4 waiting lookups of read-only clients (WAITING). A daemon and a client
+ * VERIFY), 4 waiting lookups of read-only clients (WAITING), 5 the metrics (METRICS). A
+ * client sends an operation only on a connection whose version has it. A daemon and a client
  * each speak TND_VERSION_MIN..TND_VERSION; HELLO picks the highest both speak, and every later
  * message of the connection carries that version. */
-#define TND_VERSION 4
+#define TND_VERSION 5
 #define TND_VERSION_MIN 1
 #define TND_MSG_MAX 4096 /* no message is longer; receivers use buffers of this size */
 
@@ -78,7 +79,8 @@
 	X(CUDA_LIST, 24, void, struct tnd_cuda_info)                                          \
 	X(SEALED, 25, struct tnd_sealed, void)                                                \
 	X(VERIFY, 26, struct tnd_arena_ref, struct tnd_verify_reply)                          \
-	X(WAITING, 27, struct tnd_waiting, void)
+	X(WAITING, 27, struct tnd_waiting, void)                                              \
+	X(METRICS, 28, void, struct tnd_metrics_chunk)
 
 enum tnd_op {
 #define TND_X_(name, value, req, rep) TND_OP_##name = (value),
@@ -247,6 +249,16 @@ struct tnd_client_info {
 	uint32_t pad;
 	uint64_t requests;
 	uint64_t count;     /* in the final reply of CLIENTS: the items sent */
+};
+
+/* The Prometheus text of METRICS, in pieces: replies flagged TND_F_MORE carry @len bytes of it
+ * each, in order; the final reply carries none and @count, the pieces sent. */
+#define TND_METRICS_CHUNK 3968
+struct tnd_metrics_chunk {
+	uint32_t len;
+	uint32_t pad;
+	uint64_t count;
+	char text[TND_METRICS_CHUNK];
 };
 
 struct tnd_fsck_reply {

@@ -58,6 +58,7 @@ static void usage(FILE *f)
 		"  unpin NAME TENSOR...            evictable cache tensors\n"
 		"  evict NAME [--to SIZE|N%%]       evict cache tensors now (to the low watermark)\n"
 		"  clients                         connected processes\n"
+		"  metrics                         figures in Prometheus' text format\n"
 		"  fsck NAME [--repair]\n"
 		"  verify NAME                     sealed bytes against tensord's digests\n"
 		"  gc [NAME]                       reclaim dead processes' slots\n"
@@ -999,6 +1000,18 @@ static int cmd_evict(int argc, char **argv)
 	return r;
 }
 
+static int cmd_metrics(void)
+{
+	char *text;
+	size_t len;
+	int r = tn_tensord_metrics(conn, &text, &len);
+	if (r)
+		return fail(r, "metrics");
+	fwrite(text, 1, len, stdout);
+	free(text);
+	return 0;
+}
+
 static int cmd_clients(void)
 {
 	tn_tensord_client *v;
@@ -1418,7 +1431,7 @@ int main(int argc, char **argv)
 		return argc == 1 ? cmd_ops() : usage_error("ops takes no arguments");
 	static const char *const known[] = { "status", "arena", "ls", "show", "load", "save",
 					     "rm", "seal", "pin", "unpin", "evict", "clients",
-					     "fsck", "verify", "gc",
+					     "metrics", "fsck", "verify", "gc",
 					     "shutdown", "cuda" };
 	bool ok = false;
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
@@ -1466,6 +1479,8 @@ int main(int argc, char **argv)
 		r = cmd_pin(argc, argv, false);
 	else if (!strcmp(cmd, "evict"))
 		r = cmd_evict(argc, argv);
+	else if (!strcmp(cmd, "metrics"))
+		r = argc == 1 ? cmd_metrics() : usage_error("metrics takes no arguments");
 	else if (!strcmp(cmd, "clients"))
 		r = argc == 1 ? cmd_clients() : usage_error("clients takes no arguments");
 	else if (!strcmp(cmd, "fsck"))

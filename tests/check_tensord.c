@@ -15,6 +15,7 @@
  * the loader's own tests.
  */
 #include "tensord_testutil.h"
+#include "prom_parse.h"
 
 static const char *self_exe; /* re-executed as a chaos client */
 static struct tnd_cuda_export fake_export(const char *name, unsigned mode);
@@ -2670,6 +2671,118 @@ START_TEST(test_watermark_eviction)
 }
 END_TEST
 
+/* ---- metrics ---------------------------------------------------------------------------------- */
+
+/* The strict reader refuses what the format forbids (so that its passing means something). */
+static void prom_refuses(const char *text, const char *why)
+{
+	struct prom_doc d;
+	int r = prom_parse(text, &d);
+	prom_free(&d);
+	ck_assert_msg(r != 0, "the reader took a document with %s", why);
+}
+
+/* What nobody sees: only the arenas it may read ("open"), and its own connections. */
+static int nobody_metrics(int unused)
+{
+	(void)unused;
+	tn_tensord *c;
+	char *text;
+	EXPECT(tn_tensord_connect(D.sock, &c) == 0);
+	EXPECT(tn_tensord_metrics(c, &text, NULL) == 0);
+	struct prom_doc d;
+	EXPECT(prom_parse(text, &d) == 0);
+	EXPECT(!isnan(prom_get(&d, "tensord_arena_used_bytes", "arena=\"open\"")));
+	EXPECT(isnan(prom_get(&d, "tensord_arena_used_bytes", "arena=\"mx\"")));
+	EXPECT(strstr(text, "program=\"check_tensord\"") == NULL ||
+	       strstr(text, "arena=\"mx\"") == NULL);
+	prom_free(&d);
+	free(text);
+	tn_tensord_close(c);
+	return 0;
+}
+
+START_TEST(test_metrics)
+{
+	prom_refuses("# TYPE a counter\n# TYPE a counter\na 1\n", "a second TYPE");
+	prom_refuses("a 1\n", "a sample before its TYPE");
+	prom_refuses("# TYPE a gauge\na{x=\"\\q\"} 1\n", "a bad escape");
+	prom_refuses("# TYPE a gauge\na 1\n# TYPE b gauge\nb 2\na 3\n", "a family split");
+	prom_refuses("# TYPE a counter\na -1\n", "a negative counter");
+	prom_refuses("# TYPE h histogram\nh_bucket{le=\"1\"} 3\nh_bucket{le=\"2\"} 2\n"
+		     "h_bucket{le=\"+Inf\"} 3\nh_sum 1\nh_count 3\n", "buckets that are not cumulative");
+	prom_refuses("# TYPE h histogram\nh_bucket{le=\"1\"} 3\nh_sum 1\nh_count 3\n",
+		     "a histogram without +Inf");
+	prom_refuses("# TYPE a gauge\na 1", "no final line feed");
+	prom_refuses("# TYPE a gauge\na 1\na 2\n", "a sample given twice");
+
+	daemon_setup();
+	tn_tensord *c = conn();
+	make_arena(c, "mx", 16 << 20, 0, 0);
+	make_arena(c, "open", 4 << 20, 0, 0);
+	tn_tensord_grant g = { TN_TENSORD_GRANT_USER, NOBODY, TN_TENSORD_ACCESS_READ };
+	ck_assert_tn_ok(tn_tensord_arena_grant(c, "open", &g));
+	tn_arena *a;
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "mx", 0, &a));
+	ck_assert_tn_ok(publish_i32(a, "w", 1 << 18, 1));
+	publish_cache(a, "c0", 1 << 18, 2);
+	publish_cache(a, "c1", 1 << 18, 3);
+	tn_tensor *held;
+	ck_assert_tn_ok(tn_arena_lookup(a, "c1", &held, NULL));
+	tn_arena_evict_report rep;
+	ck_assert_tn_ok(tn_arena_evict(a, 0, &rep));
+	ck_assert_uint_eq(rep.evicted, 1); /* c0; c1 is held */
+	tn_arena_stats s;
+	ck_assert_tn_ok(tn_arena_stat(a, &s));
+
+	char *text;
+	size_t len;
+	ck_assert_tn_ok(tn_tensord_metrics(c, &text, &len));
+	ck_assert_uint_eq(len, strlen(text));
+	struct prom_doc d;
+	ck_assert_msg(prom_parse(text, &d) == 0, "%s", d.why);
+	const char *mx = "arena=\"mx\"";
+	ck_assert_double_eq(prom_get(&d, "tensord_arena_used_bytes", mx), (double)s.used_bytes);
+	ck_assert_double_eq(prom_get(&d, "tensord_arena_held_bytes", mx), (double)s.held_bytes);
+	ck_assert_double_eq(prom_get(&d, "tensord_arena_pinned_bytes", mx),
+			    (double)s.pinned_bytes);
+	ck_assert_double_eq(prom_get(&d, "tensord_arena_evictable_bytes", mx), 0);
+	ck_assert_double_eq(prom_get(&d, "tensord_arena_evictions_total", mx), 1);
+	ck_assert_double_eq(prom_get(&d, "tensord_arena_names", mx), 2);
+	ck_assert_double_eq(prom_get(&d, "tensord_arena_heap_bytes", mx), (double)s.heap_bytes);
+	ck_assert_double_gt(prom_get(&d, "tensord_arena_resident_bytes", mx), 0);
+	ck_assert_double_ge(prom_get(&d, "tensord_requests_total", "op=\"HELLO\""), 1);
+	ck_assert_double_eq(prom_get(&d, "tensord_request_duration_seconds_count",
+				     "op=\"ARENA_CREATE\""), 2);
+	ck_assert_double_eq(prom_get(&d, "tensord_connections", ""), 1);
+	ck_assert(!isnan(prom_get(&d, "tensord_uring_in_flight", "")));
+	ck_assert_int_ge(d.nfam, 25);
+	for (int i = 0; i < d.nfam; i++)
+		ck_assert_msg(d.fam[i].help && d.fam[i].type[0], "%s lacks HELP or TYPE",
+			      d.fam[i].name);
+	prom_free(&d);
+	free(text);
+
+	/* tensorctl metrics prints the same format; nobody sees only what it may read. */
+	char out[65536];
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock,
+		"metrics", NULL }), 0);
+	ck_assert_msg(prom_parse(out, &d) == 0, "%s", d.why);
+	ck_assert_double_ge(prom_get(&d, "tensord_requests_total", "op=\"METRICS\""), 1);
+	prom_free(&d);
+	ck_assert_child_ok(as_nobody(nobody_metrics, 0));
+
+	tn_tensor_unref(held);
+	ck_assert_tn_ok(tn_arena_unpublish(a, "w"));
+	ck_assert_tn_ok(tn_arena_unpublish(a, "c1"));
+	tn_arena_unref(a);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "mx", 0));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "open", 0));
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
 static Suite *tensord_suite(void)
 {
 	Suite *s = suite_create("tensord");
@@ -2681,6 +2794,7 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_reclaim_after_late_death);
 	tcase_add_test(tc, test_read_only_waiters);
 	tcase_add_test(tc, test_watermark_eviction);
+	tcase_add_test(tc, test_metrics);
 	tcase_add_test(tc, test_kill_chaos);
 	tcase_add_test(tc, test_restart_recovers);
 	tcase_add_test(tc, test_access_control);

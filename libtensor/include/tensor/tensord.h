@@ -203,6 +203,17 @@ typedef struct tn_tensord_client {
 TN_EXPORT int tn_tensord_clients(tn_tensord *conn, tn_tensord_client **ret_clients,
 				 size_t *ret_count);
 
+/*
+ * tn_tensord_metrics - the daemon's figures in the Prometheus text exposition format (0.0.4):
+ * per arena its bytes (used, free, held, pinned, evictable, resident), names, clients,
+ * evictions and repairs; the daemon's requests and their time by operation, connections,
+ * io_uring queue depth. Arenas the caller may not read, and other users' connections (unless
+ * the caller is root or the daemon's user), are left out. *ret_text is a new NUL-terminated
+ * string (free()); *ret_len (may be NULL) its length. TN_ENOTSUP from a tensord older than
+ * this library's protocol 5.
+ */
+TN_EXPORT int tn_tensord_metrics(tn_tensord *conn, char **ret_text, size_t *ret_len);
+
 /* tn_tensord_fsck - check arena @name (TN_ARENA_FSCK_REPAIR: and repair) in the daemon. */
 TN_EXPORT int tn_tensord_fsck(tn_tensord *conn, const char *name, unsigned flags,
 			      tn_arena_fsck_report *ret_report);
