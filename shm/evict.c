@@ -34,12 +34,15 @@ void tn__arena_watermarks(const tn_arena *a, uint64_t *ret_high, uint64_t *ret_l
 	*ret_low = low;
 }
 
-bool tn__arena_above_high_water(const tn_arena *a, uint64_t *ret_used, uint64_t *ret_high,
-				uint64_t *ret_low)
+int tn__arena_water(tn_arena *a, uint64_t *ret_used, uint64_t *ret_high, uint64_t *ret_low)
 {
+	int r = tn__arena_lock(a);
+	if (r)
+		return r;
 	tn__arena_watermarks(a, ret_high, ret_low);
-	*ret_used = *(const volatile uint64_t *)&a->hdr->used_bytes;
-	return *ret_used > *ret_high;
+	*ret_used = a->hdr->used_bytes;
+	tn__arena_unlock(a);
+	return 0;
 }
 
 /* Whether the entry's class lets it go now (@now_s: seconds since the epoch). */

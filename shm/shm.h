@@ -57,10 +57,9 @@ bool tn__arena_live(const tn_arena *arena);
  * handle of this process, TN_EPERM when @write and the handle is read-only; 0 otherwise. */
 int tn__arena_check(const tn_arena *arena, bool write, const char *fn);
 
-/* Whether the arena's use is above its high watermark (read without the lock: a trigger for
- * tn_arena_evict, which decides under it); the figures go to the pointers. */
-bool tn__arena_above_high_water(const tn_arena *arena, uint64_t *ret_used, uint64_t *ret_high,
-				uint64_t *ret_low);
+/* The arena's used bytes and watermarks, read under its lock (a thread of the process may be
+ * allocating in it); 0, or the lock's error (TN_EIO for a damaged arena, TN_EBUSY). */
+int tn__arena_water(tn_arena *arena, uint64_t *ret_used, uint64_t *ret_high, uint64_t *ret_low);
 
 /* Whether @name is a valid tensor name (tn_arena_publish(3)); 0 or TN_EINVAL naming @fn. */
 int tn__arena_check_name(const char *name, const char *fn);

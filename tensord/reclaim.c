@@ -201,7 +201,7 @@ void tnd_evict_check(void)
 		if (!tnd_arena_intact(ar) || !tnd_arena_lockable(ar))
 			continue;
 		uint64_t used, high, low;
-		if (!tn__arena_above_high_water(ar->a, &used, &high, &low))
+		if (tnd_arena_locked(ar, tn__arena_water(ar->a, &used, &high, &low)) || used <= high)
 			continue;
 		tn_arena_evict_report rep;
 		if (tnd_arena_locked(ar, tn_arena_evict(ar->a, low, &rep)) != 0) {
