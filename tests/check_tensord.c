@@ -2617,7 +2617,6 @@ START_TEST(test_watermark_eviction)
 	ck_assert_int_eq(tn_arena_info(a, "batch/0", &e), TN_ENOENT);
 	ck_assert_tn_ok(tn_arena_info(a, "weights", &e));
 	ck_assert_uint_eq(e.flags, 0);
-	uint64_t low = s.low_water;
 	/* Each entry that survived is intact. */
 	for (int i = 0; i < n; i++) {
 		snprintf(name, sizeof(name), "batch/%d", i);
@@ -2652,7 +2651,6 @@ START_TEST(test_watermark_eviction)
 		"ev", "nope", NULL }), 0);
 	ck_assert_int_ne(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock, "arena",
 		"set", "ev", "--low-water", "120%", NULL }), 0);
-	(void)low;
 
 	/* The holder dies: its hold is reclaimed, and "hot" can go once its pin is lifted. */
 	kill(pid, SIGKILL);
