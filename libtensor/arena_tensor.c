@@ -349,34 +349,87 @@ static int lookup(tn_arena *a, const char *name, const tn_arena_handle *handle,
 	return 0;
 }
 
-TN_EXPORT int tn_arena_lookup(tn_arena *a, const char *name, tn_tensor **ret_tensor,
-			      tn_arena_handle *ret_handle)
-{
-	return lookup(a, name, NULL, ret_tensor, ret_handle, NULL, "tn_arena_lookup");
-}
-
-TN_EXPORT int tn_arena_lookup_handle(tn_arena *a, tn_arena_handle handle, tn_tensor **ret_tensor)
-{
-	return lookup(a, NULL, &handle, ret_tensor, NULL, NULL, "tn_arena_lookup_handle");
-}
-
 /* ---- waiting lookups ------------------------------------------------------------------------- */
 
 /* One look: 0 with *ret_tensor when the name is there (and sealed if asked), TN_ENOENT when it
- * is not yet, or another error. */
-static int look(tn_arena *a, const char *name, bool want_sealed, tn_tensor **ret_tensor,
-		tn_arena_handle *ret_handle)
+ * is not yet, TN_EAGAIN while it is spilled to disk (tensord was asked to read it back), or
+ * another error. */
+static int look(tn_arena *a, const char *name, const tn_arena_handle *handle, bool want_sealed,
+		tn_tensor **ret_tensor, tn_arena_handle *ret_handle, const char *fn)
 {
-	static const char fn[] = "tn_arena_lookup_wait";
 	bool sealed = false;
 	tn_tensor *t = NULL;
-	int r = lookup(a, name, NULL, &t, ret_handle, &sealed, fn);
+	int r = lookup(a, name, handle, &t, ret_handle, &sealed, fn);
 	if (r == 0 && want_sealed && !sealed) {
 		tn_tensor_unref(t);
 		return TN_ENOENT;
 	}
 	if (r == 0)
 		*ret_tensor = t;
+	return r;
+}
+
+/* Look until the name is there (or, unless @wait_missing, until it is no longer spilled), up to
+ * @timeout ns: sleeping on the futex word of the name's bucket (of the whole arena for a
+ * handle), which every publish, seal and restore of the name advances. */
+static int look_until(tn_arena *a, const char *name, const tn_arena_handle *handle,
+		      bool want_sealed, bool wait_missing, int64_t timeout, tn_tensor **ret_tensor,
+		      tn_arena_handle *ret_handle, const char *fn)
+{
+	uint64_t start = tn__mono_ns(), deadline = tn__arena_deadline(start, timeout);
+	int announced = tn__arena_wait_begin(a);
+	if (announced < 0)
+		return announced;
+	/* The word of the name's bucket: publishes of names in other buckets leave it alone. */
+	int bucket = name ? tn__arena_wait_bucket(name) : -1;
+	int r;
+	for (;;) {
+		/* Read the word after the announcement and before the look: a publish after the
+		 * look moves it, and the sleep returns at once. */
+		uint32_t seq = tn__arena_wait_seq(a, bucket);
+		r = look(a, name, handle, want_sealed, ret_tensor, ret_handle, fn);
+		if (r != TN_EAGAIN && (r != TN_ENOENT || !wait_missing))
+			break;
+		if (tn__arena_wait(a, bucket, seq, deadline, announced) == TN_ETIMEDOUT) {
+			double s = (double)(tn__mono_ns() - start) / 1e9;
+			if (r == TN_EAGAIN)
+				r = tn__error(TN_ETIMEDOUT, "%s: '%s' of arena %s is spilled to disk and "
+					      "tensord did not read it back within %.3f s", fn,
+					      name ? name : "(handle)", tn_arena_path(a), s);
+			else
+				r = tn__error(TN_ETIMEDOUT, "%s: '%s' was not %s in arena %s within "
+					      "%.3f s", fn, name, want_sealed ? "published sealed"
+					      : "published", tn_arena_path(a), s);
+			break;
+		}
+	}
+	tn__arena_wait_end(a);
+	return r;
+}
+
+/* How long a lookup not told otherwise waits for a restore; 0 in tensord. */
+static int64_t restore_wait(void)
+{
+	return atomic_load_explicit(&tn__arena_restore_wait_ns, memory_order_relaxed);
+}
+
+TN_EXPORT int tn_arena_lookup(tn_arena *a, const char *name, tn_tensor **ret_tensor,
+			      tn_arena_handle *ret_handle)
+{
+	static const char fn[] = "tn_arena_lookup";
+	int r = lookup(a, name, NULL, ret_tensor, ret_handle, NULL, fn);
+	if (r == TN_EAGAIN && restore_wait())
+		r = look_until(a, name, NULL, false, false, restore_wait(), ret_tensor, ret_handle,
+			       fn);
+	return r;
+}
+
+TN_EXPORT int tn_arena_lookup_handle(tn_arena *a, tn_arena_handle handle, tn_tensor **ret_tensor)
+{
+	static const char fn[] = "tn_arena_lookup_handle";
+	int r = lookup(a, NULL, &handle, ret_tensor, NULL, NULL, fn);
+	if (r == TN_EAGAIN && restore_wait())
+		r = look_until(a, NULL, &handle, false, false, restore_wait(), ret_tensor, NULL, fn);
 	return r;
 }
 
@@ -396,32 +449,18 @@ TN_EXPORT int tn_arena_lookup_wait(tn_arena *a, const char *name,
 	if (opts && (flags & ~TN_ARENA_LOOKUP_SEALED || opts->reserved))
 		return tn__error(TN_EINVAL, "%s: unknown flags 0x%x", fn, flags);
 	bool want_sealed = flags & TN_ARENA_LOOKUP_SEALED;
+	bool wait_missing = timeout != 0 || want_sealed;
 	/* The first look costs what tn_arena_lookup costs: nothing is announced before it. */
-	r = look(a, name, want_sealed, ret_tensor, ret_handle);
-	if (r != TN_ENOENT || (timeout == 0 && !want_sealed))
+	r = look(a, name, NULL, want_sealed, ret_tensor, ret_handle, fn);
+	if (r == TN_EAGAIN) {
+		/* Spilled: waited for as tn_arena_lookup waits, unless told how long. */
+		if (timeout == 0 && !(timeout = restore_wait()))
+			return r;
+	} else if (r != TN_ENOENT || !wait_missing) {
 		return r;
-	uint64_t start = tn__mono_ns(), deadline = tn__arena_deadline(start, timeout);
-	int announced = tn__arena_wait_begin(a);
-	if (announced < 0)
-		return announced;
-	/* The word of the name's bucket: publishes of names in other buckets leave it alone. */
-	int bucket = tn__arena_wait_bucket(name);
-	for (;;) {
-		/* Read the word after the announcement and before the look: a publish after the
-		 * look moves it, and the sleep returns at once. */
-		uint32_t seq = tn__arena_wait_seq(a, bucket);
-		r = look(a, name, want_sealed, ret_tensor, ret_handle);
-		if (r != TN_ENOENT)
-			break;
-		if (tn__arena_wait(a, bucket, seq, deadline, announced) == TN_ETIMEDOUT) {
-			r = tn__error(TN_ETIMEDOUT, "%s: '%s' was not %s in arena %s within %.3f s", fn,
-				      name, want_sealed ? "published sealed" : "published",
-				      tn_arena_path(a), (double)(tn__mono_ns() - start) / 1e9);
-			break;
-		}
 	}
-	tn__arena_wait_end(a);
-	return r;
+	return look_until(a, name, NULL, want_sealed, wait_missing, timeout, ret_tensor,
+			  ret_handle, fn);
 }
 
 /* ---- private copy-on-write views ------------------------------------------------------------- */

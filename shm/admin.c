@@ -159,6 +159,13 @@ static void stat_read(const tn_arena *a, tn_arena_stats *ret)
 		.reclaimed_slots = h->reclaimed_slots,
 		.evictions = h->evictions,
 		.evicted_bytes = h->evicted_bytes,
+		.spill = h->spill_mode != 0,
+		.spilled_names = h->spilled_names,
+		.spilled_bytes = h->spilled_bytes,
+		.spills = h->spills,
+		.spilled_total = h->spilled_total,
+		.restores = h->restores,
+		.restore_failures = h->restore_failures,
 		.held_bytes = UINT64_MAX,
 		.pinned_bytes = UINT64_MAX,
 		.evictable_bytes = UINT64_MAX,
@@ -306,7 +313,7 @@ static int fsck_directory(struct fsck *f, uint64_t **ret_blocks, size_t *ret_n)
 	struct arena_header *h = a->hdr;
 	uint64_t *blocks = malloc(((size_t)a->dir_slots + 1) * sizeof(*blocks));
 	size_t n = 0;
-	uint64_t names = 0, tombs = 0;
+	uint64_t names = 0, tombs = 0, spilled = 0, spilled_bytes = 0;
 	if (!blocks)
 		return tn__error(TN_ENOMEM, "tn_arena_fsck: out of memory");
 	for (uint32_t i = 0; i < a->dir_slots; i++) {
@@ -323,6 +330,13 @@ static int fsck_directory(struct fsck *f, uint64_t **ret_blocks, size_t *ret_n)
 			continue;
 		const char *why = tn__entry_problem(a, e, NULL);
 		bool ok = !why;
+		if (ok && tn__entry_spilled(e)) {
+			/* Its bytes are in a file: no block to check. */
+			spilled++;
+			spilled_bytes += tn__spilled_bytes(e);
+			names++;
+			continue;
+		}
 		if (ok) {
 			blocks[n++] = e->block;
 			names++;
@@ -344,6 +358,16 @@ static int fsck_directory(struct fsck *f, uint64_t **ret_blocks, size_t *ret_n)
 		if (f->repair) {
 			tn__tx_set(a, &h->names, names);
 			tn__tx_set(a, &h->tombstones, tombs);
+			tn__tx_commit(a);
+		}
+	}
+	if (spilled != h->spilled_names || spilled_bytes != h->spilled_bytes) {
+		problem(f, f->repair, "directory has %" PRIu64 " spilled names of %" PRIu64
+			" bytes; the header says %" PRIu64 ", %" PRIu64, spilled, spilled_bytes,
+			h->spilled_names, h->spilled_bytes);
+		if (f->repair) {
+			tn__tx_set(a, &h->spilled_names, spilled);
+			tn__tx_set(a, &h->spilled_bytes, spilled_bytes);
 			tn__tx_commit(a);
 		}
 	}

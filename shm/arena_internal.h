@@ -134,6 +134,24 @@ struct arena_header {
 	 * name of the bucket, so that a wait for one name wakes only for its bucket. Outside the
 	 * lock and the undo log; zero in a file formatted before them. */
 	alignas(64) _Atomic uint32_t name_seq[TN__ARENA_WAIT_BUCKETS];
+
+	/* Spilling (spill.c), in zeroed words past the older header (a file formatted before
+	 * them reads as "drop evicted entries, nothing spilled"). Under the lock, through the
+	 * undo log: */
+	alignas(64) uint64_t spill_mode;   /* 1: tensord writes evicted entries to disk */
+	uint64_t spill_next_id;            /* the last spill file's number */
+	uint64_t spills;                   /* entries spilled since creation */
+	uint64_t spilled_total;            /* ... and their bytes */
+	uint64_t restores;                 /* entries brought back since creation */
+	uint64_t restore_failures;
+	uint64_t spilled_names;            /* entries on disk now */
+	uint64_t spilled_bytes;            /* ... and their bytes */
+	/* Outside the lock: a futex word every request for a restore advances and wakes
+	 * (tensord's watcher sleeps on it). */
+	alignas(64) _Atomic uint32_t restore_seq;
+	/* ... and one every spill advances and wakes once it freed a block (allocations that
+	 * found no room wait on it, tn__arena_spill_wait). */
+	_Atomic uint32_t freed_seq;
 };
 
 _Static_assert(sizeof(pthread_mutex_t) <= 64, "the lock fits its slot");
@@ -374,6 +392,14 @@ void tn__arena_notify(tn_arena *a, uint64_t name_hash);
 /* Forget @slot's waiting bit (its reclamation, or a new claim of the slot). */
 void tn__arena_waiter_clear(tn_arena *a, int slot);
 
+uint64_t tn__name_hash(const char *s, size_t n);
+/* An element's bytes, 0 for no dtype. */
+uint64_t tn__dtype_bytes(uint32_t dtype);
+/* Add @delta to the block's pins (under the lock, inside a change). */
+void tn__pins_add(tn_arena *a, struct block *b, int delta);
+/* Set the entry's last use to now (under the lock, inside a change). */
+void tn__entry_touch(tn_arena *a, struct dir_entry *e);
+
 /* Drop one pin of the block under @e, freeing it when nobody holds or names it; mark @index
  * deleted. Both under the lock, inside a change. */
 int tn__entry_unpin(tn_arena *a, const struct dir_entry *e);
@@ -392,6 +418,30 @@ int tn__evict_for_alloc_locked(tn_arena *a, uint64_t need, uint64_t align,
  * tn_arena_stats), from a walk of the directory. TN_ENOMEM when the walk's memory is missing. */
 int tn__arena_figures_locked(tn_arena *a, uint64_t *ret_pinned, uint64_t *ret_held,
 			     uint64_t *ret_evictable);
+
+/* ---- spill.c ---- */
+/* The bytes of a spilled entry (its elements, contiguous). */
+uint64_t tn__spilled_bytes(const struct dir_entry *e);
+/* Whether @e is a spilled entry (its block word is a spill file's number). */
+static inline bool tn__entry_spilled(const struct dir_entry *e)
+{
+	return e->block_gen_flags >> 32 & TN_ARENA_ENTRY_SPILLED;
+}
+/* A lookup found the spilled entry @index (under the lock): ask tensord to restore it (in a
+ * committed change) and return TN_EAGAIN, or the error of a restore that failed (asking
+ * again). *ret_wake is set when tensord's watcher is to be woken (tn__arena_restore_wake,
+ * after the lock is released). */
+int tn__entry_restore_request(tn_arena *a, uint32_t index, const char *fn, bool *ret_wake);
+void tn__arena_restore_wake(tn_arena *a);
+/* An allocation in a spilling arena that found no room while evictable entries remain (the
+ * heap sets tn__alloc_spill_wait for its caller): wake tensord, and sleep until a spill freed a
+ * block since @seq (tn__arena_freed_seq, read before the attempt) or 100 ms, within
+ * TN__ARENA_SPILL_WAIT_NS of the first call (*deadline, 0 at first). Returns whether to try
+ * again. Never waits in tensord (tn__arena_restore_wait_ns 0). */
+#define TN__ARENA_SPILL_WAIT_NS ((uint64_t)10 * 1000000000)
+extern _Thread_local bool tn__alloc_spill_wait;
+uint32_t tn__arena_freed_seq(const tn_arena *a);
+bool tn__arena_spill_wait(tn_arena *a, uint32_t seq, uint64_t *deadline);
 
 /* ---- admin.c ---- */
 uint64_t tn__largest_free(const tn_arena *a);

@@ -24,7 +24,7 @@ struct dir_entry *tn__entry_at(const tn_arena *a, uint32_t index)
 				    (uint64_t)index * sizeof(struct dir_entry));
 }
 
-static uint64_t fnv1a(const char *s, size_t n)
+uint64_t tn__name_hash(const char *s, size_t n)
 {
 	uint64_t h = UINT64_C(0xcbf29ce484222325);
 	for (size_t i = 0; i < n; i++)
@@ -99,6 +99,11 @@ static const uint8_t dtype_sizes[] = {
 #undef TN_X_
 };
 
+uint64_t tn__dtype_bytes(uint32_t dtype)
+{
+	return dtype < TN_ARRAY_SIZE(dtype_sizes) ? dtype_sizes[dtype] : 0;
+}
+
 /* What is wrong with an entry's metadata, checked against its block (another process wrote
  * it), or NULL. */
 const char *tn__extent_problem(uint32_t dtype, uint32_t ndim, const int64_t *sizes,
@@ -131,6 +136,16 @@ const char *tn__extent_problem(uint32_t dtype, uint32_t ndim, const int64_t *siz
 
 const char *tn__entry_problem(const tn_arena *a, const struct dir_entry *e, uint64_t *ret_bytes)
 {
+	/* A spilled entry has no block: its elements lie contiguous in its spill file. */
+	uint64_t bgf = *(const volatile uint64_t *)&e->block_gen_flags;
+	if (bgf >> 32 & TN_ARENA_ENTRY_SPILLED) {
+		if (!e->name_len || e->name_len > TN_ARENA_NAME_MAX)
+			return "name";
+		if (ret_bytes)
+			*ret_bytes = 0;
+		return tn__extent_problem((uint32_t)e->dtype_ndim, (uint32_t)(e->dtype_ndim >> 32),
+					  e->sizes, e->strides, e->storage_offset, UINT64_MAX);
+	}
 	/* The block offset is read once: a reader without the lock (a read-only handle) may
 	 * pass the live entry, whose words can change between two reads. */
 	uint64_t block = *(const volatile uint64_t *)&e->block;
@@ -183,7 +198,7 @@ static void entry_to_public(uint32_t index, const struct dir_entry *e, uint64_t 
 	out->last_use_ns = e->last_use;
 }
 
-static void pins_add(tn_arena *a, struct block *b, int delta)
+void tn__pins_add(tn_arena *a, struct block *b, int delta)
 {
 	uint64_t pins = (b->gen_pins >> 32) + (uint64_t)(int64_t)delta;
 	tn__tx_set(a, &b->gen_pins, (uint32_t)b->gen_pins | pins << 32);
@@ -192,6 +207,16 @@ static void pins_add(tn_arena *a, struct block *b, int delta)
 /* Drop one pin of the block under @e; free it when nobody holds or names it. */
 int tn__entry_unpin(tn_arena *a, const struct dir_entry *e)
 {
+	/* A spilled entry names a file, not a block: tensord removes the file it no longer
+	 * finds named. */
+	if (tn__entry_spilled(e)) {
+		struct arena_header *h = a->hdr;
+		uint64_t bytes = tn__spilled_bytes(e);
+		if (h->spilled_names)
+			tn__counter_add(a, &h->spilled_names, -1);
+		tn__tx_set(a, &h->spilled_bytes, h->spilled_bytes > bytes ? h->spilled_bytes - bytes : 0);
+		return 0;
+	}
 	/* A damaged entry points at nothing it may change: another name's block, or bytes
 	 * that are no block. Its removal leaves the heap to fsck. */
 	if (tn__entry_problem(a, e, NULL))
@@ -199,7 +224,7 @@ int tn__entry_unpin(tn_arena *a, const struct dir_entry *e)
 	struct block *b = tn__block_at(a, e->block);
 	if ((uint32_t)b->magic_flags != BLOCK_MAGIC_USED || !(b->gen_pins >> 32))
 		return 0;
-	pins_add(a, b, -1);
+	tn__pins_add(a, b, -1);
 	if (!(b->gen_pins >> 32) && tn__holds_none(b))
 		return tn__heap_free_block(a, e->block);
 	return 0;
@@ -256,7 +281,7 @@ int tn__arena_publish_desc(tn_arena *a, const char *name, const struct tn__arena
 	struct dir_entry body;
 	memset(&body, 0, sizeof(body));
 	body.block = block;
-	body.hash = fnv1a(name, len);
+	body.hash = tn__name_hash(name, len);
 	body.storage_offset = desc->storage_offset;
 	body.dtype_ndim = desc->dtype | (uint64_t)desc->ndim << 32;
 	body.name_len = (uint32_t)len;
@@ -311,7 +336,7 @@ int tn__arena_publish_desc(tn_arena *a, const char *name, const struct tn__arena
 		}
 		index = (uint32_t)found;
 		/* Pin the new block before unpinning the old, which may be the same one. */
-		pins_add(a, b, 1);
+		tn__pins_add(a, b, 1);
 		if ((r = tn__entry_unpin(a, e)))
 			goto out;
 		body.state_gen = ENTRY_USED | (uint64_t)(entry_gen(e) + 1) << 32;
@@ -337,7 +362,7 @@ int tn__arena_publish_desc(tn_arena *a, const char *name, const struct tn__arena
 		memcpy((char *)e + 8, (const char *)&body + 8, sizeof(body) - 8);
 		atomic_thread_fence(memory_order_release);
 		tn__tx_set(a, &e->state_gen, body.state_gen);
-		pins_add(a, b, 1);
+		tn__pins_add(a, b, 1);
 		tn__tx_set(a, &h->names, h->names + 1);
 		if (was_tomb)
 			tn__tx_set(a, &h->tombstones, h->tombstones - 1);
@@ -360,7 +385,7 @@ out:
 
 int tn__arena_wait_bucket(const char *name)
 {
-	return (int)(fnv1a(name, strlen(name)) % TN__ARENA_WAIT_BUCKETS);
+	return (int)(tn__name_hash(name, strlen(name)) % TN__ARENA_WAIT_BUCKETS);
 }
 
 /* The entry of @name (NULL: of @handle), checked, under the lock: its index and its block's
@@ -372,7 +397,7 @@ static int find_entry_locked(tn_arena *a, const char *name, size_t len,
 	uint32_t index;
 	struct dir_entry *e;
 	if (name) {
-		int64_t i = probe(a, name, len, fnv1a(name, len), NULL);
+		int64_t i = probe(a, name, len, tn__name_hash(name, len), NULL);
 		if (i < 0)
 			return tn__error(TN_ENOENT, "%s: no tensor '%s' in arena %s", fn, name,
 					 a->path);
@@ -393,9 +418,21 @@ static int find_entry_locked(tn_arena *a, const char *name, size_t len,
 	return 0;
 }
 
+/* find_entry_locked for a lookup: a spilled entry is asked back from tensord (TN_EAGAIN, and
+ * *ret_wake set when its watcher is to be woken once the lock is released). */
+static int find_resident_locked(tn_arena *a, const char *name, size_t len,
+				const tn_arena_handle *handle, const char *fn, uint32_t *ret_index,
+				uint64_t *ret_bytes, bool *ret_wake)
+{
+	int r = find_entry_locked(a, name, len, handle, fn, ret_index, ret_bytes);
+	if (r == 0 && tn__entry_spilled(tn__entry_at(a, *ret_index)))
+		r = tn__entry_restore_request(a, *ret_index, fn, ret_wake);
+	return r;
+}
+
 /* A lookup's refresh of the entry's last-use clock (under the lock, inside the change): the
  * coarse clock, from the vDSO, and one logged word only when its value moved. */
-static void touch(tn_arena *a, struct dir_entry *e)
+void tn__entry_touch(tn_arena *a, struct dir_entry *e)
 {
 	uint64_t now = tn__coarse_now_ns();
 	if (e->last_use != now)
@@ -535,9 +572,12 @@ int tn__arena_hold(tn_arena *a, const char *name, const tn_arena_handle *handle,
 	}
 	uint32_t index;
 	uint64_t bytes;
-	if ((r = find_entry_locked(a, name, len, handle, fn, &index, &bytes))) {
+	bool wake = false;
+	if ((r = find_resident_locked(a, name, len, handle, fn, &index, &bytes, &wake))) {
 		tn__arena_unlock(a);
 		pthread_mutex_unlock(&a->local_lock);
+		if (wake)
+			tn__arena_restore_wake(a);
 		return r;
 	}
 	/* The entry was checked by find_entry_locked; read what the layer above needs of it
@@ -565,7 +605,7 @@ int tn__arena_hold(tn_arena *a, const char *name, const tn_arena_handle *handle,
 	memcpy(ret->name, e->name, e->name_len);
 	ret->name[e->name_len] = '\0';
 	tn__hold_set(a, b, a->slot, true);
-	touch(a, tn__entry_at(a, index));
+	tn__entry_touch(a, tn__entry_at(a, index));
 	tn__tx_commit(a);
 	tn__arena_unlock(a);
 	ret->data = data_of(a, block, sealed);
@@ -590,20 +630,24 @@ int tn__arena_hold_for(tn_arena *a, int slot, const char *name, const tn_arena_h
 		return r;
 	uint32_t index;
 	uint64_t bytes;
+	bool wake = false;
 	if ((uint32_t)tn__client_at(a, slot)->state_gen != CLIENT_ATTACHED) {
 		r = tn__error(TN_ERANGE, "%s: slot %d of arena %s is not attached", fn, slot,
 			      a->path);
-	} else if ((r = find_entry_locked(a, name, len, handle, fn, &index, &bytes)) == 0) {
+	} else if ((r = find_resident_locked(a, name, len, handle, fn, &index, &bytes,
+					     &wake)) == 0) {
 		struct dir_entry *e = tn__entry_at(a, index);
 		struct tn__arena_remote_entry out;
 		entry_to_public(index, e, bytes, &out.entry);
 		out.block = e->block;
 		tn__hold_set(a, tn__block_at(a, e->block), slot, true);
-		touch(a, e);
+		tn__entry_touch(a, e);
 		tn__tx_commit(a);
 		*ret = out;
 	}
 	tn__arena_unlock(a);
+	if (wake)
+		tn__arena_restore_wake(a);
 	return r;
 }
 
@@ -616,7 +660,7 @@ static int find_locked(tn_arena *a, const char *name, const char *fn, uint32_t *
 		return tn__error(TN_EBADF, "%s: not an arena handle of this process", fn);
 	if ((r = check_name(name, fn, &len)) || (r = tn__arena_lock(a)))
 		return r;
-	int64_t i = probe(a, name, len, fnv1a(name, len), NULL);
+	int64_t i = probe(a, name, len, tn__name_hash(name, len), NULL);
 	if (i < 0) {
 		tn__arena_unlock(a);
 		return tn__error(TN_ENOENT, "%s: no tensor '%s' in arena %s", fn, name, a->path);
@@ -634,10 +678,16 @@ TN_EXPORT int tn_arena_unpublish(tn_arena *a, const char *name)
 	if (r)
 		return r;
 	struct dir_entry *e = tn__entry_at(a, index);
+	/* Lookups waiting for a spilled entry's restore look again, and find it gone. */
+	bool waited = tn__entry_spilled(e) &&
+		      (e->block_gen_flags >> 32 & TN_ARENA_ENTRY_RESTORING);
+	uint64_t hash = e->hash;
 	tn__entry_delete(a, index);
 	r = tn__entry_unpin(a, e);
 	tn__tx_commit(a);
 	tn__arena_unlock(a);
+	if (waited)
+		tn__arena_notify(a, hash);
 	return r;
 }
 
@@ -692,6 +742,16 @@ int tn__arena_seal_name(tn_arena *a, const char *name, uint64_t *ret_block)
 		tn__arena_unlock(a);
 		return r;
 	}
+	if (tn__entry_spilled(e)) {
+		/* Nobody holds a spilled entry's bytes: the restore seals its new block. */
+		tn__tx_set(a, &e->block_gen_flags,
+			   e->block_gen_flags | (uint64_t)TN_ARENA_ENTRY_SEALED << 32);
+		tn__tx_commit(a);
+		tn__arena_unlock(a);
+		tn__arena_notify(a, tn__name_hash(name, strlen(name)));
+		*ret_block = 0;
+		return 0;
+	}
 	uint64_t block = e->block;
 	struct block *b = tn__block_at(a, block);
 	if (!(b->magic_flags >> 32 & BLOCK_FLAG_SEALED) && tn__held_by_others(a, b)) {
@@ -703,7 +763,7 @@ int tn__arena_seal_name(tn_arena *a, const char *name, uint64_t *ret_block)
 	tn__tx_set(a, &b->magic_flags, b->magic_flags | (uint64_t)BLOCK_FLAG_SEALED << 32);
 	tn__tx_commit(a);
 	tn__arena_unlock(a);
-	tn__arena_notify(a, fnv1a(name, strlen(name)));
+	tn__arena_notify(a, tn__name_hash(name, strlen(name)));
 	*ret_block = block;
 	return 0;
 }
@@ -739,6 +799,11 @@ int tn__arena_reseal(tn_arena *a, tn_arena_handle handle)
 		tn__arena_unlock(a);
 		return r;
 	}
+	if (tn__entry_spilled(e)) {
+		tn__arena_unlock(a);
+		return tn__error(TN_ESTALE, "%s: entry %u of arena %s was spilled to disk", fn,
+				 handle.index, a->path);
+	}
 	struct block *b = tn__block_at(a, e->block);
 	int done = 0;
 	if (!(e->block_gen_flags >> 32 & TN_ARENA_ENTRY_SEALED)) {
@@ -751,7 +816,7 @@ int tn__arena_reseal(tn_arena *a, tn_arena_handle handle)
 		done = 1;
 	}
 	/* The name as checked by entry_check, read under the lock. */
-	uint64_t hash = fnv1a(e->name, e->name_len <= TN_ARENA_NAME_MAX ? e->name_len : 0);
+	uint64_t hash = tn__name_hash(e->name, e->name_len <= TN_ARENA_NAME_MAX ? e->name_len : 0);
 	if (done)
 		tn__tx_commit(a);
 	tn__arena_unlock(a);
@@ -803,7 +868,7 @@ static int find_unlocked(tn_arena *a, const char *name, const char *fn, uint32_t
 	int r;
 	if ((r = check_name(name, fn, &len)))
 		return r;
-	uint64_t hash = fnv1a(name, len);
+	uint64_t hash = tn__name_hash(name, len);
 	for (int tries = 0; tries < 64; tries++, r = 0) {
 		if (tries)
 			sched_yield();

@@ -12,8 +12,12 @@
  * meanwhile). Who evicts: tensord, when the arena's use passes its high watermark, down to the
  * low one; and an allocation that finds no free block, before it fails.
  */
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "arena_internal.h"
 
@@ -59,8 +63,8 @@ static bool class_evictable(const struct dir_entry *e, uint64_t now_s)
 static bool evictable(const tn_arena *a, const struct dir_entry *e, uint64_t now_s,
 		      uint64_t *ret_size)
 {
-	if ((uint32_t)e->state_gen != ENTRY_USED || !class_evictable(e, now_s) ||
-	    tn__entry_problem(a, e, NULL))
+	if ((uint32_t)e->state_gen != ENTRY_USED || tn__entry_spilled(e) ||
+	    !class_evictable(e, now_s) || tn__entry_problem(a, e, NULL))
 		return false;
 	const struct block *b = tn__block_at(a, e->block);
 	if (!tn__holds_none(b) || b->gen_pins >> 32 != 1)
@@ -174,7 +178,10 @@ TN_EXPORT int tn_arena_evict(tn_arena *a, uint64_t target_used, tn_arena_evict_r
 	if ((r = tn__arena_check(a, true, fn)) || (r = tn__arena_lock(a)))
 		return r;
 	uint64_t n = 0, bytes = 0;
-	if (a->hdr->used_bytes > target_used)
+	if (a->hdr->spill_mode)
+		r = tn__error(TN_ENOTSUP, "%s: arena %s spills its evicted tensors to disk: only "
+			      "tensord evicts it (at its watermarks)", fn, a->path);
+	else if (a->hdr->used_bytes > target_used)
 		r = evict_while(a, above, &target_used, &n, &bytes);
 	uint64_t used = a->hdr->used_bytes;
 	tn__arena_unlock(a);
@@ -222,7 +229,8 @@ int tn__arena_figures_locked(tn_arena *a, uint64_t *ret_pinned, uint64_t *ret_he
 	for (uint32_t i = 0; i < a->dir_slots; i++) {
 		const struct dir_entry *e = tn__entry_at(a, i);
 		uint64_t size;
-		if ((uint32_t)e->state_gen != ENTRY_USED || tn__entry_problem(a, e, NULL))
+		if ((uint32_t)e->state_gen != ENTRY_USED || tn__entry_spilled(e) ||
+		    tn__entry_problem(a, e, NULL))
 			continue;
 		if (evictable(a, e, now_s, &size))
 			evict_bytes += size;
@@ -262,6 +270,11 @@ int tn__evict_for_alloc_locked(tn_arena *a, uint64_t need, uint64_t align,
 			       uint64_t *ret_off)
 {
 	struct alloc_retry t = { .need = need, .align = align, .alloc = alloc };
+	/* A spilling arena's evictions are tensord's: it is woken to make room. */
+	if (a->hdr->spill_mode) {
+		tn__arena_restore_wake(a);
+		return TN_ENOMEM;
+	}
 	int r = evict_while(a, still_missing, &t, NULL, NULL);
 	if (r == 0 && !t.done)
 		still_missing(a, &t); /* after the last eviction */
@@ -269,5 +282,96 @@ int tn__evict_for_alloc_locked(tn_arena *a, uint64_t need, uint64_t align,
 		r = TN_ENOMEM;
 	if (r == 0)
 		*ret_off = t.off;
+	return r;
+}
+
+/* ---- spilling's side of eviction (tensord's) ------------------------------------------------ */
+
+int tn__arena_spill_candidates(tn_arena *a, uint64_t target_used, struct tn__spill_item **ret,
+			       size_t *ret_n)
+{
+	static const char fn[] = "tn__arena_spill_candidates";
+	int r;
+	if ((r = tn__arena_check(a, true, fn)) || (r = tn__arena_lock(a)))
+		return r;
+	struct candidate *v = NULL;
+	size_t n = 0, k = 0;
+	struct tn__spill_item *out = NULL;
+	uint64_t used = a->hdr->used_bytes;
+	if (used > target_used && (r = gather(a, &v, &n)) == 0 && n) {
+		out = malloc(n * sizeof(*out));
+		if (!out)
+			r = tn__error(TN_ENOMEM, "%s: out of memory for %zu entries", fn, n);
+	}
+	for (size_t i = 0; !r && i < n && used > target_used; i++) {
+		const struct dir_entry *e = tn__entry_at(a, v[i].index);
+		const struct block *b = tn__block_at(a, e->block);
+		struct tn__spill_item *it = &out[k++];
+		memset(it, 0, sizeof(*it));
+		it->handle = (tn_arena_handle){ v[i].index, (uint32_t)(e->state_gen >> 32) };
+		it->block = e->block;
+		it->bytes = tn__spilled_bytes(e);
+		it->block_size = b->size;
+		it->flags = (uint32_t)(e->block_gen_flags >> 32);
+		memcpy(it->name, e->name, e->name_len);
+		used = used > b->size ? used - b->size : 0;
+	}
+	tn__arena_unlock(a);
+	free(v);
+	if (r) {
+		free(out);
+		return r;
+	}
+	if (!k) {
+		free(out);
+		out = NULL;
+	}
+	*ret = out;
+	*ret_n = k;
+	return 0;
+}
+
+int tn__arena_spill_commit(tn_arena *a, const struct tn__spill_item *it, uint64_t id)
+{
+	static const char fn[] = "tn__arena_spill_commit";
+	int r;
+	if ((r = tn__arena_check(a, true, fn)))
+		return r;
+	if (!id || it->handle.index >= a->dir_slots)
+		return tn__error(TN_EINVAL, "%s: bad item", fn);
+	if ((r = tn__arena_lock(a)))
+		return r;
+	struct arena_header *h = a->hdr;
+	struct dir_entry *e = tn__entry_at(a, it->handle.index);
+	uint64_t size;
+	if ((uint32_t)(e->state_gen >> 32) != it->handle.generation || e->block != it->block ||
+	    !evictable(a, e, tn__coarse_now_ns() / 1000000000u, &size)) {
+		tn__arena_unlock(a);
+		return tn__error(TN_EBUSY, "%s: '%s' was looked up, replaced or unpublished while it "
+				 "was written out", fn, it->name);
+	}
+	uint64_t bytes = tn__spilled_bytes(e);
+	uint32_t flags = (uint32_t)(e->block_gen_flags >> 32);
+	flags = (flags & ~(uint32_t)(TN_ARENA_ENTRY_RESTORING | TN_ARENA_ENTRY_RESTORE_FAILED)) |
+		TN_ARENA_ENTRY_SPILLED;
+	if ((r = tn__entry_unpin(a, e)) == 0 && !h->damage) {
+		tn__tx_set(a, &e->block, id);
+		tn__tx_set(a, &e->block_gen_flags, (uint64_t)flags << 32);
+		tn__counter_add(a, &h->evictions, 1);
+		tn__counter_add(a, &h->evicted_bytes, (int64_t)size);
+		tn__counter_add(a, &h->spills, 1);
+		tn__counter_add(a, &h->spilled_total, (int64_t)bytes);
+		tn__counter_add(a, &h->spilled_names, 1);
+		tn__counter_add(a, &h->spilled_bytes, (int64_t)bytes);
+		tn__tx_commit(a);
+	} else if (!r) {
+		r = tn__arena_damage_error(a);
+	}
+	tn__arena_unlock(a);
+	if (r == 0) {
+		/* Allocations waiting for room try again. */
+		atomic_fetch_add(&h->freed_seq, 1);
+		syscall(SYS_futex, (uint32_t *)&h->freed_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	}
 	return r;
 }

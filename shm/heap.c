@@ -354,16 +354,23 @@ int tn__heap_alloc_locked(tn_arena *a, size_t nbytes, uint64_t need, uint64_t al
 	/* No room: the least recently used cache entries nobody holds make some. */
 	if (r == TN_ENOMEM && !a->hdr->damage)
 		r = tn__evict_for_alloc_locked(a, need, align, heap_alloc_aligned, ret_off);
+	tn__alloc_spill_wait = false;
 	if (r == TN_ENOMEM) {
 		uint64_t pinned = 0, held = 0, evictable = 0;
 		if (tn__arena_figures_locked(a, &pinned, &held, &evictable))
 			pinned = held = evictable = 0;
+		/* A spilling arena's evictable bytes are tensord's to write out: the caller may
+		 * wait for that (tn__arena_spill_wait). */
+		tn__alloc_spill_wait = a->hdr->spill_mode && evictable;
 		return tn__error(TN_ENOMEM, "%s: no free block of %zu bytes in arena %s (%" PRIu64
 				 " bytes free, the largest block %" PRIu64 "; of %" PRIu64
 				 " bytes used, %" PRIu64 " held by processes, %" PRIu64
-				 " pinned, %" PRIu64 " evictable)", fn, nbytes, a->path,
+				 " pinned, %" PRIu64 " evictable%s)", fn, nbytes, a->path,
 				 a->hdr->free_bytes, tn__largest_free(a), a->hdr->used_bytes, held,
-				 pinned, evictable);
+				 pinned, evictable,
+				 a->hdr->spill_mode && evictable
+					 ? ", which tensord did not spill to disk in time"
+					 : "");
 	}
 	if (r == 0 && flags) {
 		struct block *b = tn__block_at(a, *ret_off);

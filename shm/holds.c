@@ -170,15 +170,25 @@ int tn__arena_alloc_held(tn_arena *a, size_t nbytes, void **ret_ptr)
 		nbytes = 1;
 	if ((r = tn__block_request(a, nbytes, &need, &align, fn)))
 		return r;
-	pthread_mutex_lock(&a->local_lock);
-	/* Room for the local record first, so nothing needs undoing after the heap commits. */
-	if ((r = tn__local_reserve(a)) == 0 && (r = tn__arena_lock(a)) == 0) {
-		r = tn__heap_alloc_locked(a, nbytes, need, align, 0, &off, fn);
-		tn__arena_unlock(a);
-		if (r == 0)
-			tn__local_insert(a, off)->holds = 1;
+	uint64_t deadline = 0;
+	for (;;) {
+		uint32_t seq = tn__arena_freed_seq(a);
+		tn__alloc_spill_wait = false;
+		pthread_mutex_lock(&a->local_lock);
+		/* Room for the local record first, so nothing needs undoing after the heap
+		 * commits. */
+		if ((r = tn__local_reserve(a)) == 0 && (r = tn__arena_lock(a)) == 0) {
+			r = tn__heap_alloc_locked(a, nbytes, need, align, 0, &off, fn);
+			tn__arena_unlock(a);
+			if (r == 0)
+				tn__local_insert(a, off)->holds = 1;
+		}
+		pthread_mutex_unlock(&a->local_lock);
+		/* A spilling arena: room comes when tensord has written entries out. */
+		if (r != TN_ENOMEM || !tn__alloc_spill_wait ||
+		    !tn__arena_spill_wait(a, seq, &deadline))
+			break;
 	}
-	pthread_mutex_unlock(&a->local_lock);
 	if (r)
 		return r;
 	tn_arena_ref(a);

@@ -192,6 +192,56 @@ int tn__arena_wait(tn_arena *arena, int bucket, uint32_t seq, uint64_t deadline_
 uint64_t tn__mono_ns(void);
 uint64_t tn__arena_deadline(uint64_t start, int64_t timeout_ns);
 
+/*
+ * Spilling (spill.c), for tensord: with the arena's spill mode on (tn_arena_set_spill), tensord
+ * evicts by writing an entry's elements to a file and then, in one change, freeing its block
+ * and flagging the entry TN_ARENA_ENTRY_SPILLED with the file's number in place of the block. A
+ * lookup of a spilled entry flags it TN_ARENA_ENTRY_RESTORING, advances the arena's restore
+ * word (tn__arena_restore_word) and wakes it, and fails with TN_EAGAIN; the public lookups wait
+ * for the restore (arena_tensor.c). tensord reads the file into a block it allocated and
+ * names it under the entry (tn__arena_restore_commit), or records the failure.
+ *
+ * tn__arena_spill_candidates - the evictable entries, least recently used first, until their
+ * blocks add up to what brings the arena's use to @target_used (all of them when it cannot).
+ * tn__arena_spill_next_id - a new spill file number. tn__arena_spill_commit - @it's entry, now
+ * written to file @id: free its block and record it spilled, when it is still the entry it was
+ * and still evictable; TN_EBUSY when it was looked up, replaced or unpublished meanwhile (the
+ * file is then the caller's to remove). tn__arena_spilled - the spilled entries (only those a
+ * lookup asked back when @wanted). tn__arena_restore_commit - name the block of @desc (held by
+ * this process, its geometry that of the entry) under @it's entry, when it still is the spilled
+ * entry @it->id; TN_ESTALE otherwise. tn__arena_restore_fail - record that @it's restore failed
+ * with @code (a lookup then reports it, and asks again). The arrays are the caller's to free().
+ */
+struct tn__spill_item {
+	tn_arena_handle handle;
+	uint64_t block;      /* resident: its block; spilled: 0 */
+	uint64_t id;         /* spilled: its file's number */
+	uint64_t bytes;      /* the elements' bytes */
+	uint64_t block_size; /* resident: the block's bytes, header included */
+	uint32_t flags;      /* TN_ARENA_ENTRY_* */
+	char name[TN_ARENA_NAME_MAX + 1];
+};
+int tn__arena_spill_candidates(tn_arena *arena, uint64_t target_used,
+			       struct tn__spill_item **ret, size_t *ret_n);
+int tn__arena_spill_next_id(tn_arena *arena, uint64_t *ret_id);
+int tn__arena_spill_commit(tn_arena *arena, const struct tn__spill_item *it, uint64_t id);
+int tn__arena_spilled(tn_arena *arena, bool wanted, struct tn__spill_item **ret, size_t *ret_n);
+int tn__arena_restore_commit(tn_arena *arena, const struct tn__spill_item *it,
+			     const struct tn__arena_desc *desc);
+int tn__arena_restore_fail(tn_arena *arena, const struct tn__spill_item *it, int code);
+_Atomic uint32_t *tn__arena_restore_word(tn_arena *arena);
+/* What tensord's check reads, under the lock: the spill mode, the use and the watermarks, and
+ * the entries on disk. */
+struct tn__spill_state {
+	bool spill;
+	uint64_t used, high, low, spilled_names;
+};
+int tn__arena_spill_state(tn_arena *arena, struct tn__spill_state *ret);
+/* How long the public lookups wait for a spilled entry's restore when they were not told
+ * (TN__ARENA_RESTORE_WAIT_NS); tensord sets 0 for itself: its own lookups never wait. */
+#define TN__ARENA_RESTORE_WAIT_NS ((int64_t)60 * 1000000000)
+extern _Atomic int64_t tn__arena_restore_wait_ns;
+
 /* Bytes each arena handle keeps for the layer above (for its allocator adapter, which must
  * live as long as the handle): zero when the handle is made, never read or written by shm,
  * gone with the handle. */

@@ -171,10 +171,19 @@ static __attribute__((noinline)) int alloc_slow(tn_arena *a, size_t nbytes, void
 		return tn__read_only_error(a, fn);
 	if ((r = tn__block_request(a, nbytes, &need, &align, fn)))
 		return r;
-	if ((r = tn__arena_lock(a)))
-		return r;
-	r = tn__heap_alloc_locked(a, nbytes, need, align, BLOCK_FLAG_RAW, &off, fn);
-	tn__arena_unlock(a);
+	uint64_t deadline = 0;
+	for (;;) {
+		uint32_t seq = tn__arena_freed_seq(a);
+		tn__alloc_spill_wait = false;
+		if ((r = tn__arena_lock(a)))
+			return r;
+		r = tn__heap_alloc_locked(a, nbytes, need, align, BLOCK_FLAG_RAW, &off, fn);
+		tn__arena_unlock(a);
+		/* A spilling arena: room comes when tensord has written entries out. */
+		if (r != TN_ENOMEM || !tn__alloc_spill_wait ||
+		    !tn__arena_spill_wait(a, seq, &deadline))
+			break;
+	}
 	if (r == TN_ENOMEM && tc &&
 	    atomic_load_explicit(&tc->arena, memory_order_relaxed) == a) {
 		/* The blocks this thread keeps may be what is missing. */

@@ -38,8 +38,12 @@ static void rollback(tn_arena *a)
 		uint64_t off = h->undo[i].off;
 		/* Only words of the header's mutable part or of the data region: anything else is
 		 * damage, and writing there would spread it. */
-		bool in_header = off >= offsetof(struct arena_header, fl_bitmap) &&
-				 off <= offsetof(struct arena_header, undo_count) - 8;
+		bool in_header = (off >= offsetof(struct arena_header, fl_bitmap) &&
+				  off <= offsetof(struct arena_header, undo_count) - 8) ||
+				 (off >= offsetof(struct arena_header, high_water) &&
+				  off <= offsetof(struct arena_header, evicted_bytes)) ||
+				 (off >= offsetof(struct arena_header, spill_mode) &&
+				  off <= offsetof(struct arena_header, spilled_bytes));
 		bool in_rest = off >= a->clients_off && off <= a->size - 8;
 		if (off % 8 || !(in_header || in_rest))
 			continue;

@@ -190,6 +190,7 @@ void tnd_arena_add(struct tnd_arena *ar)
 	ar->next = tnd_d.arenas;
 	tnd_d.arenas = ar;
 	tnd_d.narenas++;
+	tnd_spill_sync(NULL);
 }
 
 /* Take @ar off the daemon's list and remove its file and record (@intact: what
@@ -200,6 +201,7 @@ void tnd_arena_remove(struct tnd_arena *ar, bool intact)
 	const char *file;
 	split_path(ar->path, dir, sizeof(dir), &file);
 	tnd_forget_arena(ar);
+	tnd_spill_forget(ar);
 	/* A damaged arena's mapping is left alone (letting go of the slot would touch pages
 	 * past the end of the file): it stays mapped, unused, until the daemon exits. */
 	if (intact) {

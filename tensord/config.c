@@ -211,6 +211,16 @@ static int set_key(struct tnd_config *c, const char *k, char *v, char *why, size
 	if (!strcmp(k, "socket") && dflt) {
 		c->socket[0] = 0;
 		c->set_socket = false;
+	} else if (!strcmp(k, "spill_dir")) {
+		if (!strcmp(v, "none")) {
+			c->spill_dir[0] = 0;
+		} else if (v[0] != '/' || strlen(v) >= PATH_MAX - 300) {
+			snprintf(why, whylen, "spill_dir must be none or an absolute path of at most "
+				 "%d bytes", PATH_MAX - 301);
+			return -1;
+		} else {
+			strcpy(c->spill_dir, v);
+		}
 	} else if ((!strcmp(k, "arena_dir") || !strcmp(k, "hugepage_dir")) && dflt) {
 		(k[0] == 'a' ? c->arena_dir : c->hugepage_dir)[0] = 0;
 	} else if (!strcmp(k, "log_target") && dflt) {

@@ -57,6 +57,9 @@ struct tnd_config {
 	unsigned reclaim_interval_ms;
 	/* How often arenas are checked against their high watermark (tnd_evict_check). */
 	unsigned evict_interval_ms;
+	/* Where arenas in spill mode write evicted tensors, one directory per arena; "" : no
+	 * spilling. */
+	char spill_dir[PATH_MAX];
 	enum tnd_log_level log_level;
 	enum tnd_log_target log_target;
 	/* Which keys the file set (so command-line options and defaults combine right). */
@@ -154,6 +157,10 @@ struct tnd_arena {
 	uint8_t uuid[16];
 	uint64_t size; /* of the file, when the daemon mapped it */
 	bool damaged; /* its file shrank under the mapping: only destroy --force is served */
+	/* Spilling (spill.c): a job runs on it; a request came while it ran; the missing
+	 * spill_dir was reported; when its spill directory was last swept. */
+	bool spill_busy, spill_again, spill_warned, spill_closed;
+	uint64_t spill_swept_ns;
 	struct tnd_guard guard; /* the SIGBUS guard's entries for its mappings */
 	/* Its lock: a client that keeps it (stopped, stuck) must not stall the loop, which waits
 	 * at most TND_LOCK_WAIT_MS for it; after a wait ran out, the loop does not try again
@@ -277,6 +284,9 @@ struct tnd_daemon {
 	unsigned nclients;
 	uint64_t requests, reclaimed_slots, protocol_errors;
 	uint64_t evictions, evicted_bytes; /* by the watermark checks, since the start */
+	/* By the spill jobs, since the start (spill.c). */
+	uint64_t spills, spilled_bytes, spill_failures, restores, restored_bytes, restore_failures;
+	uint64_t spill_ns, restore_ns;
 	struct tnd_op_stats ops[TND_OP_MAX_];
 	bool stop;
 };
@@ -387,6 +397,25 @@ void tnd_reclaim_sweep(void);
 /* Every evict_interval_ms: the arenas whose use passed their high watermark evict their least
  * recently used cache tensors down to the low one (tn_arena_evict). */
 void tnd_evict_check(void);
+
+/* spill.c: arenas in spill mode (tn_arena_set_spill(3)) evict by writing their tensors to
+ * files under spill_dir, and read them back when looked up, on worker threads. */
+/* Start the watcher thread that wakes the loop when a lookup asks for a restore. */
+int tnd_spill_init(void);
+/* Stop the watcher (after the jobs ended). */
+void tnd_spill_fini(void);
+/* The arena list changed: watch its arenas' restore words (call before an arena is unmapped,
+ * with @except the one going). */
+void tnd_spill_sync(const struct tnd_arena *except);
+/* Consider a job for @ar (from the watermark check and the watcher's wake-ups). */
+void tnd_spill_consider(struct tnd_arena *ar, bool asked);
+/* The loop read the event fd: end the jobs that finished, serve the watcher's wake-up. */
+void tnd_spill_events(void);
+/* Whether a job runs; tell them to stop. */
+bool tnd_spill_running(void);
+void tnd_spill_cancel(void);
+/* The arena is being destroyed: remove its spill directory. */
+void tnd_spill_forget(struct tnd_arena *ar);
 
 /* metrics.c: count a request of @op that took @ns in the loop. */
 void tnd_metrics_observe(unsigned op, uint64_t ns);

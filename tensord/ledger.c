@@ -593,6 +593,10 @@ static int scan(struct tnd_arena *ar, bool restore, struct scan *sc)
 		l->seals[i].seen = false;
 	for (size_t i = 0; i < n; i++) {
 		const tn_arena_entry *e = &es[i];
+		/* A spilled entry has no bytes here: its record goes, as for a name unpublished,
+		 * and it is adopted again, digest and all, once it is read back. */
+		if (e->flags & TN_ARENA_ENTRY_SPILLED)
+			continue;
 		struct tnd_seal *s = seal_find(l, e->handle);
 		if (!s) {
 			if ((e->flags & TN_ARENA_ENTRY_SEALED) && (s = adopt(ar, e)))

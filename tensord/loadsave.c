@@ -1377,3 +1377,53 @@ out:
 		free(entries);
 	return r;
 }
+
+/* ---- one tensor back from a file (spill.c's restores) ---------------------------------------- */
+
+int tnd_read_tensor(int fd, const char *name, tn_tensor *dest, const _Atomic bool *cancel)
+{
+	static const char fn[] = "tnd_read_tensor";
+	uint64_t size, hlen;
+	unsigned char head[8];
+	void *header = NULL;
+	struct tn__safetensors *st = NULL;
+	struct xfer x;
+	bool x_ok = false;
+	int r;
+
+	if ((r = check_file(fn, fd, false, &size)) || (r = pread_all(fn, fd, head, 8, 0)) ||
+	    (r = tn__safetensors_prefix(head, 8, size, &hlen)))
+		return r;
+	if (!(header = tn__malloc(hlen ? (size_t)hlen : 1)))
+		return tn__error(TN_ENOMEM, "%s: out of memory for a %" PRIu64 "-byte header", fn,
+				 hlen);
+	if ((r = pread_all(fn, fd, header, (size_t)hlen, 8)) ||
+	    (r = tn__safetensors_parse(header, (size_t)hlen, size, 0, &st)))
+		goto out;
+	const struct tn__fmt_tensor *d = st->ntensors == 1 ? &st->tensors[0] : NULL;
+	int ndim = tn_tensor_ndim(dest);
+	if (!d || strcmp(d->name, name) || d->dtype != tn_tensor_dtype(dest) || d->ndim != ndim ||
+	    memcmp(d->sizes, tn_tensor_sizes(dest), (size_t)ndim * sizeof(int64_t)) ||
+	    d->nbytes != tn_tensor_nbytes(dest) || !tn_tensor_is_contiguous(dest)) {
+		r = tn__error(TN_EINVAL, "%s: the file does not hold '%s' alone with the dtype and "
+			      "sizes of its entry", fn, name);
+		goto out;
+	}
+	if ((r = xfer_init(&x, fn, fd, NULL, NULL, cancel)))
+		goto out;
+	x_ok = true;
+	struct load_item item = { d->offset, d->nbytes, tn_tensor_data(dest) };
+	x.items = &item;
+	x.nitems = 1;
+	x.lo = st->data_offset;
+	x.hi = st->data_offset + st->data_len;
+	x.total = x.hi - x.lo;
+	load_data(&x, size);
+	r = x.err;
+out:
+	if (x_ok)
+		xfer_fini(&x);
+	tn__safetensors_free(st);
+	free(header);
+	return r;
+}

@@ -134,4 +134,12 @@ int tnd_save(tn_arena *a, int fd, unsigned format, const char *prefix, unsigned 
 	     tnd_progress_fn progress, void *ctx, const _Atomic bool *cancel,
 	     struct tnd_xfer_result *ret);
 
+/*
+ * tnd_read_tensor - read the safetensors file at @fd, which must hold the one tensor @name with
+ * the dtype and sizes of @dest (a contiguous tensor), into @dest's bytes: tensord's restore of a
+ * spilled entry, through the same engine as tnd_load (O_DIRECT for what is not cached).
+ * Errors: TN_EINVAL (another file), TN_ENOMEM, TN_EIO (a read failed, cancelled).
+ */
+int tnd_read_tensor(int fd, const char *name, tn_tensor *dest, const _Atomic bool *cancel);
+
 #endif /* TENSORD_LOADSAVE_H */

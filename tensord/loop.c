@@ -405,7 +405,8 @@ void tnd_loop_run(void)
 			 * clients are answered TN_EIO through the event fd, like any end), and let
 			 * replies already queued (the SHUTDOWN request's own, the cancellations) go
 			 * out: for at most 4 seconds in all. */
-			bool busy = tnd_transfers_running();
+			tnd_spill_cancel();
+			bool busy = tnd_transfers_running() || tnd_spill_running();
 			for (struct tnd_client *c = tnd_d.clients; c; c = c->next) {
 				if (c->transfer)
 					atomic_store(&c->cancel, true);
@@ -459,6 +460,7 @@ void tnd_loop_run(void)
 			case TND_RING_EVENT:
 				tnd_transfer_events();
 				tnd_ledger_events();
+				tnd_spill_events();
 				arm_event();
 				break;
 			case TND_RING_TIMER:

@@ -140,6 +140,13 @@ FIELD(f_max_names, r->s.max_names)
 FIELD(f_clients, r->s.clients)
 FIELD(f_evictions, r->s.evictions)
 FIELD(f_evicted, r->s.evicted_bytes)
+FIELD(f_spill, r->s.spill)
+FIELD(f_spilled_names, r->s.spilled_names)
+FIELD(f_spilled_bytes, r->s.spilled_bytes)
+FIELD(f_spills, r->s.spills)
+FIELD(f_spilled_total, r->s.spilled_total)
+FIELD(f_restores, r->s.restores)
+FIELD(f_restore_failures, r->s.restore_failures)
 FIELD(f_reclaimed, r->s.reclaimed_slots)
 FIELD(f_repairs, r->s.lock_repairs)
 FIELD(f_allocs, r->s.num_allocs)
@@ -176,6 +183,21 @@ static const struct {
 	  "Tensors evicted since the arena was created.", f_evictions },
 	{ "tensord_arena_evicted_bytes_total", "counter",
 	  "Bytes freed by evictions since the arena was created.", f_evicted },
+	{ "tensord_arena_spill", "gauge",
+	  "1 when the arena's evicted tensors are written to disk, 0 when they are dropped.",
+	  f_spill },
+	{ "tensord_arena_spilled_names", "gauge", "Tensors on disk (spilled) now.",
+	  f_spilled_names },
+	{ "tensord_arena_spilled_bytes", "gauge", "Bytes of the tensors on disk now.",
+	  f_spilled_bytes },
+	{ "tensord_arena_spills_total", "counter",
+	  "Tensors written to disk since the arena was created.", f_spills },
+	{ "tensord_arena_spilled_bytes_total", "counter",
+	  "Bytes written to disk by spills since the arena was created.", f_spilled_total },
+	{ "tensord_arena_restores_total", "counter",
+	  "Spilled tensors read back since the arena was created.", f_restores },
+	{ "tensord_arena_restore_failures_total", "counter",
+	  "Restores that failed since the arena was created.", f_restore_failures },
 	{ "tensord_arena_reclaimed_slots_total", "counter",
 	  "Client slots of dead processes reclaimed since the arena was created.", f_reclaimed },
 	{ "tensord_arena_lock_repairs_total", "counter",
@@ -233,6 +255,17 @@ static void render_daemon(struct out *o)
 		  tnd_d.evictions },
 		{ "tensord_evicted_bytes_total", "counter",
 		  "Bytes the daemon's evictions freed since it started.", tnd_d.evicted_bytes },
+		{ "tensord_spills_total", "counter",
+		  "Tensors the daemon wrote to disk since it started.", tnd_d.spills },
+		{ "tensord_spill_failures_total", "counter",
+		  "Spills that failed (the tensor stayed in memory) since the daemon started.",
+		  tnd_d.spill_failures },
+		{ "tensord_restores_total", "counter",
+		  "Spilled tensors the daemon read back since it started.", tnd_d.restores },
+		{ "tensord_restored_bytes_total", "counter",
+		  "Bytes the daemon read back since it started.", tnd_d.restored_bytes },
+		{ "tensord_restore_failures_total", "counter",
+		  "Restores that failed since the daemon started.", tnd_d.restore_failures },
 		{ "tensord_uring_in_flight", "gauge",
 		  "io_uring operations submitted and not yet completed (the queue depth).",
 		  tnd_loop_in_flight() },
@@ -241,6 +274,12 @@ static void render_daemon(struct out *o)
 		family(o, rows[i].name, rows[i].type, rows[i].help);
 		put(o, "%s %" PRIu64 "\n", rows[i].name, rows[i].value);
 	}
+	family(o, "tensord_spill_seconds_total", "counter",
+	       "Time the spill workers spent writing tensors to disk.");
+	put(o, "tensord_spill_seconds_total %.9f\n", (double)tnd_d.spill_ns * 1e-9);
+	family(o, "tensord_restore_seconds_total", "counter",
+	       "Time the spill workers spent reading tensors back.");
+	put(o, "tensord_restore_seconds_total %.9f\n", (double)tnd_d.restore_ns * 1e-9);
 }
 
 static void render_clients(struct out *o, const struct tnd_client *viewer)

@@ -200,6 +200,12 @@ void tnd_evict_check(void)
 	for (struct tnd_arena *ar = tnd_d.arenas; ar; ar = ar->next) {
 		if (!tnd_arena_intact(ar) || !tnd_arena_lockable(ar))
 			continue;
+		/* An arena in spill mode is the spill jobs' (spill.c). */
+		struct tn__spill_state st;
+		if (tnd_arena_locked(ar, tn__arena_spill_state(ar->a, &st)) == 0 && st.spill) {
+			tnd_spill_consider(ar, false);
+			continue;
+		}
 		uint64_t used, high, low;
 		if (tnd_arena_locked(ar, tn__arena_water(ar->a, &used, &high, &low)) || used <= high)
 			continue;

@@ -43,7 +43,7 @@ static void usage(FILE *f)
 		"  arena stat NAME                 figures, access, NUMA residency\n"
 		"  arena destroy NAME [--force]\n"
 		"  arena grant NAME USER|GROUP [--ro|--rw|--revoke]\n"
-		"  arena set NAME [--high-water SIZE|N%%] [--low-water SIZE|N%%]\n"
+		"  arena set NAME [--high-water SIZE|N%%] [--low-water SIZE|N%%] [--spill on|off]\n"
 		"                                  eviction's watermarks of used bytes\n"
 		"  ls NAME [PREFIX] [--wait SECONDS]\n"
 		"                                  named tensors (waiting for one under PREFIX)\n"
@@ -484,9 +484,16 @@ static int cmd_arena_stat(const char *name)
 			printf("retention     held %s, pinned %s, evictable %s\n",
 			       human(ls.held_bytes, a, sizeof(a)), human(ls.pinned_bytes, b, sizeof(b)),
 			       human(ls.evictable_bytes, c, sizeof(c)));
-			printf("eviction      above %s down to %s; %" PRIu64 " evicted (%s)\n",
+			printf("eviction      above %s down to %s, %s; %" PRIu64 " evicted (%s)\n",
 			       human(ls.high_water, d, sizeof(d)), human(ls.low_water, e, sizeof(e)),
-			       ls.evictions, human(ls.evicted_bytes, a, sizeof(a)));
+			       ls.spill ? "spilling to disk" : "dropping", ls.evictions,
+			       human(ls.evicted_bytes, a, sizeof(a)));
+			if (ls.spill || ls.spilled_names || ls.spills)
+				printf("spilled       %" PRIu64 " tensors on disk (%s); %" PRIu64
+				       " spills (%s), %" PRIu64 " restores, %" PRIu64 " failed\n",
+				       ls.spilled_names, human(ls.spilled_bytes, b, sizeof(b)),
+				       ls.spills, human(ls.spilled_total, c, sizeof(c)), ls.restores,
+				       ls.restore_failures);
 		}
 		tn_arena_unref(att);
 	}
@@ -676,6 +683,17 @@ static const char *retention_name(uint32_t flags)
 						    : "pinned";
 }
 
+/* Where the tensor's bytes are: "memory", or "disk" (spilled), "restoring" (spilled, and a
+ * lookup asked for it), "disk!" (spilled, and its last restore failed). */
+static const char *location_name(uint32_t flags)
+{
+	if (!(flags & TN_ARENA_ENTRY_SPILLED))
+		return "memory";
+	return flags & TN_ARENA_ENTRY_RESTORING	      ? "restoring"
+	       : flags & TN_ARENA_ENTRY_RESTORE_FAILED ? "disk!"
+						       : "disk";
+}
+
 /* "pinned", "cache", "soft 59s" (the pin's time left), "soft, expired". */
 static const char *retention_text(const tn_arena_entry *e, char *buf, size_t len)
 {
@@ -729,8 +747,8 @@ static int cmd_ls(int argc, char **argv)
 	if (json)
 		printf("[");
 	else
-		printf("%-32s %-9s %-20s %-20s %12s %-6s %s\n", "NAME", "DTYPE", "SHAPE", "STRIDES",
-		       "BYTES", "SEALED", "RETENTION");
+		printf("%-32s %-9s %-20s %-20s %12s %-6s %-10s %s\n", "NAME", "DTYPE", "SHAPE",
+		       "STRIDES", "BYTES", "SEALED", "WHERE", "RETENTION");
 	for (size_t i = 0; i < n; i++) {
 		const tn_arena_entry *e = &v[i];
 		int64_t numel = 1;
@@ -747,15 +765,16 @@ static int cmd_ls(int argc, char **argv)
 			json_dims(e->ndim, e->strides);
 			printf(", \"storage_offset\": %" PRId64 ", \"bytes\": %" PRIu64
 			       ", \"sealed\": %s, \"retention\": \"%s\", \"pin_until\": %" PRId64
-			       ", \"last_use_ns\": %" PRIu64 "}",
+			       ", \"last_use_ns\": %" PRIu64 ", \"location\": \"%s\"}",
 			       e->storage_offset, bytes, sealed ? "true" : "false",
-			       retention_name(e->flags), e->pin_until, e->last_use_ns);
+			       retention_name(e->flags), e->pin_until, e->last_use_ns,
+			       location_name(e->flags));
 		} else {
 			char s1[160], s2[160], kept[64];
-			printf("%-32s %-9s %-20s %-20s %12" PRIu64 " %-6s %s\n", e->name,
+			printf("%-32s %-9s %-20s %-20s %12" PRIu64 " %-6s %-10s %s\n", e->name,
 			       tn_dtype_name(e->dtype), dims(e->ndim, e->sizes, s1, sizeof(s1)),
 			       dims(e->ndim, e->strides, s2, sizeof(s2)), bytes, sealed ? "yes" : "no",
-			       retention_text(e, kept, sizeof(kept)));
+			       location_name(e->flags), retention_text(e, kept, sizeof(kept)));
 		}
 	}
 	if (json)
@@ -868,19 +887,24 @@ static int parse_water(const char *text, uint64_t heap, uint64_t *ret)
 static int cmd_arena_set(int argc, char **argv)
 {
 	static const struct option o[] = { { "high-water", 1, NULL, 'h' },
-					   { "low-water", 1, NULL, 'l' }, { NULL, 0, NULL, 0 } };
-	const char *high_text = NULL, *low_text = NULL;
+					   { "low-water", 1, NULL, 'l' },
+					   { "spill", 1, NULL, 's' }, { NULL, 0, NULL, 0 } };
+	const char *high_text = NULL, *low_text = NULL, *spill = NULL;
 	int c, r;
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "h:l:", o, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h:l:s:", o, NULL)) != -1) {
 		switch (c) {
 		case 'h': high_text = optarg; break;
 		case 'l': low_text = optarg; break;
+		case 's': spill = optarg; break;
 		default: return EX_USAGE;
 		}
 	}
-	if (optind != argc - 1 || (!high_text && !low_text))
-		return usage_error("arena set NAME [--high-water SIZE|N%%] [--low-water SIZE|N%%]");
+	if (optind != argc - 1 || (!high_text && !low_text && !spill))
+		return usage_error("arena set NAME [--high-water SIZE|N%%] [--low-water SIZE|N%%] "
+				   "[--spill on|off]");
+	if (spill && strcmp(spill, "on") && strcmp(spill, "off"))
+		return usage_error("bad --spill \"%s\" (on or off)", spill);
 	tn_arena *a;
 	if ((r = open_arena(argv[optind], true, &a)))
 		return r;
@@ -892,17 +916,22 @@ static int cmd_arena_set(int argc, char **argv)
 		r = usage_error("bad --high-water \"%s\" (like 900M, or 90%%)", high_text);
 	} else if (low_text && parse_water(low_text, s.heap_bytes, &low)) {
 		r = usage_error("bad --low-water \"%s\" (like 800M, or 80%%)", low_text);
-	} else if ((r = tn_arena_set_watermarks(a, high_text ? high : s.high_water,
+	} else if ((high_text || low_text) &&
+		   (r = tn_arena_set_watermarks(a, high_text ? high : s.high_water,
 						low_text ? low : s.low_water))) {
+		r = fail(r, "arena set");
+	} else if (spill && (r = tn_arena_set_spill(a, !strcmp(spill, "on")))) {
 		r = fail(r, "arena set");
 	} else if ((r = tn_arena_stat(a, &s)) == 0) {
 		char x[32], y[32];
 		if (json)
-			printf("{\"high_water\": %" PRIu64 ", \"low_water\": %" PRIu64 "}\n",
-			       s.high_water, s.low_water);
+			printf("{\"high_water\": %" PRIu64 ", \"low_water\": %" PRIu64
+			       ", \"spill\": %s}\n", s.high_water, s.low_water,
+			       s.spill ? "true" : "false");
 		else if (!quiet)
-			printf("arena %s: evicts above %s down to %s\n", argv[optind],
-			       human(s.high_water, x, sizeof(x)), human(s.low_water, y, sizeof(y)));
+			printf("arena %s: evicts above %s down to %s, %s\n", argv[optind],
+			       human(s.high_water, x, sizeof(x)), human(s.low_water, y, sizeof(y)),
+			       s.spill ? "to disk (tensord's spill_dir)" : "dropping evicted tensors");
 	} else {
 		r = fail(r, "arena set");
 	}

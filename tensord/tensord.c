@@ -41,9 +41,11 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../shm/arena_remote.h"
+#include "../shm/shm.h"
 #include "daemon.h"
 
 struct tnd_daemon tnd_d;
@@ -512,6 +514,14 @@ static void shutdown_daemon(void)
 	for (struct tnd_client *c = tnd_d.clients; c; c = c->next)
 		atomic_store(&c->cancel, true);
 	tnd_transfer_wait();
+	/* The spill jobs too: a write stops at its next chunk, leaving a .tmp file. */
+	tnd_spill_cancel();
+	for (int i = 0; i < 3000 && tnd_spill_running(); i++) {
+		struct timespec ms = { 0, 1000000 };
+		nanosleep(&ms, NULL);
+		tnd_spill_events();
+	}
+	tnd_spill_fini();
 	close(tnd_d.listen_fd);
 	if (!listen_fds) /* systemd's socket stays, for the next start */
 		unlink(tnd_d.cfg.socket);
@@ -613,9 +623,15 @@ int main(int argc, char **argv)
 	 * later); from the loop on, this thread waits at most TND_LOCK_WAIT_MS for any arena's
 	 * lock, so that a client that keeps one delays no request about another. */
 	tn__arena_lock_timeout_ms = 250;
+	/* The daemon's own lookups never wait for a restore: its spill jobs make them. */
+	tn__arena_restore_wait_ns = 0;
 	tnd_arenas_recover();
 	tnd_cuda_init(tnd_d.cfg.arena_dir, tnd_process_connected);
 	tn__arena_lock_timeout_ms = TND_LOCK_WAIT_MS;
+	if (tnd_d.cfg.spill_dir[0] && mkdir_private(tnd_d.cfg.spill_dir))
+		goto fail;
+	if (tnd_spill_init())
+		goto fail;
 	tnd_info("listening on %s (arenas in %s, %u recovered, pid %d)", tnd_d.cfg.socket,
 		 tnd_d.cfg.arena_dir, tnd_d.narenas, (int)getpid());
 	sd_notify_msg("READY=1");

@@ -1062,7 +1062,53 @@ static void crash_op(tn_arena *b, int op)
 	case 5: /* evict "mid" and "right" (cache entries) */
 		tn_arena_evict(b, 0, NULL);
 		break;
+	case 6: /* spill "mid" and "right": tensord's change once their files are written */
+	{
+		struct tn__spill_item *v;
+		size_t n;
+		uint64_t id;
+		if (tn__arena_spill_candidates(b, 0, &v, &n))
+			break;
+		for (size_t i = 0; i < n; i++)
+			if (tn__arena_spill_next_id(b, &id) == 0)
+				tn__arena_spill_commit(b, &v[i], id);
+		free(v);
+		break;
 	}
+	case 7: /* ask for spilled "mid", and restore it into a new block */
+	{
+		struct tn__spill_item *v;
+		size_t n;
+		tn__arena_restore_wait_ns = 0;
+		if (tn_arena_lookup(b, "mid", &x, NULL) != TN_EAGAIN ||
+		    tn__arena_spilled(b, true, &v, &n) || n != 1)
+			break;
+		int64_t sz[] = { 1000 };
+		tn_tensor *t = arena_tensor(b, 1, sz, TN_FLOAT32);
+		struct tn__arena_desc d = { .dtype = TN_FLOAT32, .ndim = 1, .sizes = { 1000 },
+					    .strides = { 1 } };
+		d.block = tn__arena_block_of(b, tn_storage_data(tn_tensor_storage(t)), NULL);
+		tn__arena_restore_commit(b, &v[0], &d);
+		tn_tensor_unref(t);
+		free(v);
+		break;
+	}
+	}
+}
+
+/* Spill "mid" from @a (a cache entry): the change tensord makes once the file is written. */
+static void spill_mid(tn_arena *a)
+{
+	struct tn__spill_item *v;
+	size_t n;
+	uint64_t id;
+	ck_assert_tn_ok(tn_arena_set_retention(a, "mid", TN_ARENA_CACHE, 0));
+	ck_assert_tn_ok(tn__arena_spill_candidates(a, 0, &v, &n));
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(v[0].name, "mid");
+	ck_assert_tn_ok(tn__arena_spill_next_id(a, &id));
+	ck_assert_tn_ok(tn__arena_spill_commit(a, &v[0], id));
+	free(v);
 }
 
 START_TEST(test_crash_every_point)
@@ -1087,10 +1133,12 @@ START_TEST(test_crash_every_point)
 			tn_tensor_unref(t[i]);
 			ck_assert_tn_ok(tn_arena_free(a, gap[i]));
 		}
-		if (op == 5) {
+		if (op == 5 || op == 6) {
 			ck_assert_tn_ok(tn_arena_set_retention(a, "mid", TN_ARENA_CACHE, 0));
 			ck_assert_tn_ok(tn_arena_set_retention(a, "right", TN_ARENA_CACHE, 0));
 		}
+		if (op == 7)
+			spill_mid(a);
 		tn_arena_stats before = stats(a);
 		pid_t pid = fork();
 		if (pid == 0) {
@@ -1111,6 +1159,17 @@ START_TEST(test_crash_every_point)
 		tn_arena_reclaim_dead(a);
 		assert_clean(a);
 		tn_arena_stats after = stats(a);
+		/* The counters moved with the changes that committed, and with no other. */
+		if (op == 5)
+			ck_assert_uint_eq(after.evictions, 3 - after.names);
+		if (op == 6) {
+			ck_assert_uint_eq(after.names, 3);
+			ck_assert_uint_eq(after.evictions, after.spilled_names);
+			ck_assert_uint_eq(after.spills, after.spilled_names);
+			ck_assert_uint_eq(after.spilled_bytes, after.spilled_names * 4000);
+		}
+		if (op == 7)
+			ck_assert_uint_eq(after.restores + after.spilled_names, 1);
 		if (!finished) {
 			ck_assert_uint_le(after.lock_repairs, 1);
 			/* Whatever the child did is gone with it (it held everything it
@@ -2205,6 +2264,120 @@ END_TEST
 
 /* An allocation makes room by evicting the least recently used cache entries, and only as many
  * as it needs; entries another process holds stay until it dies. */
+/* The arena's side of spilling, without tensord: what the spill and restore changes leave,
+ * what lookups of a spilled name do, the failure path, and spill mode's rules. */
+START_TEST(test_spill_entries)
+{
+	tn_arena *a = make("spill", 16 << 20);
+	tn__arena_restore_wait_ns = 0; /* lookups do not wait: no tensord here */
+	publish_mib(a, "w", 0, 1);
+	publish_mib(a, "mid", TN_ARENA_EVICTABLE, 7);
+	uint64_t used0 = stats(a).used_bytes;
+	ck_assert_tn_ok(tn_arena_set_spill(a, true));
+	ck_assert(stats(a).spill);
+	/* Spill mode: nobody but tensord evicts. */
+	ck_assert_tn_error_has(tn_arena_evict(a, 0, NULL), TN_ENOTSUP, "only tensord evicts");
+	void *p;
+	ck_assert_int_eq(tn_arena_alloc(a, 15 << 20, &p), TN_ENOMEM);
+	ck_assert(has_name(a, "mid"));
+
+	struct tn__spill_item *v;
+	size_t n;
+	uint64_t id;
+	ck_assert_tn_ok(tn__arena_spill_candidates(a, 0, &v, &n));
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(v[0].name, "mid");
+	ck_assert_uint_eq(v[0].bytes, 4u << 18);
+	/* Looked up meanwhile: the spill is refused, the entry stays. */
+	tn_tensor *x;
+	ck_assert_tn_ok(tn_arena_lookup(a, "mid", &x, NULL));
+	ck_assert_tn_ok(tn__arena_spill_next_id(a, &id));
+	ck_assert_tn_error_has(tn__arena_spill_commit(a, &v[0], id), TN_EBUSY, "looked up");
+	tn_tensor_unref(x);
+	ck_assert_tn_ok(tn__arena_spill_next_id(a, &id));
+	ck_assert_tn_ok(tn__arena_spill_commit(a, &v[0], id));
+	free(v);
+	tn_arena_stats s = stats(a);
+	ck_assert_uint_eq(s.spilled_names, 1);
+	ck_assert_uint_eq(s.spilled_bytes, 4u << 18);
+	ck_assert_uint_eq(s.spills, 1);
+	ck_assert_uint_eq(s.names, 2);
+	ck_assert_uint_lt(s.used_bytes, used0);
+	tn_arena_entry e;
+	ck_assert_tn_ok(tn_arena_info(a, "mid", &e));
+	ck_assert_uint_eq(e.flags, TN_ARENA_ENTRY_CACHE | TN_ARENA_ENTRY_SPILLED);
+	ck_assert_uint_eq(e.block_bytes, 0);
+	ck_assert_int_eq(e.sizes[0], 1 << 18);
+	assert_clean(a);
+
+	/* A lookup asks for it back, by name or handle, and is told it is coming. */
+	ck_assert_tn_error_has(tn_arena_lookup(a, "mid", &x, NULL), TN_EAGAIN, "spilled to disk");
+	ck_assert_tn_error_has(tn_arena_lookup_handle(a, e.handle, &x), TN_EAGAIN, "reading it");
+	ck_assert_tn_ok(tn_arena_info(a, "mid", &e));
+	ck_assert(e.flags & TN_ARENA_ENTRY_RESTORING);
+	ck_assert_tn_ok(tn__arena_spilled(a, true, &v, &n));
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(v[0].id, id);
+	/* A failed restore is reported to the lookup, which asks again. */
+	ck_assert_tn_ok(tn__arena_restore_fail(a, &v[0], TN_ENOMEM));
+	ck_assert_tn_ok(tn_arena_info(a, "mid", &e));
+	ck_assert_uint_eq(e.flags & (TN_ARENA_ENTRY_RESTORING | TN_ARENA_ENTRY_RESTORE_FAILED),
+			  TN_ARENA_ENTRY_RESTORE_FAILED);
+	ck_assert_tn_error_has(tn_arena_lookup(a, "mid", &x, NULL), TN_ENOMEM, "could not read");
+	ck_assert_tn_ok(tn_arena_info(a, "mid", &e));
+	ck_assert(e.flags & TN_ARENA_ENTRY_RESTORING);
+	ck_assert_uint_eq(stats(a).restore_failures, 1);
+	/* Sealed while on disk: the block it comes back in is sealed. */
+	ck_assert_tn_ok(tn_arena_seal(a, "mid"));
+
+	/* The restore: a block of ours with the bytes, named under the entry. */
+	int64_t sz[] = { 1 << 18 };
+	tn_tensor *t = arena_tensor(a, 1, sz, TN_FLOAT32);
+	ck_assert_tn_ok(tn_fill_(t, tn_scalar_double(7)));
+	struct tn__arena_desc d = { .dtype = TN_FLOAT32, .ndim = 1, .sizes = { 1 << 18 },
+				    .strides = { 1 } };
+	d.block = tn__arena_block_of(a, tn_storage_data(tn_tensor_storage(t)), NULL);
+	struct tn__arena_desc bad = d;
+	bad.sizes[0] = 5;
+	ck_assert_tn_error_has(tn__arena_restore_commit(a, &v[0], &bad), TN_EINVAL, "geometry");
+	ck_assert_tn_ok(tn__arena_restore_commit(a, &v[0], &d));
+	/* Once only: the entry is no longer the spilled one. */
+	ck_assert_tn_error_has(tn__arena_restore_commit(a, &v[0], &d), TN_ESTALE, "unpublished");
+	tn_tensor_unref(t);
+	free(v);
+	s = stats(a);
+	ck_assert_uint_eq(s.spilled_names, 0);
+	ck_assert_uint_eq(s.spilled_bytes, 0);
+	ck_assert_uint_eq(s.restores, 1);
+	ck_assert_tn_ok(tn_arena_info(a, "mid", &e));
+	ck_assert_uint_eq(e.flags, TN_ARENA_ENTRY_CACHE | TN_ARENA_ENTRY_SEALED);
+	ck_assert_tn_ok(tn_arena_lookup(a, "mid", &x, NULL));
+	ck_assert_float_eq(((const float *)tn_tensor_data(x))[12345], 7);
+	ck_assert_int_ne(tn_fill_(x, tn_scalar_double(1)), 0); /* sealed: read-only */
+	tn_tensor_unref(x);
+	assert_clean(a);
+
+	/* Unpublishing a spilled name returns its count; every byte comes back. */
+	ck_assert_tn_ok(tn__arena_spill_candidates(a, 0, &v, &n));
+	ck_assert_uint_eq(n, 1);
+	ck_assert_tn_ok(tn__arena_spill_next_id(a, &id));
+	ck_assert_tn_ok(tn__arena_spill_commit(a, &v[0], id));
+	free(v);
+	ck_assert_uint_eq(stats(a).spilled_names, 1);
+	ck_assert_tn_ok(tn_arena_unpublish(a, "mid"));
+	ck_assert_tn_ok(tn_arena_unpublish(a, "w"));
+	s = stats(a);
+	ck_assert_uint_eq(s.spilled_names, 0);
+	ck_assert_uint_eq(s.spilled_bytes, 0);
+	ck_assert_uint_eq(s.blocks, 0);
+	ck_assert_tn_ok(tn_arena_set_spill(a, false));
+	ck_assert(!stats(a).spill);
+	assert_clean(a);
+	tn__arena_restore_wait_ns = TN__ARENA_RESTORE_WAIT_NS;
+	tn_arena_unref(a);
+}
+END_TEST
+
 START_TEST(test_eviction_by_allocation)
 {
 	tn_arena *a = make("evalloc", 16 << 20);
@@ -2635,9 +2808,10 @@ static Suite *arena_suite(void)
 	tcase_add_test(tc, test_cow);
 	tcase_add_test(tc, test_eviction_order);
 	tcase_add_test(tc, test_eviction_by_allocation);
+	tcase_add_test(tc, test_spill_entries);
 	tcase_add_test(tc, test_factories_in_arena);
 	tcase_add_test(tc, test_no_syscalls);
-	tcase_add_loop_test(tc, test_crash_every_point, 0, 6);
+	tcase_add_loop_test(tc, test_crash_every_point, 0, 8);
 	tcase_add_test(tc, test_lock_holder_dies);
 	tcase_add_test(tc, test_kill_chaos);
 	tcase_add_test(tc, test_many_processes);

@@ -275,6 +275,9 @@ TN_EXPORT int tn_arena_seal(tn_arena *arena, const char *name);
 #define TN_ARENA_ENTRY_SEALED (1u << 0)
 #define TN_ARENA_ENTRY_CACHE (1u << 1)      /* retention TN_ARENA_CACHE */
 #define TN_ARENA_ENTRY_SOFT_PINNED (1u << 2) /* retention TN_ARENA_SOFT_PINNED */
+#define TN_ARENA_ENTRY_SPILLED (1u << 3)     /* on disk (tensord spilled it); no block */
+#define TN_ARENA_ENTRY_RESTORING (1u << 4)   /* spilled, and a lookup asked for it back */
+#define TN_ARENA_ENTRY_RESTORE_FAILED (1u << 5) /* spilled, and its last restore failed */
 
 /* A directory entry, as tn_arena_list and tn_arena_info report it. */
 typedef struct tn_arena_entry {
@@ -339,6 +342,18 @@ TN_EXPORT int tn_arena_evict(tn_arena *arena, uint64_t target_used,
 			     tn_arena_evict_report *ret_report);
 
 /*
+ * tn_arena_set_spill - whether the tensors evicted from @arena are written to disk rather than
+ * dropped (kept in the arena file; new arenas drop). With spilling on, only tensord evicts, at
+ * the arena's watermarks: it writes each entry to a safetensors file in its spill directory
+ * (tensord.conf(5) spill_dir) and frees the block; the name stays, flagged
+ * TN_ARENA_ENTRY_SPILLED, and a lookup of it waits while tensord reads it back (bit-exact,
+ * same dtype, sizes, strides and offset; a non-contiguous view comes back as its contiguous
+ * copy). Allocations and tn_arena_evict of other processes no longer drop entries. Errors:
+ * TN_EPERM (read-only handle), TN_EBADF, TN_EIO.
+ */
+TN_EXPORT int tn_arena_set_spill(tn_arena *arena, bool spill);
+
+/*
  * tn_arena_info - the entry of @name, without holding its block. Errors: TN_ENOENT, TN_EINVAL,
  * TN_EIO (damaged), TN_EBUSY (read-only handle: replaced at every look).
  */
@@ -383,8 +398,16 @@ typedef struct tn_arena_stats {
 	uint64_t held_bytes;      /* blocks a process holds (looked up or allocated) */
 	uint64_t pinned_bytes;    /* blocks nobody holds, named by a pinned entry */
 	uint64_t evictable_bytes; /* blocks nobody holds, named only by evictable entries */
-	uint64_t evictions;       /* entries evicted since creation */
+	uint64_t evictions;       /* entries evicted since creation (dropped or spilled) */
 	uint64_t evicted_bytes;
+	/* Spilling (tn_arena_set_spill): */
+	bool spill;               /* tensord writes this arena's evicted entries to disk */
+	uint64_t spilled_names;   /* entries on disk now */
+	uint64_t spilled_bytes;   /* ... their elements' bytes */
+	uint64_t spills;          /* entries written to disk since creation */
+	uint64_t spilled_total;   /* ... their bytes */
+	uint64_t restores;        /* entries brought back since creation */
+	uint64_t restore_failures;
 } tn_arena_stats;
 
 /*

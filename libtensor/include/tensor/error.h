@@ -43,7 +43,8 @@ TN_BEGIN_DECLS
 	X(TN_ECONNREFUSED, -ECONNREFUSED, "no tensord is listening on the socket")          \
 	X(TN_ENOTCONN, -ENOTCONN, "the connection to tensord was lost")                     \
 	X(TN_ENAMETOOLONG, -ENAMETOOLONG, "name or path too long")                          \
-	X(TN_ETIMEDOUT, -ETIMEDOUT, "timed out")
+	X(TN_ETIMEDOUT, -ETIMEDOUT, "timed out")                                            \
+	X(TN_EAGAIN, -EAGAIN, "not available yet: try again")
 
 enum tn_error {
 #define TN_X_(name, value, desc) name = (value),
