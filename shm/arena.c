@@ -217,8 +217,7 @@ static int format(tn_arena *a, const tn_arena_options *o, enum tn_arena_backing 
 	struct arena_header *h = a->hdr;
 	uint64_t max_names = o->max_names;
 	if (!max_names) {
-		max_names = a->size / (64 << 10);
-		max_names = max_names < 1024 ? 1024 : max_names > 65536 ? 65536 : max_names;
+		max_names = tn__arena_default_max_names(a->size);
 	}
 	uint64_t slots = 16;
 	while (slots < max_names + max_names / 3)
@@ -267,6 +266,17 @@ static int format(tn_arena *a, const tn_arena_options *o, enum tn_arena_backing 
 }
 
 /* Validate a mapped header; nothing past it is read before this passes. */
+uint64_t tn__arena_default_max_names(uint64_t size)
+{
+	uint64_t n = size / (64 << 10);
+	return n < 1024 ? 1024 : n > 65536 ? 65536 : n;
+}
+
+uint64_t tn__arena_max_names(const tn_arena *a)
+{
+	return a->max_names;
+}
+
 int tn__arena_validate(const tn_arena *a, const char *fn)
 {
 	const struct arena_header *h = a->hdr;

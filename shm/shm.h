@@ -231,11 +231,15 @@ int tn__arena_restore_commit(tn_arena *arena, const struct tn__spill_item *it,
 int tn__arena_restore_fail(tn_arena *arena, const struct tn__spill_item *it, int code);
 _Atomic uint32_t *tn__arena_restore_word(tn_arena *arena);
 /* What tensord's check reads, under the lock: the spill mode, the use and the watermarks, and
- * the entries on disk. */
+ * the entries on disk and their bytes. */
 struct tn__spill_state {
 	bool spill;
-	uint64_t used, high, low, spilled_names;
+	uint64_t used, high, low, spilled_names, spilled_bytes;
 };
+/* The directory capacity an arena of @size bytes gets when its options leave it 0, and that of
+ * @arena. */
+uint64_t tn__arena_default_max_names(uint64_t size);
+uint64_t tn__arena_max_names(const tn_arena *arena);
 int tn__arena_spill_state(tn_arena *arena, struct tn__spill_state *ret);
 /* How long the public lookups wait for a spilled entry's restore when they were not told
  * (TN__ARENA_RESTORE_WAIT_NS); tensord sets 0 for itself: its own lookups never wait. */

@@ -124,6 +124,7 @@ int tn__arena_spill_state(tn_arena *a, struct tn__spill_state *ret)
 	ret->spill = h->spill_mode != 0;
 	ret->used = h->used_bytes;
 	ret->spilled_names = h->spilled_names;
+	ret->spilled_bytes = h->spilled_bytes;
 	tn__arena_watermarks(a, &ret->high, &ret->low);
 	tn__arena_unlock(a);
 	return 0;

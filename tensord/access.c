@@ -9,6 +9,7 @@
  */
 #include <inttypes.h>
 
+#include "../shm/shm.h"
 #include "daemon.h"
 
 /* ---- who may do what ------------------------------------------------------------------------- */
@@ -89,23 +90,33 @@ struct tnd_arena *tnd_arena_for(struct tnd_client *c, const struct tnd_hdr *h, c
 /* The per-user quotas: each answers @h and returns false when @c is over its limit. */
 
 /* Root and the daemon's own user are not held to the per-user quotas. */
-static bool unlimited_user(uid_t uid)
+bool tnd_unlimited_user(uid_t uid)
 {
 	return uid == 0 || uid == tnd_d.uid;
 }
 
-/* One more arena of @size bytes (max_arenas_per_user, max_bytes_per_user). */
-bool tnd_quota_arena(struct tnd_client *c, const struct tnd_hdr *h, uint64_t size)
+/* One more arena of @size bytes and @names names (max_arenas_per_user, max_bytes_per_user,
+ * max_names_per_user). */
+bool tnd_quota_arena(struct tnd_client *c, const struct tnd_hdr *h, uint64_t size,
+		     uint64_t names)
 {
-	if (unlimited_user(c->uid))
+	if (tnd_unlimited_user(c->uid))
 		return true;
 	unsigned owned = 0;
-	uint64_t bytes = 0;
+	uint64_t bytes = 0, owned_names = 0;
 	for (struct tnd_arena *a = tnd_d.arenas; a; a = a->next)
 		if (a->owner_uid == c->uid) {
 			owned++;
 			bytes += a->size;
+			owned_names += a->a ? tn__arena_max_names(a->a) : 0;
 		}
+	uint64_t max_names = tnd_d.cfg.max_names_per_user;
+	if (max_names && (names > max_names || owned_names > max_names - names)) {
+		tnd_reply_error(c, h, TN_ENOSPC, "uid %u owns arenas of %" PRIu64 " names: %" PRIu64
+				" more would pass its limit of %" PRIu64 " (max_names_per_user)",
+				(unsigned)c->uid, owned_names, names, max_names);
+		return false;
+	}
 	if (owned >= tnd_d.cfg.max_arenas_per_user) {
 		tnd_reply_error(c, h, TN_ENOSPC, "uid %u owns %u arenas, its limit "
 				"(max_arenas_per_user)", (unsigned)c->uid, owned);
@@ -164,7 +175,7 @@ bool tnd_quota_accept(uid_t uid, const char **ret_why)
 {
 	/* Root and the daemon's own user are always served (as far as descriptors go): no
 	 * flood of other users' connections may lock them out. */
-	if (unlimited_user(uid))
+	if (tnd_unlimited_user(uid))
 		return true;
 	if (tnd_d.nclients >= tnd_d.cfg.max_clients) {
 		*ret_why = "max_clients";
@@ -185,7 +196,7 @@ bool tnd_quota_accept(uid_t uid, const char **ret_why)
 /* One more connection that said HELLO (max_clients_per_user). */
 bool tnd_quota_clients(struct tnd_client *c, const struct tnd_hdr *h)
 {
-	if (unlimited_user(c->uid))
+	if (tnd_unlimited_user(c->uid))
 		return true;
 	unsigned n = 0;
 	for (struct tnd_client *o = tnd_d.clients; o; o = o->next)

@@ -258,6 +258,18 @@ static int set_key(struct tnd_config *c, const char *k, char *v, char *why, size
 			snprintf(why, whylen, "bad size \"%s\" (like 64G; 0 for no limit)", v);
 			return -1;
 		}
+	} else if (!strcmp(k, "max_spill_bytes_per_user")) {
+		if (tnd_parse_size(v, &c->max_spill_bytes_per_user)) {
+			snprintf(why, whylen, "bad size \"%s\" (like 512M, 4G)", v);
+			return -1;
+		}
+	} else if (!strcmp(k, "max_names_per_user")) {
+		unsigned n;
+		if (parse_uint(v, 0, 1u << 30, &n)) {
+			snprintf(why, whylen, "max_names_per_user must be 0 to 1073741824");
+			return -1;
+		}
+		c->max_names_per_user = n;
 	} else if (!strcmp(k, "max_arenas_per_user")) {
 		if (parse_uint(v, 1, 65536, &c->max_arenas_per_user)) {
 			snprintf(why, whylen, "max_arenas_per_user must be 1 to 65536");

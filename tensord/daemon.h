@@ -46,6 +46,8 @@ struct tnd_config {
 	unsigned reserved_slots;
 	unsigned max_arenas_per_user;
 	uint64_t max_bytes_per_user; /* 0: no limit */
+	uint64_t max_names_per_user; /* directory capacity of the arenas one user owns; 0: none */
+	uint64_t max_spill_bytes_per_user; /* bytes spilled from them to disk; 0: no limit */
 	/* create_users: everyone when create_all, else these uids and gids. */
 	bool create_all;
 	unsigned ncreate_uids, ncreate_gids;
@@ -286,7 +288,7 @@ struct tnd_daemon {
 	uint64_t evictions, evicted_bytes; /* by the watermark checks, since the start */
 	/* By the spill jobs, since the start (spill.c). */
 	uint64_t spills, spilled_bytes, spill_failures, restores, restored_bytes, restore_failures;
-	uint64_t spill_ns, restore_ns;
+	uint64_t spill_ns, restore_ns, spill_quota_refusals;
 	struct tnd_op_stats ops[TND_OP_MAX_];
 	bool stop;
 };
@@ -341,7 +343,10 @@ bool tnd_may_create(const struct tnd_client *c);
 /* The arena @name if @c has @need (TND_ACC_*) on it, else NULL after answering @h. */
 struct tnd_arena *tnd_arena_for(struct tnd_client *c, const struct tnd_hdr *h, const char *name,
 				unsigned need);
-bool tnd_quota_arena(struct tnd_client *c, const struct tnd_hdr *h, uint64_t size);
+bool tnd_quota_arena(struct tnd_client *c, const struct tnd_hdr *h, uint64_t size,
+		     uint64_t names);
+/* Root and the daemon's own user are not held to the per-user quotas. */
+bool tnd_unlimited_user(uid_t uid);
 bool tnd_quota_slots(struct tnd_client *c, const struct tnd_hdr *h, struct tnd_arena *ar);
 bool tnd_quota_clients(struct tnd_client *c, const struct tnd_hdr *h);
 /* Whether a connection from @uid may be accepted (max_clients, max_hello_pending; root and

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../shm/arena_remote.h"
+#include "../shm/shm.h"
 #include "daemon.h"
 
 /*
@@ -166,7 +167,8 @@ static int do_ARENA_CREATE(struct tnd_client *c, const struct tnd_hdr *h,
 		return tnd_reply_error(c, h, TN_ENOSPC, "the daemon holds its limit of %u arenas "
 				       "(max_arenas)", tnd_d.cfg.max_arenas);
 	uint64_t size = m->size ? m->size : tnd_d.cfg.default_arena_size;
-	if (!tnd_quota_arena(c, h, size))
+	if (!tnd_quota_arena(c, h, size, m->max_names ? m->max_names
+						      : tn__arena_default_max_names(size)))
 		return 0;
 	if (tnd_d.cfg.max_arena_size && size > tnd_d.cfg.max_arena_size)
 		return tnd_reply_error(c, h, TN_EINVAL, "arena size %" PRIu64 " exceeds "

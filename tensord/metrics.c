@@ -266,6 +266,9 @@ static void render_daemon(struct out *o)
 		  "Bytes the daemon read back since it started.", tnd_d.restored_bytes },
 		{ "tensord_restore_failures_total", "counter",
 		  "Restores that failed since the daemon started.", tnd_d.restore_failures },
+		{ "tensord_spill_quota_refusals_total", "counter",
+		  "Spills not made because they would pass the owner's max_spill_bytes_per_user.",
+		  tnd_d.spill_quota_refusals },
 		{ "tensord_uring_in_flight", "gauge",
 		  "io_uring operations submitted and not yet completed (the queue depth).",
 		  tnd_loop_in_flight() },
@@ -308,6 +311,41 @@ static void render_holds(struct out *o, const struct arena_row *rows, size_t n)
 		}
 }
 
+/* Per owner of the arenas shown: what the quotas of tensord.conf(5) count. */
+static void render_users(struct out *o, const struct arena_row *rows, size_t n)
+{
+	static const struct {
+		const char *name, *help;
+	} fams[] = {
+		{ "tensord_user_arenas", "Arenas each user owns (max_arenas_per_user)." },
+		{ "tensord_user_arena_bytes",
+		  "Bytes of the arenas each user owns, resident in memory (max_bytes_per_user)." },
+		{ "tensord_user_names",
+		  "Directory capacity of the arenas each user owns (max_names_per_user)." },
+		{ "tensord_user_spilled_bytes",
+		  "Bytes spilled to disk from the arenas each user owns (max_spill_bytes_per_user)." },
+	};
+	for (size_t f = 0; f < sizeof(fams) / sizeof(fams[0]); f++) {
+		family(o, fams[f].name, "gauge", fams[f].help);
+		for (size_t i = 0; i < n; i++) {
+			uint32_t uid = rows[i].ar->owner_uid;
+			bool first = true;
+			for (size_t k = 0; k < i && first; k++)
+				first = rows[k].ar->owner_uid != uid;
+			if (!first)
+				continue;
+			uint64_t v = 0;
+			for (size_t k = i; k < n; k++) {
+				if (rows[k].ar->owner_uid != uid)
+					continue;
+				v += f == 0 ? 1 : f == 1 ? rows[k].ar->size : f == 2 ? rows[k].s.max_names
+										: rows[k].s.spilled_bytes;
+			}
+			put(o, "%s{uid=\"%u\"} %" PRIu64 "\n", fams[f].name, (unsigned)uid, v);
+		}
+	}
+}
+
 int tnd_metrics_render(const struct tnd_client *viewer, char **ret_text, size_t *ret_len)
 {
 	struct out o = { 0 };
@@ -340,6 +378,7 @@ int tnd_metrics_render(const struct tnd_client *viewer, char **ret_text, size_t 
 		arena_family(&o, rows, n, arena_metrics[i].name, arena_metrics[i].type,
 			     arena_metrics[i].help, arena_metrics[i].field);
 	render_holds(&o, rows, n);
+	render_users(&o, rows, n);
 	render_clients(&o, viewer);
 	for (size_t i = 0; i < n; i++)
 		free(rows[i].clients);

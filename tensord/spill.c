@@ -182,6 +182,10 @@ struct job {
 		restore_failures, removed, spill_ns, restore_ns;
 	uint64_t used, high, low;
 	bool disk_full;
+	/* The owner's room under max_spill_bytes_per_user (UINT64_MAX: none), and the spills
+	 * it refused. */
+	uint64_t quota_left, over_quota;
+	uint32_t owner;
 };
 
 static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -232,11 +236,18 @@ static uint64_t spill_down(struct job *j, uint64_t target)
 		return 0;
 	}
 	for (size_t i = 0; i < n && !atomic_load(&j->cancel) && !j->disk_full; i++) {
+		if (v[i].bytes > j->quota_left) {
+			/* Over its owner's quota of disk: it stays in memory. */
+			j->over_quota++;
+			continue;
+		}
 		uint64_t t0 = now_ns();
 		if (write_out(j, &v[i]) == 0) {
 			j->spills++;
 			j->spilled_bytes += v[i].bytes;
 			freed += v[i].block_size;
+			if (j->quota_left != UINT64_MAX)
+				j->quota_left -= v[i].bytes;
 		}
 		j->spill_ns += now_ns() - t0;
 	}
@@ -475,6 +486,23 @@ static void job_start(struct tnd_arena *ar, bool sweep_now)
 	j->ar = ar;
 	j->a = tn_arena_ref(ar->a);
 	j->sweep = sweep_now;
+	j->owner = ar->owner_uid;
+	j->quota_left = UINT64_MAX;
+	if (tnd_d.cfg.max_spill_bytes_per_user && !tnd_unlimited_user(ar->owner_uid)) {
+		/* What the owner's arenas have on disk now (this job is the only writer of
+		 * this arena's; the others' jobs may add to theirs meanwhile, by at most what
+		 * they checked the same way). */
+		uint64_t on_disk = 0;
+		for (struct tnd_arena *o = tnd_d.arenas; o; o = o->next) {
+			struct tn__spill_state st;
+			if (o->owner_uid == ar->owner_uid && o->a && !o->damaged &&
+			    tnd_arena_lockable(o) &&
+			    tnd_arena_locked(o, tn__arena_spill_state(o->a, &st)) == 0)
+				on_disk += st.spilled_bytes;
+		}
+		uint64_t max = tnd_d.cfg.max_spill_bytes_per_user;
+		j->quota_left = on_disk < max ? max - on_disk : 0;
+	}
 	snprintf(j->name, sizeof(j->name), "%s", ar->name);
 	snprintf(j->dir, sizeof(j->dir), "%.3000s/%.63s", tnd_d.cfg.spill_dir, ar->name);
 	pthread_attr_t attr;
@@ -563,6 +591,11 @@ void tnd_spill_events(void)
 				"%s%s", ar->name, j->used, j->high, j->spills, j->spilled_bytes, j->dir,
 				(double)j->spill_ns / 1e9, j->spill_failures ? "; some failed" : "",
 				j->disk_full ? " (the spill directory is full)" : "");
+		if (j->over_quota)
+			tnd_warn("arena %s: %" PRIu64 " tensors stay in memory: spilling them would "
+				 "pass uid %u's max_spill_bytes_per_user (%" PRIu64 " bytes)", ar->name,
+				 j->over_quota, (unsigned)j->owner, tnd_d.cfg.max_spill_bytes_per_user);
+		tnd_d.spill_quota_refusals += j->over_quota;
 		if (j->restores)
 			tnd_info("arena %s: restored %" PRIu64 " tensors (%" PRIu64 " bytes) in %.3f s",
 				 ar->name, j->restores, j->restored_bytes, (double)j->restore_ns / 1e9);

@@ -493,6 +493,8 @@ void tnd_reload_config(void)
 	tnd_d.cfg.reserved_slots = n.reserved_slots;
 	tnd_d.cfg.max_arenas_per_user = n.max_arenas_per_user;
 	tnd_d.cfg.max_bytes_per_user = n.max_bytes_per_user;
+	tnd_d.cfg.max_names_per_user = n.max_names_per_user;
+	tnd_d.cfg.max_spill_bytes_per_user = n.max_spill_bytes_per_user;
 	tnd_d.cfg.reclaim_interval_ms = n.reclaim_interval_ms;
 	tnd_d.cfg.evict_interval_ms = n.evict_interval_ms;
 	tnd_d.cfg.create_all = n.create_all;

@@ -732,6 +732,87 @@ START_TEST(test_restore_kill_and_race)
 }
 END_TEST
 
+/* nobody's part of the quota test: arenas up to its names quota, spill mode on its own. */
+static int nobody_spill_arena(int unused)
+{
+	(void)unused;
+	tn_tensord *c;
+	tn_arena *a;
+	EXPECT(tn_tensord_connect(D.sock, &c) == 0);
+	tn_tensord_arena_options o;
+	tn_tensord_arena_options_init(&o);
+	o.size = 16 << 20;
+	o.max_names = 2000;
+	EXPECT(tn_tensord_arena_create(c, "q", &o) == 0);
+	EXPECT(tn_tensord_arena_create(c, "q2", &o) == TN_ENOSPC);
+	EXPECT(strstr(tn_last_error(), "max_names_per_user") != NULL);
+	o.max_names = 1000;
+	EXPECT(tn_tensord_arena_create(c, "q2", &o) == 0);
+	EXPECT(tn_tensord_arena_destroy(c, "q2", 0) == 0);
+	EXPECT(tn_tensord_arena_open(c, "q", 0, &a) == 0);
+	EXPECT(tn_arena_set_spill(a, true) == 0);
+	tn_arena_unref(a);
+	tn_tensord_close(c);
+	return 0;
+}
+
+/* Per-user quotas: the names of the arenas a user owns, and the bytes spilled from them,
+ * counted apart from the bytes of the arenas (resident). */
+START_TEST(test_spill_quota)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "test_spill_quota: not root: skipped\n");
+		return;
+	}
+	spill_setup(0, "create_users = *\nmax_names_per_user = 3000\n"
+		    "max_spill_bytes_per_user = 3500K\n");
+	ck_assert_child_ok(as_nobody(nobody_spill_arena, 0));
+	tn_tensord *c = conn();
+	tn_arena *a;
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "q", 0, &a));
+	char name[32];
+	for (int i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "t/%d", i);
+		publish_bits(a, name, CACHE_N, 300 + (uint64_t)i, false);
+		sleep_ms(5);
+	}
+	tn_arena_stats s = stat_of(a);
+	ck_assert_tn_ok(tn_arena_set_watermarks(a, s.heap_bytes / 20, s.heap_bytes / 40));
+	/* Two fit in 3500 KiB of disk; the other two stay in memory. */
+	uint64_t deadline = now_ms() + 10000;
+	while (!log_has("max_spill_bytes_per_user") && now_ms() < deadline)
+		sleep_ms(10);
+	ck_assert_msg(log_has("max_spill_bytes_per_user"), "no quota refusal logged");
+	s = stat_of(a);
+	ck_assert_uint_eq(s.spilled_names, 2);
+	ck_assert_uint_eq(s.spilled_bytes, 2 * CACHE_N * 4);
+	for (int i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "t/%d", i);
+		ck_assert_uint_eq(!!(flags_of(a, name) & TN_ARENA_ENTRY_SPILLED), i < 2);
+	}
+	static char out[1 << 17];
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock,
+		"metrics", NULL }), 0);
+	char want[128];
+	snprintf(want, sizeof(want), "tensord_user_spilled_bytes{uid=\"%d\"} %d\n", NOBODY,
+		 2 * CACHE_N * 4);
+	ck_assert_msg(strstr(out, want), "no '%s' in\n%s", want, out);
+	snprintf(want, sizeof(want), "tensord_user_names{uid=\"%d\"} 2000\n", NOBODY);
+	ck_assert_msg(strstr(out, want), "no '%s' in\n%s", want, out);
+	ck_assert_msg(!strstr(out, "tensord_spill_quota_refusals_total 0\n"), "%s", out);
+	/* Back, and gone. */
+	for (int i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "t/%d", i);
+		ck_assert_int_eq(check_bits(a, name, CACHE_N, 300 + (uint64_t)i), 0);
+	}
+	tn_arena_unref(a);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "q", TN_ARENA_FORCE));
+	tn_tensord_close(c);
+	daemon_finish();
+	spill_finish(false);
+}
+END_TEST
+
 static Suite *spill_suite(void)
 {
 	Suite *s = suite_create("spill");
@@ -740,6 +821,7 @@ static Suite *spill_suite(void)
 	tcase_add_test(tc, test_spill_and_restore);
 	tcase_add_test(tc, test_spill_disk_full);
 	tcase_add_test(tc, test_restore_failure);
+	tcase_add_test(tc, test_spill_quota);
 	tcase_add_test(tc, test_kill_during_spill_and_restore);
 	tcase_add_test(tc, test_restore_kill_and_race);
 	suite_add_tcase(s, tc);
