@@ -270,7 +270,8 @@ TN_EXPORT int tn_arena_clients(tn_arena *a, tn_arena_client *ret, size_t capacit
 						    .alive = tn__client_alive(c),
 						    .start_time = c->start_time,
 						    .held_blocks = blocks[i],
-						    .held_bytes = bytes[i] };
+						    .held_bytes = bytes[i],
+						    .lookups = c->lookups };
 		n++;
 	}
 	if (!a->read_only)

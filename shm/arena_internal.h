@@ -182,7 +182,10 @@ struct client_rec {
 	int64_t pid;
 	uint64_t start_time;
 	uint64_t attach_ns;
-	uint64_t reserved[4];
+	/* Lookups under this slot since it was claimed: added to under the lock, outside the
+	 * undo log (a change rolled back may leave one counted). */
+	uint64_t lookups;
+	uint64_t reserved[3];
 };
 _Static_assert(sizeof(struct client_rec) == 64, "a client record is 64 bytes");
 

@@ -606,6 +606,7 @@ int tn__arena_hold(tn_arena *a, const char *name, const tn_arena_handle *handle,
 	ret->name[e->name_len] = '\0';
 	tn__hold_set(a, b, a->slot, true);
 	tn__entry_touch(a, tn__entry_at(a, index));
+	tn__client_at(a, a->slot)->lookups++;
 	tn__tx_commit(a);
 	tn__arena_unlock(a);
 	ret->data = data_of(a, block, sealed);
@@ -642,6 +643,7 @@ int tn__arena_hold_for(tn_arena *a, int slot, const char *name, const tn_arena_h
 		out.block = e->block;
 		tn__hold_set(a, tn__block_at(a, e->block), slot, true);
 		tn__entry_touch(a, e);
+		tn__client_at(a, slot)->lookups++;
 		tn__tx_commit(a);
 		*ret = out;
 	}

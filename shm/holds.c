@@ -283,6 +283,7 @@ int tn__claim_slot(tn_arena *a, int64_t pid, uint64_t start_time, int *ret_slot,
 	tn__tx_set(a, (uint64_t *)&c->pid, (uint64_t)pid);
 	tn__tx_set(a, &c->start_time, start_time);
 	tn__tx_set(a, &c->attach_ns, tn__now_ns());
+	tn__tx_set(a, &c->lookups, 0);
 	tn__tx_set(a, &c->state_gen, CLIENT_ATTACHED | h->client_gen << 32);
 	tn__counter_add(a, &h->clients, 1);
 	uint64_t state = c->state_gen;

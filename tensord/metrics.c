@@ -309,6 +309,15 @@ static void render_holds(struct out *o, const struct arena_row *rows, size_t n)
 			    PRIu64 "\n", esc(rows[i].ar->name, e, sizeof(e)), (int)cl->pid, cl->slot,
 			    cl->held_bytes);
 		}
+	family(o, "tensord_arena_client_lookups_total", "counter",
+	       "Lookups each attached process made in the arena since it attached.");
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k < rows[i].nclients; k++) {
+			const tn_arena_client *cl = &rows[i].clients[k];
+			put(o, "tensord_arena_client_lookups_total{arena=\"%s\",pid=\"%d\",slot=\"%d\"} %"
+			    PRIu64 "\n", esc(rows[i].ar->name, e, sizeof(e)), (int)cl->pid, cl->slot,
+			    cl->lookups);
+		}
 }
 
 /* Per owner of the arenas shown: what the quotas of tensord.conf(5) count. */

@@ -630,8 +630,9 @@ START_TEST(test_lookup_once)
 			_exit(13);
 		int n = tn_arena_clients(b, c, 4);
 		for (int i = 0; i < n; i++)
-			if (c[i].slot == tn_arena_slot(b) && c[i].held_blocks != 1)
-				_exit(14);
+			if (c[i].slot == tn_arena_slot(b) && (c[i].held_blocks != 1 ||
+							      c[i].lookups != 2))
+				_exit(14); /* held once, looked up twice */
 		tn_tensor_unref(x1);
 		tn_tensor_unref(x2);
 		n = tn_arena_clients(b, c, 4);

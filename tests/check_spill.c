@@ -397,6 +397,15 @@ START_TEST(test_spill_and_restore)
 	ck_assert_msg(strstr(out, "tensord_arena_spills_total{arena=\"sp\"} "), "%s", out);
 	ck_assert_msg(strstr(out, "tensord_restores_total "), "%s", out);
 	ck_assert_msg(!strstr(out, "tensord_restores_total 0\n"), "%s", out);
+	/* Our lookups, counted in our client record of the arena. */
+	char want[128];
+	snprintf(want, sizeof(want), "tensord_arena_client_lookups_total{arena=\"sp\",pid=\"%d\",",
+		 (int)getpid());
+	const char *line = strstr(out, want);
+	ck_assert_msg(line, "no '%s' in\n%s", want, out);
+	unsigned long long looked = 0;
+	ck_assert_int_eq(sscanf(strchr(line, '}') + 1, "%llu", &looked), 1);
+	ck_assert_uint_ge(looked, 3);
 
 	/* A spilled name unpublished: its count goes; the file goes at the next sweep. The
 	 * weights and the held kv/0 stay: 5.8 MiB; the watermarks at a fifth of the heap. */

@@ -423,6 +423,8 @@ typedef struct tn_arena_client {
 	uint64_t start_time;  /* the process's start time, in clock ticks after boot */
 	uint64_t held_blocks; /* blocks whose hold mask has this slot's bit */
 	uint64_t held_bytes;
+	uint64_t lookups;     /* lookups under this slot since it was claimed (by name or
+				 handle, waiting ones counted at each look that found the name) */
 } tn_arena_client;
 
 /*
