@@ -211,6 +211,17 @@ static int set_key(struct tnd_config *c, const char *k, char *v, char *why, size
 	if (!strcmp(k, "socket") && dflt) {
 		c->socket[0] = 0;
 		c->set_socket = false;
+	} else if (!strcmp(k, "metrics_http")) {
+		if (!strcmp(v, "none")) {
+			c->metrics_http[0] = 0;
+		} else if (!v[0] || strlen(v) >= sizeof(c->metrics_http) ||
+			   !strchr("0123456789", v[strlen(v) - 1])) {
+			snprintf(why, whylen, "metrics_http must be none, PORT, HOST:PORT or "
+				 "[ADDRESS]:PORT");
+			return -1;
+		} else {
+			strcpy(c->metrics_http, v);
+		}
 	} else if (!strcmp(k, "spill_dir")) {
 		if (!strcmp(v, "none")) {
 			c->spill_dir[0] = 0;

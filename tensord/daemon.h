@@ -62,6 +62,9 @@ struct tnd_config {
 	/* Where arenas in spill mode write evicted tensors, one directory per arena; "" : no
 	 * spilling. */
 	char spill_dir[PATH_MAX];
+	/* Where GET /metrics is served over HTTP: "PORT" (on 127.0.0.1), "HOST:PORT",
+	 * "[V6]:PORT"; "" : not served. */
+	char metrics_http[280];
 	enum tnd_log_level log_level;
 	enum tnd_log_target log_target;
 	/* Which keys the file set (so command-line options and defaults combine right). */
@@ -421,6 +424,15 @@ bool tnd_spill_running(void);
 void tnd_spill_cancel(void);
 /* The arena is being destroyed: remove its spill directory. */
 void tnd_spill_forget(struct tnd_arena *ar);
+
+/* http.c: the HTTP endpoint of the metrics (metrics_http). Start it (0, or -1 logged); stop it;
+ * render for the requests waiting (the loop read the event fd); the scrapes served and the
+ * requests refused (a wrong method or path, no rendering in time). */
+int tnd_http_start(void);
+void tnd_http_stop(void);
+void tnd_http_events(void);
+uint64_t tnd_http_scrapes(void);
+uint64_t tnd_http_refused(void);
 
 /* metrics.c: count a request of @op that took @ns in the loop. */
 void tnd_metrics_observe(unsigned op, uint64_t ns);

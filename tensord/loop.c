@@ -461,6 +461,7 @@ void tnd_loop_run(void)
 				tnd_transfer_events();
 				tnd_ledger_events();
 				tnd_spill_events();
+				tnd_http_events();
 				arm_event();
 				break;
 			case TND_RING_TIMER:

@@ -524,6 +524,7 @@ static void shutdown_daemon(void)
 		tnd_spill_events();
 	}
 	tnd_spill_fini();
+	tnd_http_stop();
 	close(tnd_d.listen_fd);
 	if (!listen_fds) /* systemd's socket stays, for the next start */
 		unlink(tnd_d.cfg.socket);
@@ -632,7 +633,7 @@ int main(int argc, char **argv)
 	tn__arena_lock_timeout_ms = TND_LOCK_WAIT_MS;
 	if (tnd_d.cfg.spill_dir[0] && mkdir_private(tnd_d.cfg.spill_dir))
 		goto fail;
-	if (tnd_spill_init())
+	if (tnd_spill_init() || tnd_http_start())
 		goto fail;
 	tnd_info("listening on %s (arenas in %s, %u recovered, pid %d)", tnd_d.cfg.socket,
 		 tnd_d.cfg.arena_dir, tnd_d.narenas, (int)getpid());

@@ -161,6 +161,39 @@ START_TEST(test_auto)
 }
 END_TEST
 
+/* The keys of spilling, quotas and the HTTP endpoint: their forms, and the refusals. */
+START_TEST(test_spill_http_keys)
+{
+	struct tnd_config c;
+	char err[600];
+	tnd_config_defaults(&c);
+	ck_assert_str_eq(c.spill_dir, "");
+	ck_assert_str_eq(c.metrics_http, "");
+	const char *t = "spill_dir = /var/spill\nmetrics_http = 9464\nmax_names_per_user = 5000\n"
+			"max_spill_bytes_per_user = 2G\n";
+	ck_assert_int_eq(tnd_config_parse(&c, t, strlen(t), "t", err, sizeof(err)), 0);
+	ck_assert_str_eq(c.spill_dir, "/var/spill");
+	ck_assert_str_eq(c.metrics_http, "9464");
+	ck_assert_uint_eq(c.max_names_per_user, 5000);
+	ck_assert_uint_eq(c.max_spill_bytes_per_user, (uint64_t)2 << 30);
+	t = "metrics_http = [::1]:9464\nspill_dir = none\n";
+	ck_assert_int_eq(tnd_config_parse(&c, t, strlen(t), "t", err, sizeof(err)), 0);
+	ck_assert_str_eq(c.metrics_http, "[::1]:9464");
+	ck_assert_str_eq(c.spill_dir, "");
+	ck_assert_int_eq(tnd_config_parse(&c, "metrics_http = none", 19, "t", err, sizeof(err)), 0);
+	ck_assert_str_eq(c.metrics_http, "");
+	const char *bad[] = { "metrics_http = localhost:", "spill_dir = rel/ative",
+			      "max_spill_bytes_per_user = lots", "max_names_per_user = -1" };
+	const char *why[] = { "metrics_http must be", "spill_dir must be", "bad size",
+			      "max_names_per_user must be" };
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(tnd_config_parse(&c, bad[i], strlen(bad[i]), "t", err, sizeof(err)),
+				 -1);
+		ck_assert_msg(strstr(err, why[i]), "%s: %s", bad[i], err);
+	}
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -168,6 +201,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_example_shows_defaults);
 	tcase_add_test(tc, test_example_keys_documented);
 	tcase_add_test(tc, test_auto);
+	tcase_add_test(tc, test_spill_http_keys);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -14,6 +14,9 @@
  * 1,000 connections) and descriptor use under a low RLIMIT_NOFILE. LOAD and SAVE are left to
  * the loader's own tests.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include "tensord_testutil.h"
 #include "prom_parse.h"
 
@@ -2782,6 +2785,103 @@ START_TEST(test_metrics)
 	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "mx", 0));
 	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "open", 0));
 	tn_tensord_close(c);
+	/* Off unless configured. */
+	ck_assert(!log_has("metrics at http"));
+	daemon_finish();
+}
+END_TEST
+
+/* One HTTP exchange with 127.0.0.1:@port: the whole answer (the server closes). */
+static size_t http_ask(int port, const char *request, char *out, size_t cap)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(write(fd, request, strlen(request)), (ssize_t)strlen(request));
+	size_t len = 0;
+	ssize_t n;
+	while (len + 1 < cap && (n = read(fd, out + len, cap - 1 - len)) > 0)
+		len += (size_t)n;
+	out[len] = 0;
+	close(fd);
+	return len;
+}
+
+/* tensord serves the metrics over HTTP where metrics_http says: a scraper's GET /metrics gets the
+ * text tensorctl prints, in the exposition format a strict parser accepts; other paths and
+ * methods are refused; a client that connects and says nothing delays nobody. */
+START_TEST(test_metrics_http)
+{
+	daemon_setup_conf("metrics_http = 127.0.0.1:0\n");
+	char line[1024] = "";
+	FILE *f = fopen(D.log, "r");
+	ck_assert_ptr_nonnull(f);
+	int port = 0;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "metrics at http://127.0.0.1:"))
+			port = atoi(strstr(line, "127.0.0.1:") + 10);
+	fclose(f);
+	ck_assert_int_gt(port, 0);
+	tn_tensord *c = conn();
+	make_arena(c, "web", 8 << 20, 0, 0);
+	tn_arena *a;
+	ck_assert_tn_ok(tn_tensord_arena_open(c, "web", 0, &a));
+	ck_assert_tn_ok(publish_i32(a, "w", 1 << 16, 1));
+	/* A silent client: its connection waits on a thread of its own. */
+	int idle = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	ck_assert_int_eq(connect(idle, (struct sockaddr *)&sa, sizeof(sa)), 0);
+
+	static char out[1 << 18];
+	uint64_t t0 = now_ms();
+	http_ask(port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", out,
+		 sizeof(out));
+	ck_assert_uint_lt(now_ms() - t0, 3000);
+	ck_assert_msg(!strncmp(out, "HTTP/1.1 200 OK\r\n", 17), "%.200s", out);
+	ck_assert_msg(strcasestr(out, "\r\nContent-Type: text/plain; version=0.0.4"), "%.400s", out);
+	char *body = strstr(out, "\r\n\r\n");
+	ck_assert_ptr_nonnull(body);
+	body += 4;
+	struct prom_doc d;
+	ck_assert_msg(prom_parse(body, &d) == 0, "%s", d.why);
+	tn_arena_stats s;
+	ck_assert_tn_ok(tn_arena_stat(a, &s));
+	ck_assert_double_eq(prom_get(&d, "tensord_arena_used_bytes", "arena=\"web\""),
+			    (double)s.used_bytes);
+	ck_assert_double_eq(prom_get(&d, "tensord_arena_names", "arena=\"web\""), 1);
+	prom_free(&d);
+	/* The second scrape counts the first. */
+	http_ask(port, "GET /metrics HTTP/1.0\r\n\r\n", out, sizeof(out));
+	body = strstr(out, "\r\n\r\n");
+	ck_assert_ptr_nonnull(body);
+	ck_assert_msg(prom_parse(body + 4, &d) == 0, "%s", d.why);
+	ck_assert_double_ge(prom_get(&d, "tensord_http_scrapes_total", ""), 1);
+	prom_free(&d);
+	/* HEAD: the headers alone. */
+	size_t n = http_ask(port, "HEAD /metrics HTTP/1.0\r\n\r\n", out, sizeof(out));
+	ck_assert_msg(!strncmp(out, "HTTP/1.1 200", 12), "%.200s", out);
+	ck_assert_uint_eq(n, (size_t)(strstr(out, "\r\n\r\n") + 4 - out));
+	/* Refusals. */
+	http_ask(port, "GET /other HTTP/1.0\r\n\r\n", out, sizeof(out));
+	ck_assert_msg(!strncmp(out, "HTTP/1.1 404", 12), "%.200s", out);
+	http_ask(port, "POST /metrics HTTP/1.0\r\nContent-Length: 3\r\n\r\nabc", out,
+		 sizeof(out));
+	ck_assert_msg(!strncmp(out, "HTTP/1.1 405", 12) && strcasestr(out, "Allow: GET, HEAD"),
+		      "%.300s", out);
+	/* A malformed request is dropped (libmicrohttpd closes without an answer) or 400. */
+	http_ask(port, "garbage\r\n\r\n", out, sizeof(out));
+	ck_assert_msg(!out[0] || !strncmp(out, "HTTP/1.1 400", 12), "%.200s", out);
+	/* The daemon went on serving its clients throughout. */
+	tn_tensord_status st;
+	ck_assert_tn_ok(tn_tensord_status_get(c, &st));
+	close(idle);
+	ck_assert_tn_ok(tn_arena_unpublish(a, "w"));
+	tn_arena_unref(a);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(c, "web", 0));
+	tn_tensord_close(c);
 	daemon_finish();
 }
 END_TEST
@@ -2798,6 +2898,7 @@ static Suite *tensord_suite(void)
 	tcase_add_test(tc, test_read_only_waiters);
 	tcase_add_test(tc, test_watermark_eviction);
 	tcase_add_test(tc, test_metrics);
+	tcase_add_test(tc, test_metrics_http);
 	tcase_add_test(tc, test_kill_chaos);
 	tcase_add_test(tc, test_restart_recovers);
 	tcase_add_test(tc, test_access_control);
