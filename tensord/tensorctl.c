@@ -23,6 +23,7 @@
 
 #include <tensor.h>
 
+#include "top.h"
 #include "daemon.h" /* tnd_parse_size, tnd_parse_numa: the config file's syntax */
 
 enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_CONNECT = 3, EX_NOENT = 4, EX_ACCESS = 5,
@@ -59,6 +60,8 @@ static void usage(FILE *f)
 		"  evict NAME [--to SIZE|N%%]       evict cache tensors now (to the low watermark)\n"
 		"  clients                         connected processes\n"
 		"  metrics                         figures in Prometheus' text format\n"
+		"  top [--delay SECONDS] [--iterations N]\n"
+		"                                  a live view of arenas and clients\n"
 		"  fsck NAME [--repair]\n"
 		"  verify NAME                     sealed bytes against tensord's digests\n"
 		"  gc [NAME]                       reclaim dead processes' slots\n"
@@ -1460,7 +1463,7 @@ int main(int argc, char **argv)
 		return argc == 1 ? cmd_ops() : usage_error("ops takes no arguments");
 	static const char *const known[] = { "status", "arena", "ls", "show", "load", "save",
 					     "rm", "seal", "pin", "unpin", "evict", "clients",
-					     "metrics", "fsck", "verify", "gc",
+					     "metrics", "top", "fsck", "verify", "gc",
 					     "shutdown", "cuda" };
 	bool ok = false;
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
@@ -1510,6 +1513,8 @@ int main(int argc, char **argv)
 		r = cmd_evict(argc, argv);
 	else if (!strcmp(cmd, "metrics"))
 		r = argc == 1 ? cmd_metrics() : usage_error("metrics takes no arguments");
+	else if (!strcmp(cmd, "top"))
+		r = tnctl_top(conn, argc, argv);
 	else if (!strcmp(cmd, "clients"))
 		r = argc == 1 ? cmd_clients() : usage_error("clients takes no arguments");
 	else if (!strcmp(cmd, "fsck"))

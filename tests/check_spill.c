@@ -406,6 +406,21 @@ START_TEST(test_spill_and_restore)
 	unsigned long long looked = 0;
 	ck_assert_int_eq(sscanf(strchr(line, '}') + 1, "%llu", &looked), 1);
 	ck_assert_uint_ge(looked, 3);
+	/* tensorctl top: two frames, the second with rates; our process among the clients. */
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock, "top",
+		"--iterations", "2", "--delay", "0.2", NULL }), 0);
+	ck_assert_msg(strstr(out, "RESTORE/s") && strstr(out, "\nsp ") && strstr(out, "LOOKUPS/s"),
+		      "%s", out);
+	char pidcol[32];
+	snprintf(pidcol, sizeof(pidcol), "\n%8d sp ", (int)getpid());
+	ck_assert_msg(strstr(out, pidcol), "no line for pid %d:\n%s", (int)getpid(), out);
+	/* The first frame has no rates yet, the second has. */
+	const char *second = strstr(strstr(out, "tensord up") + 1, "tensord up");
+	ck_assert_ptr_nonnull(second);
+	ck_assert_msg(strstr(out, ", - requests/s") < second && !strstr(second, ", - requests/s"),
+		      "%s", out);
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock, "top",
+		"--delay", "0", NULL }), 64);
 
 	/* A spilled name unpublished: its count goes; the file goes at the next sweep. The
 	 * weights and the held kv/0 stay: 5.8 MiB; the watermarks at a fifth of the heap. */
