@@ -432,6 +432,8 @@ static int find_resident_locked(tn_arena *a, const char *name, size_t len,
 
 /* A lookup's refresh of the entry's last-use clock (under the lock, inside the change): the
  * coarse clock, from the vDSO, and one logged word only when its value moved. */
+bool tn__arena_lookup_clock = true;
+
 void tn__entry_touch(tn_arena *a, struct dir_entry *e)
 {
 	uint64_t now = tn__coarse_now_ns();
@@ -605,7 +607,8 @@ int tn__arena_hold(tn_arena *a, const char *name, const tn_arena_handle *handle,
 	memcpy(ret->name, e->name, e->name_len);
 	ret->name[e->name_len] = '\0';
 	tn__hold_set(a, b, a->slot, true);
-	tn__entry_touch(a, tn__entry_at(a, index));
+	if (TN_LIKELY(tn__arena_lookup_clock))
+		tn__entry_touch(a, tn__entry_at(a, index));
 	tn__client_at(a, a->slot)->lookups++;
 	tn__tx_commit(a);
 	tn__arena_unlock(a);

@@ -246,6 +246,10 @@ int tn__arena_spill_state(tn_arena *arena, struct tn__spill_state *ret);
 #define TN__ARENA_RESTORE_WAIT_NS ((int64_t)60 * 1000000000)
 extern _Atomic int64_t tn__arena_restore_wait_ns;
 
+/* Whether this process's lookups set the entries' last-use clock (always, but for bench_spill,
+ * which measures what the clock costs a lookup). */
+extern bool tn__arena_lookup_clock;
+
 /* Bytes each arena handle keeps for the layer above (for its allocator adapter, which must
  * live as long as the handle): zero when the handle is made, never read or written by shm,
  * gone with the handle. */

@@ -143,6 +143,12 @@ void tn__safetensors_free(struct tn__safetensors *st);
 int tn__safetensors_write(struct tn__fmt_tensor *tensors, size_t n,
 			  const struct tn__fmt_meta *meta, size_t nmeta, void **ret_header,
 			  size_t *ret_len, uint64_t *ret_file_size);
+/* The same, with the header padded so that the data section starts at a multiple of @align
+ * (a power of two, 8 to 65536): 4096 lets a reader read a tensor with O_DIRECT straight into
+ * page-aligned memory. */
+int tn__safetensors_write_aligned(struct tn__fmt_tensor *tensors, size_t n,
+				  const struct tn__fmt_meta *meta, size_t nmeta, size_t align,
+				  void **ret_header, size_t *ret_len, uint64_t *ret_file_size);
 
 /* ---- NumPy .npy ------------------------------------------------------------------------- */
 

@@ -48,7 +48,10 @@
 static_assert(TND_XFER_DEPTH <= 32, "staging slots are a 32-bit mask");
 static_assert(TND_XFER_CHUNK % XFER_DIO_ALIGN == 0, "windows are aligned");
 
-enum op_kind { OP_READ, OP_READ_STAGE, OP_WRITE };
+/* OP_READ: buffered, into a tensor; OP_READ_STAGE: O_DIRECT into a staging buffer;
+ * OP_READ_DIRECT: O_DIRECT straight into a tensor (a window inside one tensor whose bytes lie
+ * page-aligned in memory and in the file); OP_WRITE. */
+enum op_kind { OP_READ, OP_READ_STAGE, OP_READ_DIRECT, OP_WRITE };
 
 struct op {
 	uint8_t kind;
@@ -91,6 +94,8 @@ struct xfer {
 	size_t nitems;
 	uint64_t lo, hi;
 };
+
+_Atomic uint64_t tnd_direct_reads;
 
 static uint64_t now_ns(void)
 {
@@ -210,6 +215,10 @@ static void op_queue(struct xfer *x, struct op *op)
 		if (x->async_reads)
 			sqe->flags |= IOSQE_ASYNC;
 		break;
+	case OP_READ_DIRECT:
+		io_uring_prep_read(sqe, x->dfd, buf, len, off);
+		atomic_fetch_add_explicit(&tnd_direct_reads, 1, memory_order_relaxed);
+		break;
 	case OP_READ_STAGE:
 		if (x->stage_fixed)
 			io_uring_prep_read_fixed(sqe, x->dfd, buf, len, off, op->slot);
@@ -285,6 +294,7 @@ static int stage_fallback(struct xfer *x, struct op *op)
 /* Handle one completion: resubmit what is left, or finish the op. */
 static void complete(struct xfer *x, struct op *op, int res)
 {
+	bool direct = op->kind == OP_READ_STAGE || op->kind == OP_READ_DIRECT;
 	size_t want = op->kind == OP_READ_STAGE ? op->need : op->len;
 
 	x->inflight--; /* op_queue counts it again when it goes back */
@@ -298,7 +308,7 @@ static void complete(struct xfer *x, struct op *op, int res)
 	}
 	if (res > 0)
 		op->moved += (size_t)res;
-	if (op->moved < want && op->kind == OP_READ_STAGE) {
+	if (op->moved < want && direct) {
 		/* O_DIRECT ends short at the end of the file, and may fail on odd file systems:
 		 * what is still wanted is read the plain way, here. */
 		if (res < 0) {
@@ -527,6 +537,24 @@ static void load_data(struct xfer *x, uint64_t size)
 			tried_direct = true;
 		}
 		staged = staged && x->dfd >= 0;
+		/* A window inside one tensor, page-aligned in the file and in memory (a spill
+		 * file and its large block are): read straight into it, no staging, no copy. */
+		while (staged && first < x->nitems && x->items[first].off + x->items[first].nbytes <= s)
+			first++;
+		const struct load_item *in = staged && first < x->nitems ? &x->items[first] : NULL;
+		if (in && in->off <= w && in->off + in->nbytes >= we && (we - w) % XFER_DIO_ALIGN == 0 &&
+		    (uintptr_t)(in->dest + (w - in->off)) % XFER_DIO_ALIGN == 0) {
+			struct op *op = op_wait(x, OP_READ_DIRECT, false);
+			if (!op)
+				break;
+			op->off = w;
+			op->buf = in->dest + (w - in->off);
+			op->len = op->need = (size_t)(we - w);
+			op->count = we - s;
+			op_queue(x, op);
+			w = we;
+			continue;
+		}
 		if (staged && !x->stage) {
 			int r = stage_setup(x);
 			if (r) {
@@ -1260,8 +1288,9 @@ int tnd_save(tn_arena *a, int fd, unsigned format, const char *prefix, unsigned 
 	if (format != TND_FORMAT_SAFETENSORS && format != TND_FORMAT_NPY)
 		return tn__error(TN_EINVAL, "%s: format %u: saving needs TND_FORMAT_SAFETENSORS or "
 				 "TND_FORMAT_NPY", fn, format);
-	if (flags)
-		return tn__error(TN_EINVAL, "%s: flags 0x%x: saving takes none", fn, flags);
+	if (flags & ~TND_SAVE_ALIGN_PAGES)
+		return tn__error(TN_EINVAL, "%s: flags 0x%x: saving takes TND_SAVE_ALIGN_PAGES only",
+				 fn, flags);
 	if (!prefix)
 		prefix = "";
 	plen = strlen(prefix);
@@ -1339,9 +1368,11 @@ int tnd_save(tn_arena *a, int fd, unsigned format, const char *prefix, unsigned 
 	} else {
 		for (size_t i = 0; i < n; i++)
 			descs[i] = items[i].desc;
-		if ((r = tn__safetensors_write(descs, n, meta ? meta->meta : NULL,
-					       meta ? meta->nmeta : 0, &header, &header_len,
-					       &file_size)))
+		if ((r = tn__safetensors_write_aligned(descs, n, meta ? meta->meta : NULL,
+						       meta ? meta->nmeta : 0,
+						       flags & TND_SAVE_ALIGN_PAGES ? XFER_DIO_ALIGN
+										    : 8,
+						       &header, &header_len, &file_size)))
 			goto out;
 		for (size_t i = 0; i < n; i++)
 			items[i].desc = descs[i];

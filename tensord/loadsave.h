@@ -121,7 +121,9 @@ int tnd_load_sweep_backups(tn_arena *a);
  * file's "__metadata__"; or, when @prefix is a tensor's whole name, that tensor alone under
  * its whole name. TND_FORMAT_NPY: the one tensor named @prefix exactly; a tensor
  * contiguous in column-major order but not in row-major order is written with fortran_order
- * True. Other non-contiguous tensors are written in C order. @flags must be 0; @progress,
+ * True. Other non-contiguous tensors are written in C order. @flags: 0, or
+ * TND_SAVE_ALIGN_PAGES to pad a safetensors header so that the data starts at a multiple of
+ * 4096 (tensord's spill files, read back with O_DIRECT straight into their block); @progress,
  * @ctx, @cancel and *ret as for tnd_load. On failure the file is truncated back to empty.
  *
  * Errors: TN_EINVAL (bad arguments, TND_FORMAT_AUTO, not a regular file, a file that is not
@@ -130,6 +132,10 @@ int tnd_load_sweep_backups(tn_arena *a);
  * (bfloat16 in .npy), TN_ENOMEM, TN_ENOSPC (the file system is full), TN_EIO (a write failed,
  * cancelled).
  */
+/* Reads made with O_DIRECT straight into a tensor's bytes, by every load of the process (for
+ * the tests and benchmarks). */
+extern _Atomic uint64_t tnd_direct_reads;
+#define TND_SAVE_ALIGN_PAGES 0x100u /* pad the header: the data starts at a multiple of 4096 */
 int tnd_save(tn_arena *a, int fd, unsigned format, const char *prefix, unsigned flags,
 	     tnd_progress_fn progress, void *ctx, const _Atomic bool *cancel,
 	     struct tnd_xfer_result *ret);

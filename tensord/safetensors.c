@@ -1039,6 +1039,14 @@ int tn__safetensors_write(struct tn__fmt_tensor *tensors, size_t n,
 			  const struct tn__fmt_meta *meta, size_t nmeta, void **ret_header,
 			  size_t *ret_len, uint64_t *ret_file_size)
 {
+	return tn__safetensors_write_aligned(tensors, n, meta, nmeta, 8, ret_header, ret_len,
+					     ret_file_size);
+}
+
+int tn__safetensors_write_aligned(struct tn__fmt_tensor *tensors, size_t n,
+				  const struct tn__fmt_meta *meta, size_t nmeta, size_t align,
+				  void **ret_header, size_t *ret_len, uint64_t *ret_file_size)
+{
 	struct tn__fmt_tensor **order = NULL;
 	struct st_out o = { 0 };
 	char shown[TN__FMT_SHOW_MAX];
@@ -1088,7 +1096,13 @@ int tn__safetensors_write(struct tn__fmt_tensor *tensors, size_t n,
 	qsort(order, n, sizeof(*order), cmp_write_order);
 
 	st_emit(&o, order, n, meta, nmeta);
-	pad = (8 - o.len % 8) % 8;
+	if (align < 8 || align > 65536 || (align & (align - 1))) {
+		r = tn__error(TN_EINVAL, "safetensors: alignment %zu is not a power of two from 8 "
+			      "to 65536", align);
+		goto out;
+	}
+	/* The data starts at 8 + N: N padded so that it is a multiple of @align. */
+	pad = (align - (TN__SAFETENSORS_PREFIX + o.len) % align) % align;
 	header_len = o.len + pad;
 	if (header_len > TN__SAFETENSORS_MAX_HEADER ||
 	    total > UINT64_MAX - TN__SAFETENSORS_PREFIX - header_len) {

@@ -274,7 +274,8 @@ static int write_out(struct job *j, const struct tn__spill_item *it)
 			  strerror(errno));
 		goto fail;
 	}
-	r = tnd_save(j->a, fd, TND_FORMAT_SAFETENSORS, it->name, 0, NULL, NULL, &j->cancel, NULL);
+	r = tnd_save(j->a, fd, TND_FORMAT_SAFETENSORS, it->name, TND_SAVE_ALIGN_PAGES, NULL, NULL,
+		     &j->cancel, NULL);
 	if (r == 0 && fsync(fd) != 0)
 		r = tn__error(errno == ENOSPC || errno == EDQUOT ? TN_ENOSPC : TN_EIO,
 			      "fsync %s: %s", tmp, strerror(errno));
