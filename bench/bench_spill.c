@@ -23,6 +23,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -79,80 +80,73 @@ static void drop_cache(const char *path)
 	close(fd);
 }
 
-/* Read @len bytes of @path (cold) into @buf with O_DIRECT, DEPTH requests of CHUNK in flight. */
+/* Move @len bytes between @buf and @fd with io_uring, DEPTH requests of CHUNK in flight (a read
+ * rounds each request up to whole pages, for O_DIRECT). */
+static void uring_io(int fd, unsigned char *buf, size_t len, bool write)
+{
+	struct io_uring ring;
+	if (io_uring_queue_init(DEPTH, &ring, 0)) {
+		perror("bench_spill: io_uring_queue_init");
+		exit(1);
+	}
+	size_t next = 0, done = 0;
+	unsigned inflight = 0;
+	while (done < len) {
+		while (inflight < DEPTH && next < len) {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+			size_t n = len - next < CHUNK ? len - next : CHUNK;
+			if (write)
+				io_uring_prep_write(sqe, fd, buf + next, (unsigned)n, next);
+			else
+				io_uring_prep_read(sqe, fd, buf + next,
+						   (unsigned)((n + 4095) / 4096 * 4096), next);
+			next += n;
+			inflight++;
+		}
+		io_uring_submit(&ring);
+		struct io_uring_cqe *cqe;
+		io_uring_wait_cqe(&ring, &cqe);
+		if (cqe->res <= 0) {
+			fprintf(stderr, "bench_spill: peer %s: %s\n", write ? "write" : "read",
+				strerror(-cqe->res));
+			exit(1);
+		}
+		done += (size_t)cqe->res;
+		io_uring_cqe_seen(&ring, cqe);
+		inflight--;
+	}
+	io_uring_queue_exit(&ring);
+}
+
+/* Read @len bytes of @path (cold) into @buf with O_DIRECT. */
 static double uring_read(const char *path, unsigned char *buf, size_t len)
 {
 	drop_cache(path);
 	int fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
-	struct io_uring ring;
-	if (fd < 0 || io_uring_queue_init(DEPTH, &ring, 0)) {
-		perror("bench_spill: peer read");
+	if (fd < 0) {
+		perror(path);
 		exit(1);
 	}
 	double t0 = now();
-	size_t next = 0, done = 0;
-	unsigned inflight = 0;
-	while (done < len) {
-		while (inflight < DEPTH && next < len) {
-			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
-			size_t n = len - next < CHUNK ? len - next : CHUNK;
-			io_uring_prep_read(sqe, fd, buf + next, (unsigned)((n + 4095) / 4096 * 4096),
-					   next);
-			next += n;
-			inflight++;
-		}
-		io_uring_submit(&ring);
-		struct io_uring_cqe *cqe;
-		io_uring_wait_cqe(&ring, &cqe);
-		if (cqe->res <= 0) {
-			fprintf(stderr, "bench_spill: peer read: %s\n", strerror(-cqe->res));
-			exit(1);
-		}
-		done += (size_t)cqe->res;
-		io_uring_cqe_seen(&ring, cqe);
-		inflight--;
-	}
+	uring_io(fd, buf, len, false);
 	double t = now() - t0;
-	io_uring_queue_exit(&ring);
 	close(fd);
 	return t;
 }
 
-/* Write @len bytes of @buf to a new file @path with io_uring (buffered, as a spill writes), then
- * fsync: what a spill's write costs at least. */
-static double uring_write(const char *path, const unsigned char *buf, size_t len)
+/* Write @len bytes of @buf to a new file @path (buffered, as a spill writes), then fsync: what
+ * a spill's write costs at least. */
+static double uring_write(const char *path, unsigned char *buf, size_t len)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	struct io_uring ring;
-	if (fd < 0 || io_uring_queue_init(DEPTH, &ring, 0)) {
-		perror("bench_spill: peer write");
+	if (fd < 0) {
+		perror(path);
 		exit(1);
 	}
 	double t0 = now();
-	size_t next = 0, done = 0;
-	unsigned inflight = 0;
-	while (done < len) {
-		while (inflight < DEPTH && next < len) {
-			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
-			size_t n = len - next < CHUNK ? len - next : CHUNK;
-			io_uring_prep_write(sqe, fd, buf + next, (unsigned)n, next);
-			next += n;
-			inflight++;
-		}
-		io_uring_submit(&ring);
-		struct io_uring_cqe *cqe;
-		io_uring_wait_cqe(&ring, &cqe);
-		if (cqe->res <= 0) {
-			fprintf(stderr, "bench_spill: peer write: %s\n", strerror(-cqe->res));
-			exit(1);
-		}
-		done += (size_t)cqe->res;
-		io_uring_cqe_seen(&ring, cqe);
-		inflight--;
-	}
+	uring_io(fd, buf, len, true);
 	fsync(fd);
 	double t = now() - t0;
-	io_uring_queue_exit(&ring);
 	close(fd);
 	unlink(path);
 	return t;
