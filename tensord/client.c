@@ -1115,7 +1115,8 @@ static int transfer(tn_tensord *c, unsigned op, const char *name, int fd,
 		return tn__error(TN_EBADF, "%s: negative file descriptor", fn);
 	if ((unsigned)format > TN_TENSORD_FORMAT_NPY)
 		return tn__error(TN_EINVAL, "%s: bad format %d", fn, format);
-	if (op == TND_OP_LOAD && (flags & ~(TN_TENSORD_SEAL | TN_TENSORD_REPLACE)))
+	if (op == TND_OP_LOAD &&
+	    (flags & ~(TN_TENSORD_SEAL | TN_TENSORD_REPLACE | TN_TENSORD_EVICTABLE)))
 		return tn__error(TN_EINVAL, "%s: unknown flags 0x%x", fn, flags);
 	if (op == TND_OP_SAVE && flags)
 		return tn__error(TN_EINVAL, "%s: unknown flags 0x%x", fn, flags);
@@ -1131,7 +1132,8 @@ static int transfer(tn_tensord *c, unsigned op, const char *name, int fd,
 	if (op == TND_OP_SAVE && format == TN_TENSORD_FORMAT_AUTO)
 		m.format = TND_FORMAT_SAFETENSORS;
 	m.flags = (flags & TN_TENSORD_SEAL ? TND_XFER_SEAL : 0) |
-		  (flags & TN_TENSORD_REPLACE ? TND_XFER_REPLACE : 0);
+		  (flags & TN_TENSORD_REPLACE ? TND_XFER_REPLACE : 0) |
+		  (flags & TN_TENSORD_EVICTABLE ? TND_XFER_EVICTABLE : 0);
 	struct tnd_transfer_reply w;
 	struct exchange x = { .op = op, .body = &m, .body_len = sizeof(m), .pass_fd = fd,
 			      .reply = &w, .progress = progress, .ctx = ctx };

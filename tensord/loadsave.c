@@ -1022,7 +1022,8 @@ int tnd_load_txn(tn_arena *a, int fd, unsigned format, const char *prefix, unsig
 		}
 	}
 	unsigned pflags = (flags & TND_XFER_SEAL ? TN_ARENA_SEAL : 0) |
-			  (flags & TND_XFER_REPLACE ? TN_ARENA_REPLACE : 0);
+			  (flags & TND_XFER_REPLACE ? TN_ARENA_REPLACE : 0) |
+			  (flags & TND_XFER_EVICTABLE ? TN_ARENA_EVICTABLE : 0);
 	for (size_t i = 0; i < nn; i++) {
 		if ((r = tn_arena_publish(a, names[i].name, names[i].tensor, pflags, NULL)))
 			goto out_x;

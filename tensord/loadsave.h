@@ -51,7 +51,8 @@ struct tnd_xfer_result {
  * its name in the file (NULL or "" for none); a .npy file has no names, so @prefix is the
  * whole name and is required. Fortran-order .npy arrays are published with column-major
  * strides, big-endian ones swapped to this machine's order. @flags: TND_XFER_SEAL seals every
- * tensor, TND_XFER_REPLACE replaces unsealed tensors of the same names. A safetensors file's
+ * tensor, TND_XFER_REPLACE replaces unsealed tensors of the same names, TND_XFER_EVICTABLE
+ * publishes them as cache tensors (TN_ARENA_EVICTABLE). A safetensors file's
  * "__metadata__" entries are published too, as the uint8 vector @prefix"__metadata__" holding
  * the JSON {"__metadata__":{...}} (a name no tensor of a file can have); tnd_save writes them
  * back. It is one more name, under the same rules, not counted in ret->tensors.

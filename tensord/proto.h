@@ -280,7 +280,8 @@ struct tnd_gc_reply {
 #define TND_FORMAT_NPY 2
 #define TND_XFER_SEAL 0x1u    /* LOAD: seal each tensor loaded */
 #define TND_XFER_REPLACE 0x2u /* LOAD: replace tensors of the same name */
-#define TND_XFER_ALL 0x3u
+#define TND_XFER_EVICTABLE 0x4u /* LOAD: publish them as cache tensors (TN_ARENA_EVICTABLE) */
+#define TND_XFER_ALL 0x7u
 
 struct tnd_transfer {
 	char name[TND_NAME_SIZE];   /* the arena */

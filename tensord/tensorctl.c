@@ -51,6 +51,7 @@ static void usage(FILE *f)
 		"  show NAME TENSOR [--wait SECONDS] [--sealed]\n"
 		"                                  metadata and a preview (waiting for it)\n"
 		"  load NAME FILE [--prefix P] [--format safetensors|npy] [--seal] [--replace]\n"
+		"                  [--evictable]\n"
 		"  save NAME FILE [PREFIX] [--format safetensors|npy]\n"
 		"  rm NAME TENSOR...               unpublish\n"
 		"  seal NAME TENSOR...\n"
@@ -1282,13 +1283,13 @@ static int cmd_load(int argc, char **argv)
 {
 	static const struct option o[] = { { "prefix", 1, NULL, 'p' }, { "format", 1, NULL, 'F' },
 					   { "seal", 0, NULL, 'S' },   { "replace", 0, NULL, 'R' },
-					   { NULL, 0, NULL, 0 } };
+					   { "evictable", 0, NULL, 'E' }, { NULL, 0, NULL, 0 } };
 	const char *prefix = "";
 	enum tn_tensord_format fmt = TN_TENSORD_FORMAT_AUTO;
 	unsigned flags = 0;
 	int c;
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "p:F:SR", o, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:F:SRE", o, NULL)) != -1) {
 		switch (c) {
 		case 'p': prefix = optarg; break;
 		case 'F':
@@ -1297,11 +1298,13 @@ static int cmd_load(int argc, char **argv)
 			break;
 		case 'S': flags |= TN_TENSORD_SEAL; break;
 		case 'R': flags |= TN_TENSORD_REPLACE; break;
+		case 'E': flags |= TN_TENSORD_EVICTABLE; break;
 		default: return EX_USAGE;
 		}
 	}
 	if (argc - optind != 2)
-		return usage_error("load NAME FILE [--prefix P] [--format F] [--seal] [--replace]");
+		return usage_error("load NAME FILE [--prefix P] [--format F] [--seal] [--replace] "
+				   "[--evictable]");
 	const char *name = argv[optind], *file = argv[optind + 1];
 	int bad;
 	if (bad_arena_name(name, &bad))

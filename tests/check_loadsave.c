@@ -771,8 +771,8 @@ START_TEST(test_refused)
 			   "is its name and cannot be empty");
 	ck_assert_tn_error(tnd_load(a, fd, 3, "p", 0, NULL, NULL, NULL, NULL), TN_EINVAL,
 			   "tnd_load: unknown format 3");
-	ck_assert_tn_error(tnd_load(a, fd, TND_FORMAT_NPY, "p", 4, NULL, NULL, NULL, NULL),
-			   TN_EINVAL, "tnd_load: unknown flags 0x4");
+	ck_assert_tn_error(tnd_load(a, fd, TND_FORMAT_NPY, "p", 8, NULL, NULL, NULL, NULL),
+			   TN_EINVAL, "tnd_load: unknown flags 0x8");
 	/* A .npy read as safetensors: the formats layer says why. */
 	ck_assert_tn_error_has(tnd_load(a, fd, TND_FORMAT_SAFETENSORS, "p", 0, NULL, NULL, NULL,
 					NULL),

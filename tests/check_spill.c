@@ -522,6 +522,23 @@ START_TEST(test_restore_failure)
 	ck_assert_int_eq(check_bits(a, "kept", CACHE_N, 10), 0);
 	ck_assert_uint_ge(stat_of(a).restore_failures, 1);
 	ck_assert_msg(log_has("restore of \"lost\""), "the failure is not logged");
+	/* tensorctl load --evictable publishes cache tensors; a plain load pins them. */
+	char file[256], out[4096];
+	snprintf(file, sizeof(file), "%s/two.safetensors", D.dir);
+	write_safetensors(file, 2, NULL, "f", 1000, 5);
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock, "load",
+		"rf", file, "--prefix", "ev/", "--evictable", NULL }), 0);
+	ck_assert_int_eq(tensorctl(out, sizeof(out), (const char *[]){ "--socket", D.sock, "load",
+		"rf", file, "--prefix", "pin/", NULL }), 0);
+	ck_assert_uint_eq(flags_of(a, "ev/f00000"), TN_ARENA_ENTRY_CACHE);
+	ck_assert_uint_eq(flags_of(a, "pin/f00001"), 0);
+	for (int i = 0; i < 2; i++) {
+		char nm[32];
+		snprintf(nm, sizeof(nm), "ev/f%05d", i);
+		ck_assert_tn_ok(tn_arena_unpublish(a, nm));
+		snprintf(nm, sizeof(nm), "pin/f%05d", i);
+		ck_assert_tn_ok(tn_arena_unpublish(a, nm));
+	}
 	/* The lookup's retry fails too; then the name goes. */
 	ck_assert_int_ne(tn_arena_lookup(a, "lost", &t, NULL), 0);
 	ck_assert_tn_ok(tn_arena_unpublish(a, "lost"));

@@ -296,6 +296,7 @@ enum tn_tensord_format {
 
 #define TN_TENSORD_SEAL (1u << 0)    /* load: seal every tensor loaded */
 #define TN_TENSORD_REPLACE (1u << 1) /* load: replace tensors that have the name already */
+#define TN_TENSORD_EVICTABLE (1u << 2) /* load: publish them as cache tensors (evictable) */
 
 /* Called with the data bytes moved so far and the total, as the daemon reports them (at most
  * every 64 MiB and at the end). */
