@@ -435,18 +435,19 @@ static PyObject *arena_empty(PyObject *self, PyObject *args, PyObject *kwargs)
 
 static PyObject *arena_publish(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-	static char *kwlist[] = { "name", "tensor", "seal", "replace", NULL };
+	static char *kwlist[] = { "name", "tensor", "seal", "replace", "evictable", NULL };
 	const char *name;
 	PyObject *obj;
-	int seal = 1, replace = 0;
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|pp:publish", kwlist, &name, &obj, &seal,
-					 &replace))
+	int seal = 1, replace = 0, evictable = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|ppp:publish", kwlist, &name, &obj, &seal,
+					 &replace, &evictable))
 		return NULL;
 	ARENA_CHECK(self);
 	tn_tensor *t;
 	if (pytn_tensor_from_obj(obj, true, &t) < 0)
 		return NULL;
-	unsigned flags = (seal ? TN_ARENA_SEAL : 0) | (replace ? TN_ARENA_REPLACE : 0);
+	unsigned flags = (seal ? TN_ARENA_SEAL : 0) | (replace ? TN_ARENA_REPLACE : 0) |
+			 (evictable ? TN_ARENA_EVICTABLE : 0);
 	int rc = tn_arena_publish(A(self), name, t, flags, NULL);
 	if (rc == TN_EINVAL) {
 		/* Most likely not in this arena: copy it in and publish the copy. A bad name fails
@@ -532,9 +533,18 @@ static PyObject *arena_lookup(PyObject *self, PyObject *args, PyObject *kwargs)
 	ARENA_CHECK(self);
 	tn_tensor *t;
 	if (timeout_obj == Py_None && !sealed) {
-		int rc = tn_arena_lookup(A(self), name, &t, NULL);
+		/* Without the GIL: a spilled tensor waits while tensord reads it back. */
+		int rc;
+		char msg[1024] = "";
+		Py_BEGIN_ALLOW_THREADS
+		rc = tn_arena_lookup(A(self), name, &t, NULL);
 		if (rc < 0)
-			return pytn_raise(rc);
+			snprintf(msg, sizeof(msg), "%s", tn_last_error());
+		Py_END_ALLOW_THREADS
+		if (rc < 0) {
+			pytn_raise_msg(rc, msg);
+			return NULL;
+		}
 		return pytn_wrap(t);
 	}
 	double timeout = timeout_obj == Py_None ? 0 : PyFloat_AsDouble(timeout_obj);
@@ -557,12 +567,20 @@ static PyObject *entry_dict(const tn_arena_entry *e)
 		PyTuple_SET_ITEM(strides, i, PyLong_FromLongLong(e->strides[i]));
 	}
 	PyObject *d = shape && strides
-			      ? Py_BuildValue("{s:s,s:s,s:O,s:O,s:L,s:K,s:O}", "name", e->name,
-					      "dtype", tn_dtype_name(e->dtype), "shape", shape,
+			      ? Py_BuildValue("{s:s,s:s,s:O,s:O,s:L,s:K,s:O,s:s,s:s}", "name",
+					      e->name, "dtype", tn_dtype_name(e->dtype), "shape", shape,
 					      "strides", strides, "storage_offset",
 					      (long long)e->storage_offset, "block_bytes",
 					      (unsigned long long)e->block_bytes, "sealed",
-					      (e->flags & TN_ARENA_ENTRY_SEALED) ? Py_True : Py_False)
+					      (e->flags & TN_ARENA_ENTRY_SEALED) ? Py_True : Py_False,
+					      "retention",
+					      e->flags & TN_ARENA_ENTRY_CACHE	       ? "cache"
+					      : e->flags & TN_ARENA_ENTRY_SOFT_PINNED ? "soft"
+										       : "pinned",
+					      "location",
+					      !(e->flags & TN_ARENA_ENTRY_SPILLED) ? "memory"
+					      : e->flags & TN_ARENA_ENTRY_RESTORING ? "restoring"
+										    : "disk")
 			      : NULL;
 	Py_XDECREF(shape);
 	Py_XDECREF(strides);
@@ -605,11 +623,14 @@ static PyObject *arena_stat(PyObject *self, PyObject *unused)
 	if (rc < 0)
 		return pytn_raise(rc);
 #define K(f) #f, (unsigned long long)s.f
-	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
+			     "s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
 			     K(size), K(page_size), K(heap_bytes), K(used_bytes), K(free_bytes),
 			     K(largest_free), K(blocks), K(free_blocks), K(names), K(max_names),
 			     K(clients), K(num_allocs), K(num_frees), K(lock_repairs),
-			     K(reclaimed_slots));
+			     K(reclaimed_slots), K(high_water), K(low_water), K(evictions),
+			     K(evicted_bytes), K(spill), K(spilled_names), K(spilled_bytes), K(spills),
+			     K(spilled_total), K(restores), K(restore_failures));
 #undef K
 }
 
@@ -735,11 +756,13 @@ static PyMethodDef arena_methods[] = {
 	  "empty(shape, dtype='float32') -> Tensor: an uninitialised tensor allocated in the\n"
 	  "arena, to fill (through numpy.asarray(t) or torch.from_dlpack(t)) and publish." },
 	{ "publish", (PyCFunction)(void (*)(void))arena_publish, METH_VARARGS | METH_KEYWORDS,
-	  "publish(name, tensor, seal=True, replace=False) -> Tensor\n\n"
+	  "publish(name, tensor, seal=True, replace=False, evictable=False) -> Tensor\n\n"
 	  "Give `tensor` the name `name` in the arena. A libtensor Tensor whose storage lives in\n"
 	  "this arena is published as it is; anything else (another Tensor, a torch tensor, a\n"
 	  "NumPy array, a list) is copied into the arena first. seal=True makes it read-only for\n"
-	  "every process for good; replace=True replaces an unsealed entry of that name.\n"
+	  "every process for good; replace=True replaces an unsealed entry of that name;\n"
+	  "evictable=True makes it a cache entry, which leaves the arena (or goes to disk in\n"
+	  "spill mode) when the arena passes its high watermark.\n"
 	  "Returns the published tensor. FileExistsError when the name is taken." },
 	{ "lookup", (PyCFunction)(void (*)(void))arena_lookup, METH_VARARGS | METH_KEYWORDS,
 	  "lookup(name, timeout=None, *, sealed=False) -> Tensor\n\n"
@@ -751,10 +774,13 @@ static PyMethodDef arena_methods[] = {
 	{ "names", (PyCFunction)(void (*)(void))arena_names, METH_VARARGS | METH_KEYWORDS,
 	  "names(prefix='') -> list of the published names starting with prefix, sorted." },
 	{ "info", arena_info, METH_VARARGS,
-	  "info(name) -> dict (dtype, shape, strides, storage_offset, block_bytes, sealed)\n"
+	  "info(name) -> dict (dtype, shape, strides, storage_offset, block_bytes, sealed,\n"
+	  "retention: pinned, soft or cache; location: memory, disk or restoring)\n"
 	  "without mapping or holding the tensor." },
 	{ "stat", arena_stat, METH_NOARGS,
-	  "stat() -> dict: size, used_bytes, free_bytes, blocks, names, clients, ..." },
+	  "stat() -> dict: size, used_bytes, free_bytes, blocks, names, clients, the\n"
+	  "watermarks, evictions, and spilling's figures (spill, spilled_names, spilled_bytes,\n"
+	  "spills, restores, ...)." },
 	{ "clients", arena_clients, METH_NOARGS,
 	  "clients() -> list of dicts (slot, pid, alive, held_blocks, held_bytes): the\n"
 	  "processes attached to the arena." },

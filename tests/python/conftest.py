@@ -23,7 +23,7 @@ TENSORCTL = BUILDDIR / 'tensord' / 'tensorctl'
 
 
 class Daemon:
-    def __init__(self):
+    def __init__(self, config='# empty: built-in defaults\n'):
         self.dir = tempfile.mkdtemp(prefix='tn-pytest-')
         os.chmod(self.dir, 0o755)
         self.socket = os.path.join(self.dir, 's')
@@ -31,7 +31,7 @@ class Daemon:
         self.log = os.path.join(self.dir, 'log')
         self.arena_dir = '/dev/shm/tn-pytest-%d' % os.getpid()
         with open(self.config, 'w') as f:
-            f.write('# empty: built-in defaults\n')
+            f.write(config.replace('@DIR@', self.dir))
         with open(self.log, 'w') as log:
             self.proc = subprocess.Popen(
                 [str(TENSORD), '--foreground', '--socket', self.socket, '--config',

@@ -61,6 +61,12 @@ def test_publish_lookup(arena):
         arena['a/torch']
     st = arena.stat()
     assert st['names'] == 3 and st['used_bytes'] > 0
+    assert st['spill'] == 0 and st['spilled_names'] == 0 and st['high_water'] > st['low_water']
+    arena.publish('a/cache', torch.ones(4), seal=False, evictable=True)
+    info = arena.info('a/cache')
+    assert info['retention'] == 'cache' and info['location'] == 'memory'
+    assert arena.info('a/np')['retention'] == 'pinned'
+    arena.unpublish('a/cache')
 
 
 def test_python_producer_c_consumer(tensord, arena):
@@ -304,3 +310,37 @@ def test_destroy_arena(tensord):
         assert 'pydestroy2' not in c.arenas()
         with pytest.raises(ValueError):
             c.destroy_arena('bad/name')
+
+
+def test_spilled_tensor_comes_back(tmp_path):
+    """A torch tensor published as a cache entry into an arena in spill mode goes to disk when
+    the arena passes its high watermark, and a lookup brings it back bit-exact (NaN payloads
+    included) to a torch consumer."""
+    from conftest import Daemon
+    d = Daemon('spill_dir = @DIR@/spill\nevict_interval_ms = 20\n')
+    try:
+        with lt.connect(d.socket) as c:
+            a = c.arena('spilly', create=True, size=16 << 20)
+            d.ctl('arena', 'set', 'spilly', '--spill', 'on')
+            g = torch.Generator().manual_seed(5)
+            x = torch.randint(-2**31, 2**31 - 1, (512, 512), dtype=torch.int32, generator=g)
+            x = x.view(torch.float32)  # every bit pattern, NaNs with payloads among them
+            a.publish('kv/0', x, seal=False, evictable=True)
+            a.publish('w', torch.ones(8), seal=True)
+            d.ctl('arena', 'set', 'spilly', '--high-water', '1%', '--low-water', '1%')
+            deadline = time.monotonic() + 10
+            while a.info('kv/0')['location'] != 'disk':
+                assert time.monotonic() < deadline, 'kv/0 was not spilled'
+                time.sleep(0.01)
+            assert a.info('w')['location'] == 'memory'
+            assert a.stat()['spilled_names'] == 1
+            d.ctl('arena', 'set', 'spilly', '--high-water', '95%', '--low-water', '90%')
+            back = torch.from_dlpack(a.lookup('kv/0'))
+            assert a.info('kv/0')['location'] == 'memory'
+            assert torch.equal(back.view(torch.int32), x.view(torch.int32))
+            assert a.stat()['restores'] == 1
+            del back
+            a.close()
+            c.destroy_arena('spilly', force=True)
+    finally:
+        d.stop()
