@@ -166,6 +166,9 @@ struct tnd_arena {
 	 * spill_dir was reported; when its spill directory was last swept. */
 	bool spill_busy, spill_again, spill_warned, spill_closed;
 	uint64_t spill_swept_ns;
+	/* After a job found the spill directory full: no spilling before then (restores go on),
+	 * and the wait doubles at each full one, from 1 s to 30 s. */
+	uint64_t spill_retry_ns, spill_backoff_ns;
 	struct tnd_guard guard; /* the SIGBUS guard's entries for its mappings */
 	/* Its lock: a client that keeps it (stopped, stuck) must not stall the loop, which waits
 	 * at most TND_LOCK_WAIT_MS for it; after a wait ran out, the loop does not try again

@@ -177,6 +177,7 @@ struct job {
 	char name[TND_NAME_SIZE];
 	char dir[3200];
 	bool sweep;
+	bool may_spill; /* not while the arena's spill directory was found full lately */
 	/* Results, read by the loop once the job ended. */
 	uint64_t spills, spilled_bytes, spill_failures, restores, restored_bytes,
 		restore_failures, removed, spill_ns, restore_ns;
@@ -186,6 +187,10 @@ struct job {
 	 * it refused. */
 	uint64_t quota_left, over_quota;
 	uint32_t owner;
+	/* The arena's restore word when the job last served the restores asked for; whether it
+	 * is restoring now (a restore may spill to make room, which does not serve restores). */
+	uint32_t restore_seen;
+	bool restoring;
 };
 
 static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -223,6 +228,7 @@ static bool c_contiguous(const tn_arena_entry *e)
 }
 
 static int write_out(struct job *j, const struct tn__spill_item *it);
+static void restore_wanted(struct job *j);
 
 /* Spill what brings the use to @target (bytes used), least recently used first. Returns the
  * bytes of the blocks freed. */
@@ -250,6 +256,9 @@ static uint64_t spill_down(struct job *j, uint64_t target)
 				j->quota_left -= v[i].bytes;
 		}
 		j->spill_ns += now_ns() - t0;
+		/* A lookup that asked for a tensor back does not wait for the whole batch. */
+		if (!j->restoring && atomic_load(tn__arena_restore_word(j->a)) != j->restore_seen)
+			restore_wanted(j);
 	}
 	free(v);
 	return freed;
@@ -395,15 +404,19 @@ static void restore_wanted(struct job *j)
 {
 	struct tn__spill_item *v = NULL;
 	size_t n = 0;
+	/* Read before the look: a request after it moves the word again. */
+	j->restore_seen = atomic_load(tn__arena_restore_word(j->a));
 	if (tn__arena_spilled(j->a, true, &v, &n)) {
 		tnd_warn("arena %s: restore: %s", j->name, tn_last_error());
 		return;
 	}
+	j->restoring = true;
 	for (size_t i = 0; i < n && !atomic_load(&j->cancel); i++) {
 		uint64_t t0 = now_ns();
 		restore_one(j, &v[i]);
 		j->restore_ns += now_ns() - t0;
 	}
+	j->restoring = false;
 	free(v);
 }
 
@@ -458,15 +471,13 @@ static void *job_run(void *arg)
 		tnd_error("arena %s: spill directory %s: %s", j->name, j->dir, strerror(errno));
 	restore_wanted(j);
 	struct tn__spill_state st;
-	if (tn__arena_spill_state(j->a, &st) == 0 && st.spill && st.used > st.high) {
+	if (j->may_spill && tn__arena_spill_state(j->a, &st) == 0 && st.spill && st.used > st.high) {
 		j->used = st.used;
 		j->high = st.high;
 		j->low = st.low;
-		_Atomic uint32_t *w = tn__arena_restore_word(j->a);
-		uint32_t seen = atomic_load(w);
 		spill_down(j, st.low);
 		/* A lookup that asked meanwhile is served before the job ends. */
-		if (atomic_load(w) != seen)
+		if (atomic_load(tn__arena_restore_word(j->a)) != j->restore_seen)
 			restore_wanted(j);
 	}
 	if (j->sweep)
@@ -487,6 +498,7 @@ static void job_start(struct tnd_arena *ar, bool sweep_now)
 	j->ar = ar;
 	j->a = tn_arena_ref(ar->a);
 	j->sweep = sweep_now;
+	j->may_spill = now_ns() >= ar->spill_retry_ns;
 	j->owner = ar->owner_uid;
 	j->quota_left = UINT64_MAX;
 	if (tnd_d.cfg.max_spill_bytes_per_user && !tnd_unlimited_user(ar->owner_uid)) {
@@ -551,7 +563,8 @@ void tnd_spill_consider(struct tnd_arena *ar, bool asked)
 		return;
 	}
 	bool sweep_due = !ar->spill_swept_ns || now_ns() - ar->spill_swept_ns >= SWEEP_NS;
-	if (st.used > st.high || (asked && st.spilled_names) || sweep_due)
+	bool may_spill = st.used > st.high && now_ns() >= ar->spill_retry_ns;
+	if (may_spill || (asked && st.spilled_names) || sweep_due)
 		job_start(ar, sweep_due);
 }
 
@@ -600,6 +613,16 @@ void tnd_spill_events(void)
 		if (j->restores)
 			tnd_info("arena %s: restored %" PRIu64 " tensors (%" PRIu64 " bytes) in %.3f s",
 				 ar->name, j->restores, j->restored_bytes, (double)j->restore_ns / 1e9);
+		if (j->disk_full) {
+			/* Not again at once: each try writes until the disk says no. */
+			ar->spill_backoff_ns = ar->spill_backoff_ns ? ar->spill_backoff_ns * 2
+								    : 1000000000u;
+			if (ar->spill_backoff_ns > 30000000000u)
+				ar->spill_backoff_ns = 30000000000u;
+			ar->spill_retry_ns = now_ns() + ar->spill_backoff_ns;
+		} else if (j->spills) {
+			ar->spill_backoff_ns = 0;
+		}
 		bool again = ar->spill_again && !j->disk_full;
 		tn_arena_unref(j->a);
 		free(j);
