@@ -22,6 +22,9 @@ TENSORD = BUILDDIR / 'tensord' / 'tensord'
 TENSORCTL = BUILDDIR / 'tensord' / 'tensorctl'
 
 
+_daemons = itertools.count()
+
+
 class Daemon:
     def __init__(self, config='# empty: built-in defaults\n'):
         self.dir = tempfile.mkdtemp(prefix='tn-pytest-')
@@ -29,7 +32,8 @@ class Daemon:
         self.socket = os.path.join(self.dir, 's')
         self.config = os.path.join(self.dir, 'tensord.conf')
         self.log = os.path.join(self.dir, 'log')
-        self.arena_dir = '/dev/shm/tn-pytest-%d' % os.getpid()
+        # One folder per daemon: a second one's stop must not remove the first one's arenas.
+        self.arena_dir = '/dev/shm/tn-pytest-%d-%d' % (os.getpid(), next(_daemons))
         with open(self.config, 'w') as f:
             f.write(config.replace('@DIR@', self.dir))
         with open(self.log, 'w') as log:
