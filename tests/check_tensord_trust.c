@@ -177,7 +177,11 @@ START_TEST(test_seal_sweep)
 	while (!is_sealed(a, "t00001") && now_ms() < deadline)
 		sleep_ms(10);
 	ck_assert_msg(is_sealed(a, "t00001"), "the sweep did not set the cleared seal again");
-	ck_assert(log_has("arena sw: the seal of \"t00001\" was cleared by a client: set again"));
+	/* The daemon logs it just after the change that sets the seal: wait for the line. */
+	const char *line = "arena sw: the seal of \"t00001\" was cleared by a client: set again";
+	while (!log_has(line) && now_ms() < deadline + 5000)
+		sleep_ms(10);
+	ck_assert(log_has(line));
 	tn_tensor *t;
 	ck_assert_tn_ok(tn_arena_lookup(a, "t00001", &t, NULL));
 	ck_assert_int_eq(tn_fill_(t, tn_scalar_int(1)), TN_EPERM);
