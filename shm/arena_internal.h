@@ -423,8 +423,10 @@ int tn__arena_figures_locked(tn_arena *a, uint64_t *ret_pinned, uint64_t *ret_he
 			     uint64_t *ret_evictable);
 
 /* ---- spill.c ---- */
-/* The bytes of a spilled entry (its elements, contiguous). */
+/* The bytes of a spilled entry (its elements, contiguous); take it out of the header's
+ * spilled counts (under the lock, inside a change: it is unpublished or restored). */
 uint64_t tn__spilled_bytes(const struct dir_entry *e);
+void tn__spilled_uncount(tn_arena *a, const struct dir_entry *e);
 /* Whether @e is a spilled entry (its block word is a spill file's number). */
 static inline bool tn__entry_spilled(const struct dir_entry *e)
 {

@@ -210,11 +210,7 @@ int tn__entry_unpin(tn_arena *a, const struct dir_entry *e)
 	/* A spilled entry names a file, not a block: tensord removes the file it no longer
 	 * finds named. */
 	if (tn__entry_spilled(e)) {
-		struct arena_header *h = a->hdr;
-		uint64_t bytes = tn__spilled_bytes(e);
-		if (h->spilled_names)
-			tn__counter_add(a, &h->spilled_names, -1);
-		tn__tx_set(a, &h->spilled_bytes, h->spilled_bytes > bytes ? h->spilled_bytes - bytes : 0);
+		tn__spilled_uncount(a, e);
 		return 0;
 	}
 	/* A damaged entry points at nothing it may change: another name's block, or bytes

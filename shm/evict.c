@@ -270,11 +270,10 @@ int tn__evict_for_alloc_locked(tn_arena *a, uint64_t need, uint64_t align,
 			       uint64_t *ret_off)
 {
 	struct alloc_retry t = { .need = need, .align = align, .alloc = alloc };
-	/* A spilling arena's evictions are tensord's: it is woken to make room. */
-	if (a->hdr->spill_mode) {
-		tn__arena_restore_wake(a);
+	/* A spilling arena's evictions are tensord's: the caller wakes it, once the lock is
+	 * released (tn__arena_spill_wait). */
+	if (a->hdr->spill_mode)
 		return TN_ENOMEM;
-	}
 	int r = evict_while(a, still_missing, &t, NULL, NULL);
 	if (r == 0 && !t.done)
 		still_missing(a, &t); /* after the last eviction */

@@ -33,6 +33,15 @@ uint64_t tn__spilled_bytes(const struct dir_entry *e)
 	return n;
 }
 
+void tn__spilled_uncount(tn_arena *a, const struct dir_entry *e)
+{
+	struct arena_header *h = a->hdr;
+	uint64_t bytes = tn__spilled_bytes(e);
+	if (h->spilled_names)
+		tn__counter_add(a, &h->spilled_names, -1);
+	tn__tx_set(a, &h->spilled_bytes, h->spilled_bytes > bytes ? h->spilled_bytes - bytes : 0);
+}
+
 _Atomic uint32_t *tn__arena_restore_word(tn_arena *a)
 {
 	return &a->hdr->restore_seq;
@@ -239,7 +248,7 @@ int tn__arena_restore_commit(tn_arena *a, const struct tn__spill_item *it,
 	uint32_t flags = (uint32_t)(e->block_gen_flags >> 32) &
 			 ~(uint32_t)(TN_ARENA_ENTRY_SPILLED | TN_ARENA_ENTRY_RESTORING |
 				     TN_ARENA_ENTRY_RESTORE_FAILED);
-	uint64_t bytes = tn__spilled_bytes(e);
+	tn__spilled_uncount(a, e);
 	tn__tx_set(a, &e->block, desc->block);
 	tn__tx_set(a, &e->block_gen_flags, (uint32_t)b->gen_pins | (uint64_t)flags << 32);
 	if (e->storage_offset != desc->storage_offset)
@@ -252,9 +261,6 @@ int tn__arena_restore_commit(tn_arena *a, const struct tn__spill_item *it,
 	if (flags & TN_ARENA_ENTRY_SEALED)
 		tn__tx_set(a, &b->magic_flags, b->magic_flags | (uint64_t)BLOCK_FLAG_SEALED << 32);
 	tn__counter_add(a, &h->restores, 1);
-	if (h->spilled_names)
-		tn__counter_add(a, &h->spilled_names, -1);
-	tn__tx_set(a, &h->spilled_bytes, h->spilled_bytes > bytes ? h->spilled_bytes - bytes : 0);
 	tn__tx_commit(a);
 	uint64_t hash = e->hash;
 	tn__arena_unlock(a);
