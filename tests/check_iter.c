@@ -1236,6 +1236,57 @@ START_TEST(test_float16_casts_under_each_capability)
 }
 END_TEST
 
+/*
+ * Widening casts of rows long enough for the AVX-512 kernel's streaming rows (256-bit vectors
+ * once a row writes 1 MiB; the iterator may split the tensor between threads, so 2^20 + 13
+ * elements keep every part above that up to 4 threads): the contiguous copy gives the bits of
+ * the same copy into every other element (the element-by-element row) for random bit patterns
+ * (NaN payloads, subnormals, out-of-range values), for every pair whose destination is wider
+ * than its source, under each CPU capability.
+ */
+START_TEST(test_long_widening_casts_under_each_capability)
+{
+	tn_test_force_capability(_i);
+	const int64_t n = ((int64_t)1 << 20) + 13, n2 = 2 * n;
+	int pairs = 0;
+	for (int sd = 0; sd < TN_NUM_DTYPES; sd++) {
+		for (int dd = 0; dd < TN_NUM_DTYPES; dd++) {
+			const enum tn_dtype sdt = (enum tn_dtype)sd, ddt = (enum tn_dtype)dd;
+			const size_t ss = tn_dtype_size(sdt), dsz = tn_dtype_size(ddt);
+			if (dsz <= ss)
+				continue;
+			tn_tensor *src, *c, *big, *every;
+			ck_assert_tn_ok(tn_empty(1, &n, sdt, TN_CPU, TN_CONTIGUOUS_FORMAT, &src));
+			unsigned char *ps = tn_tensor_data(src);
+			uint64_t st = 0x9e3779b97f4a7c15ull + (uint64_t)(sd * 16 + dd);
+			for (int64_t i = 0; i < n; i++) {
+				st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+				if (sdt == TN_BOOL)
+					ps[i] = (unsigned char)(st & 1);
+				else
+					memcpy(ps + (size_t)i * ss, &st, ss);
+			}
+			ck_assert_tn_ok(tn_empty(1, &n, ddt, TN_CPU, TN_CONTIGUOUS_FORMAT, &c));
+			memset(tn_tensor_data(c), 0xa5, (size_t)n * dsz);
+			ck_assert_tn_ok(tn_zeros(1, &n2, ddt, TN_CPU, &big));
+			ck_assert_tn_ok(tn_slice(big, 0, 0, INT64_MAX, 2, &every));
+			ck_assert_tn_ok(tn_copy_(c, src, false));
+			ck_assert_tn_ok(tn_copy_(every, src, false));
+			const unsigned char *pc = tn_tensor_data(c), *pe = tn_tensor_data(big);
+			for (int64_t i = 0; i < n; i++)
+				if (memcmp(pc + (size_t)i * dsz, pe + (size_t)(2 * i) * dsz, dsz))
+					ck_abort_msg("%s -> %s: element %lld differs", tn_dtype_name(sdt),
+						     tn_dtype_name(ddt), (long long)i);
+			tn_tensor *list[] = { src, c, big, every };
+			for (size_t k = 0; k < 4; k++)
+				tn_tensor_unref(list[k]);
+			pairs++;
+		}
+	}
+	ck_assert_int_eq(pairs, 37);
+}
+END_TEST
+
 static Suite *iter_suite(void)
 {
 	Suite *s = suite_create("iter");
@@ -1260,6 +1311,8 @@ static Suite *iter_suite(void)
 	tcase_add_loop_test(tc, test_arith_large_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_copy_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);
+	tcase_add_loop_test(tc, test_long_widening_casts_under_each_capability, 0,
+			    TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_float16_casts_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_streamed_outputs_under_each_capability, 0,

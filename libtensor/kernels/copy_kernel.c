@@ -124,6 +124,105 @@ typedef void (*row_fn)(char *, int64_t, const char *, int64_t, int64_t);
 static const row_fn rows[TN_NUM_DTYPES][TN_NUM_DTYPES] = { TAGS_OUTER(ENTRIES_FOR_DST) };
 
 /*
+ * Widening rows that stream to memory, on AVX-512: 256-bit vectors. A conversion that writes
+ * more bytes than it reads runs about 20% faster out of the caches with 256-bit loads,
+ * conversions and stores than with 512-bit ones on the Xeons measured (f32->f64 of 1e7
+ * elements on one thread: 12.1 ms against 14.0 ms; f16->f32: 6.2 against 7.7 ms; a plain copy
+ * is the same at both widths), while in the caches the 512-bit loop is the faster one. So a
+ * contiguous row that writes at least WIDE_STREAM_BYTES takes these: the rows into 8-byte
+ * dtypes compiled a second time for 256-bit vectors, and float16/bfloat16 to float32 with two
+ * 256-bit conversions per step. The same bits either way: each element is the same C cast or
+ * the same F16C/shift conversion.
+ */
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+#define TN_WIDE_ROWS 1
+#define WIDE_STREAM_BYTES ((int64_t)1 << 20)
+
+#define WIDE_ROW(DT, ST)                                                                     \
+	__attribute__((target("prefer-vector-width=256"))) static void row256_##DT##_##ST(   \
+		char *d, const char *s, int64_t n)                                           \
+	{                                                                                    \
+		CT_##DT *D = (CT_##DT *)d;                                                   \
+		const CT_##ST *S = (const CT_##ST *)s;                                       \
+		for (int64_t i = 0; i < n; i++)                                              \
+			STORE_##DT(&D[i], LOAD_##ST(&S[i]));                                 \
+	}
+#define WIDE_ROWS_FOR_DST(DT) TAGS_INNER(WIDE_ROW, DT)
+WIDE_ROWS_FOR_DST(f64)
+WIDE_ROWS_FOR_DST(i64)
+
+typedef void (*row256_fn)(char *, const char *, int64_t);
+#define WIDE_ENTRY(DT, ST) row256_##DT##_##ST,
+static const row256_fn rows256_f64[TN_NUM_DTYPES] = { TAGS_INNER(WIDE_ENTRY, f64) };
+static const row256_fn rows256_i64[TN_NUM_DTYPES] = { TAGS_INNER(WIDE_ENTRY, i64) };
+
+static void widen_h16_f32(float *d, const tn_half *s, int64_t n)
+{
+	int64_t i = 0;
+	for (; i + 16 <= n; i += 16) {
+		__m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+		__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 8));
+		_mm256_storeu_ps(d + i, _mm256_cvtph_ps(a));
+		_mm256_storeu_ps(d + i + 8, _mm256_cvtph_ps(b));
+	}
+	for (; i < n; i++)
+		d[i] = tn__h2f(s[i]);
+}
+
+static void widen_bf16_f32(float *d, const tn_bfloat16 *s, int64_t n)
+{
+	int64_t i = 0;
+	for (; i + 16 <= n; i += 16) {
+		__m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+		__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 8));
+		_mm256_storeu_si256((__m256i *)(void *)(d + i),
+				    _mm256_slli_epi32(_mm256_cvtepu16_epi32(a), 16));
+		_mm256_storeu_si256((__m256i *)(void *)(d + i + 8),
+				    _mm256_slli_epi32(_mm256_cvtepu16_epi32(b), 16));
+	}
+	for (; i < n; i++)
+		d[i] = tn__bf2f(s[i]);
+}
+
+static void widen_h16_f64(double *d, const tn_half *s, int64_t n)
+{
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(s + i)));
+		_mm256_storeu_pd(d + i, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
+		_mm256_storeu_pd(d + i + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
+	}
+	for (; i < n; i++)
+		d[i] = (double)tn__h2f(s[i]);
+}
+
+/* The streaming widening row of a contiguous pair, or false for the ordinary path. */
+static bool wide_row(char *dst, enum tn_dtype ddt, const char *src, enum tn_dtype sdt, int64_t n)
+{
+	if (n * (int64_t)tn_dtype_size(ddt) < WIDE_STREAM_BYTES ||
+	    tn_dtype_size(ddt) <= tn_dtype_size(sdt))
+		return false;
+	if (ddt == TN_FLOAT64) {
+		if (sdt == TN_FLOAT16)
+			widen_h16_f64((double *)(void *)dst, (const tn_half *)(const void *)src, n);
+		else
+			rows256_f64[sdt](dst, src, n);
+	} else if (ddt == TN_INT64) {
+		if (sdt == TN_FLOAT16)
+			return false;
+		rows256_i64[sdt](dst, src, n);
+	} else if (ddt == TN_FLOAT32 && sdt == TN_FLOAT16) {
+		widen_h16_f32((float *)(void *)dst, (const tn_half *)(const void *)src, n);
+	} else if (ddt == TN_FLOAT32 && sdt == TN_BFLOAT16) {
+		widen_bf16_f32((float *)(void *)dst, (const tn_bfloat16 *)(const void *)src, n);
+	} else {
+		return false;
+	}
+	return true;
+}
+#endif
+
+/*
  * A contiguous row with float16 on one side and another dtype on the other, through blocks of
  * float32: the float16 side converted a vector at a time (half_rows.h), the other side by its
  * row to or from float32. Every conversion of a 16-bit float goes through float (LOAD_f16 and
@@ -193,6 +292,11 @@ void TN_KERNEL_FN(tn__cast_kernel)(char *dst, enum tn_dtype ddt, int64_t ds, con
 			return;
 		}
 	}
+#ifdef TN_WIDE_ROWS
+	if (ds == (int64_t)isz && ss == (int64_t)tn_dtype_size(sdt) &&
+	    wide_row(dst, ddt, src, sdt, n))
+		return;
+#endif
 	if ((ddt == TN_FLOAT16 || sdt == TN_FLOAT16) && ds == (int64_t)isz &&
 	    ss == (int64_t)tn_dtype_size(sdt)) {
 		via_f32(dst, ddt, src, sdt, n);
