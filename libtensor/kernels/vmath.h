@@ -521,7 +521,18 @@ static inline TN_VINLINE tn_vf tn_vgelu_tanhf(tn_vf x)
 	const tn_vf beta = tn_vf_splat((float)(M_SQRT2 * M_2_SQRTPI * 0.5)),
 		    kappa = tn_vf_splat(0.044715f);
 	tn_vf inner = beta * (x + kappa * (x * x * x));
-	return x / (tn_vf_splat(1.0f) + tn_vexpf_cephes(tn_vf_splat(-2.0f) * inner));
+	/* The quotient through tn_vdivf_fast, with exp(-2u) clamped to the inline exp's normal
+	 * range; outside it the result is the divider's: x where 1 + exp(-2u) rounds to 1
+	 * (infinite x included, which the reciprocal's residual would make NaN), and x's
+	 * signed zero where exp(-2u) overflows. NaN goes through the clamps (maxps/minps
+	 * return their second operand on NaN) and the arithmetic. */
+	tn_vf v = tn_vf_splat(-2.0f) * inner;
+	tn_vf m = tn_vmaxf(tn_vf_splat(-87.0f), tn_vminf(tn_vf_splat(88.0f), v));
+	tn_vf q = tn_vdivf_fast(x, tn_vf_splat(1.0f) + tn__vexpf_core(m));
+	/* x's sign on the quotient: the residual's correction turns -0 into +0. */
+	q = (tn_vf)(((tn_vu)q & 0x7fffffffu) | ((tn_vu)x & 0x80000000u));
+	q = tn_vf_msel(tn_vf_lt(v, tn_vf_splat(-87.0f)), x, q);
+	return tn_vf_msel(tn_vf_gt(v, tn_vf_splat(88.0f)), x * tn_vf_splat(0.0f), q);
 }
 
 /* SLEEF's float64 tanh is 1 ulp off for tiny arguments, where tanh(x) rounds to x (x^3 / 3 is
