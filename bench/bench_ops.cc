@@ -58,6 +58,11 @@
 // 1.0x at 1e5 and 1e7, grouped by name, and the targets: exp, log, sigmoid, tanh, gelu
 // and gelu_tanh float32 at 1e7 within 1.5x of their bytes' time at the STREAM bandwidth, and
 // float16 and bfloat16 add, sub, mul and div at 1e7 within 1.3x of float32's time per byte.
+// Beside the first target each function's compute floor is printed: its time per element on
+// 8192 elements that stay in the caches, on one thread, scaled to 1e7 elements on the
+// benchmark's threads and divided by the bytes' time (a floor above 1.5x means the kernel
+// alone, with no memory traffic, misses the target), and that time per element counted in
+// FMA slots at one core's FMA peak, measured then (bench_machine.h).
 // Everything is also written as JSON to bench_ops.json (or the file named by $BENCH_JSON).
 //
 // Environment, for shorter runs:
@@ -896,6 +901,42 @@ struct target {
 	double value, limit;
 };
 
+// The compute floor of a float32 unary function: its median time per element over FLOOR_N
+// elements of the benchmark's inputs, which stay in the L1 and L2 caches between calls, on
+// one thread (FLOOR_N is below the grain size that would split it), so memory plays no part.
+constexpr int64_t FLOOR_N = 8192;
+
+double compute_floor(const char *name)
+{
+	for (const unary_op &op : unary_ops) {
+		if (std::strcmp(op.name, name) != 0)
+			continue;
+		std::vector<float> v((size_t)FLOOR_N);
+		for (int64_t i = 0; i < FLOOR_N; i++)
+			v[(size_t)i] = value(op.dom, (uint64_t)i, 0);
+		tn_tensor *x, *o;
+		if (tn_empty(1, &FLOOR_N, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, &x) ||
+		    tn_empty(1, &FLOOR_N, TN_FLOAT32, TN_CPU, TN_CONTIGUOUS_FORMAT, &o))
+			die("compute floor");
+		std::memcpy(tn_tensor_data(x), v.data(), v.size() * sizeof(float));
+		for (int i = 0; i < 100; i++)
+			if (op.tn(x, o))
+				die(name);
+		std::vector<double> t;
+		for (int rep = 0; rep < 501; rep++) {
+			double t0 = now();
+			for (int i = 0; i < 10; i++)
+				op.tn(x, o);
+			t.push_back((now() - t0) / 10);
+		}
+		std::sort(t.begin(), t.end());
+		tn_tensor_unref(x);
+		tn_tensor_unref(o);
+		return t[t.size() / 2] / (double)FLOOR_N;
+	}
+	return 0;
+}
+
 std::vector<target> summary(const context &ctx)
 {
 	std::vector<target> targets;
@@ -935,16 +976,28 @@ std::vector<target> summary(const context &ctx)
 		return nullptr;
 	};
 	bool header = false;
+	double fma_lanes = 0; // one core's fused multiply-adds per second, lanes counted
 	for (const char *name : { "exp", "log", "sigmoid", "tanh", "gelu", "gelu_tanh" }) {
 		const row *r = find(name, "float32", 10000000);
 		if (!r)
 			continue;
-		if (!header)
+		if (!header) {
+			fma_lanes = bench::fma_peak(1) * 1e9 / 2;
 			std::printf("float32 at 1e7, time over the bytes' time at STREAM's %.1f GB/s "
-				    "(target <= 1.5x):\n", ctx.ref(COPY));
+				    "(target <= 1.5x), beside the compute floor: the same function on "
+				    "%d in-cache elements on one thread, scaled to 1e7 on %d threads, "
+				    "over the bytes' time; the in-cache time per element also in FMA "
+				    "slots at one core's measured peak of %.1f G lane-FMA/s:\n",
+				    ctx.ref(COPY), (int)FLOOR_N, bench::threads(), fma_lanes / 1e9);
+		}
 		header = true;
 		double v = 1 / r->bytes_frac();
-		std::printf("  %-22s %.2fx %s\n", name, v, v <= 1.5 ? "ok" : "MISSED");
+		double per_elem = compute_floor(name), bytes_s = r->tn_s * r->bytes_frac();
+		double floor = per_elem * 1e7 / bench::threads() / bytes_s;
+		std::printf("  %-22s %.2fx %-6s  compute floor %.2fx (%.2f ns, %.1f FMA slots per "
+			    "element)\n",
+			    name, v, v <= 1.5 ? "ok" : "MISSED", floor, per_elem * 1e9,
+			    per_elem * fma_lanes);
 		targets.push_back({ std::string(name) + " float32 1e7 time/byte-time", v, 1.5 });
 	}
 	header = false;
