@@ -352,8 +352,9 @@ static inline TN_VINLINE tn_vf tn__vpolyf(tn_vf u, const float *p, int n)
  * n / d for finite, normal d, without the divider: the capability's reciprocal estimate
  * (AVX-512's 14 bits, AVX2's 12), one Newton step (23 bits or more), the quotient and one
  * correction by its residual n - q d (exact in an FMA), within 1 ulp of the true quotient and
- * usually the correctly rounded one. A zmm division occupies the divider for ~10 cycles; this
- * is six instructions that pipeline. Without FMA (SSE2) it is the division.
+ * usually the correctly rounded one, with the quotient's sign (a zero quotient keeps it). A
+ * zmm division occupies the divider for ~10 cycles; this is seven instructions that pipeline.
+ * Without FMA (SSE2) it is the division.
  */
 static inline TN_VINLINE tn_vf tn_vdivf_fast(tn_vf n, tn_vf d)
 {
@@ -366,7 +367,10 @@ static inline TN_VINLINE tn_vf tn_vdivf_fast(tn_vf n, tn_vf d)
 #endif
 	r = tn_vfmaf(r, tn_vfmaf(-d, r, one), r);
 	tn_vf q = n * r;
-	return tn_vfmaf(tn_vfmaf(-d, q, n), r, q);
+	tn_vf c = tn_vfmaf(tn_vfmaf(-d, q, n), r, q);
+	/* The quotient's sign, which the correction loses on a zero quotient (-0 + +0 rounds
+	 * to +0); elsewhere the correction is far below q and keeps its sign. */
+	return (tn_vf)(((tn_vu)c & 0x7fffffffu) | ((tn_vu)q & 0x80000000u));
 #else
 	return n / d;
 #endif
@@ -531,8 +535,6 @@ static inline TN_VINLINE tn_vf tn_vgelu_tanhf(tn_vf x)
 	tn_vf v = tn_vf_splat(-2.0f) * inner;
 	tn_vf m = tn_vmaxf(tn_vf_splat(-87.0f), tn_vminf(tn_vf_splat(88.0f), v));
 	tn_vf q = tn_vdivf_fast(x, tn_vf_splat(1.0f) + tn__vexpf_core(m));
-	/* x's sign on the quotient: the residual's correction turns -0 into +0. */
-	q = (tn_vf)(((tn_vu)q & 0x7fffffffu) | ((tn_vu)x & 0x80000000u));
 	q = tn_vf_msel(tn_vf_lt(v, tn_vf_splat(-87.0f)), x, q);
 	return tn_vf_msel(tn_vf_gt(v, tn_vf_splat(88.0f)), x * tn_vf_splat(0.0f), q);
 }
