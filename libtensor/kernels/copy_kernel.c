@@ -130,8 +130,8 @@ static const row_fn rows[TN_NUM_DTYPES][TN_NUM_DTYPES] = { TAGS_OUTER(ENTRIES_FO
  * elements on one thread: 12.1 ms against 14.0 ms; f16->f32: 6.2 against 7.7 ms; a plain copy
  * is the same at both widths), while in the caches the 512-bit loop is the faster one. So a
  * contiguous row that writes at least WIDE_STREAM_BYTES takes these: the rows into 8-byte
- * dtypes compiled a second time for 256-bit vectors, and float16/bfloat16 to float32 with two
- * 256-bit conversions per step. The same bits either way: each element is the same C cast or
+ * dtypes compiled a second time for 256-bit vectors, and float16/bfloat16 to float32 through
+ * half_rows.h's 256-bit blocks. The same bits either way: each element is the same C cast or
  * the same F16C/shift conversion.
  */
 #if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
@@ -156,39 +156,11 @@ typedef void (*row256_fn)(char *, const char *, int64_t);
 static const row256_fn rows256_f64[TN_NUM_DTYPES] = { TAGS_INNER(WIDE_ENTRY, f64) };
 static const row256_fn rows256_i64[TN_NUM_DTYPES] = { TAGS_INNER(WIDE_ENTRY, i64) };
 
-static void widen_h16_f32(float *d, const tn_half *s, int64_t n)
-{
-	int64_t i = 0;
-	for (; i + 16 <= n; i += 16) {
-		__m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
-		__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 8));
-		_mm256_storeu_ps(d + i, _mm256_cvtph_ps(a));
-		_mm256_storeu_ps(d + i + 8, _mm256_cvtph_ps(b));
-	}
-	for (; i < n; i++)
-		d[i] = tn__h2f(s[i]);
-}
-
-static void widen_bf16_f32(float *d, const tn_bfloat16 *s, int64_t n)
-{
-	int64_t i = 0;
-	for (; i + 16 <= n; i += 16) {
-		__m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
-		__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 8));
-		_mm256_storeu_si256((__m256i *)(void *)(d + i),
-				    _mm256_slli_epi32(_mm256_cvtepu16_epi32(a), 16));
-		_mm256_storeu_si256((__m256i *)(void *)(d + i + 8),
-				    _mm256_slli_epi32(_mm256_cvtepu16_epi32(b), 16));
-	}
-	for (; i < n; i++)
-		d[i] = tn__bf2f(s[i]);
-}
-
 static void widen_h16_f64(double *d, const tn_half *s, int64_t n)
 {
 	int64_t i = 0;
 	for (; i + 8 <= n; i += 8) {
-		__m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(s + i)));
+		__m256 f = tn_v8load_f16(s + i);
 		_mm256_storeu_pd(d + i, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
 		_mm256_storeu_pd(d + i + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
 	}
@@ -212,9 +184,9 @@ static bool wide_row(char *dst, enum tn_dtype ddt, const char *src, enum tn_dtyp
 			return false;
 		rows256_i64[sdt](dst, src, n);
 	} else if (ddt == TN_FLOAT32 && sdt == TN_FLOAT16) {
-		widen_h16_f32((float *)(void *)dst, (const tn_half *)(const void *)src, n);
+		tn__h16_to_f32_256((float *)(void *)dst, (const tn_half *)(const void *)src, n);
 	} else if (ddt == TN_FLOAT32 && sdt == TN_BFLOAT16) {
-		widen_bf16_f32((float *)(void *)dst, (const tn_bfloat16 *)(const void *)src, n);
+		tn__bf16_to_f32_256((float *)(void *)dst, (const tn_bfloat16 *)(const void *)src, n);
 	} else {
 		return false;
 	}

@@ -191,14 +191,29 @@ static inline TN_VINLINE tn_vf tn_vround_bf16(tn_vf v)
 	return (tn_vf)((nan & ((u & 0xffff0000u) | 0x400000u)) | (~nan & r));
 }
 
+#if defined(__AVX2__)
+/* Eight bfloat16 / float16 values widened to a 256-bit float32 vector: the AVX2 capability's
+ * loads, and AVX-512's for the rows that stream to memory (half_rows.h's 256-bit blocks). The
+ * AVX2 capability requires F16C (cpu_capability.c checks it). */
+static inline TN_VINLINE __m256 tn_v8load_bf16(const tn_bfloat16 *p)
+{
+	return (__m256)_mm256_slli_epi32(
+		_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)), 16);
+}
+
+static inline TN_VINLINE __m256 tn_v8load_f16(const tn_half *p)
+{
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+#endif
+
 static inline TN_VINLINE tn_vf tn_vload_bf16(const tn_bfloat16 *p)
 {
 #if defined(__AVX512F__)
 	return (tn_vf)_mm512_slli_epi32(
 		_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p)), 16);
 #elif defined(__AVX2__)
-	return (tn_vf)_mm256_slli_epi32(
-		_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)), 16);
+	return (tn_vf)tn_v8load_bf16(p);
 #else
 	tn_vh h;
 	memcpy(&h, p, sizeof(h));
@@ -251,9 +266,8 @@ static inline TN_VINLINE tn_vf tn_vload_f16(const tn_half *p)
 {
 #if defined(__AVX512F__)
 	return (tn_vf)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
-#elif defined(__F16C__) || defined(__AVX2__)
-	/* The AVX2 capability requires F16C (cpu_capability.c checks it). */
-	return (tn_vf)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+#elif defined(__AVX2__)
+	return (tn_vf)tn_v8load_f16(p);
 #else
 	tn_vf v;
 	for (int i = 0; i < (int)TN_VLF; i++)
