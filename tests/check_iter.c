@@ -1176,6 +1176,55 @@ START_TEST(test_output_layouts_match_pytorch)
 END_TEST
 
 /*
+ * Random bit patterns in a contiguous 1-D tensor of any dtype (NaN payloads, subnormals,
+ * out-of-range values), from @seed: booleans 0 or 1, float16 every bit pattern in turn.
+ */
+static void fill_bits(tn_tensor *t, uint64_t seed)
+{
+	const enum tn_dtype dt = tn_tensor_dtype(t);
+	const size_t sz = tn_dtype_size(dt);
+	const int64_t n = tn_tensor_numel(t);
+	unsigned char *p = tn_tensor_data(t);
+	uint64_t st = seed;
+	for (int64_t i = 0; i < n; i++) {
+		st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+		if (dt == TN_BOOL)
+			p[i] = (unsigned char)(st & 1);
+		else if (dt == TN_FLOAT16)
+			memcpy(p + 2 * i, &(uint16_t){ (uint16_t)i }, 2);
+		else
+			memcpy(p + (size_t)i * sz, &st, sz);
+	}
+}
+
+/*
+ * @src (1-D) copied to @ddt twice: into a contiguous tensor (the kernel's contiguous row) and
+ * into every other element of one twice as long (the element-by-element row); the two must
+ * hold the same bits, element for element, and every element of the first must be written.
+ */
+static void check_copy_matches_strided(tn_tensor *src, enum tn_dtype ddt)
+{
+	const int64_t m = tn_tensor_numel(src), m2 = 2 * m;
+	const size_t dsz = tn_dtype_size(ddt);
+	tn_tensor *c, *big, *every;
+	ck_assert_tn_ok(tn_empty(1, &m, ddt, TN_CPU, TN_CONTIGUOUS_FORMAT, &c));
+	ck_assert_tn_ok(tn_zeros(1, &m2, ddt, TN_CPU, &big));
+	memset(tn_tensor_data(c), 0xa5, (size_t)m * dsz); /* none left over */
+	ck_assert_tn_ok(tn_slice(big, 0, 0, INT64_MAX, 2, &every));
+	ck_assert_tn_ok(tn_copy_(c, src, false));
+	ck_assert_tn_ok(tn_copy_(every, src, false));
+	const unsigned char *pc = tn_tensor_data(c), *pe = tn_tensor_data(big);
+	for (int64_t i = 0; i < m; i++)
+		if (memcmp(pc + (size_t)i * dsz, pe + (size_t)(2 * i) * dsz, dsz))
+			ck_abort_msg("%s -> %s, %lld elements: element %lld differs",
+				     tn_dtype_name(tn_tensor_dtype(src)), tn_dtype_name(ddt),
+				     (long long)m, (long long)i);
+	tn_tensor *list[] = { c, big, every };
+	for (size_t k = 0; k < 3; k++)
+		tn_tensor_unref(list[k]);
+}
+
+/*
  * Copies to and from float16 (every other dtype on the other side): a contiguous row (the
  * kernel's float32 blocks with vector conversions) gives the bits of the same copy into every
  * other element of a tensor (the element-by-element row), for every float16 bit pattern, random
@@ -1195,40 +1244,14 @@ START_TEST(test_float16_casts_under_each_capability)
 		for (int dir = 0; dir < 2; dir++) {
 			/* dir 0: float16 -> other; 1: other -> float16 */
 			const enum tn_dtype sdt = dir ? other : TN_FLOAT16, ddt = dir ? TN_FLOAT16 : other;
-			const size_t ss = tn_dtype_size(sdt), dsz = tn_dtype_size(ddt);
 			tn_tensor *src;
 			ck_assert_tn_ok(tn_empty(1, &n, sdt, TN_CPU, TN_CONTIGUOUS_FORMAT, &src));
-			unsigned char *ps = tn_tensor_data(src);
-			uint64_t st = 0x2545f4914f6cdd1dull + (uint64_t)(od * 2 + dir);
-			for (int64_t i = 0; i < n; i++) {
-				st ^= st << 13, st ^= st >> 7, st ^= st << 17;
-				if (sdt == TN_BOOL)
-					ps[i] = (unsigned char)(st & 1);
-				else if (sdt == TN_FLOAT16)
-					memcpy(ps + 2 * i, &(uint16_t){ (uint16_t)i }, 2);
-				else
-					memcpy(ps + (size_t)i * ss, &st, ss);
-			}
+			fill_bits(src, 0x2545f4914f6cdd1dull + (uint64_t)(od * 2 + dir));
 			for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
-				int64_t m = lens[li], m2 = 2 * lens[li];
-				tn_tensor *s1, *c, *big, *every;
-				ck_assert_tn_ok(tn_slice(src, 0, 0, m, 1, &s1));
-				ck_assert_tn_ok(tn_empty(1, &m, ddt, TN_CPU, TN_CONTIGUOUS_FORMAT, &c));
-				ck_assert_tn_ok(tn_zeros(1, &m2, ddt, TN_CPU, &big));
-				memset(tn_tensor_data(c), 0xa5, (size_t)m * dsz); /* none left over */
-				ck_assert_tn_ok(tn_slice(big, 0, 0, INT64_MAX, 2, &every));
-				ck_assert_tn_ok(tn_copy_(c, s1, false));
-				ck_assert_tn_ok(tn_copy_(every, s1, false));
-				const unsigned char *pc = tn_tensor_data(c), *pe = tn_tensor_data(big);
-				for (int64_t i = 0; i < m; i++)
-					ck_assert_msg(!memcmp(pc + (size_t)i * dsz,
-							      pe + (size_t)(2 * i) * dsz, dsz),
-						      "%s -> %s, %lld elements: element %lld differs",
-						      tn_dtype_name(sdt), tn_dtype_name(ddt), (long long)m,
-						      (long long)i);
-				tn_tensor *list[] = { s1, c, big, every };
-				for (size_t k = 0; k < 4; k++)
-					tn_tensor_unref(list[k]);
+				tn_tensor *s1;
+				ck_assert_tn_ok(tn_slice(src, 0, 0, lens[li], 1, &s1));
+				check_copy_matches_strided(s1, ddt);
+				tn_tensor_unref(s1);
 			}
 			tn_tensor_unref(src);
 		}
@@ -1241,45 +1264,24 @@ END_TEST
  * once a row writes 1 MiB; the iterator may split the tensor between threads, so 2^20 + 13
  * elements keep every part above that up to 4 threads): the contiguous copy gives the bits of
  * the same copy into every other element (the element-by-element row) for random bit patterns
- * (NaN payloads, subnormals, out-of-range values), for every pair whose destination is wider
+ * (NaN payloads, subnormals, out-of-range values; every float16 pattern), for every pair whose destination is wider
  * than its source, under each CPU capability.
  */
 START_TEST(test_long_widening_casts_under_each_capability)
 {
 	tn_test_force_capability(_i);
-	const int64_t n = ((int64_t)1 << 20) + 13, n2 = 2 * n;
+	const int64_t n = ((int64_t)1 << 20) + 13;
 	int pairs = 0;
 	for (int sd = 0; sd < TN_NUM_DTYPES; sd++) {
 		for (int dd = 0; dd < TN_NUM_DTYPES; dd++) {
 			const enum tn_dtype sdt = (enum tn_dtype)sd, ddt = (enum tn_dtype)dd;
-			const size_t ss = tn_dtype_size(sdt), dsz = tn_dtype_size(ddt);
-			if (dsz <= ss)
+			if (tn_dtype_size(ddt) <= tn_dtype_size(sdt))
 				continue;
-			tn_tensor *src, *c, *big, *every;
+			tn_tensor *src;
 			ck_assert_tn_ok(tn_empty(1, &n, sdt, TN_CPU, TN_CONTIGUOUS_FORMAT, &src));
-			unsigned char *ps = tn_tensor_data(src);
-			uint64_t st = 0x9e3779b97f4a7c15ull + (uint64_t)(sd * 16 + dd);
-			for (int64_t i = 0; i < n; i++) {
-				st ^= st << 13, st ^= st >> 7, st ^= st << 17;
-				if (sdt == TN_BOOL)
-					ps[i] = (unsigned char)(st & 1);
-				else
-					memcpy(ps + (size_t)i * ss, &st, ss);
-			}
-			ck_assert_tn_ok(tn_empty(1, &n, ddt, TN_CPU, TN_CONTIGUOUS_FORMAT, &c));
-			memset(tn_tensor_data(c), 0xa5, (size_t)n * dsz);
-			ck_assert_tn_ok(tn_zeros(1, &n2, ddt, TN_CPU, &big));
-			ck_assert_tn_ok(tn_slice(big, 0, 0, INT64_MAX, 2, &every));
-			ck_assert_tn_ok(tn_copy_(c, src, false));
-			ck_assert_tn_ok(tn_copy_(every, src, false));
-			const unsigned char *pc = tn_tensor_data(c), *pe = tn_tensor_data(big);
-			for (int64_t i = 0; i < n; i++)
-				if (memcmp(pc + (size_t)i * dsz, pe + (size_t)(2 * i) * dsz, dsz))
-					ck_abort_msg("%s -> %s: element %lld differs", tn_dtype_name(sdt),
-						     tn_dtype_name(ddt), (long long)i);
-			tn_tensor *list[] = { src, c, big, every };
-			for (size_t k = 0; k < 4; k++)
-				tn_tensor_unref(list[k]);
+			fill_bits(src, 0x9e3779b97f4a7c15ull + (uint64_t)(sd * 16 + dd));
+			check_copy_matches_strided(src, ddt);
+			tn_tensor_unref(src);
 			pairs++;
 		}
 	}
