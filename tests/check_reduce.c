@@ -712,6 +712,77 @@ START_TEST(test_16bit_as_float32_under_each_capability)
 END_TEST
 
 /*
+ * Floating amax and amin along contiguous rows (the kernel's row path: a max of the values
+ * that are not NaN beside each lane's first NaN) and over everything, for float16, bfloat16
+ * and float32, row lengths around the vector widths and longer, under each CPU capability on
+ * one thread: a row with a NaN anywhere (its first element, the middle, the scalar tail)
+ * gives NaN, any other row its largest (smallest) value, with infinities and zeros of both
+ * signs among the values.
+ */
+START_TEST(test_float_max_min_rows_under_each_capability)
+{
+	enum tn_cpu_capability want = tn_test_force_capability(_i);
+	setenv("TN_NUM_THREADS", "1", 1);
+	static const enum tn_dtype dts[] = { TN_FLOAT16, TN_BFLOAT16, TN_FLOAT32 };
+	static const int64_t lens[] = { 1, 31, 32, 33, 69, 1000, 4099 };
+	const int64_t R = 6; /* row 0 plain, 1 to 3 a NaN, 4 zeros only, 5 an infinity */
+	for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++) {
+		for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+			const int64_t L = lens[k], sz[] = { R, L }, n = R * L;
+			double *v = malloc((size_t)n * sizeof(double));
+			ck_assert_ptr_nonnull(v);
+			uint64_t st = 0x2545f4914f6cdd1dull + k;
+			for (int64_t i = 0; i < n; i++) {
+				st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+				/* multiples of 1/2 in [-64, 64): exact in every dtype */
+				v[i] = (double)(int64_t)(st % 256) / 2.0 - 64.0;
+			}
+			v[1 * L] = NAN;
+			v[2 * L + L / 2] = NAN;
+			v[3 * L + L - 1] = NAN;
+			for (int64_t j = 0; j < L; j++)
+				v[4 * L + j] = j % 3 ? 0.0 : -0.0;
+			v[5 * L + L / 3] = k % 2 ? INFINITY : -INFINITY;
+			tn_tensor *x = tn_test_from_values(v, 2, sz, dts[d]);
+			for (int op = 0; op < 2; op++) {
+				for (int all = 0; all < 2; all++) {
+					const int64_t d1 = 1;
+					tn_tensor *r, *r32;
+					if (op == 0)
+						ck_assert_tn_ok(tn_amax(x, all ? 0 : 1, &d1, false, &r));
+					else
+						ck_assert_tn_ok(tn_amin(x, all ? 0 : 1, &d1, false, &r));
+					ck_assert_tn_ok(tn_to(r, TN_FLOAT32, false, false, NULL, &r32));
+					const float *g = tn_tensor_data(r32);
+					for (int64_t row = 0; row < (all ? 1 : R); row++) {
+						const int64_t b = all ? 0 : row * L, e = all ? n : b + L;
+						double want_v = op ? INFINITY : -INFINITY;
+						bool nan = false;
+						for (int64_t i = b; i < e; i++) {
+							nan |= isnan(v[i]);
+							if (op ? v[i] < want_v : v[i] > want_v)
+								want_v = v[i];
+						}
+						ck_assert_msg(nan ? isnan(g[row]) : (double)g[row] == want_v,
+							      "%s %s of rows of %lld under %s: row %lld is "
+							      "%g, expected %g",
+							      tn_dtype_name(dts[d]), op ? "amin" : "amax",
+							      (long long)L, tn_cpu_capability_name(want),
+							      (long long)(all ? -1 : row), (double)g[row],
+							      nan ? NAN : want_v);
+					}
+					tn_tensor_unref(r);
+					tn_tensor_unref(r32);
+				}
+			}
+			free(v);
+			tn_tensor_unref(x);
+		}
+	}
+}
+END_TEST
+
+/*
  * Column reductions read whole rows one at a time, and parts of rows (a column slice, one
  * thread's columns, a block of a row wider than 2048) four rows at a time: the same operations
  * in the same order, so a slice of a wider tensor reduces to the bits of its contiguous copy,
@@ -786,6 +857,8 @@ static Suite *reduce_suite(void)
 	tcase_add_test(tc, test_allocation_failures);
 	tcase_add_test(tc, test_argmax_bool_size_one_dim);
 	tcase_add_loop_test(tc, test_16bit_as_float32_under_each_capability, 0,
+			    TN_NUM_CPU_CAPABILITIES);
+	tcase_add_loop_test(tc, test_float_max_min_rows_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_column_slices_as_contiguous_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);
