@@ -783,6 +783,73 @@ START_TEST(test_float_max_min_rows_under_each_capability)
 END_TEST
 
 /*
+ * Contiguous rows are reduced two at a time, side by side: each row's result is the bits of
+ * the same reduction of that row alone (a 1-D view, one row at a time), for sums, products,
+ * amax and amin of every floating dtype and int32, odd and even row counts, under each CPU
+ * capability on one thread.
+ */
+START_TEST(test_row_pairs_as_single_rows_under_each_capability)
+{
+	enum tn_cpu_capability want = tn_test_force_capability(_i);
+	setenv("TN_NUM_THREADS", "1", 1);
+	static const enum tn_dtype dts[] = { TN_FLOAT16, TN_BFLOAT16, TN_FLOAT32, TN_FLOAT64,
+					     TN_INT32 };
+	static const int64_t shapes[][2] = { { 2, 32 }, { 3, 100 }, { 5, 1000 }, { 4, 4099 } };
+	for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++) {
+		for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+			const int64_t R = shapes[k][0], L = shapes[k][1], n = R * L;
+			double *v = malloc((size_t)n * sizeof(double));
+			ck_assert_ptr_nonnull(v);
+			uint64_t st = 0x9e3779b97f4a7c15ull + k * 7 + d;
+			for (int64_t i = 0; i < n; i++) {
+				st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+				v[i] = dts[d] == TN_INT32 ? (double)(int64_t)(st % 2001) - 1000
+							  : 0.75 + (double)(st >> 40) / (double)(1 << 25);
+			}
+			tn_tensor *x = tn_test_from_values(v, 2, shapes[k], dts[d]);
+			free(v);
+			for (int op = 0; op < 4; op++) {
+				const int64_t d1 = 1, d0 = 0;
+				tn_tensor *r;
+				if (op == 0)
+					ck_assert_tn_ok(tn_sum_dim(x, 1, &d1, false, NULL, &r));
+				else if (op == 1)
+					ck_assert_tn_ok(tn_prod_dim(x, 1, false, NULL, &r));
+				else if (op == 2)
+					ck_assert_tn_ok(tn_amax(x, 1, &d1, false, &r));
+				else
+					ck_assert_tn_ok(tn_amin(x, 1, &d1, false, &r));
+				const size_t os = tn_dtype_size(tn_tensor_dtype(r));
+				for (int64_t row = 0; row < R; row++) {
+					tn_tensor *xr, *rr;
+					ck_assert_tn_ok(tn_select(x, 0, row, &xr));
+					if (op == 0)
+						ck_assert_tn_ok(tn_sum_dim(xr, 1, &d0, false, NULL, &rr));
+					else if (op == 1)
+						ck_assert_tn_ok(tn_prod_dim(xr, 0, false, NULL, &rr));
+					else if (op == 2)
+						ck_assert_tn_ok(tn_amax(xr, 1, &d0, false, &rr));
+					else
+						ck_assert_tn_ok(tn_amin(xr, 1, &d0, false, &rr));
+					ck_assert_int_eq(tn_tensor_dtype(rr), tn_tensor_dtype(r));
+					ck_assert_msg(!memcmp((const char *)tn_tensor_data(r) + row * os,
+							      tn_tensor_data(rr), os),
+						      "%s op %d of [%lld, %lld] under %s: row %lld "
+						      "differs from the row alone",
+						      tn_dtype_name(dts[d]), op, (long long)R, (long long)L,
+						      tn_cpu_capability_name(want), (long long)row);
+					tn_tensor_unref(xr);
+					tn_tensor_unref(rr);
+				}
+				tn_tensor_unref(r);
+			}
+			tn_tensor_unref(x);
+		}
+	}
+}
+END_TEST
+
+/*
  * Column reductions read whole rows one at a time, and parts of rows (a column slice, one
  * thread's columns, a block of a row wider than 2048) four rows at a time: the same operations
  * in the same order, so a slice of a wider tensor reduces to the bits of its contiguous copy,
@@ -859,6 +926,8 @@ static Suite *reduce_suite(void)
 	tcase_add_loop_test(tc, test_16bit_as_float32_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_float_max_min_rows_under_each_capability, 0,
+			    TN_NUM_CPU_CAPABILITIES);
+	tcase_add_loop_test(tc, test_row_pairs_as_single_rows_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_column_slices_as_contiguous_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);

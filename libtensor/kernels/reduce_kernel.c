@@ -111,53 +111,67 @@ static inline int level_power(int64_t n)
 	ACC_WIDEN(tn_vload_bf16, tn_bfloat16, acc, src, cnt, LOAD, COMB)
 
 /*
- * The cascade of a contiguous row (@nb steps of LANES inputs from @p), leaving level 0 in
- * acc[0]. ACC_PLAIN's is CASCADE_RUN with its step in a loop. The floating ones (ACC_F32,
- * ACC_F16, ACC_BF16) hold every level in vector registers, LANES / TN_VLF vectors a level (the
- * arrays on the stack were set with rep stos, stored and reloaded every step and flushed
- * through memory: a float32 sum of rows of 1,000 ran at 0.8x torch's speed). The operations
- * and their order are CASCADE_RUN's, lane by lane, so every capability gives the same bits.
+ * The cascades of @NR contiguous rows (@nb steps of LANES inputs from each of pp[0] to
+ * pp[NR - 1]), leaving each row's level 0 in racc_[r]. ACC_PLAIN's is CASCADE_RUN with its
+ * step in a loop, a row at a time. The floating ones (ACC_F32, ACC_F16, ACC_BF16) hold every
+ * level in vector registers, LANES / TN_VLF vectors a level (the arrays on the stack were set
+ * with rep stos, stored and reloaded every step and flushed through memory: a float32 sum of
+ * rows of 1,000 ran at 0.8x torch's speed), and step the rows side by side: a row's
+ * accumulators are one chain of dependent additions, nb long, so two rows at once do twice
+ * the work in the same latency. The operations and their order are CASCADE_RUN's, lane by
+ * lane and row by row, so every capability and every row count gives the same bits.
  */
-#define ACC_PLAIN_ROWS(A, p, nb, LOAD, COMB, IDENT)                                            \
-	CASCADE_RUN(A, LANES, LANES, IDENT, COMB, nb,                                          \
-		    for (int64_t j_ = 0; j_ < m_; j_++, i++)                                   \
-			    ACC_PLAIN(acc[0], (p) + i * LANES, LANES, LOAD, COMB))
+#define ACC_PLAIN_ROWS(A, pp, NR, nb, LOAD, COMB, IDENT)                                       \
+	A racc_[NR][LANES];                                                                    \
+	for (int r_ = 0; r_ < (NR); r_++) {                                                    \
+		CASCADE_RUN(A, LANES, LANES, IDENT, COMB, nb,                                  \
+			    for (int64_t j_ = 0; j_ < m_; j_++, i++)                           \
+				    ACC_PLAIN(acc[0], (pp)[r_] + i * LANES, LANES, LOAD, COMB)) \
+		memcpy(racc_[r_], acc[0], sizeof(racc_[r_]));                                  \
+	}
 #define NVF ((int)(LANES / TN_VLF))
-#define VSTEP(VLOAD, lv, p, i, COMB)                                                           \
-	_Pragma("GCC unroll 8") for (int k_ = 0; k_ < NVF; k_++) lv[0][k_] =                   \
-		COMB##_V(lv[0][k_], VLOAD((p) + (i) * LANES + k_ * TN_VLF))
-#define ACC_VROWS(VLOAD, A, p, nb, COMB, IDENT)                                                \
-	A acc[1][LANES];                                                                       \
+#define VSTEP(VLOAD, lv, NR, pp, i, COMB)                                                      \
+	_Pragma("GCC unroll 2") for (int r_ = 0; r_ < (NR); r_++)                              \
+		_Pragma("GCC unroll 8") for (int k_ = 0; k_ < NVF; k_++) lv[r_][0][k_] =       \
+			COMB##_V(lv[r_][0][k_], VLOAD((pp)[r_] + (i) * LANES + k_ * TN_VLF))
+#define ACC_VROWS(VLOAD, A, pp, NR, nb, COMB, IDENT)                                           \
+	A racc_[NR][LANES];                                                                    \
 	{                                                                                      \
 		const int lp_ = level_power(nb);                                               \
 		const int64_t step_ = (int64_t)1 << lp_, mask_ = step_ - 1;                    \
 		const tn_vf id_ = tn_vf_splat(IDENT);                                          \
-		tn_vf lv_[LEVELS][NVF];                                                        \
-		_Pragma("GCC unroll 4") for (int l_ = 0; l_ < LEVELS; l_++)                    \
-			_Pragma("GCC unroll 8") for (int k_ = 0; k_ < NVF; k_++)               \
-				lv_[l_][k_] = id_;                                             \
+		tn_vf lv_[NR][LEVELS][NVF];                                                    \
+		_Pragma("GCC unroll 2") for (int r_ = 0; r_ < (NR); r_++)                      \
+			_Pragma("GCC unroll 4") for (int l_ = 0; l_ < LEVELS; l_++)            \
+				_Pragma("GCC unroll 8") for (int k_ = 0; k_ < NVF; k_++)       \
+					lv_[r_][l_][k_] = id_;                                 \
 		int64_t i = 0;                                                                 \
 		while (i + step_ <= (nb)) {                                                    \
 			for (int64_t j_ = 0; j_ < step_; j_++, i++)                            \
-				VSTEP(VLOAD, lv_, p, i, COMB);                                 \
+				VSTEP(VLOAD, lv_, NR, pp, i, COMB);                            \
 			_Pragma("GCC unroll 4") for (int l_ = 1; l_ < LEVELS; l_++) {          \
-				_Pragma("GCC unroll 8") for (int k_ = 0; k_ < NVF; k_++) {     \
-					lv_[l_][k_] = COMB##_V(lv_[l_][k_], lv_[l_ - 1][k_]);  \
-					lv_[l_ - 1][k_] = id_;                                 \
-				}                                                              \
+				_Pragma("GCC unroll 2") for (int r_ = 0; r_ < (NR); r_++)      \
+					_Pragma("GCC unroll 8") for (int k_ = 0; k_ < NVF; k_++) { \
+						lv_[r_][l_][k_] = COMB##_V(lv_[r_][l_][k_],    \
+									   lv_[r_][l_ - 1][k_]); \
+						lv_[r_][l_ - 1][k_] = id_;                     \
+					}                                                      \
 				if ((i & (mask_ << (l_ * lp_))) != 0)                          \
 					break;                                                 \
 			}                                                                      \
 		}                                                                              \
 		for (; i < (nb); i++)                                                          \
-			VSTEP(VLOAD, lv_, p, i, COMB);                                         \
+			VSTEP(VLOAD, lv_, NR, pp, i, COMB);                                    \
 		/* Fewer steps than one flush: level 0 only (CASCADE_RUN's nl_). */            \
 		if ((nb) >= step_)                                                             \
 			_Pragma("GCC unroll 4") for (int l_ = 1; l_ < LEVELS; l_++)            \
-				_Pragma("GCC unroll 8") for (int k_ = 0; k_ < NVF; k_++)       \
-					lv_[0][k_] = COMB##_V(lv_[0][k_], lv_[l_][k_]);        \
-		_Pragma("GCC unroll 8") for (int k_ = 0; k_ < NVF; k_++)                       \
-			tn_vstore_f32(acc[0] + k_ * TN_VLF, lv_[0][k_]);                       \
+				_Pragma("GCC unroll 2") for (int r_ = 0; r_ < (NR); r_++)      \
+					_Pragma("GCC unroll 8") for (int k_ = 0; k_ < NVF; k_++) \
+						lv_[r_][0][k_] = COMB##_V(lv_[r_][0][k_],      \
+									  lv_[r_][l_][k_]);    \
+		_Pragma("GCC unroll 2") for (int r_ = 0; r_ < (NR); r_++)                      \
+			_Pragma("GCC unroll 8") for (int k_ = 0; k_ < NVF; k_++)               \
+				tn_vstore_f32(racc_[r_] + k_ * TN_VLF, lv_[r_][0][k_]);        \
 	}
 /*
  * The rows of a floating max or min (COMB MAXF or MINF): no cascade (the result of a run of
@@ -168,34 +182,42 @@ static inline int level_power(int64_t n)
  * lane's first NaN, if any, which wins at the end as MAXF's NaN does. One instruction of
  * latency per step on the chain instead of three (amax of rows of 1,000 float32 waited on it).
  */
-#define ACC_VSEL_ROWS(VLOAD, A, p, nb, COMB, IDENT)                                            \
-	A acc[1][LANES];                                                                       \
+#define ACC_VSEL_ROWS(VLOAD, A, pp, NR, nb, COMB, IDENT)                                       \
+	A racc_[NR][LANES];                                                                    \
 	{                                                                                      \
 		const tn_vf id_ = tn_vf_splat(IDENT);                                          \
-		tn_vf m_[NVF], q_[NVF];                                                        \
-		_Pragma("GCC unroll 8") for (int k_ = 0; k_ < NVF; k_++) m_[k_] = q_[k_] = id_; \
+		tn_vf m_[NR][NVF], q_[NR][NVF];                                                \
+		_Pragma("GCC unroll 2") for (int r_ = 0; r_ < (NR); r_++)                      \
+			_Pragma("GCC unroll 8") for (int k_ = 0; k_ < NVF; k_++)               \
+				m_[r_][k_] = q_[r_][k_] = id_;                                 \
 		for (int64_t i = 0; i < (nb); i++)                                             \
-			_Pragma("GCC unroll 8") for (int k_ = 0; k_ < NVF; k_++) {             \
-				const tn_vf x_ = VLOAD((p) + i * LANES + k_ * TN_VLF);         \
-				m_[k_] = COMB##_NN_V(x_, m_[k_]);                              \
-				q_[k_] = tn_vf_msel(tn_vf_isnan(q_[k_]), q_[k_], x_);          \
-			}                                                                      \
-		_Pragma("GCC unroll 8") for (int k_ = 0; k_ < NVF; k_++)                       \
-			tn_vstore_f32(acc[0] + k_ * TN_VLF,                                    \
-				      tn_vf_msel(tn_vf_isnan(q_[k_]), q_[k_], m_[k_]));        \
+			_Pragma("GCC unroll 2") for (int r_ = 0; r_ < (NR); r_++)              \
+				_Pragma("GCC unroll 8") for (int k_ = 0; k_ < NVF; k_++) {     \
+					const tn_vf x_ =                                       \
+						VLOAD((pp)[r_] + i * LANES + k_ * TN_VLF);     \
+					m_[r_][k_] = COMB##_NN_V(x_, m_[r_][k_]);              \
+					q_[r_][k_] = tn_vf_msel(tn_vf_isnan(q_[r_][k_]),       \
+								q_[r_][k_], x_);               \
+				}                                                              \
+		_Pragma("GCC unroll 2") for (int r_ = 0; r_ < (NR); r_++)                      \
+			_Pragma("GCC unroll 8") for (int k_ = 0; k_ < NVF; k_++)               \
+				tn_vstore_f32(racc_[r_] + k_ * TN_VLF,                         \
+					      tn_vf_msel(tn_vf_isnan(q_[r_][k_]), q_[r_][k_],  \
+							 m_[r_][k_]));                         \
 	}
 /* Sums and products take the cascade; max and min (MAXF_ROWS_, MINF_ROWS_) ACC_VSEL_ROWS. */
-#define ACC_VROWS_OF_(VLOAD, A, p, nb, COMB, IDENT) COMB##_ROWS_(VLOAD, A, p, nb, COMB, IDENT)
+#define ACC_VROWS_OF_(VLOAD, A, pp, NR, nb, COMB, IDENT)                                       \
+	COMB##_ROWS_(VLOAD, A, pp, NR, nb, COMB, IDENT)
 #define ADD_ROWS_ ACC_VROWS
 #define MUL_ROWS_ ACC_VROWS
 #define MAXF_ROWS_ ACC_VSEL_ROWS
 #define MINF_ROWS_ ACC_VSEL_ROWS
-#define ACC_F32_ROWS(A, p, nb, LOAD, COMB, IDENT)                                              \
-	ACC_VROWS_OF_(tn_vload_f32, A, p, nb, COMB, IDENT)
-#define ACC_F16_ROWS(A, p, nb, LOAD, COMB, IDENT)                                              \
-	ACC_VROWS_OF_(tn_vload_f16, A, p, nb, COMB, IDENT)
-#define ACC_BF16_ROWS(A, p, nb, LOAD, COMB, IDENT)                                             \
-	ACC_VROWS_OF_(tn_vload_bf16, A, p, nb, COMB, IDENT)
+#define ACC_F32_ROWS(A, pp, NR, nb, LOAD, COMB, IDENT)                                         \
+	ACC_VROWS_OF_(tn_vload_f32, A, pp, NR, nb, COMB, IDENT)
+#define ACC_F16_ROWS(A, pp, NR, nb, LOAD, COMB, IDENT)                                         \
+	ACC_VROWS_OF_(tn_vload_f16, A, pp, NR, nb, COMB, IDENT)
+#define ACC_BF16_ROWS(A, pp, NR, nb, LOAD, COMB, IDENT)                                        \
+	ACC_VROWS_OF_(tn_vload_bf16, A, pp, NR, nb, COMB, IDENT)
 
 /*
  * Four steps at once: rows r0 to r3 (@cnt contiguous inputs each) combined into acc[k] in
@@ -262,20 +284,35 @@ static inline int level_power(int64_t n)
  * into output elements O (read with LOADO, written with STOREO).
  */
 #define DEFINE_REDUCER_ACC(NAME, T, A, O, LOAD, LOADO, STOREO, COMB, IDENT, ACC)                \
+	/* A contiguous row's result from its LANES accumulators @acc (nb steps) and the      \
+	 * tail of @p's @n elements. */                                                        \
+	static inline A NAME##_finish(A *acc, const T *p, int64_t nb, int64_t n)               \
+	{                                                                                      \
+		for (int w = LANES / 2; w > 0; w /= 2)                                         \
+			for (int k = 0; k < w; k++)                                            \
+				acc[k] = COMB(acc[k], acc[k + w]);                             \
+		A r = acc[0];                                                                  \
+		for (int64_t i = nb * LANES; i < n; i++)                                       \
+			r = COMB(r, LOAD(p[i]));                                               \
+		return r;                                                                      \
+	}                                                                                      \
+	/* Two contiguous rows of @n elements, side by side: each result as NAME##_row's. */  \
+	static inline void NAME##_row2(const char *x0, const char *x1, int64_t n, A *r)        \
+	{                                                                                      \
+		const int64_t nb = n / LANES;                                                  \
+		const T *pp[2] = { (const T *)x0, (const T *)x1 };                             \
+		ACC##_ROWS(A, pp, 2, nb, LOAD, COMB, IDENT)                                    \
+		r[0] = NAME##_finish(racc_[0], pp[0], nb, n);                                  \
+		r[1] = NAME##_finish(racc_[1], pp[1], nb, n);                                  \
+	}                                                                                      \
 	/* @n elements @s bytes apart, LANES at a time, with the cascade. */                   \
 	static inline A NAME##_row(const char *x, int64_t s, int64_t n)                        \
 	{                                                                                      \
 		const int64_t nb = n / LANES;                                                  \
 		if (s == (int64_t)sizeof(T)) {                                                 \
-			const T *p = (const T *)x;                                             \
-			ACC##_ROWS(A, p, nb, LOAD, COMB, IDENT)                                \
-			for (int w = LANES / 2; w > 0; w /= 2)                                 \
-				for (int k = 0; k < w; k++)                                    \
-					acc[0][k] = COMB(acc[0][k], acc[0][k + w]);            \
-			A r = acc[0][0];                                                       \
-			for (int64_t i = nb * LANES; i < n; i++)                               \
-				r = COMB(r, LOAD(p[i]));                                       \
-			return r;                                                              \
+			const T *pp[1] = { (const T *)x };                                     \
+			ACC##_ROWS(A, pp, 1, nb, LOAD, COMB, IDENT)                            \
+			return NAME##_finish(racc_[0], pp[0], nb, n);                          \
 		}                                                                              \
 		CASCADE(A, LANES, IDENT, COMB, nb,                                             \
 			for (int k = 0; k < LANES; k++) acc[0][k] = COMB(                      \
@@ -339,7 +376,20 @@ static inline int level_power(int64_t n)
 		const int64_t rb_ = n0 * (int64_t)sizeof(T);                                   \
 		const bool pf_ = is0 == (int64_t)sizeof(T) && rb_ <= PREFETCH_ROW_BYTES &&     \
 				 n1 * rb_ >= PREFETCH_MIN_BYTES;                               \
-		for (int64_t j = 0; j < n1; j++) {                                             \
+		int64_t j = 0;                                                                 \
+		if (is0 == (int64_t)sizeof(T) && n0 >= LANES)                                  \
+			for (; j + 2 <= n1; j += 2) {                                          \
+				for (int64_t q_ = j + 2; pf_ && q_ < j + 4 && q_ < n1; q_++)   \
+					for (int64_t b_ = 0; b_ < rb_; b_ += 64)               \
+						__builtin_prefetch(in + q_ * is1 + b_);        \
+				A r_[2];                                                       \
+				NAME##_row2(in + j * is1, in + (j + 1) * is1, n0, r_);         \
+				O *o = (O *)(out + j * os1);                                   \
+				*o = STOREO(COMB(LOADO(*o), r_[0]));                           \
+				o = (O *)(out + (j + 1) * os1);                                \
+				*o = STOREO(COMB(LOADO(*o), r_[1]));                           \
+			}                                                                      \
+		for (; j < n1; j++) {                                                          \
 			if (pf_ && j + 1 < n1)                                                 \
 				for (int64_t b_ = 0; b_ < rb_; b_ += 64)                       \
 					__builtin_prefetch(in + (j + 1) * is1 + b_);           \
