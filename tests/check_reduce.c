@@ -782,6 +782,39 @@ START_TEST(test_float_max_min_rows_under_each_capability)
 }
 END_TEST
 
+/* A [sz[0], sz[1]] tensor of @dt: int32 uniform in [-1000, 1000], floats in [0.75, 1.25)
+ * (products stay finite), from @seed. */
+static tn_tensor *random_matrix(enum tn_dtype dt, const int64_t sz[2], uint64_t seed)
+{
+	const int64_t n = sz[0] * sz[1];
+	double *v = malloc((size_t)n * sizeof(double));
+	ck_assert_ptr_nonnull(v);
+	uint64_t st = seed;
+	for (int64_t i = 0; i < n; i++) {
+		st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+		v[i] = dt == TN_INT32 ? (double)(int64_t)(st % 2001) - 1000
+				      : 0.75 + (double)(st >> 40) / (double)(1 << 25);
+	}
+	tn_tensor *x = tn_test_from_values(v, 2, sz, dt);
+	free(v);
+	return x;
+}
+
+/* Reduction @op (0 sum, 1 prod, 2 amax, 3 amin) of @in along @dim. */
+static tn_tensor *reduce_along(int op, const tn_tensor *in, int64_t dim)
+{
+	tn_tensor *r = NULL;
+	if (op == 0)
+		ck_assert_tn_ok(tn_sum_dim(in, 1, &dim, false, NULL, &r));
+	else if (op == 1)
+		ck_assert_tn_ok(tn_prod_dim(in, dim, false, NULL, &r));
+	else if (op == 2)
+		ck_assert_tn_ok(tn_amax(in, 1, &dim, false, &r));
+	else
+		ck_assert_tn_ok(tn_amin(in, 1, &dim, false, &r));
+	return r;
+}
+
 /*
  * Contiguous rows are reduced two at a time, side by side: each row's result is the bits of
  * the same reduction of that row alone (a 1-D view, one row at a time), for sums, products,
@@ -797,40 +830,16 @@ START_TEST(test_row_pairs_as_single_rows_under_each_capability)
 	static const int64_t shapes[][2] = { { 2, 32 }, { 3, 100 }, { 5, 1000 }, { 4, 4099 } };
 	for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++) {
 		for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
-			const int64_t R = shapes[k][0], L = shapes[k][1], n = R * L;
-			double *v = malloc((size_t)n * sizeof(double));
-			ck_assert_ptr_nonnull(v);
-			uint64_t st = 0x9e3779b97f4a7c15ull + k * 7 + d;
-			for (int64_t i = 0; i < n; i++) {
-				st ^= st << 13, st ^= st >> 7, st ^= st << 17;
-				v[i] = dts[d] == TN_INT32 ? (double)(int64_t)(st % 2001) - 1000
-							  : 0.75 + (double)(st >> 40) / (double)(1 << 25);
-			}
-			tn_tensor *x = tn_test_from_values(v, 2, shapes[k], dts[d]);
-			free(v);
+			const int64_t R = shapes[k][0], L = shapes[k][1];
+			tn_tensor *x =
+				random_matrix(dts[d], shapes[k], 0x9e3779b97f4a7c15ull + k * 7 + d);
 			for (int op = 0; op < 4; op++) {
-				const int64_t d1 = 1, d0 = 0;
-				tn_tensor *r;
-				if (op == 0)
-					ck_assert_tn_ok(tn_sum_dim(x, 1, &d1, false, NULL, &r));
-				else if (op == 1)
-					ck_assert_tn_ok(tn_prod_dim(x, 1, false, NULL, &r));
-				else if (op == 2)
-					ck_assert_tn_ok(tn_amax(x, 1, &d1, false, &r));
-				else
-					ck_assert_tn_ok(tn_amin(x, 1, &d1, false, &r));
+				tn_tensor *r = reduce_along(op, x, 1);
 				const size_t os = tn_dtype_size(tn_tensor_dtype(r));
 				for (int64_t row = 0; row < R; row++) {
-					tn_tensor *xr, *rr;
+					tn_tensor *xr;
 					ck_assert_tn_ok(tn_select(x, 0, row, &xr));
-					if (op == 0)
-						ck_assert_tn_ok(tn_sum_dim(xr, 1, &d0, false, NULL, &rr));
-					else if (op == 1)
-						ck_assert_tn_ok(tn_prod_dim(xr, 0, false, NULL, &rr));
-					else if (op == 2)
-						ck_assert_tn_ok(tn_amax(xr, 1, &d0, false, &rr));
-					else
-						ck_assert_tn_ok(tn_amin(xr, 1, &d0, false, &rr));
+					tn_tensor *rr = reduce_along(op, xr, 0);
 					ck_assert_int_eq(tn_tensor_dtype(rr), tn_tensor_dtype(r));
 					ck_assert_msg(!memcmp((const char *)tn_tensor_data(r) + row * os,
 							      tn_tensor_data(rr), os),
@@ -866,33 +875,12 @@ START_TEST(test_column_slices_as_contiguous_under_each_capability)
 	const int64_t C = 45, W = C + 7;
 	for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++) {
 		for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
-			const int64_t sz[] = { rows[k], W }, n = rows[k] * W;
-			double *v = malloc((size_t)n * sizeof(double));
-			ck_assert_ptr_nonnull(v);
-			uint64_t st = 0x853c49e6748fea9bull + k;
-			for (int64_t i = 0; i < n; i++) {
-				st ^= st << 13, st ^= st >> 7, st ^= st << 17;
-				v[i] = dts[d] == TN_INT32 ? (double)(int64_t)(st % 2001) - 1000
-							  : 0.75 + (double)(st >> 40) / (double)(1 << 25);
-			}
-			tn_tensor *x = tn_test_from_values(v, 2, sz, dts[d]), *xs, *xc;
-			free(v);
+			const int64_t sz[] = { rows[k], W };
+			tn_tensor *x = random_matrix(dts[d], sz, 0x853c49e6748fea9bull + k), *xs, *xc;
 			ck_assert_tn_ok(tn_slice(x, 1, 3, 3 + C, 1, &xs));
 			ck_assert_tn_ok(tn_contiguous(xs, TN_CONTIGUOUS_FORMAT, &xc));
 			for (int op = 0; op < 4; op++) {
-				tn_tensor *r[2];
-				const int64_t d0 = 0;
-				for (int f = 0; f < 2; f++) {
-					const tn_tensor *in = f ? xc : xs;
-					if (op == 0)
-						ck_assert_tn_ok(tn_sum_dim(in, 1, &d0, false, NULL, &r[f]));
-					else if (op == 1)
-						ck_assert_tn_ok(tn_prod_dim(in, 0, false, NULL, &r[f]));
-					else if (op == 2)
-						ck_assert_tn_ok(tn_amax(in, 1, &d0, false, &r[f]));
-					else
-						ck_assert_tn_ok(tn_amin(in, 1, &d0, false, &r[f]));
-				}
+				tn_tensor *r[2] = { reduce_along(op, xs, 0), reduce_along(op, xc, 0) };
 				const size_t bytes = (size_t)C * tn_dtype_size(tn_tensor_dtype(r[0]));
 				ck_assert_int_eq(tn_tensor_dtype(r[0]), tn_tensor_dtype(r[1]));
 				ck_assert_msg(!memcmp(tn_tensor_data(r[0]), tn_tensor_data(r[1]), bytes),
