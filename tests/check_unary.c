@@ -810,6 +810,65 @@ START_TEST(test_mixed_dtypes_under_each_capability)
 }
 END_TEST
 
+/*
+ * where over contiguous operands (the kernel's blend loop, and with a one-element condition
+ * the copy of the operand it selects): each element is the selected operand's bits, for
+ * every element width (uint8, float16, float32, float64), random conditions, rows off the
+ * vector widths, under each CPU capability.
+ */
+START_TEST(test_where_contiguous_under_each_capability)
+{
+	tn_test_force_capability(_i);
+	static const enum tn_dtype dts[] = { TN_UINT8, TN_FLOAT16, TN_FLOAT32, TN_FLOAT64 };
+	static const int64_t lens[] = { 1, 7, 64, 1003 };
+	for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++) {
+		const size_t es = tn_dtype_size(dts[d]);
+		for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+			const int64_t n = lens[k], one = 1;
+			tn_tensor *c, *a, *b, *r;
+			ck_assert_tn_ok(tn_empty(1, &n, TN_BOOL, TN_CPU, TN_CONTIGUOUS_FORMAT, &c));
+			ck_assert_tn_ok(tn_empty(1, &n, dts[d], TN_CPU, TN_CONTIGUOUS_FORMAT, &a));
+			ck_assert_tn_ok(tn_empty(1, &n, dts[d], TN_CPU, TN_CONTIGUOUS_FORMAT, &b));
+			unsigned char *pc = tn_tensor_data(c), *pa = tn_tensor_data(a),
+				      *pb = tn_tensor_data(b);
+			uint64_t st = 0x2545f4914f6cdd1dull + k * 4 + d;
+			for (int64_t i = 0; i < n; i++) {
+				st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+				pc[i] = (unsigned char)(st & 1);
+				memcpy(pa + (size_t)i * es, &st, es);
+				uint64_t u = ~st;
+				memcpy(pb + (size_t)i * es, &u, es);
+			}
+			ck_assert_tn_ok(tn_where(c, a, b, &r));
+			const unsigned char *pr = tn_tensor_data(r);
+			for (int64_t i = 0; i < n; i++)
+				ck_assert_msg(!memcmp(pr + (size_t)i * es,
+						      (pc[i] ? pa : pb) + (size_t)i * es, es),
+					      "where %s of %lld: element %lld is not the selected "
+					      "operand's", tn_dtype_name(dts[d]), (long long)n,
+					      (long long)i);
+			tn_tensor_unref(r);
+			for (int v = 0; v < 2; v++) {
+				tn_tensor *c1;
+				ck_assert_tn_ok(tn_empty(1, &one, TN_BOOL, TN_CPU, TN_CONTIGUOUS_FORMAT,
+							 &c1));
+				*(unsigned char *)tn_tensor_data(c1) = (unsigned char)v;
+				ck_assert_tn_ok(tn_where(c1, a, b, &r));
+				ck_assert_int_eq(tn_tensor_numel(r), n);
+				ck_assert_msg(!memcmp(tn_tensor_data(r), v ? pa : pb, (size_t)n * es),
+					      "where %s of %lld with the one condition %d",
+					      tn_dtype_name(dts[d]), (long long)n, v);
+				tn_tensor_unref(r);
+				tn_tensor_unref(c1);
+			}
+			tn_tensor_unref(c);
+			tn_tensor_unref(a);
+			tn_tensor_unref(b);
+		}
+	}
+}
+END_TEST
+
 /* clamp with a NaN bound fills NaN without converting the other bound (1e300 does not fit
  * float32, and is no error then); PyTorch's values and messages. */
 START_TEST(test_clamp_nan_bound_matches_pytorch)
@@ -1065,6 +1124,8 @@ static Suite *unary_suite(void)
 	tcase_add_test(tc, test_out_dtype_rules);
 	tcase_add_loop_test(tc, test_kernels_under_each_capability, 0, TN_NUM_CPU_CAPABILITIES);
 	tcase_add_loop_test(tc, test_mixed_dtypes_under_each_capability, 0,
+			    TN_NUM_CPU_CAPABILITIES);
+	tcase_add_loop_test(tc, test_where_contiguous_under_each_capability, 0,
 			    TN_NUM_CPU_CAPABILITIES);
 	tcase_add_test(tc, test_clamp_nan_bound_matches_pytorch);
 	tcase_add_test(tc, test_half_where_pytorch_has_no_kernel);
