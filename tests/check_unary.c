@@ -812,9 +812,9 @@ END_TEST
 
 /*
  * where over contiguous operands (the kernel's blend loop, and with a one-element condition
- * the copy of the operand it selects): each element is the selected operand's bits, for
- * every element width (uint8, float16, float32, float64), random conditions, rows off the
- * vector widths, under each CPU capability.
+ * the copy of the operand it selects, also into that operand): each element is the selected
+ * operand's bits, for every element width (uint8, float16, float32, float64), random
+ * conditions, rows off the vector widths, under each CPU capability.
  */
 START_TEST(test_where_contiguous_under_each_capability)
 {
@@ -859,6 +859,15 @@ START_TEST(test_where_contiguous_under_each_capability)
 					      "where %s of %lld with the one condition %d",
 					      tn_dtype_name(dts[d]), (long long)n, v);
 				tn_tensor_unref(r);
+				/* Into the operand it selects: that operand, unchanged. */
+				tn_tensor *keep;
+				ck_assert_tn_ok(tn_clone(v ? a : b, TN_CONTIGUOUS_FORMAT, &keep));
+				ck_assert_tn_ok(tn_where_out(c1, a, b, v ? a : b));
+				ck_assert_msg(!memcmp(tn_tensor_data(v ? a : b), tn_tensor_data(keep),
+						      (size_t)n * es),
+					      "where %s of %lld into its operand %d",
+					      tn_dtype_name(dts[d]), (long long)n, v);
+				tn_tensor_unref(keep);
 				tn_tensor_unref(c1);
 			}
 			tn_tensor_unref(c);

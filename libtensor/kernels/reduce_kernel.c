@@ -29,6 +29,16 @@
 #define PREFETCH_ROW_BYTES 16384
 #define PREFETCH_MIN_BYTES ((int64_t)1 << 21)
 
+/* Prefetch rows @first to @last - 1 (of @n, @srow bytes apart, @rb bytes each) of @in: the
+ * next rows of a reduction along contiguous rows, while one is reduced. */
+static inline void prefetch_rows(const char *in, int64_t srow, int64_t rb, int64_t first,
+				 int64_t last, int64_t n)
+{
+	for (int64_t r = first; r < last && r < n; r++)
+		for (int64_t b = 0; b < rb; b += 64)
+			__builtin_prefetch(in + r * srow + b);
+}
+
 /* ATen's level power: max(4, ceil(log2(n)) / LEVELS). */
 static inline int level_power(int64_t n)
 {
@@ -379,9 +389,8 @@ static inline int level_power(int64_t n)
 		int64_t j = 0;                                                                 \
 		if (is0 == (int64_t)sizeof(T) && n0 >= LANES)                                  \
 			for (; j + 2 <= n1; j += 2) {                                          \
-				for (int64_t q_ = j + 2; pf_ && q_ < j + 4 && q_ < n1; q_++)   \
-					for (int64_t b_ = 0; b_ < rb_; b_ += 64)               \
-						__builtin_prefetch(in + q_ * is1 + b_);        \
+				if (pf_)                                                       \
+					prefetch_rows(in, is1, rb_, j + 2, j + 4, n1);         \
 				A r_[2];                                                       \
 				NAME##_row2(in + j * is1, in + (j + 1) * is1, n0, r_);         \
 				O *o = (O *)(out + j * os1);                                   \
@@ -390,9 +399,8 @@ static inline int level_power(int64_t n)
 				*o = STOREO(COMB(LOADO(*o), r_[1]));                           \
 			}                                                                      \
 		for (; j < n1; j++) {                                                          \
-			if (pf_ && j + 1 < n1)                                                 \
-				for (int64_t b_ = 0; b_ < rb_; b_ += 64)                       \
-					__builtin_prefetch(in + (j + 1) * is1 + b_);           \
+			if (pf_)                                                               \
+				prefetch_rows(in, is1, rb_, j + 1, j + 2, n1);                 \
 			O *o = (O *)(out + j * os1);                                           \
 			*o = STOREO(COMB(LOADO(*o), NAME##_row(in + j * is1, is0, n0)));       \
 		}                                                                              \

@@ -4,8 +4,8 @@
  * b[i]. Selection moves bits and never converts, so one loop per element width serves every
  * dtype of that width; the condition is a bool or (deprecated in PyTorch) uint8 byte, nonzero
  * selecting a. Contiguous operands with a contiguous condition take a plain loop the compiler
- * turns into blends, with a one-value condition a copy of the operand it selects; others walk
- * their strides.
+ * turns into blends, with a one-value condition a copy of the operand it selects (memmove:
+ * the output may be that operand); others walk their strides.
  */
 #include <string.h>
 
@@ -27,7 +27,7 @@
 					O[i] = C[i] ? x : y;                               \
 				}                                                          \
 			} else {                                                           \
-				memcpy(O, C[0] ? A : B, (size_t)n * sizeof(T));            \
+				memmove(O, C[0] ? A : B, (size_t)n * sizeof(T));           \
 			}                                                                  \
 		} else {                                                                   \
 			for (int64_t i = 0; i < n; i++) {                                  \
