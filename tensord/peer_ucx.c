@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: MIT
+/* tensord's UCX layer for peers (peer_ucx.h). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ucp/api/ucp.h>
+
+#include "peer_module.h"
+
+struct tnd_ucx {
+	ucp_context_h ctx;
+	ucp_worker_h worker;
+	ucp_address_t *addr;
+	size_t addr_len;
+	int efd;
+};
+
+struct tnd_ucx_mem {
+	struct tnd_ucx *u;
+	ucp_mem_h mh;
+	void *rkey;
+	size_t rkey_len;
+};
+
+struct tnd_ucx_ep {
+	struct tnd_ucx *u;
+	ucp_ep_h ep;
+};
+
+static int fail(char *err, size_t nerr, const char *what, ucs_status_t st)
+{
+	snprintf(err, nerr, "%s: %s", what, ucs_status_string(st));
+	return -1;
+}
+
+int tnd_ucx_open(struct tnd_ucx **out, char *err, size_t nerr)
+{
+	*out = NULL;
+	struct tnd_ucx *u = calloc(1, sizeof(*u));
+	if (!u) {
+		snprintf(err, nerr, "UCX: out of memory");
+		return -1;
+	}
+	u->efd = -1;
+	ucp_config_t *cfg;
+	ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
+	if (st != UCS_OK) {
+		free(u);
+		return fail(err, nerr, "UCX configuration", st);
+	}
+	/* No memory events: tensord registers arena memory itself and unregisters it before
+	 * unmapping, so UCX's registration cache (what the events keep right) has nothing to
+	 * track, and its hooks would patch the daemon's mmap and malloc (under ThreadSanitizer
+	 * they crashed it). UCX_MEM_EVENTS in the environment still wins. */
+	ucp_params_t p = { .field_mask = UCP_PARAM_FIELD_FEATURES,
+			   .features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP };
+	st = ucp_init(&p, cfg, &u->ctx);
+	ucp_config_release(cfg);
+	if (st != UCS_OK) {
+		free(u);
+		return fail(err, nerr, "UCX context", st);
+	}
+	ucp_worker_params_t wp = { .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+				   .thread_mode = UCS_THREAD_MODE_SINGLE };
+	if ((st = ucp_worker_create(u->ctx, &wp, &u->worker)) != UCS_OK) {
+		ucp_cleanup(u->ctx);
+		free(u);
+		return fail(err, nerr, "UCX worker", st);
+	}
+	if ((st = ucp_worker_get_address(u->worker, &u->addr, &u->addr_len)) != UCS_OK ||
+	    (st = ucp_worker_get_efd(u->worker, &u->efd)) != UCS_OK) {
+		tnd_ucx_close(u);
+		return fail(err, nerr, "UCX worker address", st);
+	}
+	*out = u;
+	return 0;
+}
+
+void tnd_ucx_close(struct tnd_ucx *u)
+{
+	if (!u)
+		return;
+	if (u->addr)
+		ucp_worker_release_address(u->worker, u->addr);
+	ucp_worker_destroy(u->worker);
+	ucp_cleanup(u->ctx);
+	free(u);
+}
+
+void tnd_ucx_address(const struct tnd_ucx *u, const void **addr, size_t *len)
+{
+	*addr = u->addr;
+	*len = u->addr_len;
+}
+
+int tnd_ucx_efd(const struct tnd_ucx *u)
+{
+	return u->efd;
+}
+
+int tnd_ucx_arm(struct tnd_ucx *u)
+{
+	ucs_status_t st = ucp_worker_arm(u->worker);
+	return st == UCS_OK ? 1 : st == UCS_ERR_BUSY ? 0 : -1;
+}
+
+unsigned tnd_ucx_progress(struct tnd_ucx *u)
+{
+	return ucp_worker_progress(u->worker);
+}
+
+int tnd_ucx_mem_map(struct tnd_ucx *u, void *base, size_t len, struct tnd_ucx_mem **out, char *err,
+		    size_t nerr)
+{
+	*out = NULL;
+	struct tnd_ucx_mem *m = calloc(1, sizeof(*m));
+	if (!m) {
+		snprintf(err, nerr, "UCX: out of memory");
+		return -1;
+	}
+	m->u = u;
+	ucp_mem_map_params_t mp = { .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
+						  UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+				    .address = base,
+				    .length = len };
+	ucs_status_t st = ucp_mem_map(u->ctx, &mp, &m->mh);
+	if (st != UCS_OK) {
+		free(m);
+		return fail(err, nerr, "UCX memory registration", st);
+	}
+	if ((st = ucp_rkey_pack(u->ctx, m->mh, &m->rkey, &m->rkey_len)) != UCS_OK) {
+		ucp_mem_unmap(u->ctx, m->mh);
+		free(m);
+		return fail(err, nerr, "UCX remote key", st);
+	}
+	*out = m;
+	return 0;
+}
+
+void tnd_ucx_mem_rkey(const struct tnd_ucx_mem *m, const void **rkey, size_t *len)
+{
+	*rkey = m->rkey;
+	*len = m->rkey_len;
+}
+
+void tnd_ucx_mem_unmap(struct tnd_ucx_mem *m)
+{
+	if (!m)
+		return;
+	ucp_rkey_buffer_release(m->rkey);
+	ucp_mem_unmap(m->u->ctx, m->mh);
+	free(m);
+}
+
+/* Wait for @req (a request pointer of an _nbx call) to complete; its status. */
+static ucs_status_t wait_req(struct tnd_ucx *u, void *req)
+{
+	if (req == NULL)
+		return UCS_OK;
+	if (UCS_PTR_IS_ERR(req))
+		return UCS_PTR_STATUS(req);
+	ucs_status_t st;
+	while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS)
+		ucp_worker_progress(u->worker);
+	ucp_request_free(req);
+	return st;
+}
+
+int tnd_ucx_connect(struct tnd_ucx *u, const void *addr, size_t len, struct tnd_ucx_ep **out,
+		    char *err, size_t nerr)
+{
+	(void)len; /* UCX reads the address's own length */
+	*out = NULL;
+	struct tnd_ucx_ep *e = calloc(1, sizeof(*e));
+	if (!e) {
+		snprintf(err, nerr, "UCX: out of memory");
+		return -1;
+	}
+	e->u = u;
+	ucp_ep_params_t ep = { .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+					     UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+			       .address = (const ucp_address_t *)addr,
+			       .err_mode = UCP_ERR_HANDLING_MODE_NONE };
+	ucs_status_t st = ucp_ep_create(u->worker, &ep, &e->ep);
+	if (st != UCS_OK) {
+		free(e);
+		return fail(err, nerr, "UCX endpoint", st);
+	}
+	*out = e;
+	return 0;
+}
+
+void tnd_ucx_disconnect(struct tnd_ucx_ep *e, bool force)
+{
+	if (!e)
+		return;
+	ucp_request_param_t rp = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+				   .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0 };
+	(void)wait_req(e->u, ucp_ep_close_nbx(e->ep, &rp));
+	free(e);
+}
+
+int tnd_ucx_lanes(struct tnd_ucx_ep *e, char *buf, size_t n)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (!f)
+		return -1;
+	ucp_ep_print_info(e->ep, f);
+	if (fclose(f) != 0) {
+		free(text);
+		return -1;
+	}
+	int r = tnd_ucx_parse_lanes(text, buf, n);
+	free(text);
+	return r;
+}
+
+int tnd_ucx_get(struct tnd_ucx_ep *e, void *dst, const struct tnd_ucx_mem *local, uint64_t raddr,
+		const void *rkey, size_t rkey_len, size_t len, char *err, size_t nerr)
+{
+	(void)rkey_len;
+	ucp_rkey_h rk;
+	ucs_status_t st = ucp_ep_rkey_unpack(e->ep, rkey, &rk);
+	if (st != UCS_OK)
+		return fail(err, nerr, "UCX remote key", st);
+	ucp_request_param_t gp = { .op_attr_mask = local ? UCP_OP_ATTR_FIELD_MEMH : 0,
+				   .memh = local ? local->mh : NULL };
+	st = wait_req(e->u, ucp_get_nbx(e->ep, dst, len, raddr, rk, &gp));
+	if (st == UCS_OK)
+		st = wait_req(e->u, ucp_ep_flush_nbx(e->ep, &(ucp_request_param_t){ 0 }));
+	ucp_rkey_destroy(rk);
+	return st == UCS_OK ? 0 : fail(err, nerr, "UCX get", st);
+}
+
+/* The module's entry points (peer_module.h), the one symbol it exports. */
+__attribute__((visibility("default"))) const struct tnd_ucx_ops tnd_ucx_module = {
+	.abi = TND_UCX_ABI,
+	.open = tnd_ucx_open,
+	.close = tnd_ucx_close,
+	.address = tnd_ucx_address,
+	.efd = tnd_ucx_efd,
+	.arm = tnd_ucx_arm,
+	.progress = tnd_ucx_progress,
+	.mem_map = tnd_ucx_mem_map,
+	.mem_rkey = tnd_ucx_mem_rkey,
+	.mem_unmap = tnd_ucx_mem_unmap,
+	.connect = tnd_ucx_connect,
+	.disconnect = tnd_ucx_disconnect,
+	.lanes = tnd_ucx_lanes,
+	.get = tnd_ucx_get,
+};

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tensord's UCX layer for peers (issue 22): one UCP context and worker, in the daemon only
+ * (UCX hooks the memory calls of the process that loads it). The worker is single-threaded:
+ * the event loop's thread calls everything here. Endpoints are made from worker addresses
+ * exchanged over the authenticated control connection (peer_auth.h) with UCX's error handling
+ * off: with UCP_ERR_HANDLING_MODE_PEER, UCX 1.13 never selects the shared-memory transports
+ * between processes of one host, so failure detection is the control connection's.
+ */
+#ifndef TENSORD_PEER_UCX_H
+#define TENSORD_PEER_UCX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct tnd_ucx;
+struct tnd_ucx_mem;
+struct tnd_ucx_ep;
+
+/* The context and worker (RMA and active messages). Returns 0, or -1 with a message. */
+int tnd_ucx_open(struct tnd_ucx **u, char *err, size_t nerr);
+void tnd_ucx_close(struct tnd_ucx *u);
+
+/* The worker's address, to send to a peer (valid until tnd_ucx_close). */
+void tnd_ucx_address(const struct tnd_ucx *u, const void **addr, size_t *len);
+
+/* The worker's event fd (for epoll) and its arming: 1 when armed (sleep on the fd), 0 when
+ * events are pending (progress and arm again), -1 on error. */
+int tnd_ucx_efd(const struct tnd_ucx *u);
+int tnd_ucx_arm(struct tnd_ucx *u);
+unsigned tnd_ucx_progress(struct tnd_ucx *u);
+
+/* @len bytes at @base registered for RMA; the packed remote key a peer needs to read them. */
+int tnd_ucx_mem_map(struct tnd_ucx *u, void *base, size_t len, struct tnd_ucx_mem **m, char *err,
+		    size_t nerr);
+void tnd_ucx_mem_rkey(const struct tnd_ucx_mem *m, const void **rkey, size_t *len);
+void tnd_ucx_mem_unmap(struct tnd_ucx_mem *m);
+
+/* An endpoint to the worker at @addr (a peer's tnd_ucx_address). */
+int tnd_ucx_connect(struct tnd_ucx *u, const void *addr, size_t len, struct tnd_ucx_ep **ep,
+		    char *err, size_t nerr);
+/* Close @ep, flushing (force: dropping) what is in flight; completes before returning. */
+void tnd_ucx_disconnect(struct tnd_ucx_ep *ep, bool force);
+
+/*
+ * The transports UCX chose for @ep, from ucp_ep_print_info: "am=sysv/memory rma=cma/memory",
+ * the lane of active messages and those of RMA bandwidth, each TRANSPORT/DEVICE, in lane order,
+ * several joined by ','. Returns the length written (truncated to @n - 1), or -1.
+ */
+int tnd_ucx_lanes(struct tnd_ucx_ep *ep, char *buf, size_t n);
+/* Parse ucp_ep_print_info's text (for tnd_ucx_lanes and its test). */
+int tnd_ucx_parse_lanes(const char *info, char *buf, size_t n);
+/* Whether the RMA lanes do a native get (cma, knem, xpmem, rc/dc verbs), not TCP's emulation. */
+bool tnd_ucx_lanes_native_get(const char *lanes);
+
+/*
+ * Read @len bytes at the peer's address @raddr (in memory whose packed key is @rkey) into
+ * @dst, inside the local registration @local. Blocks, progressing the worker, until done.
+ * Returns 0, or -1 with a message.
+ */
+int tnd_ucx_get(struct tnd_ucx_ep *ep, void *dst, const struct tnd_ucx_mem *local, uint64_t raddr,
+		const void *rkey, size_t rkey_len, size_t len, char *err, size_t nerr);
+
+#endif /* TENSORD_PEER_UCX_H */
