@@ -238,6 +238,10 @@ static int exchange_locked(tn_tensord *c, struct exchange *x, const char *fn)
 			return tn__error(TN_ENOTSUP, "%s: tensord at %s speaks protocol version %u; "
 					 "sharing CUDA memory needs version 2 (a newer tensord)",
 					 fn, c->path, c->hello.version);
+		if (x->op >= TND_OP_PEER_ADD && c->hello.version < 6)
+			return tn__error(TN_ENOTSUP, "%s: tensord at %s speaks protocol version %u; "
+					 "peers need version 6 (a newer tensord)",
+					 fn, c->path, c->hello.version);
 		if (x->op >= TND_OP_SEALED && x->op < TND_OP_WAITING && c->hello.version < 3)
 			return tn__error(TN_ENOTSUP, "%s: tensord at %s speaks protocol version %u; "
 					 "its record of seals needs version 3 (a newer tensord)",
@@ -878,6 +882,7 @@ static int list(tn_tensord *c, unsigned op, size_t size, void (*convert)(void *,
 		struct tnd_arena_info a;
 		struct tnd_client_info c;
 		struct tnd_cuda_info g;
+		struct tnd_peer_info p;
 	} fin;
 	struct exchange x = { .op = op, .pass_fd = -1, .reply = &fin, .item = collect_item,
 			      .ctx = &k };
@@ -913,6 +918,87 @@ TN_EXPORT int tn_tensord_clients(tn_tensord *c, tn_tensord_client **ret, size_t 
 {
 	return list(c, TND_OP_CLIENTS, sizeof(tn_tensord_client), convert_client, (void **)ret, n,
 		    "tn_tensord_clients");
+}
+
+static void convert_peer(void *dst, const void *wire)
+{
+	const struct tnd_peer_info *w = wire;
+	tn_tensord_peer *o = dst;
+	memset(o, 0, sizeof(*o));
+	memcpy(o->address, w->address, sizeof(o->address) - 1);
+	memcpy(o->lanes, w->lanes, sizeof(o->lanes) - 1);
+	memcpy(o->error, w->error, sizeof(o->error) - 1);
+	o->state = w->state;
+	o->flags = w->flags;
+	o->since = w->since;
+	o->rtt_us = w->rtt_us;
+	o->failures = w->failures;
+}
+
+TN_EXPORT int tn_tensord_peer_list(tn_tensord *c, tn_tensord_peer **ret, size_t *n)
+{
+	return list(c, TND_OP_PEER_LIST, sizeof(tn_tensord_peer), convert_peer, (void **)ret, n,
+		    "tn_tensord_peer_list");
+}
+
+TN_EXPORT int tn_tensord_peer_add(tn_tensord *c, const char *address)
+{
+	static const char fn[] = "tn_tensord_peer_add";
+	CHECK_CONN(c, fn);
+	struct tnd_peer_ref m = { { 0 } };
+	if (!address || !address[0] || strlen(address) >= sizeof(m.address))
+		return tn__error(TN_EINVAL, "%s: the address must be HOST:PORT", fn);
+	strcpy(m.address, address);
+	struct exchange x = { .op = TND_OP_PEER_ADD, .body = &m, .body_len = sizeof(m),
+			      .pass_fd = -1 };
+	return exchange(c, &x, fn);
+}
+
+static int copy_field(char *dst, size_t cap, const char *src, const char *what, const char *fn)
+{
+	if (!src || !src[0] || strlen(src) >= cap)
+		return tn__error(TN_EINVAL, "%s: bad %s", fn, what);
+	strcpy(dst, src);
+	return 0;
+}
+
+TN_EXPORT int tn_tensord_pull(tn_tensord *c, const char *peer, const char *remote_arena,
+			      const char *remote_name, const char *arena, const char *name,
+			      tn_tensord_pull_report *ret)
+{
+	static const char fn[] = "tn_tensord_pull";
+	CHECK_CONN(c, fn);
+	struct tnd_pull m;
+	memset(&m, 0, sizeof(m));
+	int r;
+	if ((r = copy_field(m.peer, sizeof(m.peer), peer, "peer address", fn)) ||
+	    (r = copy_field(m.remote_arena, sizeof(m.remote_arena), remote_arena,
+			    "remote arena name", fn)) ||
+	    (r = copy_field(m.remote_name, sizeof(m.remote_name), remote_name,
+			    "remote tensor name", fn)) ||
+	    (r = copy_field(m.arena, sizeof(m.arena), arena, "arena name", fn)) ||
+	    (r = copy_field(m.name, sizeof(m.name), name, "tensor name", fn)))
+		return r;
+	struct tnd_pull_reply rep;
+	memset(&rep, 0, sizeof(rep));
+	struct exchange x = { .op = TND_OP_PULL, .body = &m, .body_len = sizeof(m),
+			      .pass_fd = -1, .reply = &rep };
+	if ((r = exchange(c, &x, fn)))
+		return r;
+	if (ret) {
+		memset(ret, 0, sizeof(*ret));
+		ret->bytes = rep.bytes;
+		ret->elapsed_ns = rep.elapsed_ns;
+		ret->method = rep.method;
+		memcpy(ret->lanes, rep.lanes, sizeof(ret->lanes) - 1);
+	}
+	return 0;
+}
+
+TN_EXPORT const char *tn_tensord_peer_state_name(unsigned state)
+{
+	static const char *const names[] = { "down", "connecting", "authenticating", "ready" };
+	return state < sizeof(names) / sizeof(names[0]) ? names[state] : "?";
 }
 
 /* The pieces of the metrics' text, appended as they come. */

@@ -32,8 +32,27 @@ void tnd_config_defaults(struct tnd_config *c)
 	c->hugepages = TND_HUGE_NO;
 	c->reclaim_interval_ms = 1000;
 	c->evict_interval_ms = 100;
+	c->peer_timeout_ms = 5000;
 	c->log_level = TND_LOG_INFO;
 	c->log_target = TND_LOG_STDERR;
+}
+
+/* "HOST:PORT" or "[V6]:PORT", a numeric port of 1 to 65535. */
+bool tnd_peer_address_ok(const char *v)
+{
+	const char *colon = strrchr(v, ':');
+	if (!colon || colon == v || strlen(v) >= 280)
+		return false;
+	char *end;
+	errno = 0;
+	unsigned long port = strtoul(colon + 1, &end, 10);
+	if (errno || *end || !colon[1] || !isdigit((unsigned char)colon[1]) || !port ||
+	    port > 65535)
+		return false;
+	for (const char *p = v; p < colon; p++)
+		if (!isalnum((unsigned char)*p) && !strchr(".-_:[]", *p))
+			return false;
+	return true;
 }
 
 int tnd_parse_size(const char *s, uint64_t *ret)
@@ -222,6 +241,40 @@ static int set_key(struct tnd_config *c, const char *k, char *v, char *why, size
 		} else {
 			strcpy(c->metrics_http, v);
 		}
+	} else if (!strcmp(k, "peer_listen") || !strcmp(k, "peer")) {
+		bool listen = k[4] == '_';
+		if (listen && !strcmp(v, "none")) {
+			c->peer_listen[0] = 0;
+		} else if (!tnd_peer_address_ok(v)) {
+			snprintf(why, whylen, "%s must be HOST:PORT or [ADDRESS]:PORT%s", k,
+				 listen ? ", or none" : "");
+			return -1;
+		} else if (listen) {
+			strcpy(c->peer_listen, v);
+		} else if (c->npeers == TND_MAX_PEERS) {
+			snprintf(why, whylen, "more than %d peer lines", TND_MAX_PEERS);
+			return -1;
+		} else {
+			strcpy(c->peers[c->npeers++], v);
+		}
+	} else if (!strcmp(k, "peer_export")) {
+		if (!v[0] || strlen(v) > TND_NAME_MAX || strchr(v, '/')) {
+			snprintf(why, whylen, "peer_export must be an arena's name");
+			return -1;
+		} else if (c->nexports == TND_MAX_PEERS) {
+			snprintf(why, whylen, "more than %d peer_export lines", TND_MAX_PEERS);
+			return -1;
+		}
+		strcpy(c->exports[c->nexports++], v);
+	} else if (!strcmp(k, "peer_secret")) {
+		if (!strcmp(v, "none")) {
+			c->peer_secret[0] = 0;
+		} else if (v[0] != '/' || strlen(v) >= PATH_MAX) {
+			snprintf(why, whylen, "peer_secret must be none or an absolute path");
+			return -1;
+		} else {
+			strcpy(c->peer_secret, v);
+		}
 	} else if (!strcmp(k, "spill_dir")) {
 		if (!strcmp(v, "none")) {
 			c->spill_dir[0] = 0;
@@ -321,6 +374,11 @@ static int set_key(struct tnd_config *c, const char *k, char *v, char *why, size
 	} else if (!strcmp(k, "reclaim_interval_ms")) {
 		if (parse_uint(v, 10, 3600000, &c->reclaim_interval_ms)) {
 			snprintf(why, whylen, "reclaim_interval_ms must be 10 to 3600000");
+			return -1;
+		}
+	} else if (!strcmp(k, "peer_timeout_ms")) {
+		if (parse_uint(v, 100, 600000, &c->peer_timeout_ms)) {
+			snprintf(why, whylen, "peer_timeout_ms must be 100 to 600000");
 			return -1;
 		}
 	} else if (!strcmp(k, "evict_interval_ms")) {

@@ -25,6 +25,7 @@ enum tnd_log_target { TND_LOG_STDERR = 0, TND_LOG_SYSLOG = 1 };
 enum tnd_hugepages { TND_HUGE_NO = 0, TND_HUGE_YES = 1, TND_HUGE_REQUIRE = 2 };
 
 #define TND_MAX_CREATORS 64
+#define TND_MAX_PEERS 32
 
 struct tnd_config {
 	char socket[108];          /* "" until resolved */
@@ -65,6 +66,15 @@ struct tnd_config {
 	/* Where GET /metrics is served over HTTP: "PORT" (on 127.0.0.1), "HOST:PORT",
 	 * "[V6]:PORT"; "" : not served. */
 	char metrics_http[280];
+	/* Peers (peers.c, libtensor-peers(7)): where tensord listens for peer daemons ("" : it
+	 * does not), the shared secret's file ("" : peers are off), the peers it dials, the
+	 * arenas peers may pull from, and the time after which a silent peer is dropped. */
+	char peer_listen[280];
+	char peer_secret[PATH_MAX];
+	unsigned npeers, nexports;
+	char peers[TND_MAX_PEERS][280];
+	char exports[TND_MAX_PEERS][TND_NAME_SIZE];
+	unsigned peer_timeout_ms;
 	enum tnd_log_level log_level;
 	enum tnd_log_target log_target;
 	/* Which keys the file set (so command-line options and defaults combine right). */
@@ -84,6 +94,13 @@ int tnd_config_load(struct tnd_config *cfg, const char *path, bool must_exist, c
 int tnd_parse_size(const char *s, uint64_t *ret);
 /* "default", "local", "bind:0,2-3", "interleave:0-1", "preferred:1". */
 int tnd_parse_numa(const char *s, enum tn_numa_policy *ret_policy, uint64_t *ret_nodes);
+/* "HOST:PORT" or "[V6]:PORT" with a port of 1 to 65535 (peer_listen, peer, PEER_ADD). */
+bool tnd_peer_address_ok(const char *s);
+/* http.c: "PORT" (127.0.0.1), "HOST:PORT", "[V6]:PORT" -> a socket address; 0 or -1 with
+ * *why set (getaddrinfo's message). */
+struct sockaddr_storage;
+int tnd_resolve(const char *spec, struct sockaddr_storage *ret, socklen_t *ret_len,
+		const char **why);
 
 /* guard.c: the SIGBUS guard over the daemon's arena mappings (see there). */
 struct tnd_guard {
@@ -476,6 +493,29 @@ bool tnd_transfers_running(void);
 
 /* handlers.c: a request received on @c, @len bytes in c->rbuf, with @fd passed (-1: none). */
 void tnd_handle_request(struct tnd_client *c, size_t len, int fd);
+
+/* peers.c: the peer daemons (libtensor-peers(7)). Start the peers' thread when peer_secret is
+ * set (0, or -1 logged: the secret, the module or the listener failed); stop it. */
+int tnd_peers_start(void);
+void tnd_peers_stop(void);
+bool tnd_peers_on(void);
+/* Dial @address too (PEER_ADD): 0, or a TN_E* code with the reason in @why. */
+int tnd_peers_add(const char *address, char *why, size_t nwhy);
+/* A copy of the list PEER_LIST reports (free()); the number of entries. */
+size_t tnd_peers_list(struct tnd_peer_info **ret);
+/* PULL: start it (the reply comes from tnd_peers_events once it ended); always returns 0. */
+int tnd_peers_pull(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_pull *m);
+/* Answer the pulls that ended (the loop read the event fd). */
+void tnd_peers_events(void);
+/* Whether a pull has not been answered yet. */
+bool tnd_peers_running(void);
+/* The peers' figures for the metrics: connections dropped for breaking the protocol, refused
+ * (a wrong proof, a flood of handshakes), pulls answered and failed, bytes pulled, peers
+ * ready now. */
+struct tnd_peer_counts {
+	uint64_t protocol_errors, refused, pulls, pull_failures, pulled_bytes, ready;
+};
+void tnd_peers_counts(struct tnd_peer_counts *ret);
 
 /* tensord.c: SIGHUP. */
 void tnd_reload_config(void);

@@ -107,6 +107,41 @@ static int do_CLIENTS(struct tnd_client *c, const struct tnd_hdr *h, const void 
 	return 0;
 }
 
+static int do_PEER_ADD(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_peer_ref *r,
+		       int fd)
+{
+	if (!tnd_privileged(c))
+		return tnd_reply_error(c, h, TN_EPERM, "adding a peer is for root and the daemon's "
+				       "user");
+	char why[TND_MESSAGE_SIZE];
+	int e = tnd_peers_add(r->address, why, sizeof(why));
+	if (e)
+		return tnd_reply_error(c, h, e, "%s", why);
+	char esc[2 * TND_PEER_ADDR_SIZE];
+	tnd_log_escape(esc, sizeof(esc), r->address);
+	tnd_info("peer %s added by pid %d (uid %u)", esc, (int)c->pid, (unsigned)c->uid);
+	tnd_reply(c, h, NULL, 0);
+	return 0;
+}
+
+static int do_PULL(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_pull *m, int fd)
+{
+	return tnd_peers_pull(c, h, m);
+}
+
+static int do_PEER_LIST(struct tnd_client *c, const struct tnd_hdr *h, const void *m, int fd)
+{
+	struct tnd_peer_info *list = NULL, fin;
+	size_t n = tnd_peers_list(&list);
+	for (size_t i = 0; i < n; i++)
+		tnd_queue_msg(c, h->op, h->seq, 0, TND_F_MORE, &list[i], sizeof(list[i]), -1);
+	free(list);
+	memset(&fin, 0, sizeof(fin));
+	fin.count = n;
+	tnd_reply(c, h, &fin, sizeof(fin));
+	return 0;
+}
+
 /* The Prometheus text of the daemon's figures, in pieces: the arenas the client may read and,
  * unless it is privileged, its own user's connections only (as CLIENTS). */
 static int do_METRICS(struct tnd_client *c, const struct tnd_hdr *h, const void *m, int fd)

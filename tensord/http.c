@@ -160,8 +160,7 @@ uint64_t tnd_http_refused(void)
 	return atomic_load(&refused);
 }
 
-/* "PORT", "HOST:PORT", "[V6]:PORT" -> a socket address; 0 or -1 with *why set. */
-static int resolve(const char *spec, struct sockaddr_storage *ret, socklen_t *ret_len,
+int tnd_resolve(const char *spec, struct sockaddr_storage *ret, socklen_t *ret_len,
 		   const char **why)
 {
 	char host[256] = "127.0.0.1", port[16];
@@ -206,7 +205,7 @@ int tnd_http_start(void)
 	struct sockaddr_storage addr;
 	socklen_t alen;
 	const char *why = NULL;
-	if (resolve(spec, &addr, &alen, &why)) {
+	if (tnd_resolve(spec, &addr, &alen, &why)) {
 		tnd_error("metrics_http \"%s\": %s", spec, why);
 		return -1;
 	}

@@ -406,7 +406,8 @@ void tnd_loop_run(void)
 			 * replies already queued (the SHUTDOWN request's own, the cancellations) go
 			 * out: for at most 4 seconds in all. */
 			tnd_spill_cancel();
-			bool busy = tnd_transfers_running() || tnd_spill_running();
+			bool busy = tnd_transfers_running() || tnd_spill_running() ||
+				    tnd_peers_running();
 			for (struct tnd_client *c = tnd_d.clients; c; c = c->next) {
 				if (c->transfer)
 					atomic_store(&c->cancel, true);
@@ -462,6 +463,7 @@ void tnd_loop_run(void)
 				tnd_ledger_events();
 				tnd_spill_events();
 				tnd_http_events();
+				tnd_peers_events();
 				arm_event();
 				break;
 			case TND_RING_TIMER:

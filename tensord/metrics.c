@@ -236,6 +236,8 @@ static void render_ops(struct out *o)
 
 static void render_daemon(struct out *o)
 {
+	struct tnd_peer_counts pc;
+	tnd_peers_counts(&pc);
 	const struct {
 		const char *name, *type, *help;
 		uint64_t value;
@@ -275,6 +277,21 @@ static void render_daemon(struct out *o)
 		{ "tensord_http_refused_total", "counter",
 		  "HTTP requests refused: another method or path, or no rendering in time.",
 		  tnd_http_refused() },
+		{ "tensord_peers_ready", "gauge",
+		  "Peer connections authenticated and ready (libtensor-peers(7)).", pc.ready },
+		{ "tensord_peer_pulls_total", "counter",
+		  "Pulls from peers that published their tensor since the daemon started.",
+		  pc.pulls },
+		{ "tensord_peer_pull_failures_total", "counter",
+		  "Pulls from peers that failed since the daemon started.", pc.pull_failures },
+		{ "tensord_peer_pulled_bytes_total", "counter",
+		  "Bytes pulled from peers since the daemon started.", pc.pulled_bytes },
+		{ "tensord_peer_protocol_errors_total", "counter",
+		  "Peer connections dropped for a malformed or out-of-order frame.",
+		  pc.protocol_errors },
+		{ "tensord_peer_refused_total", "counter",
+		  "Peer connections refused: a proof that does not match, or too many handshakes.",
+		  pc.refused },
 		{ "tensord_uring_in_flight", "gauge",
 		  "io_uring operations submitted and not yet completed (the queue depth).",
 		  tnd_loop_in_flight() },

@@ -11,7 +11,7 @@
 #include "peer_ucx.h"
 
 /* Bumped whenever struct tnd_ucx_ops changes; the loader refuses another number. */
-#define TND_UCX_ABI 1
+#define TND_UCX_ABI 2
 #define TND_UCX_ENTRY "tnd_ucx_module"
 
 struct tnd_ucx_ops {
@@ -33,6 +33,11 @@ struct tnd_ucx_ops {
 	int (*get)(struct tnd_ucx_ep *ep, void *dst, const struct tnd_ucx_mem *local,
 		   uint64_t raddr, const void *rkey, size_t rkey_len, size_t len, char *err,
 		   size_t nerr);
+	int (*get_start)(struct tnd_ucx_ep *ep, void *dst, const struct tnd_ucx_mem *local,
+			 uint64_t raddr, const void *rkey, size_t rkey_len, size_t len,
+			 struct tnd_ucx_op **op, char *err, size_t nerr);
+	int (*op_test)(struct tnd_ucx_op *op, char *err, size_t nerr);
+	void (*op_free)(struct tnd_ucx_op *op);
 };
 
 /*

@@ -238,6 +238,66 @@ int tnd_ucx_get(struct tnd_ucx_ep *e, void *dst, const struct tnd_ucx_mem *local
 	return st == UCS_OK ? 0 : fail(err, nerr, "UCX get", st);
 }
 
+struct tnd_ucx_op {
+	ucp_rkey_h rkey;
+	void *req; /* NULL: completed at once */
+	ucs_status_t status;
+};
+
+int tnd_ucx_get_start(struct tnd_ucx_ep *e, void *dst, const struct tnd_ucx_mem *local,
+		      uint64_t raddr, const void *rkey, size_t rkey_len, size_t len,
+		      struct tnd_ucx_op **out, char *err, size_t nerr)
+{
+	(void)rkey_len;
+	*out = NULL;
+	struct tnd_ucx_op *op = calloc(1, sizeof(*op));
+	if (!op) {
+		snprintf(err, nerr, "UCX: out of memory");
+		return -1;
+	}
+	ucs_status_t st = ucp_ep_rkey_unpack(e->ep, rkey, &op->rkey);
+	if (st != UCS_OK) {
+		free(op);
+		return fail(err, nerr, "UCX remote key", st);
+	}
+	ucp_request_param_t gp = { .op_attr_mask = local ? UCP_OP_ATTR_FIELD_MEMH : 0,
+				   .memh = local ? local->mh : NULL };
+	void *req = ucp_get_nbx(e->ep, dst, len, raddr, op->rkey, &gp);
+	if (UCS_PTR_IS_ERR(req)) {
+		ucp_rkey_destroy(op->rkey);
+		free(op);
+		return fail(err, nerr, "UCX get", UCS_PTR_STATUS(req));
+	}
+	op->req = req;
+	op->status = req ? UCS_INPROGRESS : UCS_OK;
+	*out = op;
+	return 0;
+}
+
+int tnd_ucx_op_test(struct tnd_ucx_op *op, char *err, size_t nerr)
+{
+	if (op->req && op->status == UCS_INPROGRESS) {
+		op->status = ucp_request_check_status(op->req);
+		if (op->status != UCS_INPROGRESS) {
+			ucp_request_free(op->req);
+			op->req = NULL;
+		}
+	}
+	if (op->status == UCS_INPROGRESS)
+		return 1;
+	return op->status == UCS_OK ? 0 : fail(err, nerr, "UCX get", op->status);
+}
+
+void tnd_ucx_op_free(struct tnd_ucx_op *op)
+{
+	if (!op)
+		return;
+	if (op->req)
+		ucp_request_free(op->req); /* released when it completes */
+	ucp_rkey_destroy(op->rkey);
+	free(op);
+}
+
 /* The module's entry points (peer_module.h), the one symbol it exports. */
 __attribute__((visibility("default"))) const struct tnd_ucx_ops tnd_ucx_module = {
 	.abi = TND_UCX_ABI,
@@ -254,4 +314,7 @@ __attribute__((visibility("default"))) const struct tnd_ucx_ops tnd_ucx_module =
 	.disconnect = tnd_ucx_disconnect,
 	.lanes = tnd_ucx_lanes,
 	.get = tnd_ucx_get,
+	.get_start = tnd_ucx_get_start,
+	.op_test = tnd_ucx_op_test,
+	.op_free = tnd_ucx_op_free,
 };

@@ -17,6 +17,7 @@
 struct tnd_ucx;
 struct tnd_ucx_mem;
 struct tnd_ucx_ep;
+struct tnd_ucx_op;
 
 /* The context and worker (RMA and active messages). Returns 0, or -1 with a message. */
 int tnd_ucx_open(struct tnd_ucx **u, char *err, size_t nerr);
@@ -61,5 +62,17 @@ bool tnd_ucx_lanes_native_get(const char *lanes);
  */
 int tnd_ucx_get(struct tnd_ucx_ep *ep, void *dst, const struct tnd_ucx_mem *local, uint64_t raddr,
 		const void *rkey, size_t rkey_len, size_t len, char *err, size_t nerr);
+
+/*
+ * The same without blocking: start the read, then test it as the worker progresses (1: in
+ * progress, 0: the bytes are in @dst, -1: failed, with a message). tnd_ucx_op_free releases
+ * it; an operation still in progress must first be ended by closing its endpoint (force),
+ * which completes it with an error. tnd_ucx_get_start returns 0 or -1 with a message.
+ */
+int tnd_ucx_get_start(struct tnd_ucx_ep *ep, void *dst, const struct tnd_ucx_mem *local,
+		      uint64_t raddr, const void *rkey, size_t rkey_len, size_t len,
+		      struct tnd_ucx_op **op, char *err, size_t nerr);
+int tnd_ucx_op_test(struct tnd_ucx_op *op, char *err, size_t nerr);
+void tnd_ucx_op_free(struct tnd_ucx_op *op);
 
 #endif /* TENSORD_PEER_UCX_H */

@@ -336,6 +336,26 @@ int tnd_check_request(const void *msg, size_t len, bool has_fd)
 			return BAD("%s: no export id", op);
 		return 0;
 	}
+	case TND_OP_PULL: {
+		const struct tnd_pull *m = b;
+		if (!str_ok(m->peer, sizeof(m->peer)) || !m->peer[0])
+			return BAD("PULL: bad peer");
+		if (!str_ok(m->remote_arena, sizeof(m->remote_arena)) ||
+		    !str_ok(m->arena, sizeof(m->arena)))
+			return BAD("PULL: arena name is not terminated");
+		if (!tensor_str_ok(m->remote_name) || !m->remote_name[0] ||
+		    !tensor_str_ok(m->name) || !m->name[0])
+			return BAD("PULL: bad tensor name");
+		if (m->flags || m->pad)
+			return BAD("PULL: unknown flags 0x%x", m->flags);
+		return 0;
+	}
+	case TND_OP_PEER_ADD: {
+		const struct tnd_peer_ref *m = b;
+		if (!str_ok(m->address, sizeof(m->address)))
+			return BAD("PEER_ADD: address is not terminated");
+		return 0;
+	}
 	default:
 		return 0; /* empty bodies: nothing more to check */
 	}
@@ -373,7 +393,7 @@ int tnd_check_reply(const void *msg, size_t len, unsigned op, uint32_t seq, bool
 		return check_body(h, len, sizeof(struct tnd_progress), "progress reply");
 	}
 	if ((h->flags & TND_F_MORE) && op != TND_OP_ARENA_LIST && op != TND_OP_CLIENTS &&
-	    op != TND_OP_CUDA_LIST && op != TND_OP_METRICS)
+	    op != TND_OP_CUDA_LIST && op != TND_OP_METRICS && op != TND_OP_PEER_LIST)
 		return BAD("list item in reply to %s", tnd_op_name(op));
 	if (has_fd != (op == TND_OP_ARENA_OPEN))
 		return BAD("reply %s: %s", tnd_op_name(op),

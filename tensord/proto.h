@@ -33,11 +33,11 @@
 
 #define TND_MAGIC 0x31444e54u /* "TND1" in memory on a little-endian machine */
 /* Protocol versions: 2 added the CUDA sharing operations (CUDA_*), 3 the seal record (SEALED,
- * VERIFY), 4 waiting lookups of read-only clients (WAITING), 5 the metrics (METRICS). A
+ * VERIFY), 4 waiting lookups of read-only clients (WAITING), 5 the metrics (METRICS), 6 the peers (PEER_ADD, PEER_LIST, PULL). A
  * client sends an operation only on a connection whose version has it. A daemon and a client
  * each speak TND_VERSION_MIN..TND_VERSION; HELLO picks the highest both speak, and every later
  * message of the connection carries that version. */
-#define TND_VERSION 5
+#define TND_VERSION 6
 #define TND_VERSION_MIN 1
 #define TND_MSG_MAX 4096 /* no message is longer; receivers use buffers of this size */
 
@@ -80,7 +80,10 @@
 	X(SEALED, 25, struct tnd_sealed, void)                                                \
 	X(VERIFY, 26, struct tnd_arena_ref, struct tnd_verify_reply)                          \
 	X(WAITING, 27, struct tnd_waiting, void)                                              \
-	X(METRICS, 28, void, struct tnd_metrics_chunk)
+	X(METRICS, 28, void, struct tnd_metrics_chunk)                                        \
+	X(PEER_ADD, 29, struct tnd_peer_ref, void)                                            \
+	X(PEER_LIST, 30, void, struct tnd_peer_info)                                          \
+	X(PULL, 31, struct tnd_pull, struct tnd_pull_reply)
 
 enum tnd_op {
 #define TND_X_(name, value, req, rep) TND_OP_##name = (value),
@@ -319,6 +322,43 @@ struct tnd_verify_reply {
 	uint64_t digested; /* digested for the first time by this verification */
 	uint64_t restored; /* seal bits found cleared and set again */
 	char first_changed[TND_PREFIX_SIZE]; /* the first tensor that differs ("" when none) */
+};
+
+/* Peers (libtensor-peers(7)). */
+#define TND_PEER_ADDR_SIZE 280
+#define TND_PEER_LANES_SIZE 128
+struct tnd_peer_ref {
+	char address[TND_PEER_ADDR_SIZE]; /* HOST:PORT or [ADDRESS]:PORT */
+};
+
+struct tnd_peer_info {
+	char address[TND_PEER_ADDR_SIZE]; /* dialed: as configured; accepted: as it announced */
+	char lanes[TND_PEER_LANES_SIZE];  /* UCX's lanes, once ready: "am=... rma=..." */
+	char error[TND_MESSAGE_SIZE];     /* why it last failed ("" none) */
+	uint32_t state;                   /* TN_TENSORD_PEER_* */
+	uint32_t flags;                   /* TN_TENSORD_PEER_DIALED, _ACCEPTED */
+	uint64_t since;                   /* wall seconds: entered this state */
+	uint64_t rtt_us;                  /* the last keepalive's round trip; 0 none yet */
+	uint64_t failures;                /* connections lost or refused */
+	uint64_t count;                   /* the final reply: the number of items */
+};
+
+struct tnd_pull {
+	char peer[TND_PEER_ADDR_SIZE];        /* a peer on the daemon's list */
+	char remote_arena[TND_NAME_SIZE];     /* an arena the peer exports */
+	char remote_name[TND_PREFIX_SIZE];    /* a sealed tensor in it */
+	char arena[TND_NAME_SIZE];            /* the local arena (write access) */
+	char name[TND_PREFIX_SIZE];           /* the name to publish, sealed */
+	uint32_t flags;                       /* none yet: 0 */
+	uint32_t pad;
+};
+
+struct tnd_pull_reply {
+	uint64_t bytes;      /* data bytes moved */
+	uint64_t elapsed_ns; /* from the request to the publish */
+	uint32_t method;     /* TN_TENSORD_PULL_RMA_GET: by UCX RMA get */
+	uint32_t pad;
+	char lanes[TND_PEER_LANES_SIZE];
 };
 
 struct tnd_hold {

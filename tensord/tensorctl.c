@@ -60,6 +60,9 @@ static void usage(FILE *f)
 		"  unpin NAME TENSOR...            evictable cache tensors\n"
 		"  evict NAME [--to SIZE|N%%]       evict cache tensors now (to the low watermark)\n"
 		"  clients                         connected processes\n"
+		"  peer add HOST:PORT              dial a peer tensord (root, the daemon's user)\n"
+		"  peer list                       peers: state, round trip, UCX lanes, last error\n"
+		"  pull PEER:ARENA/NAME [--into ARENA[/NAME]]  fetch a sealed tensor from a peer\n"
 		"  metrics                         figures in Prometheus' text format\n"
 		"  top [--delay SECONDS] [--iterations N]\n"
 		"                                  a live view of arenas and clients\n"
@@ -1080,6 +1083,116 @@ static int cmd_clients(void)
 	return 0;
 }
 
+static int cmd_peer(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "add")) {
+		int r = tn_tensord_peer_add(conn, argv[2]);
+		if (r)
+			return fail(r, "peer add");
+		if (json) {
+			printf("{\"added\": ");
+			json_str(argv[2]);
+			printf("}\n");
+		} else if (!quiet) {
+			printf("peer %s added\n", argv[2]);
+		}
+		return 0;
+	}
+	if (argc != 2 || strcmp(argv[1], "list"))
+		return usage_error("peer add HOST:PORT | peer list");
+	tn_tensord_peer *v;
+	size_t n;
+	int r = tn_tensord_peer_list(conn, &v, &n);
+	if (r)
+		return fail(r, "peer list");
+	if (json)
+		printf("[");
+	else
+		printf("%-24s %-8s %-14s %8s %5s %-32s %s\n", "PEER", "DIR", "STATE", "RTT(us)",
+		       "FAILS", "LANES", "ERROR");
+	for (size_t i = 0; i < n; i++) {
+		const char *dir = v[i].flags & TN_TENSORD_PEER_DIALED ? "dialed" : "accepted";
+		const char *st = tn_tensord_peer_state_name(v[i].state);
+		if (json) {
+			printf("%s{\"address\": ", i ? ",\n " : "");
+			json_str(v[i].address);
+			printf(", \"direction\": \"%s\", \"state\": \"%s\", \"since\": %" PRIu64
+			       ", \"rtt_us\": %" PRIu64 ", \"failures\": %" PRIu64 ", \"lanes\": ",
+			       dir, st, v[i].since, v[i].rtt_us, v[i].failures);
+			json_str(v[i].lanes);
+			printf(", \"error\": ");
+			json_str(v[i].error);
+			printf("}");
+		} else {
+			printf("%-24s %-8s %-14s %8" PRIu64 " %5" PRIu64 " %-32s %s\n", v[i].address,
+			       dir, st, v[i].rtt_us, v[i].failures, v[i].lanes[0] ? v[i].lanes : "-",
+			       v[i].error[0] ? v[i].error : "-");
+		}
+	}
+	if (json)
+		printf("]\n");
+	free(v);
+	return 0;
+}
+
+/* pull PEER:ARENA/NAME [--into ARENA[/NAME]] */
+static int cmd_pull(int argc, char **argv)
+{
+	static const struct option o[] = { { "into", 1, NULL, 'i' }, { NULL, 0, NULL, 0 } };
+	const char *into = NULL;
+	int ch;
+	optind = 0;
+	while ((ch = getopt_long(argc, argv, "i:", o, NULL)) != -1) {
+		if (ch == 'i')
+			into = optarg;
+		else
+			return usage_error("pull PEER:ARENA/NAME [--into ARENA[/NAME]]");
+	}
+	if (optind != argc - 1)
+		return usage_error("pull PEER:ARENA/NAME [--into ARENA[/NAME]]");
+	const char *spec = argv[optind];
+	char peer[280], rarena[64], rname[256], arena[64], name[256];
+	const char *slash = strchr(spec, '/');
+	const char *colon = NULL;
+	for (const char *p = spec; slash && p < slash; p++)
+		if (*p == ':')
+			colon = p;
+	if (!slash || !colon || colon == spec || (size_t)(colon - spec) >= sizeof(peer) ||
+	    (size_t)(slash - colon - 1) >= sizeof(rarena) || strlen(slash + 1) >= sizeof(rname))
+		return usage_error("bad source \"%s\": PEER:ARENA/NAME, PEER being HOST:PORT", spec);
+	snprintf(peer, sizeof(peer), "%.*s", (int)(colon - spec), spec);
+	snprintf(rarena, sizeof(rarena), "%.*s", (int)(slash - colon - 1), colon + 1);
+	snprintf(rname, sizeof(rname), "%s", slash + 1);
+	snprintf(arena, sizeof(arena), "%s", rarena);
+	snprintf(name, sizeof(name), "%s", rname);
+	if (into) {
+		const char *s2 = strchr(into, '/');
+		size_t al = s2 ? (size_t)(s2 - into) : strlen(into);
+		if (!al || al >= sizeof(arena) || (s2 && (!s2[1] || strlen(s2 + 1) >= sizeof(name))))
+			return usage_error("bad --into \"%s\": ARENA or ARENA/NAME", into);
+		snprintf(arena, sizeof(arena), "%.*s", (int)al, into);
+		if (s2)
+			snprintf(name, sizeof(name), "%s", s2 + 1);
+	}
+	tn_tensord_pull_report rep;
+	int r = tn_tensord_pull(conn, peer, rarena, rname, arena, name, &rep);
+	if (r)
+		return fail(r, "pull");
+	double s = (double)rep.elapsed_ns / 1e9;
+	if (json)
+		printf("{\"bytes\": %" PRIu64 ", \"elapsed_ns\": %" PRIu64 ", \"lanes\": ", rep.bytes,
+		       rep.elapsed_ns);
+	if (json) {
+		json_str(rep.lanes);
+		printf("}\n");
+	} else if (!quiet) {
+		printf("pulled %s:%s/%s into %s/%s: %" PRIu64 " bytes in %.3f ms (%.2f GB/s, %s)\n",
+		       peer, rarena, rname, arena, name, rep.bytes, s * 1e3,
+		       s > 0 ? (double)rep.bytes / s / 1e9 : 0.0, rep.lanes);
+	}
+	return 0;
+}
+
 static const char *cuda_state(unsigned state)
 {
 	if (state & TN_TENSORD_CUDA_OWNER_GONE)
@@ -1467,7 +1580,7 @@ int main(int argc, char **argv)
 	static const char *const known[] = { "status", "arena", "ls", "show", "load", "save",
 					     "rm", "seal", "pin", "unpin", "evict", "clients",
 					     "metrics", "top", "fsck", "verify", "gc",
-					     "shutdown", "cuda" };
+					     "shutdown", "cuda", "peer", "pull" };
 	bool ok = false;
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 		ok |= !strcmp(cmd, known[i]);
@@ -1528,6 +1641,10 @@ int main(int argc, char **argv)
 		r = cmd_gc(argc, argv);
 	else if (!strcmp(cmd, "cuda"))
 		r = cmd_cuda(argc, argv);
+	else if (!strcmp(cmd, "peer"))
+		r = cmd_peer(argc, argv);
+	else if (!strcmp(cmd, "pull"))
+		r = cmd_pull(argc, argv);
 	else if (!strcmp(cmd, "shutdown"))
 		r = argc == 1 ? cmd_shutdown() : usage_error("shutdown takes no arguments");
 	tn_tensord_close(conn);

@@ -525,6 +525,7 @@ static void shutdown_daemon(void)
 	}
 	tnd_spill_fini();
 	tnd_http_stop();
+	tnd_peers_stop();
 	close(tnd_d.listen_fd);
 	if (!listen_fds) /* systemd's socket stays, for the next start */
 		unlink(tnd_d.cfg.socket);
@@ -633,7 +634,7 @@ int main(int argc, char **argv)
 	tn__arena_lock_timeout_ms = TND_LOCK_WAIT_MS;
 	if (tnd_d.cfg.spill_dir[0] && mkdir_private(tnd_d.cfg.spill_dir))
 		goto fail;
-	if (tnd_spill_init() || tnd_http_start())
+	if (tnd_spill_init() || tnd_http_start() || tnd_peers_start())
 		goto fail;
 	tnd_info("listening on %s (arenas in %s, %u recovered, pid %d)", tnd_d.cfg.socket,
 		 tnd_d.cfg.arena_dir, tnd_d.narenas, (int)getpid());

@@ -243,6 +243,78 @@ TN_EXPORT int tn_tensord_gc(tn_tensord *conn, const char *name, uint64_t *ret_sl
  * the arenas' files (a later start finds them) and exits. */
 TN_EXPORT int tn_tensord_shutdown(tn_tensord *conn);
 
+/* ---- peers (libtensor-peers(7)) -------------------------------------------------------------- */
+
+/* States of a peer (tn_tensord_peer.state). */
+enum tn_tensord_peer_state {
+	TN_TENSORD_PEER_DOWN = 0,           /* not connected; a dialed peer is tried again */
+	TN_TENSORD_PEER_CONNECTING = 1,     /* the TCP connection is being made */
+	TN_TENSORD_PEER_AUTHENTICATING = 2, /* the handshake: nonces, proofs, UCX addresses */
+	TN_TENSORD_PEER_READY = 3           /* authenticated, with a UCX endpoint */
+};
+
+#define TN_TENSORD_PEER_DIALED (1u << 0)   /* this daemon dials it (peer lines, peer_add) */
+#define TN_TENSORD_PEER_ACCEPTED (1u << 1) /* it dialed this daemon's peer_listen */
+
+typedef struct tn_tensord_peer {
+	char address[280]; /* dialed: HOST:PORT as given; accepted: the address it listens on
+			      as it announced it, else its socket's address */
+	char lanes[128];   /* the transports UCX chose, "am=TL/DEV rma=TL/DEV[,...]" ("" until
+			      ready) */
+	char error[256];   /* why it last failed ("" none) */
+	unsigned state;    /* enum tn_tensord_peer_state */
+	unsigned flags;    /* TN_TENSORD_PEER_DIALED, TN_TENSORD_PEER_ACCEPTED */
+	uint64_t since;    /* seconds since the epoch: when it entered this state */
+	uint64_t rtt_us;   /* the last keepalive's round trip in microseconds; 0: none yet */
+	uint64_t failures; /* connections lost or refused since the daemon started */
+} tn_tensord_peer;
+
+/*
+ * tn_tensord_peer_add - have the daemon dial the peer daemon at @address ("HOST:PORT" or
+ * "[ADDRESS]:PORT", the peer's peer_listen) and keep it connected, as a peer line of
+ * tensord.conf(5) does, until the daemon stops. Root or the daemon's user only. It returns
+ * once the peer is on the daemon's list: tn_tensord_peer_list tells when it is ready.
+ * Errors: TN_EINVAL (a bad address; peers are off: no peer_secret), TN_EEXIST (already
+ * dialed), TN_ENOSPC (32 dialed peers), TN_EPERM, TN_ENOTSUP (a daemon older than protocol
+ * version 6).
+ */
+TN_EXPORT int tn_tensord_peer_add(tn_tensord *conn, const char *address);
+
+/* tn_tensord_peer_list - the peers the daemon dials and those connected to it, dialed first
+ * in the order added. *ret_peers is a new array (free(); NULL when *ret_count is 0). */
+TN_EXPORT int tn_tensord_peer_list(tn_tensord *conn, tn_tensord_peer **ret_peers,
+				   size_t *ret_count);
+
+#define TN_TENSORD_PULL_RMA_GET 1 /* tn_tensord_pull_report.method: a UCX RMA get */
+
+typedef struct tn_tensord_pull_report {
+	uint64_t bytes;      /* data bytes moved */
+	uint64_t elapsed_ns; /* in the daemon, from the request to the sealed name */
+	unsigned method;     /* TN_TENSORD_PULL_* */
+	char lanes[128];     /* the UCX lanes of the peer it came over */
+} tn_tensord_pull_report;
+
+/*
+ * tn_tensord_pull - have the daemon fetch the sealed tensor @remote_name of arena
+ * @remote_arena on the peer daemon @peer (as tn_tensord_peer_list names it; the peer must
+ * export the arena: peer_export in its tensord.conf(5)) and publish it, sealed, as @name in
+ * the local arena @arena (the caller needs write access to it), with its dtype, sizes and
+ * strides; the storage offset becomes 0 and only the bytes the view reaches are moved. The
+ * peer holds the tensor's block until the bytes have arrived, so an unpublish there meanwhile
+ * does not disturb the transfer. Nothing is published under @name unless every byte arrived.
+ * @ret_report may be NULL. One pull or load at a time per connection. Errors: TN_ENOTCONN
+ * (the peer is not ready, or was lost during the transfer), TN_ENOENT (no such tensor there),
+ * TN_EACCES (the peer does not export the arena; no write access here), TN_EINVAL (the tensor
+ * there is not sealed; bad names), TN_EEXIST (@name is taken here), TN_ENOMEM (the local arena
+ * is full), TN_EBUSY (a transfer of this connection runs), TN_EIO, TN_ENOTSUP.
+ */
+TN_EXPORT int tn_tensord_pull(tn_tensord *conn, const char *peer, const char *remote_arena,
+			      const char *remote_name, const char *arena, const char *name,
+			      tn_tensord_pull_report *ret_report);
+
+/* "down", "connecting", "authenticating", "ready"; "?" for another value. */
+TN_EXPORT const char *tn_tensord_peer_state_name(unsigned state);
+
 /* ---- CUDA exports ---------------------------------------------------------------------------- */
 
 /* States of an export (tn_tensord_cuda_export.state). */

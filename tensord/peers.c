@@ -1,0 +1,1502 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tensord's peers (daemon.h, libtensor-peers(7)): the connections to other tensord daemons.
+ *
+ * One thread, started when peer_secret is set, owns everything here but the list of dialed
+ * addresses and the snapshot PEER_LIST reads (both under P.lock): an epoll loop over the
+ * peer_listen socket, the control connections, the UCX worker's event fd and an eventfd by
+ * which the daemon's loop wakes it. The daemon's loop thread only adds addresses and reads
+ * the snapshot, so nothing here can stall a local client's request.
+ *
+ * A control connection is TCP, framed (struct frame): magic "TNPR", version, type, length,
+ * sequence. Its handshake:
+ *   dialer -> HELLO {nonce, listen address}     listener -> HELLO {nonce, listen address}
+ *   dialer -> PROOF {HMAC, peer_auth.h}         listener checks it, then -> PROOF, ADDR
+ *   dialer checks the listener's proof, -> ADDR
+ * and each side makes a UCX endpoint to the other's worker address once the other side has
+ * proved that it knows the secret: UCX does not validate addresses, so none is parsed before
+ * that. Before the proof, a frame longer than a HELLO, or of another type, drops the
+ * connection; so does a handshake longer than peer_timeout_ms, a silence as long (PING every
+ * third of it keeps a connection alive), or a peer that leaves more than OUT_MAX bytes unread.
+ * Dialed peers are dialed again after a failure, waiting 100 ms doubling to 5 s.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "peer_auth.h"
+#include "peer_module.h"
+
+#define FRAME_MAGIC 0x52504e54u /* "TNPR" in memory on a little-endian machine */
+#define FRAME_VERSION 1
+#define FRAME_MAX ((uint32_t)1 << 20)  /* a frame's payload, after the handshake */
+#define FRAME_PRE_AUTH 512             /* ... and before it */
+#define OUT_MAX ((size_t)4 << 20)      /* unsent bytes a peer may leave before it is dropped */
+#define MAX_PENDING 16                 /* accepted connections not yet authenticated */
+#define RETRY_MIN_NS 100000000u
+#define RETRY_MAX_NS 5000000000u
+
+enum frame_type {
+	F_HELLO = 1,
+	F_PROOF = 2,
+	F_ADDR = 3,
+	F_PING = 4,
+	F_PONG = 5,
+	F_PULL = 6,      /* struct f_pull: hold a sealed tensor for a get */
+	F_PULL_INFO = 7, /* struct f_pull_info, then the packed remote key */
+	F_RELEASE = 8,   /* struct f_release: the get ended, let the block go */
+	F_TYPE_MAX_
+};
+
+struct frame {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t type;
+	uint32_t len; /* of the payload that follows */
+	uint32_t seq;
+};
+
+struct f_hello {
+	unsigned char nonce[TND_PEER_NONCE];
+	char listen[TND_PEER_ADDR_SIZE]; /* the sender's peer_listen, "" when none */
+	uint64_t instance;               /* the sender's (tnd_d.instance): not itself */
+};
+
+struct f_ping {
+	uint64_t sent_ns; /* the sender's clock, echoed by PONG */
+};
+
+struct f_pull {
+	uint64_t id; /* the puller's, echoed by PULL_INFO */
+	char arena[TND_NAME_SIZE];
+	char name[TND_PREFIX_SIZE];
+};
+
+struct f_pull_info {
+	uint64_t id;
+	int32_t status; /* 0, or a TN_E* code with a message */
+	uint32_t dtype;
+	uint32_t ndim;
+	uint32_t rkey_len; /* the bytes after this struct */
+	int64_t sizes[TN_ARENA_MAX_DIMS];
+	int64_t strides[TN_ARENA_MAX_DIMS];
+	uint64_t nbytes; /* from the element at the lowest offset to the highest's end */
+	uint64_t raddr;  /* where those bytes are in the holder's memory */
+	uint64_t lease;  /* to release */
+	char message[TND_MESSAGE_SIZE];
+};
+
+struct f_release {
+	uint64_t lease;
+};
+
+/* Held for a peer's get (the holder's side). */
+struct lease {
+	struct lease *next;
+	uint64_t id;
+	tn_tensor *tensor; /* holds the block */
+	struct tnd_ucx_mem *mem;
+};
+
+/* A pull (the puller's side): the loop thread makes it, this thread runs it, the loop answers. */
+struct tnd_pull_job {
+	struct tnd_pull_job *next;
+	struct tnd_client *client;
+	uint32_t seq;
+	struct tnd_arena *ar;
+	struct tnd_pull req;
+	uint64_t id, t0;
+	struct conn *conn;      /* the peer's connection while it runs */
+	bool asked;             /* PULL sent, waiting for PULL_INFO */
+	uint64_t lease;         /* the holder's, once PULL_INFO came; 0 none */
+	struct f_pull_info info;
+	tn_storage *storage;    /* the destination, in the local arena */
+	struct tnd_ucx_mem *mem;
+	struct tnd_ucx_op *op;
+	int status;
+	char message[TND_MESSAGE_SIZE];
+	struct tnd_pull_reply reply;
+};
+
+enum epoll_kind { K_WAKE = 1, K_LISTEN, K_CONN, K_UCX };
+
+/* What an epoll event's data points at: these three kinds start with their kind. */
+struct ev_tag {
+	enum epoll_kind kind;
+};
+
+enum conn_step { S_CONNECTING, S_HELLO, S_PROOF, S_ADDR, S_READY };
+
+struct conn {
+	enum epoll_kind kind; /* K_CONN */
+	struct conn *next;
+	int fd;
+	bool dialer;
+	int target; /* dialed: its index in P.targets; -1 accepted */
+	enum conn_step step;
+	char address[TND_PEER_ADDR_SIZE]; /* dialed: the target's; accepted: the socket's, then
+					     the announced listen address */
+	unsigned char nonce[TND_PEER_NONCE], their_nonce[TND_PEER_NONCE];
+	bool sent_proof, got_proof, sent_addr;
+	unsigned char *in;
+	size_t in_len, in_cap;
+	unsigned char *out;
+	size_t out_off, out_len, out_cap;
+	bool want_out;
+	uint32_t seq;
+	uint64_t started_ns, last_in_ns, last_out_ns, since;
+	uint64_t rtt_us;
+	struct tnd_ucx_ep *ep;
+	char lanes[TND_PEER_LANES_SIZE];
+	struct lease *leases;
+	unsigned nleases;
+};
+
+/* A dialed address: its connection, or when to dial it again. */
+struct target {
+	char address[TND_PEER_ADDR_SIZE];
+	struct conn *conn;
+	uint64_t retry_ns, backoff_ns;
+	uint64_t failures, since;
+	char error[TND_MESSAGE_SIZE];
+};
+
+static struct {
+	bool on;
+	pthread_t thread;
+	int epfd, wake_fd, listen_fd;
+	struct ev_tag wake_tag, listen_tag, ucx_tag;
+	const struct tnd_ucx_ops *ucx;
+	struct tnd_ucx *u;
+	struct tnd_peer_secret secret;
+	struct conn *conns;
+	unsigned pending; /* accepted, not yet authenticated */
+	_Atomic bool stop;
+	_Atomic uint64_t protocol_errors, refused;
+	_Atomic uint64_t pulls_done, pull_failures, pulled_bytes; /* answered by the loop */
+	/* Under lock: the dialed addresses (P.ntargets only grows; the loop thread appends),
+	 * their records, and the snapshot of every peer for PEER_LIST. */
+	pthread_mutex_t lock;
+	struct target targets[TND_MAX_PEERS];
+	unsigned ntargets;
+	struct tnd_peer_info *snap;
+	size_t nsnap;
+	uint64_t accepted_failures;
+	/* Pulls: from the loop (under lock), running (this thread's), done (under lock, for the
+	 * loop); started and not yet answered by the loop. */
+	struct tnd_pull_job *incoming, *running, *done;
+	_Atomic unsigned pulls;
+	uint64_t next_id;   /* this thread's: leases */
+	uint64_t next_pull; /* under lock: pulls */
+	/* This thread's attachments of the exported arenas it serves. */
+	struct served {
+		char name[TND_NAME_SIZE];
+		tn_arena *a;
+		dev_t dev;
+		ino_t ino;
+	} served[TND_MAX_PEERS];
+} P = { .epfd = -1, .wake_fd = -1, .listen_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* ---- the snapshot ----------------------------------------------------------------------------- */
+
+static unsigned conn_state(const struct conn *c)
+{
+	if (!c)
+		return TN_TENSORD_PEER_DOWN;
+	if (c->step == S_CONNECTING)
+		return TN_TENSORD_PEER_CONNECTING;
+	return c->step == S_READY ? TN_TENSORD_PEER_READY : TN_TENSORD_PEER_AUTHENTICATING;
+}
+
+static void fill_info(struct tnd_peer_info *w, const struct conn *c)
+{
+	if (!c)
+		return;
+	w->state = conn_state(c);
+	w->since = c->since;
+	w->rtt_us = c->rtt_us;
+	snprintf(w->lanes, sizeof(w->lanes), "%s", c->lanes);
+}
+
+/* Rebuild the snapshot (after any change of state). */
+static void publish_snapshot(void)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&P.lock);
+	for (struct conn *c = P.conns; c; c = c->next)
+		n += !c->dialer;
+	n += P.ntargets;
+	struct tnd_peer_info *s = n ? calloc(n, sizeof(*s)) : NULL;
+	if (n && !s) {
+		pthread_mutex_unlock(&P.lock);
+		return; /* the old snapshot stays */
+	}
+	size_t k = 0;
+	for (unsigned i = 0; i < P.ntargets; i++, k++) {
+		struct target *t = &P.targets[i];
+		snprintf(s[k].address, sizeof(s[k].address), "%s", t->address);
+		snprintf(s[k].error, sizeof(s[k].error), "%s", t->error);
+		s[k].flags = TN_TENSORD_PEER_DIALED;
+		s[k].failures = t->failures;
+		s[k].since = t->since;
+		fill_info(&s[k], t->conn);
+	}
+	for (struct conn *c = P.conns; c; c = c->next) {
+		if (c->dialer)
+			continue;
+		snprintf(s[k].address, sizeof(s[k].address), "%s", c->address);
+		s[k].flags = TN_TENSORD_PEER_ACCEPTED;
+		fill_info(&s[k], c);
+		k++;
+	}
+	free(P.snap);
+	P.snap = s;
+	P.nsnap = k;
+	pthread_mutex_unlock(&P.lock);
+}
+
+
+static bool protocol_error(struct conn *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* ---- pulls ------------------------------------------------------------------------------------ */
+
+static void lease_free(struct lease *l)
+{
+	if (l->mem)
+		P.ucx->mem_unmap(l->mem);
+	tn_tensor_unref(l->tensor);
+	free(l);
+}
+
+static bool send_frame(struct conn *c, enum frame_type type, uint32_t seq, const void *body,
+		       size_t len);
+
+/* End @j (taken off the running list) with @status and a message, for the loop to answer. */
+static void finish(struct tnd_pull_job *j, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void finish(struct tnd_pull_job *j, int status, const char *fmt, ...)
+{
+	for (struct tnd_pull_job **pp = &P.running; *pp; pp = &(*pp)->next)
+		if (*pp == j) {
+			*pp = j->next;
+			break;
+		}
+	if (j->op)
+		P.ucx->op_free(j->op);
+	if (j->mem)
+		P.ucx->mem_unmap(j->mem);
+	tn_storage_unref(j->storage);
+	j->op = NULL;
+	j->mem = NULL;
+	j->storage = NULL;
+	/* The holder lets the block go (a connection that was lost released it there). */
+	struct conn *c = j->conn;
+	j->conn = NULL;
+	if (c && j->lease) {
+		struct f_release r = { .lease = j->lease };
+		send_frame(c, F_RELEASE, 0, &r, sizeof(r));
+	}
+	j->status = status;
+	if (fmt) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(j->message, sizeof(j->message), fmt, ap);
+		va_end(ap);
+	}
+	j->reply.elapsed_ns = tnd_now_ns() - j->t0;
+	pthread_mutex_lock(&P.lock);
+	j->next = P.done;
+	P.done = j;
+	pthread_mutex_unlock(&P.lock);
+	uint64_t one = 1;
+	ssize_t n = write(tnd_d.event_fd, &one, sizeof(one));
+	(void)n;
+}
+
+/* The connection to @peer that is ready: one dialed to that address, else one accepted from a
+ * daemon that announced it. */
+static struct conn *ready_conn(const char *peer)
+{
+	struct conn *accepted = NULL;
+	for (struct conn *c = P.conns; c; c = c->next) {
+		if (c->step != S_READY || strcmp(c->address, peer))
+			continue;
+		if (c->dialer)
+			return c;
+		accepted = c;
+	}
+	return accepted;
+}
+
+static void start_pull(struct tnd_pull_job *j)
+{
+	j->next = P.running;
+	P.running = j;
+	/* A name taken here fails before any byte moves (publishing checks it again). */
+	tn_arena_entry e;
+	if (!tn_arena_info(j->ar->a, j->req.name, &e)) {
+		finish(j, TN_EEXIST, "\"%.200s\" is published in arena \"%s\" already",
+		       j->req.name, j->req.arena);
+		return;
+	}
+	struct conn *c = ready_conn(j->req.peer);
+	if (!c) {
+		finish(j, TN_ENOTCONN, "peer %.200s is not connected (tensorctl peer list)",
+		       j->req.peer);
+		return;
+	}
+	struct f_pull f;
+	memset(&f, 0, sizeof(f));
+	f.id = j->id;
+	memcpy(f.arena, j->req.remote_arena, sizeof(f.arena));
+	memcpy(f.name, j->req.remote_name, sizeof(f.name));
+	j->conn = c;
+	j->asked = true;
+	snprintf(j->reply.lanes, sizeof(j->reply.lanes), "%s", c->lanes);
+	send_frame(c, F_PULL, 0, &f, sizeof(f)); /* a failure closes c, which finishes j */
+}
+
+/* This thread's attachment of exported arena @name, or NULL with a code and a message. */
+static tn_arena *served_arena(const char *name, int *code, char *msg, size_t nmsg)
+{
+	unsigned i;
+	for (i = 0; i < tnd_d.cfg.nexports; i++)
+		if (!strcmp(tnd_d.cfg.exports[i], name))
+			break;
+	if (i == tnd_d.cfg.nexports) {
+		*code = TN_EACCES;
+		snprintf(msg, nmsg, "arena \"%s\" is not exported to peers (peer_export)", name);
+		return NULL;
+	}
+	struct served *sv = &P.served[i];
+	char file[TND_NAME_SIZE + 8];
+	snprintf(file, sizeof(file), "%s.arena", name);
+	const char *dirs[2] = { tnd_d.cfg.arena_dir, tnd_d.hugedir };
+	for (int k = 0; k < 2; k++) {
+		if (!dirs[k][0])
+			continue;
+		char path[PATH_MAX + 80];
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/%s", dirs[k], file);
+		if (stat(path, &st))
+			continue;
+		if (sv->a && sv->dev == st.st_dev && sv->ino == st.st_ino)
+			return sv->a;
+		/* Destroyed and created again since: attach to the new one. */
+		sv->a = tn_arena_unref(sv->a);
+		int r = tn_arena_open(file, dirs[k], &sv->a);
+		if (r) {
+			*code = r;
+			snprintf(msg, nmsg, "arena \"%s\": %s", name, tn_last_error());
+			return NULL;
+		}
+		snprintf(sv->name, sizeof(sv->name), "%s", name);
+		sv->dev = st.st_dev;
+		sv->ino = st.st_ino;
+		return sv->a;
+	}
+	*code = TN_ENOENT;
+	snprintf(msg, nmsg, "no arena \"%s\"", name);
+	return NULL;
+}
+
+/* The bytes a view reaches from its first element: 0 for an empty one, -1 past 2^62. */
+static int64_t view_span(int ndim, const int64_t *sizes, const int64_t *strides, size_t isz)
+{
+	int64_t last = 0;
+	for (int d = 0; d < ndim; d++) {
+		if (sizes[d] < 0 || strides[d] < 0)
+			return -1;
+		if (!sizes[d])
+			return 0;
+		if (sizes[d] > 1 &&
+		    (strides[d] > ((int64_t)1 << 62) / (sizes[d] - 1) ||
+		     last > ((int64_t)1 << 62) - (sizes[d] - 1) * strides[d]))
+			return -1;
+		last += (sizes[d] - 1) * strides[d];
+	}
+	if (last >= ((int64_t)1 << 62) / (int64_t)isz - 1)
+		return -1;
+	return (last + 1) * (int64_t)isz;
+}
+
+/* A peer asks for a sealed tensor: hold it and tell where it is. */
+static bool serve_pull(struct conn *c, const struct f_pull *f)
+{
+	struct {
+		struct f_pull_info info;
+		unsigned char rkey[4096];
+	} out;
+	memset(&out.info, 0, sizeof(out.info));
+	struct f_pull_info *in = &out.info;
+	in->id = f->id;
+	int code = 0;
+	tn_tensor *t = NULL;
+	struct lease *l = NULL;
+	if (!memchr(f->arena, 0, sizeof(f->arena)) || !memchr(f->name, 0, sizeof(f->name)))
+		return protocol_error(c, "PULL with an unterminated name");
+	tn_arena *a = served_arena(f->arena, &code, in->message, sizeof(in->message));
+	if (!a)
+		goto refuse;
+	tn_arena_entry e;
+	tn_arena_handle hd;
+	if ((code = tn_arena_lookup(a, f->name, &t, &hd))) {
+		snprintf(in->message, sizeof(in->message), "%s", tn_last_error());
+		goto refuse;
+	}
+	/* The entry's flags, for the same publication the lookup found. */
+	if ((code = tn_arena_info(a, f->name, &e))) {
+		snprintf(in->message, sizeof(in->message), "%s", tn_last_error());
+		goto refuse;
+	}
+	if (e.handle.index != hd.index || e.handle.generation != hd.generation ||
+	    !(e.flags & TN_ARENA_ENTRY_SEALED)) {
+		code = TN_EINVAL;
+		snprintf(in->message, sizeof(in->message), "\"%.120s\" in arena \"%s\" is not "
+			 "sealed (only sealed tensors are served to peers)", f->name, f->arena);
+		goto refuse;
+	}
+	int ndim = tn_tensor_ndim(t);
+	size_t isz = tn_dtype_size(tn_tensor_dtype(t));
+	int64_t span = view_span(ndim, tn_tensor_sizes(t), tn_tensor_strides(t), isz);
+	if (span < 0) {
+		code = TN_ENOTSUP;
+		snprintf(in->message, sizeof(in->message), "\"%.200s\": a view with negative "
+			 "strides", f->name);
+		goto refuse;
+	}
+	if (c->nleases >= 65536) {
+		code = TN_EBUSY;
+		snprintf(in->message, sizeof(in->message), "65536 transfers of this peer at once");
+		goto refuse;
+	}
+	l = calloc(1, sizeof(*l));
+	if (!l) {
+		code = TN_ENOMEM;
+		snprintf(in->message, sizeof(in->message), "out of memory");
+		goto refuse;
+	}
+	l->tensor = t;
+	t = NULL;
+	char err[256];
+	if (span && P.ucx->mem_map(P.u, tn_tensor_data(l->tensor), (size_t)span, &l->mem, err,
+				   sizeof(err))) {
+		code = TN_EIO;
+		snprintf(in->message, sizeof(in->message), "%s", err);
+		goto refuse;
+	}
+	in->dtype = (uint32_t)tn_tensor_dtype(l->tensor);
+	in->ndim = (uint32_t)ndim;
+	memcpy(in->sizes, tn_tensor_sizes(l->tensor), (size_t)ndim * sizeof(int64_t));
+	memcpy(in->strides, tn_tensor_strides(l->tensor), (size_t)ndim * sizeof(int64_t));
+	in->nbytes = (uint64_t)span;
+	in->raddr = (uint64_t)(uintptr_t)tn_tensor_data(l->tensor);
+	size_t rlen = 0;
+	if (l->mem) {
+		const void *rkey;
+		P.ucx->mem_rkey(l->mem, &rkey, &rlen);
+		if (rlen > sizeof(out.rkey)) {
+			code = TN_ENOTSUP;
+			snprintf(in->message, sizeof(in->message), "a remote key of %zu bytes", rlen);
+			goto refuse;
+		}
+		memcpy(out.rkey, rkey, rlen);
+	}
+	in->rkey_len = (uint32_t)rlen;
+	l->id = in->lease = ++P.next_id;
+	l->next = c->leases;
+	c->leases = l;
+	c->nleases++;
+	return send_frame(c, F_PULL_INFO, 0, &out, sizeof(out.info) + rlen);
+refuse:
+	if (l)
+		lease_free(l);
+	tn_tensor_unref(t);
+	in->status = code;
+	return send_frame(c, F_PULL_INFO, 0, in, sizeof(*in));
+}
+
+static bool on_release(struct conn *c, const struct f_release *r)
+{
+	for (struct lease **pp = &c->leases; *pp; pp = &(*pp)->next) {
+		if ((*pp)->id == r->lease) {
+			struct lease *l = *pp;
+			*pp = l->next;
+			c->nleases--;
+			lease_free(l);
+			return true;
+		}
+	}
+	return protocol_error(c, "RELEASE of lease %" PRIu64 ", which it does not hold", r->lease);
+}
+
+/* The holder's answer: start the get into a new block of the local arena. */
+static bool on_pull_info(struct conn *c, const unsigned char *body, uint32_t len)
+{
+	struct f_pull_info in;
+	memcpy(&in, body, sizeof(in));
+	struct tnd_pull_job *j = P.running;
+	while (j && !(j->conn == c && j->id == in.id && j->asked))
+		j = j->next;
+	if (!j) {
+		/* Cancelled meanwhile (tensord is stopping): let the block go again. */
+		if (!in.status && in.lease) {
+			struct f_release r = { .lease = in.lease };
+			return send_frame(c, F_RELEASE, 0, &r, sizeof(r));
+		}
+		return true;
+	}
+	j->asked = false;
+	if (in.status) {
+		in.message[sizeof(in.message) - 1] = 0;
+		if (in.status >= 0 || in.status < -1000)
+			in.status = TN_EIO;
+		finish(j, in.status, "peer %.200s: %s", j->req.peer, in.message);
+		return true;
+	}
+	j->lease = in.lease;
+	int64_t span = in.dtype < TN_NUM_DTYPES && in.ndim <= TN_ARENA_MAX_DIMS
+			       ? view_span((int)in.ndim, in.sizes, in.strides,
+					   tn_dtype_size((enum tn_dtype)in.dtype))
+			       : -1;
+	if (span < 0 || (uint64_t)span != in.nbytes || in.rkey_len != len - sizeof(in) ||
+	    (span && !in.rkey_len))
+		return protocol_error(c, "PULL_INFO describes no valid view");
+	j->info = in;
+	tn_arena *a = j->ar->a;
+	int r = tn_storage_new_with_allocator(TN_CPU, span ? (size_t)span : 1,
+					      tn_arena_allocator(a), &j->storage);
+	if (r) {
+		finish(j, r, "arena \"%s\": %s", j->req.arena, tn_last_error());
+		return true;
+	}
+	if (!span) {
+		j->op = NULL;
+		return true; /* nothing to move: the check of running pulls publishes it */
+	}
+	char err[256];
+	void *dst = tn_storage_data(j->storage);
+	if (P.ucx->mem_map(P.u, dst, (size_t)span, &j->mem, err, sizeof(err)) ||
+	    P.ucx->get_start(c->ep, dst, j->mem, in.raddr, body + sizeof(in), in.rkey_len,
+			     (size_t)span, &j->op, err, sizeof(err))) {
+		finish(j, TN_EIO, "peer %.200s: %s", j->req.peer, err);
+		return true;
+	}
+	j->reply.bytes = (uint64_t)span;
+	j->reply.method = TN_TENSORD_PULL_RMA_GET;
+	return true;
+}
+
+/* Pulls whose bytes arrived: publish them, sealed. */
+static void check_pulls(void)
+{
+	for (struct tnd_pull_job *j = P.running, *next; j; j = next) {
+		next = j->next;
+		if (j->asked || !j->storage)
+			continue;
+		char err[256];
+		int t = j->op ? P.ucx->op_test(j->op, err, sizeof(err)) : 0;
+		if (t > 0)
+			continue;
+		if (t < 0) {
+			finish(j, TN_EIO, "peer %.200s: %s", j->req.peer, err);
+			continue;
+		}
+		tn_tensor *v;
+		int r = tn_tensor_new(j->storage, 0, (int)j->info.ndim, j->info.sizes,
+				      j->info.strides, (enum tn_dtype)j->info.dtype, &v);
+		if (!r) {
+			r = tn_arena_publish(j->ar->a, j->req.name, v, TN_ARENA_SEAL, NULL);
+			tn_tensor_unref(v);
+		}
+		if (r)
+			finish(j, r, "arena \"%s\": %s", j->req.arena, tn_last_error());
+		else
+			finish(j, 0, NULL);
+	}
+}
+
+/* New pulls from the loop. */
+static void take_pulls(void)
+{
+	pthread_mutex_lock(&P.lock);
+	struct tnd_pull_job *list = P.incoming;
+	P.incoming = NULL;
+	pthread_mutex_unlock(&P.lock);
+	while (list) {
+		struct tnd_pull_job *j = list;
+		list = j->next;
+		start_pull(j);
+	}
+}
+
+/* ---- connections ------------------------------------------------------------------------------ */
+
+static void set_events(struct conn *c)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | (c->want_out ? EPOLLOUT : 0),
+				  .data.ptr = c };
+	epoll_ctl(P.epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* Close @c with @why logged (NULL: a clean end) and recorded on its target. */
+static void conn_close(struct conn *c, const char *why)
+{
+	char esc[2 * TND_PEER_ADDR_SIZE];
+	tnd_log_escape(esc, sizeof(esc), c->address);
+	if (why)
+		tnd_warn("peer %s: %s", esc, why);
+	/* Closing the endpoint first ends the gets in flight over it (with an error). */
+	if (c->ep)
+		P.ucx->disconnect(c->ep, true);
+	c->ep = NULL;
+	while (c->leases) {
+		struct lease *l = c->leases;
+		c->leases = l->next;
+		lease_free(l);
+	}
+	for (struct tnd_pull_job *j = P.running, *next; j; j = next) {
+		next = j->next;
+		if (j->conn == c) {
+			j->conn = NULL;
+			j->lease = 0;
+			finish(j, TN_ENOTCONN, "peer %.200s lost during the transfer: %.200s",
+			       j->req.peer, why ? why : "closed");
+		}
+	}
+	epoll_ctl(P.epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	if (!c->dialer && c->step != S_READY)
+		P.pending--;
+	for (struct conn **pp = &P.conns; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	pthread_mutex_lock(&P.lock);
+	if (c->target >= 0) {
+		struct target *t = &P.targets[c->target];
+		t->conn = NULL;
+		t->failures++;
+		t->since = tnd_wall_s();
+		snprintf(t->error, sizeof(t->error), "%s", why ? why : "closed");
+		/* Dial again soon after a connection that had been ready, later after failures. */
+		t->backoff_ns = c->step == S_READY ? RETRY_MIN_NS
+			      : t->backoff_ns ? t->backoff_ns * 2 : RETRY_MIN_NS;
+		if (t->backoff_ns > RETRY_MAX_NS)
+			t->backoff_ns = RETRY_MAX_NS;
+		t->retry_ns = tnd_now_ns() + t->backoff_ns;
+	} else if (why) {
+		P.accepted_failures++;
+	}
+	pthread_mutex_unlock(&P.lock);
+	free(c->in);
+	free(c->out);
+	free(c);
+	publish_snapshot();
+}
+
+/* Send what is queued; false when @c was closed. */
+static bool flush_out(struct conn *c)
+{
+	while (c->out_off < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (n <= 0) {
+			char why[128];
+			snprintf(why, sizeof(why), "send: %s", strerror(errno));
+			conn_close(c, why);
+			return false;
+		}
+		c->out_off += (size_t)n;
+		c->last_out_ns = tnd_now_ns();
+	}
+	if (c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+	bool want = c->out_len > 0;
+	if (want != c->want_out) {
+		c->want_out = want;
+		set_events(c);
+	}
+	return true;
+}
+
+/* Queue a frame and try to send it; false when @c was closed (a peer that does not read). */
+static bool send_frame(struct conn *c, enum frame_type type, uint32_t seq, const void *body,
+		       size_t len)
+{
+	size_t need = c->out_len + sizeof(struct frame) + len;
+	if (need - c->out_off > OUT_MAX) {
+		conn_close(c, "does not read what it is sent");
+		return false;
+	}
+	if (need > c->out_cap) {
+		if (c->out_off) {
+			memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+			c->out_len -= c->out_off;
+			c->out_off = 0;
+			need = c->out_len + sizeof(struct frame) + len;
+		}
+		if (need > c->out_cap) {
+			size_t cap = c->out_cap ? c->out_cap : 4096;
+			while (cap < need)
+				cap *= 2;
+			unsigned char *nb = realloc(c->out, cap);
+			if (!nb) {
+				conn_close(c, "out of memory");
+				return false;
+			}
+			c->out = nb;
+			c->out_cap = cap;
+		}
+	}
+	struct frame f = { .magic = FRAME_MAGIC, .version = FRAME_VERSION, .type = (uint16_t)type,
+			   .len = (uint32_t)len, .seq = seq };
+	memcpy(c->out + c->out_len, &f, sizeof(f));
+	if (len)
+		memcpy(c->out + c->out_len + sizeof(f), body, len);
+	c->out_len += sizeof(f) + len;
+	return flush_out(c);
+}
+
+static struct conn *conn_new(int fd, bool dialer, int target, const char *address)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return NULL;
+	}
+	c->kind = K_CONN;
+	c->fd = fd;
+	c->dialer = dialer;
+	c->target = target;
+	c->started_ns = c->last_in_ns = c->last_out_ns = tnd_now_ns();
+	c->since = tnd_wall_s();
+	snprintf(c->address, sizeof(c->address), "%s", address);
+	if (tnd_peer_nonce(c->nonce)) {
+		close(fd);
+		free(c);
+		return NULL;
+	}
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = c };
+	if (epoll_ctl(P.epfd, EPOLL_CTL_ADD, fd, &ev)) {
+		close(fd);
+		free(c);
+		return NULL;
+	}
+	c->next = P.conns;
+	P.conns = c;
+	return c;
+}
+
+static bool send_hello(struct conn *c)
+{
+	struct f_hello h;
+	memset(&h, 0, sizeof(h));
+	memcpy(h.nonce, c->nonce, sizeof(h.nonce));
+	snprintf(h.listen, sizeof(h.listen), "%s", tnd_d.cfg.peer_listen);
+	h.instance = tnd_d.instance;
+	return send_frame(c, F_HELLO, 0, &h, sizeof(h));
+}
+
+static bool send_proof(struct conn *c)
+{
+	unsigned char proof[TND_SHA256_SIZE];
+	const unsigned char *dn = c->dialer ? c->nonce : c->their_nonce;
+	const unsigned char *ln = c->dialer ? c->their_nonce : c->nonce;
+	tnd_peer_proof(&P.secret, c->dialer ? TND_PEER_DIALER : TND_PEER_LISTENER, dn, ln, proof);
+	c->sent_proof = true;
+	return send_frame(c, F_PROOF, 0, proof, sizeof(proof));
+}
+
+static bool send_addr(struct conn *c)
+{
+	const void *addr;
+	size_t len;
+	P.ucx->address(P.u, &addr, &len);
+	c->sent_addr = true;
+	return send_frame(c, F_ADDR, 0, addr, len);
+}
+
+/* The other side's worker address (it proved the secret): the endpoint, and ready. */
+static bool on_addr(struct conn *c, const void *addr, size_t len)
+{
+	char err[256];
+	if (P.ucx->connect(P.u, addr, len, &c->ep, err, sizeof(err))) {
+		conn_close(c, err);
+		return false;
+	}
+	if (P.ucx->lanes(c->ep, c->lanes, sizeof(c->lanes)) < 0)
+		snprintf(c->lanes, sizeof(c->lanes), "?");
+	c->step = S_READY;
+	c->since = tnd_wall_s();
+	if (!c->dialer)
+		P.pending--;
+	char esc[2 * TND_PEER_ADDR_SIZE];
+	tnd_log_escape(esc, sizeof(esc), c->address);
+	tnd_info("peer %s: ready (%s, %s)", esc, c->dialer ? "dialed" : "accepted", c->lanes);
+	if (c->target >= 0) {
+		pthread_mutex_lock(&P.lock);
+		P.targets[c->target].backoff_ns = 0;
+		P.targets[c->target].error[0] = 0;
+		P.targets[c->target].since = c->since;
+		pthread_mutex_unlock(&P.lock);
+	}
+	publish_snapshot();
+	return true;
+}
+
+static bool protocol_error(struct conn *c, const char *fmt, ...)
+{
+	char why[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	P.protocol_errors++;
+	conn_close(c, why);
+	return false;
+}
+
+/* One frame; false when @c was closed. */
+static bool on_frame(struct conn *c, const struct frame *f, const unsigned char *body)
+{
+	switch (c->step) {
+	case S_HELLO: {
+		if (f->type != F_HELLO || f->len != sizeof(struct f_hello))
+			return protocol_error(c, "expected HELLO, got frame type %u of %u bytes",
+					      f->type, f->len);
+		const struct f_hello *h = (const void *)body;
+		memcpy(c->their_nonce, h->nonce, sizeof(c->their_nonce));
+		if (!memcmp(c->their_nonce, c->nonce, sizeof(c->nonce)))
+			return protocol_error(c, "HELLO with this daemon's own nonce (reflected)");
+		if (h->instance == tnd_d.instance) {
+			conn_close(c, "is this daemon itself");
+			return false;
+		}
+		if (!c->dialer && memchr(h->listen, 0, sizeof(h->listen)) && h->listen[0] &&
+		    tnd_peer_address_ok(h->listen))
+			snprintf(c->address, sizeof(c->address), "%s", h->listen);
+		c->step = S_PROOF;
+		/* The listener answers HELLO with its own; the dialer proves first. */
+		return c->dialer ? send_proof(c) : send_hello(c);
+	}
+	case S_PROOF: {
+		if (f->type != F_PROOF || f->len != TND_SHA256_SIZE)
+			return protocol_error(c, "expected PROOF, got frame type %u of %u bytes",
+					      f->type, f->len);
+		const unsigned char *dn = c->dialer ? c->nonce : c->their_nonce;
+		const unsigned char *ln = c->dialer ? c->their_nonce : c->nonce;
+		if (!tnd_peer_proof_ok(&P.secret, c->dialer ? TND_PEER_LISTENER : TND_PEER_DIALER,
+				       dn, ln, body)) {
+			P.refused++;
+			conn_close(c, "refused: its proof does not match the shared secret");
+			return false;
+		}
+		c->got_proof = true;
+		c->step = S_ADDR;
+		/* The listener proves only to a dialer that proved itself. */
+		if (!c->dialer && !send_proof(c))
+			return false;
+		return send_addr(c);
+	}
+	case S_ADDR:
+		if (f->type != F_ADDR || !f->len || f->len > 65536)
+			return protocol_error(c, "expected ADDR, got frame type %u of %u bytes",
+					      f->type, f->len);
+		return on_addr(c, body, f->len);
+	case S_READY:
+		switch (f->type) {
+		case F_PING:
+			if (f->len != sizeof(struct f_ping))
+				return protocol_error(c, "PING of %u bytes", f->len);
+			return send_frame(c, F_PONG, f->seq, body, f->len);
+		case F_PONG: {
+			if (f->len != sizeof(struct f_ping))
+				return protocol_error(c, "PONG of %u bytes", f->len);
+			struct f_ping p;
+			memcpy(&p, body, sizeof(p));
+			uint64_t now = tnd_now_ns();
+			if (p.sent_ns <= now && now - p.sent_ns < (uint64_t)600 * 1000000000u) {
+				c->rtt_us = (now - p.sent_ns) / 1000;
+				publish_snapshot();
+			}
+			return true;
+		}
+		case F_PULL:
+			if (f->len != sizeof(struct f_pull))
+				return protocol_error(c, "PULL of %u bytes", f->len);
+			struct f_pull p;
+			memcpy(&p, body, sizeof(p));
+			return serve_pull(c, &p);
+		case F_PULL_INFO:
+			if (f->len < sizeof(struct f_pull_info))
+				return protocol_error(c, "PULL_INFO of %u bytes", f->len);
+			return on_pull_info(c, body, f->len);
+		case F_RELEASE: {
+			if (f->len != sizeof(struct f_release))
+				return protocol_error(c, "RELEASE of %u bytes", f->len);
+			struct f_release r;
+			memcpy(&r, body, sizeof(r));
+			return on_release(c, &r);
+		}
+		default:
+			return protocol_error(c, "unknown frame type %u", f->type);
+		}
+	default:
+		return protocol_error(c, "frame before the connection was made");
+	}
+}
+
+/* Read what arrived and handle every whole frame; false when @c was closed. */
+static bool on_readable(struct conn *c)
+{
+	for (;;) {
+		bool authed = c->got_proof;
+		size_t limit = sizeof(struct frame) + (authed ? FRAME_MAX : FRAME_PRE_AUTH);
+		if (c->in_cap < limit && c->in_len == c->in_cap) {
+			size_t cap = c->in_cap ? c->in_cap * 2 : 1024;
+			if (cap > limit)
+				cap = limit;
+			unsigned char *nb = realloc(c->in, cap);
+			if (!nb) {
+				conn_close(c, "out of memory");
+				return false;
+			}
+			c->in = nb;
+			c->in_cap = cap;
+		}
+		ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return true;
+		if (n == 0) {
+			conn_close(c, c->step == S_READY ? "closed the connection"
+							  : "closed the connection during the handshake");
+			return false;
+		}
+		if (n < 0) {
+			char why[128];
+			snprintf(why, sizeof(why), "recv: %s", strerror(errno));
+			conn_close(c, why);
+			return false;
+		}
+		c->in_len += (size_t)n;
+		c->last_in_ns = tnd_now_ns();
+		size_t off = 0;
+		while (c->in_len - off >= sizeof(struct frame)) {
+			struct frame f;
+			memcpy(&f, c->in + off, sizeof(f));
+			uint32_t max = c->got_proof ? FRAME_MAX : FRAME_PRE_AUTH;
+			if (f.magic != FRAME_MAGIC)
+				return protocol_error(c, "not a tensord peer (bad magic 0x%08x)",
+						      f.magic);
+			if (f.version != FRAME_VERSION)
+				return protocol_error(c, "peer protocol version %u (this daemon: %u)",
+						      f.version, FRAME_VERSION);
+			if (!f.type || f.type >= F_TYPE_MAX_)
+				return protocol_error(c, "unknown frame type %u", f.type);
+			if (f.len > max)
+				return protocol_error(c, "frame of %u bytes (at most %u %s)", f.len,
+						      max, c->got_proof ? "" : "before the handshake");
+			if (c->in_len - off - sizeof(f) < f.len)
+				break;
+			/* Frames are handled in place; keep the buffer while they run. */
+			if (!on_frame(c, &f, c->in + off + sizeof(f)))
+				return false;
+			off += sizeof(f) + f.len;
+		}
+		if (off) {
+			memmove(c->in, c->in + off, c->in_len - off);
+			c->in_len -= off;
+		}
+	}
+}
+
+/* The dialer's connect finished. */
+static bool on_connected(struct conn *c)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) || err) {
+		char why[160];
+		snprintf(why, sizeof(why), "connect: %s", strerror(err ? err : errno));
+		conn_close(c, why);
+		return false;
+	}
+	c->step = S_HELLO;
+	publish_snapshot();
+	return send_hello(c);
+}
+
+static void dial(unsigned i)
+{
+	struct target *t = &P.targets[i];
+	struct sockaddr_storage sa;
+	socklen_t slen;
+	const char *why = NULL;
+	char err[TND_MESSAGE_SIZE];
+	err[0] = 0;
+	int fd = -1;
+	if (tnd_resolve(t->address, &sa, &slen, &why))
+		snprintf(err, sizeof(err), "cannot resolve: %s", why);
+	else if ((fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0)
+		snprintf(err, sizeof(err), "socket: %s", strerror(errno));
+	else if (connect(fd, (struct sockaddr *)&sa, slen) && errno != EINPROGRESS)
+		snprintf(err, sizeof(err), "connect: %s", strerror(errno));
+	if (err[0]) {
+		if (fd >= 0)
+			close(fd);
+		if (strcmp(err, t->error)) { /* logged when the reason changes, not each retry */
+			char esc[2 * TND_PEER_ADDR_SIZE];
+			tnd_log_escape(esc, sizeof(esc), t->address);
+			tnd_warn("peer %s: %s", esc, err);
+		}
+		pthread_mutex_lock(&P.lock);
+		t->failures++;
+		snprintf(t->error, sizeof(t->error), "%s", err);
+		t->backoff_ns = t->backoff_ns ? t->backoff_ns * 2 : RETRY_MIN_NS;
+		if (t->backoff_ns > RETRY_MAX_NS)
+			t->backoff_ns = RETRY_MAX_NS;
+		t->retry_ns = tnd_now_ns() + t->backoff_ns;
+		pthread_mutex_unlock(&P.lock);
+		publish_snapshot();
+		return;
+	}
+	struct conn *c = conn_new(fd, true, (int)i, t->address);
+	if (!c)
+		return;
+	c->step = S_CONNECTING;
+	c->want_out = true; /* writable: connected */
+	set_events(c);
+	pthread_mutex_lock(&P.lock);
+	t->conn = c;
+	t->since = c->since;
+	pthread_mutex_unlock(&P.lock);
+	publish_snapshot();
+}
+
+static void on_accept(void)
+{
+	for (;;) {
+		struct sockaddr_storage sa;
+		socklen_t slen = sizeof(sa);
+		int fd = accept4(P.listen_fd, (struct sockaddr *)&sa, &slen,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		if (P.pending >= MAX_PENDING) {
+			/* Too many handshakes at once: a flood, not peers. */
+			P.refused++;
+			close(fd);
+			continue;
+		}
+		char host[INET6_ADDRSTRLEN] = "?", port[8] = "?", addr[TND_PEER_ADDR_SIZE];
+		getnameinfo((struct sockaddr *)&sa, slen, host, sizeof(host), port, sizeof(port),
+			    NI_NUMERICHOST | NI_NUMERICSERV);
+		snprintf(addr, sizeof(addr), sa.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host,
+			 port);
+		struct conn *c = conn_new(fd, false, -1, addr);
+		if (!c)
+			continue;
+		c->step = S_HELLO;
+		P.pending++;
+		publish_snapshot();
+	}
+}
+
+/* Deadlines: handshakes, silence, keepalives, dialing again. */
+static void tick(void)
+{
+	uint64_t now = tnd_now_ns();
+	uint64_t timeout = (uint64_t)tnd_d.cfg.peer_timeout_ms * 1000000u;
+	for (struct conn *c = P.conns, *next; c; c = next) {
+		next = c->next;
+		if (c->step != S_READY && now - c->started_ns > timeout) {
+			conn_close(c, "handshake timed out");
+		} else if (c->step == S_READY && now - c->last_in_ns > timeout) {
+			char why[96];
+			snprintf(why, sizeof(why), "silent for %u ms", tnd_d.cfg.peer_timeout_ms);
+			conn_close(c, why);
+		} else if (c->step == S_READY && now - c->last_out_ns > timeout / 3) {
+			struct f_ping p = { .sent_ns = now };
+			send_frame(c, F_PING, ++c->seq, &p, sizeof(p));
+		}
+	}
+	/* tensord is stopping (the loop set the clients' cancel flags): end the pulls that wait
+	 * for a holder's answer (those in a get end with it). */
+	for (struct tnd_pull_job *j = P.running, *next; j; j = next) {
+		next = j->next;
+		if (j->asked && atomic_load(&j->client->cancel))
+			finish(j, TN_EIO, "cancelled: tensord is stopping");
+	}
+	pthread_mutex_lock(&P.lock);
+	unsigned n = P.ntargets;
+	pthread_mutex_unlock(&P.lock);
+	for (unsigned i = 0; i < n; i++)
+		if (!P.targets[i].conn && now >= P.targets[i].retry_ns)
+			dial(i);
+}
+
+static void progress_ucx(void)
+{
+	for (;;) {
+		while (P.ucx->progress(P.u))
+			;
+		int r = P.ucx->arm(P.u);
+		if (r != 0) /* armed (1), or an error: then the 100 ms ticks progress it */
+			return;
+	}
+}
+
+static void *peers_main(void *arg)
+{
+	(void)arg;
+	struct epoll_event evs[64];
+	uint64_t last_tick = 0;
+	progress_ucx();
+	while (!atomic_load(&P.stop)) {
+		int n = epoll_wait(P.epfd, evs, 64, 100);
+		for (int i = 0; i < n; i++) {
+			struct ev_tag *tag = evs[i].data.ptr;
+			switch (tag->kind) {
+			case K_WAKE: {
+				uint64_t v;
+				ssize_t r = read(P.wake_fd, &v, sizeof(v));
+				(void)r;
+				last_tick = 0; /* an address was added: dial it now */
+				take_pulls();
+				break;
+			}
+			case K_LISTEN:
+				on_accept();
+				break;
+			case K_UCX:
+				break; /* progressed below */
+			case K_CONN: {
+				struct conn *c = (struct conn *)tag;
+				uint32_t e = evs[i].events;
+				/* A connection closed by an earlier event of this batch was freed:
+				 * find it on the list first. */
+				struct conn *k = P.conns;
+				while (k && k != c)
+					k = k->next;
+				if (!k)
+					break;
+				if (c->step == S_CONNECTING) {
+					if (e & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+						on_connected(c);
+					break;
+				}
+				if ((e & EPOLLOUT) && !flush_out(c))
+					break;
+				if (e & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP))
+					on_readable(c);
+				break;
+			}
+			}
+		}
+		progress_ucx();
+		check_pulls();
+		uint64_t now = tnd_now_ns();
+		if (n <= 0 || now - last_tick >= 50000000u) {
+			tick();
+			last_tick = now;
+		}
+	}
+	take_pulls();
+	while (P.running)
+		finish(P.running, TN_EIO, "tensord is stopping");
+	while (P.conns)
+		conn_close(P.conns, NULL);
+	for (unsigned i = 0; i < TND_MAX_PEERS; i++)
+		P.served[i].a = tn_arena_unref(P.served[i].a);
+	return NULL;
+}
+
+/* ---- the daemon's side ------------------------------------------------------------------------ */
+
+static int add_target(const char *address)
+{
+	for (unsigned i = 0; i < P.ntargets; i++)
+		if (!strcmp(P.targets[i].address, address))
+			return TN_EEXIST;
+	if (P.ntargets == TND_MAX_PEERS)
+		return TN_ENOSPC;
+	struct target *t = &P.targets[P.ntargets];
+	memset(t, 0, sizeof(*t));
+	snprintf(t->address, sizeof(t->address), "%s", address);
+	t->since = tnd_wall_s();
+	P.ntargets++;
+	return 0;
+}
+
+static int open_listener(void)
+{
+	struct sockaddr_storage sa;
+	socklen_t slen;
+	const char *why = NULL;
+	if (tnd_resolve(tnd_d.cfg.peer_listen, &sa, &slen, &why)) {
+		tnd_error("peer_listen %s: %s", tnd_d.cfg.peer_listen, why);
+		return -1;
+	}
+	int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int one = 1;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(fd, (struct sockaddr *)&sa, slen) || listen(fd, 64)) {
+		tnd_error("peer_listen %s: %s", tnd_d.cfg.peer_listen, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	P.listen_fd = fd;
+	return 0;
+}
+
+int tnd_peers_start(void)
+{
+	if (!tnd_d.cfg.peer_secret[0]) {
+		if (tnd_d.cfg.peer_listen[0] || tnd_d.cfg.npeers)
+			tnd_warn("peers are off: peer_listen and peer lines need a peer_secret");
+		return 0;
+	}
+	char err[4096 + 512];
+	if (tnd_peer_secret_load(tnd_d.cfg.peer_secret, &P.secret, err, sizeof(err))) {
+		tnd_error("peer_secret: %s", err);
+		return -1;
+	}
+	/* Before any thread but this one runs: the loader sets UCX_MEM_EVENTS. */
+	P.ucx = tnd_ucx_load(TND_PKGLIBDIR, err, sizeof(err));
+	if (!P.ucx) {
+		tnd_error("peers: %s", err);
+		tnd_peer_secret_clear(&P.secret);
+		return -1;
+	}
+	if (P.ucx->open(&P.u, err, sizeof(err))) {
+		tnd_error("peers: %s", err);
+		tnd_peer_secret_clear(&P.secret);
+		return -1;
+	}
+	P.epfd = epoll_create1(EPOLL_CLOEXEC);
+	P.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (P.epfd < 0 || P.wake_fd < 0 || (tnd_d.cfg.peer_listen[0] && open_listener()))
+		goto fail;
+	P.wake_tag.kind = K_WAKE;
+	P.listen_tag.kind = K_LISTEN;
+	P.ucx_tag.kind = K_UCX;
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &P.wake_tag };
+	if (epoll_ctl(P.epfd, EPOLL_CTL_ADD, P.wake_fd, &ev))
+		goto fail;
+	ev.data.ptr = &P.ucx_tag;
+	if (epoll_ctl(P.epfd, EPOLL_CTL_ADD, P.ucx->efd(P.u), &ev))
+		goto fail;
+	if (P.listen_fd >= 0) {
+		ev.data.ptr = &P.listen_tag;
+		if (epoll_ctl(P.epfd, EPOLL_CTL_ADD, P.listen_fd, &ev))
+			goto fail;
+	}
+	for (unsigned i = 0; i < tnd_d.cfg.npeers; i++)
+		add_target(tnd_d.cfg.peers[i]);
+	publish_snapshot();
+	if (pthread_create(&P.thread, NULL, peers_main, NULL))
+		goto fail;
+	P.on = true;
+	tnd_info("peers: on (listening on %s, %u to dial)",
+		 tnd_d.cfg.peer_listen[0] ? tnd_d.cfg.peer_listen : "nothing", P.ntargets);
+	return 0;
+fail:
+	tnd_error("peers: cannot start: %s", strerror(errno));
+	tnd_peers_stop();
+	return -1;
+}
+
+void tnd_peers_stop(void)
+{
+	if (P.on) {
+		atomic_store(&P.stop, true);
+		uint64_t one = 1;
+		ssize_t n = write(P.wake_fd, &one, sizeof(one));
+		(void)n;
+		pthread_join(P.thread, NULL);
+		P.on = false;
+	}
+	if (P.listen_fd >= 0)
+		close(P.listen_fd);
+	if (P.wake_fd >= 0)
+		close(P.wake_fd);
+	if (P.epfd >= 0)
+		close(P.epfd);
+	P.listen_fd = P.wake_fd = P.epfd = -1;
+	if (P.u)
+		P.ucx->close(P.u);
+	P.u = NULL;
+	tnd_peer_secret_clear(&P.secret);
+	free(P.snap);
+	P.snap = NULL;
+	P.nsnap = 0;
+}
+
+int tnd_peers_add(const char *address, char *why, size_t nwhy)
+{
+	if (!P.on) {
+		snprintf(why, nwhy, "peers are off (tensord.conf(5): peer_secret)");
+		return TN_EINVAL;
+	}
+	if (!tnd_peer_address_ok(address)) {
+		snprintf(why, nwhy, "bad address \"%.200s\": HOST:PORT or [ADDRESS]:PORT", address);
+		return TN_EINVAL;
+	}
+	pthread_mutex_lock(&P.lock);
+	int r = add_target(address);
+	pthread_mutex_unlock(&P.lock);
+	if (r == TN_EEXIST)
+		snprintf(why, nwhy, "%s is dialed already", address);
+	else if (r == TN_ENOSPC)
+		snprintf(why, nwhy, "%d peers are dialed already", TND_MAX_PEERS);
+	if (r)
+		return r;
+	publish_snapshot();
+	uint64_t one = 1;
+	ssize_t n = write(P.wake_fd, &one, sizeof(one));
+	(void)n;
+	return 0;
+}
+
+size_t tnd_peers_list(struct tnd_peer_info **ret)
+{
+	pthread_mutex_lock(&P.lock);
+	size_t n = P.nsnap;
+	*ret = n ? malloc(n * sizeof(**ret)) : NULL;
+	if (*ret)
+		memcpy(*ret, P.snap, n * sizeof(**ret));
+	else
+		n = 0;
+	pthread_mutex_unlock(&P.lock);
+	return n;
+}
+
+int tnd_peers_pull(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_pull *m)
+{
+	if (!P.on)
+		return tnd_reply_error(c, h, TN_ENOTCONN, "peers are off (tensord.conf(5): "
+				       "peer_secret)");
+	if (!tnd_name_ok(m->arena))
+		return tnd_reply_error(c, h, TN_EINVAL, "bad arena name");
+	struct tnd_arena *ar = tnd_arena_for(c, h, m->arena, TND_ACC_WRITE);
+	if (!ar)
+		return 0;
+	if (c->transfer)
+		return tnd_reply_error(c, h, TN_EBUSY, "a transfer of this connection runs");
+	if (ar->damaged)
+		return tnd_reply_error(c, h, TN_EIO, "arena \"%s\" is damaged", ar->name);
+	struct tnd_pull_job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return tnd_reply_error(c, h, TN_ENOMEM, "out of memory");
+	j->client = c;
+	j->seq = h->seq;
+	j->ar = ar;
+	j->req = *m;
+	j->t0 = tnd_now_ns();
+	c->transfer = true;
+	ar->transfers++;
+	atomic_fetch_add(&P.pulls, 1);
+	pthread_mutex_lock(&P.lock);
+	j->id = ++P.next_pull;
+	j->next = P.incoming;
+	P.incoming = j;
+	pthread_mutex_unlock(&P.lock);
+	uint64_t one = 1;
+	ssize_t n = write(P.wake_fd, &one, sizeof(one));
+	(void)n;
+	return 0;
+}
+
+void tnd_peers_events(void)
+{
+	pthread_mutex_lock(&P.lock);
+	struct tnd_pull_job *list = P.done;
+	P.done = NULL;
+	pthread_mutex_unlock(&P.lock);
+	while (list) {
+		struct tnd_pull_job *j = list;
+		list = j->next;
+		struct tnd_client *c = j->client;
+		struct tnd_hdr h = { .op = TND_OP_PULL, .seq = j->seq };
+		char peer[2 * TND_PEER_ADDR_SIZE], name[2 * TND_PREFIX_SIZE];
+		tnd_log_escape(peer, sizeof(peer), j->req.peer);
+		tnd_log_escape(name, sizeof(name), j->req.remote_name);
+		if (j->status)
+			atomic_fetch_add(&P.pull_failures, 1);
+		else {
+			atomic_fetch_add(&P.pulls_done, 1);
+			atomic_fetch_add(&P.pulled_bytes, j->reply.bytes);
+		}
+		if (j->status) {
+			tnd_info("pull of %s:%s/%s for pid %d failed: %s", peer, j->req.remote_arena,
+				 name, (int)c->pid, j->message);
+			tnd_reply_error(c, &h, j->status, "%s", j->message);
+		} else {
+			tnd_ledger_sweep(j->ar); /* records the seal */
+			tnd_info("pull of %s:%s/%s into arena %s for pid %d: %" PRIu64
+				 " bytes in %.3f ms", peer, j->req.remote_arena, name, j->ar->name,
+				 (int)c->pid, j->reply.bytes, (double)j->reply.elapsed_ns / 1e6);
+			tnd_reply(c, &h, &j->reply, sizeof(j->reply));
+		}
+		j->ar->transfers--;
+		c->transfer = false;
+		atomic_fetch_sub(&P.pulls, 1);
+		free(j);
+		tnd_client_maybe_free(c);
+	}
+}
+
+bool tnd_peers_running(void)
+{
+	return atomic_load(&P.pulls) > 0;
+}
+
+bool tnd_peers_on(void)
+{
+	return P.on;
+}
+
+void tnd_peers_counts(struct tnd_peer_counts *ret)
+{
+	ret->protocol_errors = atomic_load(&P.protocol_errors);
+	ret->refused = atomic_load(&P.refused);
+	ret->pulls = atomic_load(&P.pulls_done);
+	ret->pull_failures = atomic_load(&P.pull_failures);
+	ret->pulled_bytes = atomic_load(&P.pulled_bytes);
+	pthread_mutex_lock(&P.lock);
+	ret->ready = 0;
+	for (size_t i = 0; i < P.nsnap; i++)
+		ret->ready += P.snap[i].state == TN_TENSORD_PEER_READY;
+	pthread_mutex_unlock(&P.lock);
+}

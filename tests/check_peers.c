@@ -1,0 +1,943 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Peers (tensord/peers.c, libtensor-peers(7)) with real daemons: two and three tensord
+ * processes on this machine, each with its own socket, arena folder and peer_listen port on
+ * 127.0.0.1, talking over UCX's shared-memory transports (the default between processes of one
+ * host) and over its TCP transport (UCX_TLS=tcp in the daemons' environment). Every pulled
+ * tensor is compared element by element with its source, with its dtype, sizes and strides.
+ * Kill tests: the holder killed during a pull (the puller answers TN_ENOTCONN within a bound,
+ * publishes nothing and frees the half block; the holder, restarted, is dialed again), and the
+ * puller killed during a pull (the holder lets the block go). Bad peers: a wrong secret,
+ * garbage, an oversized frame before the handshake, a silent connection, a flood of
+ * handshakes, and an authenticated peer that never reads; each is dropped while the daemon
+ * goes on serving its local clients and its good peer.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include "tensord_testutil.h"
+#include "peer_auth.h"
+
+#define READY_MS 20000
+
+struct daemon {
+	char dir[64], sock[128], arena_dir[128], config[128], log[128];
+	pid_t pid;
+	int port;
+};
+
+static char secret_dir[64], secret_path[128], other_secret_path[128];
+
+static int free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	socklen_t len = sizeof(sa);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+static void write_file(const char *path, const char *text, mode_t mode)
+{
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	ck_assert_int_eq(chmod(path, mode), 0);
+}
+
+static void secrets_setup(void)
+{
+	snprintf(secret_dir, sizeof(secret_dir), "/tmp/check-tensord-%d-XXXXXX", (int)runner_pid);
+	ck_assert_ptr_nonnull(mkdtemp(secret_dir));
+	snprintf(secret_path, sizeof(secret_path), "%s/secret", secret_dir);
+	snprintf(other_secret_path, sizeof(other_secret_path), "%s/other", secret_dir);
+	write_file(secret_path, "correct horse battery staple, peers\n", 0600);
+	write_file(other_secret_path, "a different secret of some length\n", 0600);
+}
+
+static void secrets_teardown(void)
+{
+	rm_dir_files(secret_dir);
+}
+
+/* Start a daemon whose tensord.conf is @conf (the peer keys are added: its port, the secret),
+ * with UCX_TLS=@tls in its environment (NULL: UCX's choice). */
+static void up(struct daemon *d, const char *conf, const char *secret, const char *tls)
+{
+	d->port = free_port();
+	char text[2048];
+	snprintf(text, sizeof(text), "peer_secret = %s\npeer_listen = 127.0.0.1:%d\n%s",
+		 secret ? secret : secret_path, d->port, conf);
+	if (tls)
+		setenv("UCX_TLS", tls, 1);
+	daemon_setup_conf(text);
+	unsetenv("UCX_TLS");
+	memcpy(d->dir, D.dir, sizeof(d->dir));
+	memcpy(d->sock, D.sock, sizeof(d->sock));
+	memcpy(d->arena_dir, D.arena_dir, sizeof(d->arena_dir));
+	memcpy(d->config, D.config, sizeof(d->config));
+	memcpy(d->log, D.log, sizeof(d->log));
+	d->pid = D.pid;
+}
+
+static void use(const struct daemon *d)
+{
+	memcpy(D.dir, d->dir, sizeof(D.dir));
+	memcpy(D.sock, d->sock, sizeof(D.sock));
+	memcpy(D.arena_dir, d->arena_dir, sizeof(D.arena_dir));
+	memcpy(D.config, d->config, sizeof(D.config));
+	memcpy(D.log, d->log, sizeof(D.log));
+	D.pid = d->pid;
+}
+
+/* Start @d again (its folders kept), after it was killed. */
+static void restart(struct daemon *d, const char *tls)
+{
+	use(d);
+	if (tls)
+		setenv("UCX_TLS", tls, 1);
+	D.pid = spawn_tensord(D.sock, D.log, NULL);
+	unsetenv("UCX_TLS");
+	daemon_wait_ready();
+	d->pid = D.pid;
+}
+
+/* Stop @d with SIGTERM (exit 0); its arena folder must be empty (each test destroys its
+ * arenas); remove its folders. */
+static void down(struct daemon *d)
+{
+	int st;
+	ck_assert_int_eq(kill(d->pid, SIGTERM), 0);
+	ck_assert_int_eq(waitpid(d->pid, &st, 0), d->pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "tensord stopped with 0x%x", st);
+	d->pid = 0;
+	ck_assert_int_eq(count_files(d->arena_dir), 0);
+	ck_assert_int_eq(rmdir(d->arena_dir), 0);
+	rm_dir_files(d->dir);
+}
+
+static tn_tensord *connect_to(const struct daemon *d)
+{
+	tn_tensord *c;
+	ck_assert_tn_ok(tn_tensord_connect(d->sock, &c));
+	return c;
+}
+
+static void addr_of(const struct daemon *d, char *buf, size_t n)
+{
+	snprintf(buf, n, "127.0.0.1:%d", d->port);
+}
+
+/* @c's entry for @addr (dialed or accepted), or false. */
+static bool peer_entry(tn_tensord *c, const char *addr, unsigned flag, tn_tensord_peer *ret)
+{
+	tn_tensord_peer *v;
+	size_t n;
+	ck_assert_tn_ok(tn_tensord_peer_list(c, &v, &n));
+	bool found = false;
+	for (size_t i = 0; i < n && !found; i++)
+		if (!strcmp(v[i].address, addr) && (v[i].flags & flag)) {
+			*ret = v[i];
+			found = true;
+		}
+	free(v);
+	return found;
+}
+
+/* Wait until @c's peer @addr is ready; its entry. */
+static tn_tensord_peer wait_ready(tn_tensord *c, const char *addr, unsigned flag)
+{
+	uint64_t t0 = now_ms();
+	tn_tensord_peer p;
+	memset(&p, 0, sizeof(p));
+	for (;;) {
+		if (peer_entry(c, addr, flag, &p) && p.state == TN_TENSORD_PEER_READY)
+			return p;
+		ck_assert_msg(now_ms() - t0 < READY_MS, "peer %s not ready after %d ms (state %s, "
+			      "error \"%s\")", addr, READY_MS, tn_tensord_peer_state_name(p.state),
+			      p.error);
+		sleep_ms(10);
+	}
+}
+
+static bool dlog_has(const struct daemon *d, const char *needle)
+{
+	FILE *f = fopen(d->log, "r");
+	if (!f)
+		return false;
+	char line[2048];
+	bool found = false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
+static void wait_log(const struct daemon *d, const char *needle, unsigned ms)
+{
+	uint64_t t0 = now_ms();
+	while (!dlog_has(d, needle)) {
+		ck_assert_msg(now_ms() - t0 < ms, "\"%s\" not in %s's log after %u ms", needle,
+			      d->sock, ms);
+		sleep_ms(10);
+	}
+}
+
+/* ---- the source tensors --------------------------------------------------------------------- */
+
+struct src {
+	const char *name;
+	enum tn_dtype dtype;
+	int ndim;
+	int64_t sizes[4], strides[4];
+	int64_t offset, storage_elems;
+};
+
+static const struct src sources[] = {
+	{ "f32", TN_FLOAT32, 2, { 1024, 1000 }, { 1000, 1 }, 0, 1024 * 1000 },
+	{ "t/i16", TN_INT16, 3, { 4, 2, 3 }, { 1, 12, 4 }, 0, 24 },     /* a transposed view */
+	{ "t/u8", TN_UINT8, 1, { 3 }, { 2 }, 5, 16 },                    /* a strided narrow */
+	{ "scalar", TN_FLOAT64, 0, { 0 }, { 0 }, 3, 4 },                 /* 0-d, offset */
+	{ "empty", TN_FLOAT32, 2, { 0, 5 }, { 5, 1 }, 0, 1 },
+	{ "bf16", TN_BFLOAT16, 1, { 7 }, { 1 }, 0, 7 },
+	{ "i64", TN_INT64, 2, { 3, 5 }, { 10, 2 }, 1, 40 },              /* gaps in both dims */
+	{ "big", TN_FLOAT64, 1, { 8 << 20 }, { 1 }, 0, 8 << 20 },        /* 64 MiB */
+};
+#define NSOURCES (sizeof(sources) / sizeof(sources[0]))
+
+/* Bytes that differ between tensors and runs: an xorshift of the element index and a seed. */
+static void fill_bytes(unsigned char *p, size_t n, uint64_t seed)
+{
+	uint64_t x = seed * 0x9E3779B97F4A7C15u + 1;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (unsigned char)(x >> 24);
+	}
+}
+
+static void publish_sources(tn_arena *a, size_t count)
+{
+	for (size_t i = 0; i < count; i++) {
+		const struct src *s = &sources[i];
+		size_t isz = tn_dtype_size(s->dtype);
+		tn_storage *st;
+		tn_tensor *t;
+		ck_assert_tn_ok(tn_storage_new_with_allocator(TN_CPU, (size_t)s->storage_elems * isz,
+							      tn_arena_allocator(a), &st));
+		fill_bytes(tn_storage_data(st), (size_t)s->storage_elems * isz, i + 1);
+		ck_assert_tn_ok(tn_tensor_new(st, s->offset, s->ndim, s->sizes, s->strides, s->dtype,
+					      &t));
+		tn_storage_unref(st);
+		ck_assert_tn_ok(tn_arena_publish(a, s->name, t, TN_ARENA_SEAL, NULL));
+		tn_tensor_unref(t);
+	}
+}
+
+/* @name in @b is sealed and equals @a's @src_name: dtype, sizes, strides, every element. */
+static void expect_same(tn_arena *a, const char *src_name, tn_arena *b, const char *name)
+{
+	tn_tensor *x, *y;
+	ck_assert_tn_ok(tn_arena_lookup(a, src_name, &x, NULL));
+	ck_assert_tn_ok(tn_arena_lookup(b, name, &y, NULL));
+	tn_arena_entry e;
+	ck_assert_tn_ok(tn_arena_info(b, name, &e));
+	ck_assert_msg(e.flags & TN_ARENA_ENTRY_SEALED, "%s is not sealed", name);
+	ck_assert_int_eq(tn_tensor_dtype(x), tn_tensor_dtype(y));
+	int nd = tn_tensor_ndim(x);
+	ck_assert_int_eq(nd, tn_tensor_ndim(y));
+	ck_assert_int_eq(tn_tensor_storage_offset(y), 0);
+	const int64_t *sz = tn_tensor_sizes(x), *sx = tn_tensor_strides(x),
+		      *sy = tn_tensor_strides(y);
+	int64_t numel = 1;
+	for (int d = 0; d < nd; d++) {
+		ck_assert_int_eq(sz[d], tn_tensor_sizes(y)[d]);
+		ck_assert_int_eq(sx[d], sy[d]);
+		numel *= sz[d];
+	}
+	size_t isz = tn_dtype_size(tn_tensor_dtype(x));
+	const unsigned char *px = tn_tensor_data(x), *py = tn_tensor_data(y);
+	for (int64_t i = 0; i < numel; i++) {
+		int64_t rem = i, off = 0;
+		for (int d = nd - 1; d >= 0; d--) {
+			off += (rem % sz[d]) * sx[d];
+			rem /= sz[d];
+		}
+		if (memcmp(px + off * (int64_t)isz, py + off * (int64_t)isz, isz))
+			ck_abort_msg("%s: element %lld differs from %s's", name, (long long)i,
+				     src_name);
+	}
+	tn_tensor_unref(x);
+	tn_tensor_unref(y);
+}
+
+static tn_arena *open_arena(tn_tensord *c, const char *name)
+{
+	tn_arena *a;
+	ck_assert_tn_ok(tn_tensord_arena_open(c, name, 0, &a));
+	return a;
+}
+
+static uint64_t used_bytes(tn_tensord *c, const char *name)
+{
+	return arena_stat(c, name).stats.used_bytes;
+}
+
+/* ---- pulls ---------------------------------------------------------------------------------- */
+
+/* Holder A exports "src"; puller B dials A; both over @tls. Every source is pulled into B's
+ * "dst", and B exports "dst" for A to pull one back over the connection A accepted. */
+static void pull_all(const char *tls, const char *lanes_want)
+{
+	struct daemon A, B;
+	up(&A, "peer_export = src\n", NULL, tls);
+	char a_addr[64], conf[256];
+	addr_of(&A, a_addr, sizeof(a_addr));
+	snprintf(conf, sizeof(conf), "peer = %s\npeer_export = dst\n", a_addr);
+	up(&B, conf, NULL, tls);
+	char b_addr[64];
+	addr_of(&B, b_addr, sizeof(b_addr));
+	tn_tensord *ca = connect_to(&A), *cb = connect_to(&B);
+	make_arena(ca, "src", 256 << 20, 0, 0);
+	make_arena(cb, "dst", 256 << 20, 0, 0);
+	make_arena(ca, "back", 64 << 20, 0, 0);
+	tn_arena *a = open_arena(ca, "src"), *b = open_arena(cb, "dst");
+	publish_sources(a, NSOURCES);
+
+	tn_tensord_peer p = wait_ready(cb, a_addr, TN_TENSORD_PEER_DIALED);
+	ck_assert_msg(strstr(p.lanes, "am=") && strstr(p.lanes, "rma="), "lanes \"%s\"", p.lanes);
+	ck_assert_msg(strstr(p.lanes, lanes_want), "lanes \"%s\" without %s", p.lanes, lanes_want);
+	ck_assert_str_eq(p.error, "");
+	/* A lists the connection it accepted, under the address B announced. */
+	tn_tensord_peer q = wait_ready(ca, b_addr, TN_TENSORD_PEER_ACCEPTED);
+	ck_assert_msg(strstr(q.lanes, "rma="), "lanes \"%s\"", q.lanes);
+
+	for (size_t i = 0; i < NSOURCES; i++) {
+		tn_tensord_pull_report rep;
+		memset(&rep, 0xff, sizeof(rep));
+		ck_assert_tn_ok(tn_tensord_pull(cb, a_addr, "src", sources[i].name, "dst",
+						sources[i].name, &rep));
+		if (rep.bytes)
+			ck_assert_uint_eq(rep.method, TN_TENSORD_PULL_RMA_GET);
+		ck_assert_str_eq(rep.lanes, p.lanes);
+		expect_same(a, sources[i].name, b, sources[i].name);
+	}
+	/* The bytes of a view, not of its whole storage: the narrow's three elements two apart. */
+	tn_tensord_pull_report rep;
+	ck_assert_tn_ok(tn_tensord_pull(cb, a_addr, "src", "t/u8", "dst", "again/u8", &rep));
+	ck_assert_uint_eq(rep.bytes, 5);
+	expect_same(a, "t/u8", b, "again/u8");
+
+	/* Refusals, each with its code; nothing is published under the names. */
+	ck_assert_int_eq(tn_tensord_pull(cb, a_addr, "src", "nope", "dst", "x1", NULL), TN_ENOENT);
+	ck_assert_int_eq(tn_tensord_pull(cb, a_addr, "back", "f32", "dst", "x2", NULL),
+			 TN_EACCES);
+	ck_assert_msg(strstr(tn_last_error(), "not exported"), "%s", tn_last_error());
+	ck_assert_int_eq(tn_tensord_pull(cb, "127.0.0.1:1", "src", "f32", "dst", "x3", NULL),
+			 TN_ENOTCONN);
+	ck_assert_int_eq(tn_tensord_pull(cb, a_addr, "src", "f32", "dst", "f32", NULL), TN_EEXIST);
+	ck_assert_int_eq(tn_tensord_pull(cb, a_addr, "src", "f32", "nodst", "x4", NULL), TN_ENOENT);
+	{
+		/* An unsealed tensor is not served. */
+		ck_assert_tn_ok(publish_i32(a, "open", 10, 7));
+		ck_assert_int_eq(tn_tensord_pull(cb, a_addr, "src", "open", "dst", "x5", NULL),
+				 TN_EINVAL);
+		ck_assert_msg(strstr(tn_last_error(), "not sealed"), "%s", tn_last_error());
+	}
+	for (int i = 1; i <= 5; i++) {
+		char n[8];
+		snprintf(n, sizeof(n), "x%d", i);
+		ck_assert_int_eq(tn_arena_info(b, n, &(tn_arena_entry){ 0 }), TN_ENOENT);
+	}
+
+	/* The other way, over the connection A accepted. */
+	tn_arena *back = open_arena(ca, "back");
+	ck_assert_tn_ok(tn_tensord_pull(ca, b_addr, "dst", "t/i16", "back", "i16", NULL));
+	expect_same(a, "t/i16", back, "i16");
+
+	/* The holder let every block go: once unpublished on A, its bytes are free again. */
+	uint64_t before = used_bytes(ca, "src");
+	ck_assert_tn_ok(tn_arena_unpublish(a, "big"));
+	uint64_t t0 = now_ms();
+	while (used_bytes(ca, "src") > before - (64u << 20)) {
+		ck_assert_msg(now_ms() - t0 < 5000, "the holder still holds \"big\"");
+		sleep_ms(10);
+	}
+
+	tn_arena_unref(a);
+	tn_arena_unref(b);
+	tn_arena_unref(back);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "src", 0));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "back", 0));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(cb, "dst", 0));
+	tn_tensord_close(ca);
+	tn_tensord_close(cb);
+	down(&B);
+	down(&A);
+}
+
+START_TEST(test_pull_shared_memory)
+{
+	/* Between processes of one host UCX picks its shared-memory transports: no TCP lane. */
+	pull_all(NULL, "rma=");
+}
+END_TEST
+
+START_TEST(test_pull_tcp)
+{
+	pull_all("tcp", "tcp/");
+}
+END_TEST
+
+/* Three daemons: C pulls from B what B pulled from A. */
+START_TEST(test_three_daemons)
+{
+	struct daemon A, B, C;
+	char a_addr[64], b_addr[64], conf[256];
+	up(&A, "peer_export = src\n", NULL, NULL);
+	addr_of(&A, a_addr, sizeof(a_addr));
+	snprintf(conf, sizeof(conf), "peer = %s\npeer_export = mid\n", a_addr);
+	up(&B, conf, NULL, NULL);
+	addr_of(&B, b_addr, sizeof(b_addr));
+	snprintf(conf, sizeof(conf), "peer = %s\n", b_addr);
+	up(&C, conf, NULL, "tcp");
+	tn_tensord *ca = connect_to(&A), *cb = connect_to(&B), *cc = connect_to(&C);
+	make_arena(ca, "src", 64 << 20, 0, 0);
+	make_arena(cb, "mid", 64 << 20, 0, 0);
+	make_arena(cc, "end", 64 << 20, 0, 0);
+	tn_arena *a = open_arena(ca, "src"), *c = open_arena(cc, "end");
+	publish_sources(a, NSOURCES - 1);
+	wait_ready(cb, a_addr, TN_TENSORD_PEER_DIALED);
+	wait_ready(cc, b_addr, TN_TENSORD_PEER_DIALED);
+	for (size_t i = 0; i < NSOURCES - 1; i++) {
+		ck_assert_tn_ok(tn_tensord_pull(cb, a_addr, "src", sources[i].name, "mid",
+						sources[i].name, NULL));
+		ck_assert_tn_ok(tn_tensord_pull(cc, b_addr, "mid", sources[i].name, "end",
+						sources[i].name, NULL));
+		expect_same(a, sources[i].name, c, sources[i].name);
+	}
+	/* C does not dial A: A is not its peer. */
+	ck_assert_int_eq(tn_tensord_pull(cc, a_addr, "src", "f32", "end", "f", NULL), TN_ENOTCONN);
+	tn_arena_unref(a);
+	tn_arena_unref(c);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "src", 0));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(cb, "mid", 0));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(cc, "end", 0));
+	tn_tensord_close(ca);
+	tn_tensord_close(cb);
+	tn_tensord_close(cc);
+	down(&C);
+	down(&B);
+	down(&A);
+}
+END_TEST
+
+/* ---- kills ---------------------------------------------------------------------------------- */
+
+#define HUGE_BYTES ((size_t)512 << 20)
+
+static void publish_huge(tn_arena *a)
+{
+	tn_storage *st;
+	tn_tensor *t;
+	int64_t n = (int64_t)(HUGE_BYTES / 4);
+	ck_assert_tn_ok(tn_storage_new_with_allocator(TN_CPU, HUGE_BYTES, tn_arena_allocator(a),
+						      &st));
+	uint32_t *p = tn_storage_data(st);
+	for (int64_t i = 0; i < n; i++)
+		p[i] = (uint32_t)i * 2654435761u;
+	ck_assert_tn_ok(tn_tensor_new(st, 0, 1, &n, NULL, TN_INT32, &t));
+	tn_storage_unref(st);
+	ck_assert_tn_ok(tn_arena_publish(a, "huge", t, TN_ARENA_SEAL, NULL));
+	tn_tensor_unref(t);
+}
+
+/* A child that pulls "huge" from @from through @sock into "dst", exiting with -code. */
+static pid_t pull_child(const char *sock, const char *from)
+{
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		tn_tensord *c;
+		EXPECT(tn_tensord_connect(sock, &c) == 0);
+		int r = tn_tensord_pull(c, from, "src", "huge", "dst", "huge", NULL);
+		if (r)
+			fprintf(stderr, "pull: %s\n", tn_last_error());
+		_exit(-r);
+	}
+	return pid;
+}
+
+START_TEST(test_holder_killed)
+{
+	struct daemon A, B;
+	char a_addr[64], conf[256];
+	/* TCP: slow enough that the kill lands during the get. */
+	up(&A, "peer_export = src\n", NULL, "tcp");
+	addr_of(&A, a_addr, sizeof(a_addr));
+	snprintf(conf, sizeof(conf), "peer = %s\n", a_addr);
+	up(&B, conf, NULL, "tcp");
+	tn_tensord *ca = connect_to(&A), *cb = connect_to(&B);
+	make_arena(ca, "src", 600 << 20, 0, 0);
+	make_arena(cb, "dst", 600 << 20, 0, 0);
+	tn_arena *a = open_arena(ca, "src"), *b = open_arena(cb, "dst");
+	publish_huge(a);
+	tn_arena_unref(a);
+	tn_tensord_close(ca);
+	wait_ready(cb, a_addr, TN_TENSORD_PEER_DIALED);
+	uint64_t used = used_bytes(cb, "dst");
+
+	pid_t child = pull_child(B.sock, a_addr);
+	sleep_ms(100);
+	use(&A);
+	daemon_kill9();
+	uint64_t killed = now_ms();
+	int st = child_status(child);
+	uint64_t waited = now_ms() - killed;
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == -TN_ENOTCONN,
+		      "the pull ended with status 0x%x, not TN_ENOTCONN", st);
+	ck_assert_msg(waited < 5000, "the pull failed %llu ms after the kill",
+		      (unsigned long long)waited);
+	/* No half tensor, and its block is free again. */
+	ck_assert_int_eq(tn_arena_info(b, "huge", &(tn_arena_entry){ 0 }), TN_ENOENT);
+	ck_assert_uint_eq(used_bytes(cb, "dst"), used);
+	/* B goes on serving its clients, and dials A again once A is back. */
+	tn_tensord_status s;
+	ck_assert_tn_ok(tn_tensord_status_get(cb, &s));
+	restart(&A, "tcp");
+	wait_ready(cb, a_addr, TN_TENSORD_PEER_DIALED);
+	tn_tensord_peer p;
+	ck_assert(peer_entry(cb, a_addr, TN_TENSORD_PEER_DIALED, &p));
+	ck_assert_uint_ge(p.failures, 1);
+	ck_assert_tn_ok(tn_tensord_pull(cb, a_addr, "src", "huge", "dst", "huge", NULL));
+	ca = connect_to(&A);
+	a = open_arena(ca, "src");
+	expect_same(a, "huge", b, "huge");
+	tn_arena_unref(a);
+	tn_arena_unref(b);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "src", 0));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(cb, "dst", 0));
+	tn_tensord_close(ca);
+	tn_tensord_close(cb);
+	down(&B);
+	down(&A);
+}
+END_TEST
+
+START_TEST(test_puller_killed)
+{
+	struct daemon A, B;
+	char a_addr[64], b_addr[64], conf[256];
+	up(&A, "peer_export = src\n", NULL, "tcp");
+	addr_of(&A, a_addr, sizeof(a_addr));
+	snprintf(conf, sizeof(conf), "peer = %s\n", a_addr);
+	up(&B, conf, NULL, "tcp");
+	addr_of(&B, b_addr, sizeof(b_addr));
+	tn_tensord *ca = connect_to(&A), *cb = connect_to(&B);
+	make_arena(ca, "src", 600 << 20, 0, 0);
+	make_arena(cb, "dst", 600 << 20, 0, 0);
+	tn_arena *a = open_arena(ca, "src");
+	uint64_t empty = used_bytes(ca, "src");
+	publish_huge(a);
+	tn_tensord_close(cb);
+	wait_ready(ca, b_addr, TN_TENSORD_PEER_ACCEPTED);
+
+	pid_t child = pull_child(B.sock, a_addr);
+	/* The holder has the lease once it logged nothing yet... wait for the get to run. */
+	sleep_ms(150);
+	use(&B);
+	daemon_kill9();
+	int st = child_status(child);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+	/* A sees B go, and lets the block go: unpublished, its bytes come back. */
+	ck_assert_tn_ok(tn_arena_unpublish(a, "huge"));
+	uint64_t t0 = now_ms();
+	while (used_bytes(ca, "src") != empty) {
+		ck_assert_msg(now_ms() - t0 < 10000, "the holder kept the dead puller's lease");
+		sleep_ms(10);
+	}
+	tn_tensord_status s;
+	ck_assert_tn_ok(tn_tensord_status_get(ca, &s));
+	tn_arena_unref(a);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "src", 0));
+	tn_tensord_close(ca);
+	down(&A);
+	/* B's arena folder: its record and file stay after the kill; remove them. */
+	rm_dir_files(B.arena_dir);
+	rm_dir_files(B.dir);
+}
+END_TEST
+
+/* ---- bad peers ------------------------------------------------------------------------------ */
+
+static int tcp_connect(int port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/* The daemon closes @fd within @ms (reading and dropping what it sent). */
+static void expect_closed(int fd, unsigned ms, const char *what)
+{
+	uint64_t t0 = now_ms();
+	char buf[4096];
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int left = (int)(ms - (now_ms() - t0));
+		ck_assert_msg(left > 0 && poll(&p, 1, left) == 1, "%s: not closed within %u ms",
+			      what, ms);
+		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+		if (n <= 0)
+			break;
+	}
+	close(fd);
+}
+
+struct wire_frame {
+	uint32_t magic;
+	uint16_t version, type;
+	uint32_t len, seq;
+};
+
+static void send_all(int fd, const void *p, size_t n)
+{
+	ck_assert_int_eq(send(fd, p, n, MSG_NOSIGNAL), (ssize_t)n);
+}
+
+/* @n bytes from @fd, or false when it closed first. */
+static bool try_recv_all(int fd, void *p, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		ck_assert_int_eq(poll(&pf, 1, 10000), 1);
+		ssize_t r = recv(fd, (char *)p + got, n - got, 0);
+		if (r <= 0)
+			return false;
+		got += (size_t)r;
+	}
+	return true;
+}
+
+static void recv_all(int fd, void *p, size_t n)
+{
+	ck_assert_msg(try_recv_all(fd, p, n), "the daemon closed the connection");
+}
+
+/* A raw dialer that knows the secret: the handshake up to the listener's proof (the daemon
+ * then counts it as a peer); returns the descriptor. */
+static int raw_authenticated(int port)
+{
+	int fd;
+	struct {
+		struct wire_frame f;
+		unsigned char nonce[TND_PEER_NONCE];
+		char listen[280];
+		uint64_t instance;
+	} hello;
+	memset(&hello, 0, sizeof(hello));
+	hello.f = (struct wire_frame){ 0x52504e54u, 1, 1, sizeof(hello) - sizeof(hello.f), 0 };
+	ck_assert_int_eq(tnd_peer_nonce(hello.nonce), 0);
+	hello.instance = 12345;
+	typeof(hello) theirs;
+	/* The daemon may not yet have seen the end of the flood's connections, and close this
+	 * one as the 17th waiting handshake: then again. */
+	for (int tries = 0;; tries++) {
+		fd = tcp_connect(port);
+		send_all(fd, &hello, sizeof(hello));
+		if (try_recv_all(fd, &theirs, sizeof(theirs)))
+			break;
+		close(fd);
+		ck_assert_int_lt(tries, 100);
+		sleep_ms(20);
+	}
+	ck_assert_uint_eq(theirs.f.type, 1);
+	struct tnd_peer_secret s;
+	char err[256];
+	ck_assert_int_eq(tnd_peer_secret_load(secret_path, &s, err, sizeof(err)), 0);
+	struct {
+		struct wire_frame f;
+		unsigned char proof[TND_SHA256_SIZE];
+	} proof;
+	proof.f = (struct wire_frame){ 0x52504e54u, 1, 2, TND_SHA256_SIZE, 0 };
+	tnd_peer_proof(&s, TND_PEER_DIALER, hello.nonce, theirs.nonce, proof.proof);
+	send_all(fd, &proof, sizeof(proof));
+	typeof(proof) lp;
+	recv_all(fd, &lp, sizeof(lp));
+	ck_assert_uint_eq(lp.f.type, 2);
+	ck_assert(tnd_peer_proof_ok(&s, TND_PEER_LISTENER, hello.nonce, theirs.nonce, lp.proof));
+	tnd_peer_secret_clear(&s);
+	/* Its worker address, sent back as ours: its endpoint then leads to itself, which UCX
+	 * allows, and the connection is ready. */
+	struct wire_frame af;
+	recv_all(fd, &af, sizeof(af));
+	ck_assert_uint_eq(af.type, 3);
+	ck_assert_uint_le(af.len, 65536);
+	unsigned char *addr = malloc(sizeof(af) + af.len);
+	ck_assert_ptr_nonnull(addr);
+	recv_all(fd, addr + sizeof(af), af.len);
+	memcpy(addr, &af, sizeof(af));
+	send_all(fd, addr, sizeof(af) + af.len);
+	free(addr);
+	return fd;
+}
+
+START_TEST(test_bad_peers)
+{
+	struct daemon A, B, C;
+	char a_addr[64], conf[256];
+	up(&A, "peer_export = src\npeer_timeout_ms = 1000\n", NULL, NULL);
+	addr_of(&A, a_addr, sizeof(a_addr));
+	snprintf(conf, sizeof(conf), "peer = %s\n", a_addr);
+	up(&B, conf, NULL, NULL);
+	tn_tensord *ca = connect_to(&A), *cb = connect_to(&B);
+	make_arena(ca, "src", 16 << 20, 0, 0);
+	make_arena(cb, "dst", 16 << 20, 0, 0);
+	tn_arena *a = open_arena(ca, "src");
+	publish_sources(a, 3);
+	wait_ready(cb, a_addr, TN_TENSORD_PEER_DIALED);
+
+	/* A daemon with another secret: refused, never ready, nothing served to it. */
+	up(&C, conf, other_secret_path, NULL);
+	tn_tensord *cc = connect_to(&C);
+	make_arena(cc, "dst", 16 << 20, 0, 0);
+	wait_log(&A, "refused: its proof does not match the shared secret", 10000);
+	tn_tensord_peer p;
+	ck_assert(peer_entry(cc, a_addr, TN_TENSORD_PEER_DIALED, &p));
+	ck_assert_uint_ne(p.state, TN_TENSORD_PEER_READY);
+	ck_assert_int_eq(tn_tensord_pull(cc, a_addr, "src", "f32", "dst", "f32", NULL),
+			 TN_ENOTCONN);
+
+	/* Garbage: not a peer. */
+	int fd = tcp_connect(A.port);
+	char junk[64];
+	memset(junk, 0xab, sizeof(junk));
+	send_all(fd, junk, sizeof(junk));
+	expect_closed(fd, 3000, "garbage");
+	wait_log(&A, "not a tensord peer (bad magic 0xabababab)", 3000);
+	/* A frame longer than a HELLO before the handshake. */
+	fd = tcp_connect(A.port);
+	struct wire_frame big = { 0x52504e54u, 1, 1, 1u << 20, 0 };
+	send_all(fd, &big, sizeof(big));
+	expect_closed(fd, 3000, "oversized HELLO");
+	/* Another version of the peer protocol. */
+	fd = tcp_connect(A.port);
+	struct wire_frame v9 = { 0x52504e54u, 9, 1, 0, 0 };
+	send_all(fd, &v9, sizeof(v9));
+	expect_closed(fd, 3000, "version 9");
+	/* A frame other than PROOF after the HELLOs. */
+	fd = tcp_connect(A.port);
+	{
+		struct {
+			struct wire_frame f;
+			unsigned char nonce[TND_PEER_NONCE];
+			char listen[280];
+			uint64_t instance;
+		} hello;
+		memset(&hello, 0, sizeof(hello));
+		hello.f = (struct wire_frame){ 0x52504e54u, 1, 1, sizeof(hello) - sizeof(hello.f),
+					       0 };
+		send_all(fd, &hello, sizeof(hello));
+		struct wire_frame addr = { 0x52504e54u, 1, 3, 0, 0 };
+		send_all(fd, &addr, sizeof(addr));
+		expect_closed(fd, 3000, "ADDR before PROOF");
+	}
+	/* Silent: dropped after peer_timeout_ms. */
+	fd = tcp_connect(A.port);
+	uint64_t t0 = now_ms();
+	expect_closed(fd, 5000, "a silent connection");
+	ck_assert_uint_ge(now_ms() - t0, 800);
+	/* A flood of handshakes: at most 16 wait at once, the rest are closed at once. */
+	int flood[24];
+	for (int i = 0; i < 24; i++)
+		flood[i] = tcp_connect(A.port);
+	expect_closed(flood[23], 800, "the 24th waiting handshake");
+	for (int i = 0; i < 23; i++)
+		close(flood[i]);
+	/* An authenticated peer that sends garbage after the handshake. */
+	fd = raw_authenticated(A.port);
+	struct wire_frame odd = { 0x52504e54u, 1, 77, 0, 0 };
+	send_all(fd, &odd, sizeof(odd));
+	expect_closed(fd, 3000, "an unknown frame type after the handshake");
+	/* An authenticated peer that asks and never reads the answers: dropped, once 4 MiB of
+	 * answers wait for it, or once its own frames stop coming (TCP stops acknowledging them
+	 * when the answers it does not read fill its window: the silence rule then drops it). */
+	fd = raw_authenticated(A.port);
+	{
+		struct {
+			struct wire_frame f;
+			uint64_t id;
+			char arena[64];
+			char name[256];
+		} pull;
+		memset(&pull, 0, sizeof(pull));
+		pull.f = (struct wire_frame){ 0x52504e54u, 1, 6, sizeof(pull) - sizeof(pull.f), 0 };
+		strcpy(pull.arena, "src");
+		strcpy(pull.name, "nope");
+		uint64_t t1 = now_ms();
+		while (!dlog_has(&A, "does not read what it is sent") &&
+		       !dlog_has(&A, "silent for 1000 ms")) {
+			ck_assert_msg(now_ms() - t1 < 10000, "a peer that never reads was not dropped");
+			for (int i = 0; i < 256; i++) {
+				pull.id++;
+				if (send(fd, &pull, sizeof(pull), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+					break;
+			}
+			sleep_ms(5);
+		}
+		close(fd);
+	}
+
+	/* Through all of it A served its clients, and B stayed ready and can pull. */
+	tn_tensord_status s;
+	ck_assert_tn_ok(tn_tensord_status_get(ca, &s));
+	ck_assert(peer_entry(cb, a_addr, TN_TENSORD_PEER_DIALED, &p));
+	ck_assert_uint_eq(p.state, TN_TENSORD_PEER_READY);
+	ck_assert_tn_ok(tn_tensord_pull(cb, a_addr, "src", "f32", "dst", "f32", NULL));
+	tn_arena *b = open_arena(cb, "dst");
+	expect_same(a, "f32", b, "f32");
+	tn_arena_unref(a);
+	tn_arena_unref(b);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "src", 0));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(cb, "dst", 0));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(cc, "dst", 0));
+	tn_tensord_close(ca);
+	tn_tensord_close(cb);
+	tn_tensord_close(cc);
+	down(&C);
+	down(&B);
+	down(&A);
+}
+END_TEST
+
+/* Peer addition and listing through the API and tensorctl; refusals. */
+START_TEST(test_peer_add_and_list)
+{
+	struct daemon A, B;
+	up(&A, "", NULL, NULL);
+	up(&B, "", NULL, NULL);
+	char a_addr[64], b_addr[64];
+	addr_of(&A, a_addr, sizeof(a_addr));
+	addr_of(&B, b_addr, sizeof(b_addr));
+	tn_tensord *cb = connect_to(&B);
+	tn_tensord_peer *v;
+	size_t n;
+	ck_assert_tn_ok(tn_tensord_peer_list(cb, &v, &n));
+	ck_assert_uint_eq(n, 0);
+	ck_assert_ptr_null(v);
+	ck_assert_tn_ok(tn_tensord_peer_add(cb, a_addr));
+	ck_assert_int_eq(tn_tensord_peer_add(cb, a_addr), TN_EEXIST);
+	ck_assert_int_eq(tn_tensord_peer_add(cb, "no-port"), TN_EINVAL);
+	ck_assert_int_eq(tn_tensord_peer_add(cb, "host:99999"), TN_EINVAL);
+	ck_assert_int_eq(tn_tensord_peer_add(cb, "bad host:1"), TN_EINVAL);
+	wait_ready(cb, a_addr, TN_TENSORD_PEER_DIALED);
+	/* A peer that cannot be reached: down, with the reason, tried again. */
+	char dead[64];
+	snprintf(dead, sizeof(dead), "127.0.0.1:%d", free_port());
+	ck_assert_tn_ok(tn_tensord_peer_add(cb, dead));
+	uint64_t t0 = now_ms();
+	tn_tensord_peer p;
+	for (;;) {
+		ck_assert(peer_entry(cb, dead, TN_TENSORD_PEER_DIALED, &p));
+		if (p.failures >= 2)
+			break;
+		ck_assert_msg(now_ms() - t0 < 5000, "not dialed again");
+		sleep_ms(20);
+	}
+	ck_assert_uint_eq(p.state, TN_TENSORD_PEER_DOWN);
+	ck_assert_msg(strstr(p.error, "refused"), "error \"%s\"", p.error);
+	/* tensorctl shows the lanes. */
+	char out[8192];
+	use(&B);
+	const char *list[] = { "--socket", B.sock, "peer", "list", NULL };
+	ck_assert_int_eq(tensorctl(out, sizeof(out), list), 0);
+	ck_assert_msg(strstr(out, a_addr) && strstr(out, "ready") && strstr(out, "rma="), "%s",
+		      out);
+	const char *json[] = { "--socket", B.sock, "--json", "peer", "list", NULL };
+	ck_assert_int_eq(tensorctl(out, sizeof(out), json), 0);
+	ck_assert_msg(strstr(out, "\"state\": \"ready\"") && strstr(out, "\"lanes\": \"am="), "%s",
+		      out);
+	const char *bad[] = { "--socket", B.sock, "pull", "nocolon/x", NULL };
+	ck_assert_int_eq(tensorctl(out, sizeof(out), bad), 2);
+	/* A daemon without peer_secret: peers are off. */
+	tn_tensord_close(cb);
+	down(&B);
+	down(&A);
+	daemon_setup();
+	tn_tensord *c = conn();
+	ck_assert_int_eq(tn_tensord_peer_add(c, "127.0.0.1:5"), TN_EINVAL);
+	ck_assert_msg(strstr(tn_last_error(), "peers are off"), "%s", tn_last_error());
+	ck_assert_tn_ok(tn_tensord_peer_list(c, &v, &n));
+	ck_assert_uint_eq(n, 0);
+	tn_tensord_close(c);
+	daemon_finish();
+}
+END_TEST
+
+/* A secret file that others may read stops the daemon at its start. */
+START_TEST(test_secret_refused)
+{
+	char path[160];
+	snprintf(path, sizeof(path), "%s/loose", secret_dir);
+	write_file(path, "correct horse battery staple, peers\n", 0644);
+	memset(&D, 0, sizeof(D));
+	snprintf(D.dir, sizeof(D.dir), "/tmp/check-tensord-%d-XXXXXX", (int)runner_pid);
+	ck_assert_ptr_nonnull(mkdtemp(D.dir));
+	snprintf(D.sock, sizeof(D.sock), "%s/s", D.dir);
+	snprintf(D.config, sizeof(D.config), "%s/tensord.conf", D.dir);
+	snprintf(D.log, sizeof(D.log), "%s/log", D.dir);
+	snprintf(D.arena_dir, sizeof(D.arena_dir), "/dev/shm/check-tensord-%d-%d-x",
+		 (int)runner_pid, (int)getpid());
+	char conf[300];
+	snprintf(conf, sizeof(conf), "peer_secret = %s\n", path);
+	write_file(D.config, conf, 0600);
+	pid_t pid = spawn_tensord(D.sock, D.log, NULL);
+	int st = child_status(pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0, "tensord started: 0x%x", st);
+	struct daemon d;
+	memcpy(d.log, D.log, sizeof(d.log));
+	ck_assert(dlog_has(&d, "peer_secret"));
+	rm_dir_files(D.arena_dir);
+	rm_dir_files(D.dir);
+}
+END_TEST
+
+static Suite *peers_suite(void)
+{
+	Suite *s = suite_create("peers");
+	TCase *tc = tcase_create("peers");
+	tcase_set_timeout(tc, 300);
+	tcase_add_unchecked_fixture(tc, secrets_setup, remove_leftovers);
+	tcase_add_checked_fixture(tc, NULL, NULL);
+	tcase_add_test(tc, test_peer_add_and_list);
+	tcase_add_test(tc, test_pull_shared_memory);
+	tcase_add_test(tc, test_pull_tcp);
+	tcase_add_test(tc, test_three_daemons);
+	tcase_add_test(tc, test_holder_killed);
+	tcase_add_test(tc, test_puller_killed);
+	tcase_add_test(tc, test_bad_peers);
+	tcase_add_test(tc, test_secret_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	runner_pid = getpid();
+	SRunner *sr = srunner_create(peers_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	secrets_teardown();
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
