@@ -216,6 +216,24 @@ static struct {
 	} served[TND_MAX_PEERS];
 } P = { .epfd = -1, .wake_fd = -1, .listen_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
 
+/* Write to an eventfd (the peers' thread's, or the loop's). */
+static void wake(int fd)
+{
+	uint64_t one = 1;
+	ssize_t n = write(fd, &one, sizeof(one));
+	(void)n;
+}
+
+/* Take a list another thread fills under P.lock. */
+static struct tnd_pull_job *take_list(struct tnd_pull_job **list)
+{
+	pthread_mutex_lock(&P.lock);
+	struct tnd_pull_job *l = *list;
+	*list = NULL;
+	pthread_mutex_unlock(&P.lock);
+	return l;
+}
+
 /* ---- the snapshot ----------------------------------------------------------------------------- */
 
 static unsigned conn_state(const struct conn *c)
@@ -328,9 +346,7 @@ static void finish(struct tnd_pull_job *j, int status, const char *fmt, ...)
 	j->next = P.done;
 	P.done = j;
 	pthread_mutex_unlock(&P.lock);
-	uint64_t one = 1;
-	ssize_t n = write(tnd_d.event_fd, &one, sizeof(one));
-	(void)n;
+	wake(tnd_d.event_fd);
 }
 
 /* The connection to @peer that is ready: one dialed to that address, else one accepted from a
@@ -639,10 +655,7 @@ static void check_pulls(void)
 /* New pulls from the loop. */
 static void take_pulls(void)
 {
-	pthread_mutex_lock(&P.lock);
-	struct tnd_pull_job *list = P.incoming;
-	P.incoming = NULL;
-	pthread_mutex_unlock(&P.lock);
+	struct tnd_pull_job *list = take_list(&P.incoming);
 	while (list) {
 		struct tnd_pull_job *j = list;
 		list = j->next;
@@ -1341,9 +1354,7 @@ void tnd_peers_stop(void)
 {
 	if (P.on) {
 		atomic_store(&P.stop, true);
-		uint64_t one = 1;
-		ssize_t n = write(P.wake_fd, &one, sizeof(one));
-		(void)n;
+		wake(P.wake_fd);
 		pthread_join(P.thread, NULL);
 		P.on = false;
 	}
@@ -1383,9 +1394,7 @@ int tnd_peers_add(const char *address, char *why, size_t nwhy)
 	if (r)
 		return r;
 	publish_snapshot();
-	uint64_t one = 1;
-	ssize_t n = write(P.wake_fd, &one, sizeof(one));
-	(void)n;
+	wake(P.wake_fd);
 	return 0;
 }
 
@@ -1432,18 +1441,13 @@ int tnd_peers_pull(struct tnd_client *c, const struct tnd_hdr *h, const struct t
 	j->next = P.incoming;
 	P.incoming = j;
 	pthread_mutex_unlock(&P.lock);
-	uint64_t one = 1;
-	ssize_t n = write(P.wake_fd, &one, sizeof(one));
-	(void)n;
+	wake(P.wake_fd);
 	return 0;
 }
 
 void tnd_peers_events(void)
 {
-	pthread_mutex_lock(&P.lock);
-	struct tnd_pull_job *list = P.done;
-	P.done = NULL;
-	pthread_mutex_unlock(&P.lock);
+	struct tnd_pull_job *list = take_list(&P.done);
 	while (list) {
 		struct tnd_pull_job *j = list;
 		list = j->next;

@@ -121,6 +121,27 @@ static void down(struct daemon *d)
 	rm_dir_files(d->dir);
 }
 
+/* Holder @A (its tensord.conf: @a_conf) and @B, which dials it (and has @b_conf too), both
+ * with UCX_TLS=@tls; A's peer address in @a_addr. */
+static void pair(struct daemon *A, const char *a_conf, struct daemon *B, const char *b_conf,
+		 const char *tls, char a_addr[64])
+{
+	up(A, a_conf, NULL, tls);
+	snprintf(a_addr, 64, "127.0.0.1:%d", A->port);
+	char conf[512];
+	snprintf(conf, sizeof(conf), "peer = %s\n%s", a_addr, b_conf);
+	up(B, conf, NULL, tls);
+}
+
+/* Close the @n connections and stop the @n daemons, the last started first. */
+static void finish_all(tn_tensord *const *c, struct daemon *const *d, int n)
+{
+	for (int i = 0; i < n; i++)
+		tn_tensord_close(c[i]);
+	for (int i = n - 1; i >= 0; i--)
+		down(d[i]);
+}
+
 static tn_tensord *connect_to(const struct daemon *d)
 {
 	tn_tensord *c;
@@ -296,11 +317,8 @@ static uint64_t used_bytes(tn_tensord *c, const char *name)
 static void pull_all(const char *tls, const char *lanes_want)
 {
 	struct daemon A, B;
-	up(&A, "peer_export = src\n", NULL, tls);
-	char a_addr[64], conf[256];
-	addr_of(&A, a_addr, sizeof(a_addr));
-	snprintf(conf, sizeof(conf), "peer = %s\npeer_export = dst\n", a_addr);
-	up(&B, conf, NULL, tls);
+	char a_addr[64];
+	pair(&A, "peer_export = src\n", &B, "peer_export = dst\n", tls, a_addr);
 	char b_addr[64];
 	addr_of(&B, b_addr, sizeof(b_addr));
 	tn_tensord *ca = connect_to(&A), *cb = connect_to(&B);
@@ -376,10 +394,7 @@ static void pull_all(const char *tls, const char *lanes_want)
 	ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "src", 0));
 	ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "back", 0));
 	ck_assert_tn_ok(tn_tensord_arena_destroy(cb, "dst", 0));
-	tn_tensord_close(ca);
-	tn_tensord_close(cb);
-	down(&B);
-	down(&A);
+	finish_all((tn_tensord *[]){ ca, cb }, (struct daemon *[]){ &A, &B }, 2);
 }
 
 START_TEST(test_pull_shared_memory)
@@ -400,10 +415,7 @@ START_TEST(test_three_daemons)
 {
 	struct daemon A, B, C;
 	char a_addr[64], b_addr[64], conf[256];
-	up(&A, "peer_export = src\n", NULL, NULL);
-	addr_of(&A, a_addr, sizeof(a_addr));
-	snprintf(conf, sizeof(conf), "peer = %s\npeer_export = mid\n", a_addr);
-	up(&B, conf, NULL, NULL);
+	pair(&A, "peer_export = src\n", &B, "peer_export = mid\n", NULL, a_addr);
 	addr_of(&B, b_addr, sizeof(b_addr));
 	snprintf(conf, sizeof(conf), "peer = %s\n", b_addr);
 	up(&C, conf, NULL, "tcp");
@@ -429,12 +441,7 @@ START_TEST(test_three_daemons)
 	ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "src", 0));
 	ck_assert_tn_ok(tn_tensord_arena_destroy(cb, "mid", 0));
 	ck_assert_tn_ok(tn_tensord_arena_destroy(cc, "end", 0));
-	tn_tensord_close(ca);
-	tn_tensord_close(cb);
-	tn_tensord_close(cc);
-	down(&C);
-	down(&B);
-	down(&A);
+	finish_all((tn_tensord *[]){ ca, cb, cc }, (struct daemon *[]){ &A, &B, &C }, 3);
 }
 END_TEST
 
@@ -477,12 +484,9 @@ static pid_t pull_child(const char *sock, const char *from)
 START_TEST(test_holder_killed)
 {
 	struct daemon A, B;
-	char a_addr[64], conf[256];
+	char a_addr[64];
 	/* TCP: slow enough that the kill lands during the get. */
-	up(&A, "peer_export = src\n", NULL, "tcp");
-	addr_of(&A, a_addr, sizeof(a_addr));
-	snprintf(conf, sizeof(conf), "peer = %s\n", a_addr);
-	up(&B, conf, NULL, "tcp");
+	pair(&A, "peer_export = src\n", &B, "", "tcp", a_addr);
 	tn_tensord *ca = connect_to(&A), *cb = connect_to(&B);
 	make_arena(ca, "src", 600 << 20, 0, 0);
 	make_arena(cb, "dst", 600 << 20, 0, 0);
@@ -523,21 +527,15 @@ START_TEST(test_holder_killed)
 	tn_arena_unref(b);
 	ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "src", 0));
 	ck_assert_tn_ok(tn_tensord_arena_destroy(cb, "dst", 0));
-	tn_tensord_close(ca);
-	tn_tensord_close(cb);
-	down(&B);
-	down(&A);
+	finish_all((tn_tensord *[]){ ca, cb }, (struct daemon *[]){ &A, &B }, 2);
 }
 END_TEST
 
 START_TEST(test_puller_killed)
 {
 	struct daemon A, B;
-	char a_addr[64], b_addr[64], conf[256];
-	up(&A, "peer_export = src\n", NULL, "tcp");
-	addr_of(&A, a_addr, sizeof(a_addr));
-	snprintf(conf, sizeof(conf), "peer = %s\n", a_addr);
-	up(&B, conf, NULL, "tcp");
+	char a_addr[64], b_addr[64];
+	pair(&A, "peer_export = src\n", &B, "", "tcp", a_addr);
 	addr_of(&B, b_addr, sizeof(b_addr));
 	tn_tensord *ca = connect_to(&A), *cb = connect_to(&B);
 	make_arena(ca, "src", 600 << 20, 0, 0);
@@ -696,10 +694,8 @@ START_TEST(test_bad_peers)
 {
 	struct daemon A, B, C;
 	char a_addr[64], conf[256];
-	up(&A, "peer_export = src\npeer_timeout_ms = 1000\n", NULL, NULL);
-	addr_of(&A, a_addr, sizeof(a_addr));
+	pair(&A, "peer_export = src\npeer_timeout_ms = 1000\n", &B, "", NULL, a_addr);
 	snprintf(conf, sizeof(conf), "peer = %s\n", a_addr);
-	up(&B, conf, NULL, NULL);
 	tn_tensord *ca = connect_to(&A), *cb = connect_to(&B);
 	make_arena(ca, "src", 16 << 20, 0, 0);
 	make_arena(cb, "dst", 16 << 20, 0, 0);
@@ -811,12 +807,7 @@ START_TEST(test_bad_peers)
 	ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "src", 0));
 	ck_assert_tn_ok(tn_tensord_arena_destroy(cb, "dst", 0));
 	ck_assert_tn_ok(tn_tensord_arena_destroy(cc, "dst", 0));
-	tn_tensord_close(ca);
-	tn_tensord_close(cb);
-	tn_tensord_close(cc);
-	down(&C);
-	down(&B);
-	down(&A);
+	finish_all((tn_tensord *[]){ ca, cb, cc }, (struct daemon *[]){ &A, &B, &C }, 3);
 }
 END_TEST
 
