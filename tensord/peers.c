@@ -1467,7 +1467,9 @@ void tnd_peers_events(void)
 				 name, (int)c->pid, j->message);
 			tnd_reply_error(c, &h, j->status, "%s", j->message);
 		} else {
-			tnd_ledger_sweep(j->ar); /* records the seal */
+			/* Record the seal (a failure leaves it to the periodic sweep). */
+			if (tnd_ledger_sealed(j->ar, j->req.name))
+				tnd_debug("pull: %s", tn_last_error());
 			tnd_info("pull of %s:%s/%s into arena %s for pid %d: %" PRIu64
 				 " bytes in %.3f ms", peer, j->req.remote_arena, name, j->ar->name,
 				 (int)c->pid, j->reply.bytes, (double)j->reply.elapsed_ns / 1e6);
