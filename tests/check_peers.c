@@ -13,7 +13,9 @@
  * goes on serving its local clients and its good peer.
  */
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <netinet/tcp.h>
 
 #include "tensord_testutil.h"
@@ -28,6 +30,9 @@ struct daemon {
 };
 
 static char secret_dir[64], secret_path[128], other_secret_path[128];
+/* The namespace and the veth pair of this runner: made by test_network_namespace, removed
+ * after it (and by the runner's teardown when a failed assertion ended the test first). */
+static char ns_name[32], veth_out[16], veth_in[16];
 
 static int free_port(void)
 {
@@ -58,11 +63,25 @@ static void secrets_setup(void)
 	snprintf(other_secret_path, sizeof(other_secret_path), "%s/other", secret_dir);
 	write_file(secret_path, "correct horse battery staple, peers\n", 0600);
 	write_file(other_secret_path, "a different secret of some length\n", 0600);
+	/* The names of test_network_namespace's namespace and veth pair, known to the runner's
+	 * teardown too. */
+	snprintf(ns_name, sizeof(ns_name), "tn-peers-%d", (int)runner_pid);
+	snprintf(veth_out, sizeof(veth_out), "tnpo%d", (int)runner_pid % 100000);
+	snprintf(veth_in, sizeof(veth_in), "tnpi%d", (int)runner_pid % 100000);
 }
+
+static void netns_remove(void);
 
 static void secrets_teardown(void)
 {
 	rm_dir_files(secret_dir);
+}
+
+/* The runner's teardown: what a failed test left. */
+static void runner_teardown(void)
+{
+	netns_remove();
+	remove_leftovers();
 }
 
 /* Start a daemon whose tensord.conf is @conf (the peer keys are added: its port, the secret),
@@ -811,6 +830,130 @@ START_TEST(test_bad_peers)
 }
 END_TEST
 
+/* ---- a network namespace ---------------------------------------------------------------------- */
+
+
+static int run_ip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run_ip(const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	char full[600];
+	snprintf(full, sizeof(full), "%s >/dev/null 2>&1", cmd);
+	return system(full);
+}
+
+static void netns_remove(void)
+{
+	if (!ns_name[0])
+		return;
+	run_ip("ip link del %s", veth_out); /* takes its other end with it */
+	run_ip("ip netns del %s", ns_name);
+}
+
+/* Start daemon @d inside the namespace (setns before exec). */
+static void up_in_netns(struct daemon *d, const char *addr_in, const char *conf)
+{
+	d->port = free_port();
+	memset(&D, 0, sizeof(D));
+	snprintf(D.dir, sizeof(D.dir), "/tmp/check-tensord-%d-XXXXXX", (int)runner_pid);
+	ck_assert_ptr_nonnull(mkdtemp(D.dir));
+	snprintf(D.sock, sizeof(D.sock), "%s/s", D.dir);
+	snprintf(D.config, sizeof(D.config), "%s/tensord.conf", D.dir);
+	snprintf(D.log, sizeof(D.log), "%s/log", D.dir);
+	snprintf(D.arena_dir, sizeof(D.arena_dir), "/dev/shm/check-tensord-%d-%d-ns",
+		 (int)runner_pid, (int)getpid());
+	char text[1024];
+	snprintf(text, sizeof(text), "peer_secret = %s\npeer_listen = %s:%d\n%s", secret_path,
+		 addr_in, d->port, conf);
+	write_file(D.config, text, 0600);
+	/* The child runs tensord through `ip netns exec`, which also mounts the namespace's own
+	 * /sys (where UCX looks for network devices) and then execs it (same pid). */
+	setenv("UCX_TLS", "tcp", 1);
+	setenv("UCX_NET_DEVICES", veth_in, 1);
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int fd = open(D.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execlp("ip", "ip", "netns", "exec", ns_name, TN_TENSORD_BIN, "--foreground",
+		       "--socket", D.sock, "--config", D.config, "--arena-dir", D.arena_dir,
+		       "--log-level", "info", (char *)NULL);
+		_exit(127);
+	}
+	unsetenv("UCX_TLS");
+	unsetenv("UCX_NET_DEVICES");
+	D.pid = pid;
+	daemon_wait_ready();
+	memcpy(d->dir, D.dir, sizeof(d->dir));
+	memcpy(d->sock, D.sock, sizeof(d->sock));
+	memcpy(d->arena_dir, D.arena_dir, sizeof(d->arena_dir));
+	memcpy(d->config, D.config, sizeof(d->config));
+	memcpy(d->log, D.log, sizeof(d->log));
+	d->pid = pid;
+}
+
+/* One daemon in a network namespace of its own, joined to this one by a veth pair with an
+ * address at each end and nothing else: the pull crosses the pair over UCX's TCP transport. */
+START_TEST(test_network_namespace)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "test_network_namespace: skipped: making a network namespace needs "
+			"root\n");
+		return;
+	}
+	/* 10.213.N.0/30, N from the runner's pid: two runners never share a subnet. */
+	int net = (int)runner_pid % 250 + 1;
+	char out_ip[32], in_ip[32];
+	snprintf(out_ip, sizeof(out_ip), "10.213.%d.1", net);
+	snprintf(in_ip, sizeof(in_ip), "10.213.%d.2", net);
+	netns_remove(); /* a previous run's, if one was killed */
+	ck_assert_int_eq(run_ip("ip netns add %s", ns_name), 0);
+	ck_assert_int_eq(run_ip("ip link add %s type veth peer name %s", veth_out, veth_in), 0);
+	ck_assert_int_eq(run_ip("ip link set %s netns %s", veth_in, ns_name), 0);
+	ck_assert_int_eq(run_ip("ip addr add %s/30 dev %s", out_ip, veth_out), 0);
+	ck_assert_int_eq(run_ip("ip link set %s up", veth_out), 0);
+	ck_assert_int_eq(run_ip("ip netns exec %s ip addr add %s/30 dev %s", ns_name, in_ip,
+				veth_in), 0);
+	ck_assert_int_eq(run_ip("ip netns exec %s ip link set %s up", ns_name, veth_in), 0);
+	ck_assert_int_eq(run_ip("ip netns exec %s ip link set lo up", ns_name), 0);
+
+	struct daemon A, B;
+	up_in_netns(&A, in_ip, "peer_export = src\n");
+	char a_addr[64], conf[256];
+	snprintf(a_addr, sizeof(a_addr), "%s:%d", in_ip, A.port);
+	snprintf(conf, sizeof(conf), "peer = %s\n", a_addr);
+	setenv("UCX_NET_DEVICES", veth_out, 1);
+	up(&B, conf, NULL, "tcp");
+	unsetenv("UCX_NET_DEVICES");
+	tn_tensord *ca = connect_to(&A), *cb = connect_to(&B);
+	make_arena(ca, "src", 128 << 20, 0, 0);
+	make_arena(cb, "dst", 128 << 20, 0, 0);
+	tn_arena *a = open_arena(ca, "src"), *b = open_arena(cb, "dst");
+	publish_sources(a, NSOURCES);
+	tn_tensord_peer p = wait_ready(cb, a_addr, TN_TENSORD_PEER_DIALED);
+	ck_assert_msg(strstr(p.lanes, veth_out), "lanes \"%s\" do not use %s", p.lanes, veth_out);
+	for (size_t i = 0; i < NSOURCES; i++) {
+		ck_assert_tn_ok(tn_tensord_pull(cb, a_addr, "src", sources[i].name, "dst",
+						sources[i].name, NULL));
+		expect_same(a, sources[i].name, b, sources[i].name);
+	}
+	tn_arena_unref(a);
+	tn_arena_unref(b);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "src", 0));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(cb, "dst", 0));
+	finish_all((tn_tensord *[]){ ca, cb }, (struct daemon *[]){ &A, &B }, 2);
+	netns_remove();
+	ck_assert_int_ne(run_ip("ip netns exec %s true", ns_name), 0);
+}
+END_TEST
+
 /* Peer addition and listing through the API and tensorctl; refusals. */
 START_TEST(test_peer_add_and_list)
 {
@@ -908,7 +1051,7 @@ static Suite *peers_suite(void)
 	Suite *s = suite_create("peers");
 	TCase *tc = tcase_create("peers");
 	tcase_set_timeout(tc, 300);
-	tcase_add_unchecked_fixture(tc, secrets_setup, remove_leftovers);
+	tcase_add_unchecked_fixture(tc, secrets_setup, runner_teardown);
 	tcase_add_checked_fixture(tc, NULL, NULL);
 	tcase_add_test(tc, test_peer_add_and_list);
 	tcase_add_test(tc, test_pull_shared_memory);
@@ -917,6 +1060,7 @@ static Suite *peers_suite(void)
 	tcase_add_test(tc, test_holder_killed);
 	tcase_add_test(tc, test_puller_killed);
 	tcase_add_test(tc, test_bad_peers);
+	tcase_add_test(tc, test_network_namespace);
 	tcase_add_test(tc, test_secret_refused);
 	suite_add_tcase(s, tc);
 	return s;
