@@ -271,6 +271,9 @@ static void run_transport(const char *label, const char *tls, size_t max, int re
 	tn_tensord_arena_options_init(&o);
 	o.size = max + (64u << 20);
 	CHECK(tn_tensord_arena_create(ca, "src", &o));
+	/* Room for two: the puller's seal record digests each pulled tensor on a worker thread
+	 * (tensord(8), VERIFY), holding its block a while after the pull answered. */
+	o.size = 2 * max + (64u << 20);
 	CHECK(tn_tensord_arena_create(cb, "dst", &o));
 	tn_arena *a, *b;
 	CHECK(tn_tensord_arena_open(ca, "src", 0, &a));
