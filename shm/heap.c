@@ -146,7 +146,7 @@ static bool remove_free(tn_arena *a, uint64_t off)
 }
 
 /* The first free block of a bin whose every block has at least @size bytes, or 0. */
-static uint64_t find_free(tn_arena *a, uint64_t size)
+static uint64_t find_good_fit(tn_arena *a, uint64_t size)
 {
 	struct arena_header *h = a->hdr;
 	unsigned fl, sl;
@@ -176,6 +176,35 @@ static uint64_t find_free(tn_arena *a, uint64_t size)
 	}
 	sl = (unsigned)__builtin_ctzll(sl_map);
 	return h->bins[fl][sl];
+}
+
+/*
+ * A free block of at least @size bytes, or 0. The good fit rounds the request up to the next
+ * sub-bin, so that any block it finds fits at once; it misses a block of the request's own
+ * sub-bin that is large enough (a request of 1 GiB and 2 MiB and the only free block of 1 GiB
+ * and 44 MiB: both in the sub-bin from 1 GiB to 1 GiB and 64 MiB). Before failing, that list
+ * is walked (at most 256 blocks, each checked before its links are followed).
+ */
+static uint64_t find_free(tn_arena *a, uint64_t size)
+{
+	uint64_t off = find_good_fit(a, size);
+	if (off)
+		return off;
+	unsigned fl, sl;
+	if (63u - (unsigned)__builtin_clzll(size) >= FL_COUNT)
+		return 0;
+	mapping(size, &fl, &sl);
+	if (fl >= FL_COUNT)
+		return 0;
+	off = a->hdr->bins[fl][sl];
+	for (int n = 0; off && n < 256; n++) {
+		if (!tn__block_ok(a, off))
+			return 0;
+		if (tn__block_at(a, off)->size >= size)
+			return off;
+		off = links_at(a, off)->next;
+	}
+	return 0;
 }
 
 static void write_header(tn_arena *a, uint64_t off, uint32_t magic, uint32_t flags, uint64_t size,
