@@ -550,6 +550,47 @@ START_TEST(test_holder_killed)
 }
 END_TEST
 
+/* The holder's name is unpublished while the get runs: the lease keeps the block, the pull
+ * completes from it, bit-exact, and the block goes once the pull released it. */
+START_TEST(test_unpublished_during_pull)
+{
+	struct daemon A, B;
+	char a_addr[64];
+	pair(&A, "peer_export = src\n", &B, "", "tcp", a_addr);
+	tn_tensord *ca = connect_to(&A), *cb = connect_to(&B);
+	make_arena(ca, "src", 600 << 20, 0, 0);
+	make_arena(cb, "dst", 600 << 20, 0, 0);
+	tn_arena *a = open_arena(ca, "src"), *b = open_arena(cb, "dst");
+	uint64_t empty = used_bytes(ca, "src");
+	publish_huge(a);
+	wait_ready(cb, a_addr, TN_TENSORD_PEER_DIALED);
+	pid_t child = pull_child(B.sock, a_addr);
+	sleep_ms(100);
+	ck_assert_tn_ok(tn_arena_unpublish(a, "huge"));
+	ck_assert_child_ok(child);
+	tn_tensor *got;
+	ck_assert_tn_ok(tn_arena_lookup(b, "huge", &got, NULL));
+	/* publish_huge's values (nothing here holds the holder's block: only the lease does). */
+	ck_assert_int_eq(tn_tensor_numel(got), (int64_t)(HUGE_BYTES / 4));
+	const uint32_t *v = tn_tensor_data(got);
+	for (int64_t i = 0; i < (int64_t)(HUGE_BYTES / 4); i++)
+		if (v[i] != (uint32_t)i * 2654435761u)
+			ck_abort_msg("element %lld differs", (long long)i);
+	tn_tensor_unref(got);
+	/* Nobody holds it now: its bytes come back on the holder. */
+	uint64_t t0 = now_ms();
+	while (used_bytes(ca, "src") != empty) {
+		ck_assert_msg(now_ms() - t0 < 10000, "the holder kept the block after the pull");
+		sleep_ms(10);
+	}
+	tn_arena_unref(a);
+	tn_arena_unref(b);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "src", 0));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(cb, "dst", 0));
+	finish_all((tn_tensord *[]){ ca, cb }, (struct daemon *[]){ &A, &B }, 2);
+}
+END_TEST
+
 START_TEST(test_puller_killed)
 {
 	struct daemon A, B;
@@ -1059,6 +1100,7 @@ static Suite *peers_suite(void)
 	tcase_add_test(tc, test_three_daemons);
 	tcase_add_test(tc, test_holder_killed);
 	tcase_add_test(tc, test_puller_killed);
+	tcase_add_test(tc, test_unpublished_during_pull);
 	tcase_add_test(tc, test_bad_peers);
 	tcase_add_test(tc, test_network_namespace);
 	tcase_add_test(tc, test_secret_refused);
