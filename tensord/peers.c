@@ -663,6 +663,19 @@ static void take_pulls(void)
 	}
 }
 
+/* @t failed: record @why and when to dial it again (100 ms after a connection that had been
+ * ready, else doubling from 100 ms to 5 s). Under P.lock. */
+static void target_failed(struct target *t, const char *why, bool was_ready)
+{
+	t->failures++;
+	t->since = tnd_wall_s();
+	snprintf(t->error, sizeof(t->error), "%s", why);
+	t->backoff_ns = was_ready || !t->backoff_ns ? RETRY_MIN_NS : t->backoff_ns * 2;
+	if (t->backoff_ns > RETRY_MAX_NS)
+		t->backoff_ns = RETRY_MAX_NS;
+	t->retry_ns = tnd_now_ns() + t->backoff_ns;
+}
+
 /* ---- connections ------------------------------------------------------------------------------ */
 
 static void set_events(struct conn *c)
@@ -710,15 +723,7 @@ static void conn_close(struct conn *c, const char *why)
 	if (c->target >= 0) {
 		struct target *t = &P.targets[c->target];
 		t->conn = NULL;
-		t->failures++;
-		t->since = tnd_wall_s();
-		snprintf(t->error, sizeof(t->error), "%s", why ? why : "closed");
-		/* Dial again soon after a connection that had been ready, later after failures. */
-		t->backoff_ns = c->step == S_READY ? RETRY_MIN_NS
-			      : t->backoff_ns ? t->backoff_ns * 2 : RETRY_MIN_NS;
-		if (t->backoff_ns > RETRY_MAX_NS)
-			t->backoff_ns = RETRY_MAX_NS;
-		t->retry_ns = tnd_now_ns() + t->backoff_ns;
+		target_failed(t, why ? why : "closed", c->step == S_READY);
 	} else if (why) {
 		P.accepted_failures++;
 	}
@@ -727,6 +732,14 @@ static void conn_close(struct conn *c, const char *why)
 	free(c->out);
 	free(c);
 	publish_snapshot();
+}
+
+/* Close @c after a failed @what (send, recv), with errno's reason. */
+static void close_errno(struct conn *c, const char *what)
+{
+	char why[128];
+	snprintf(why, sizeof(why), "%s: %s", what, strerror(errno));
+	conn_close(c, why);
 }
 
 /* Send what is queued; false when @c was closed. */
@@ -740,9 +753,7 @@ static bool flush_out(struct conn *c)
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
 		if (n <= 0) {
-			char why[128];
-			snprintf(why, sizeof(why), "send: %s", strerror(errno));
-			conn_close(c, why);
+			close_errno(c, "send");
 			return false;
 		}
 		c->out_off += (size_t)n;
@@ -1016,9 +1027,7 @@ static bool on_readable(struct conn *c)
 			return false;
 		}
 		if (n < 0) {
-			char why[128];
-			snprintf(why, sizeof(why), "recv: %s", strerror(errno));
-			conn_close(c, why);
+			close_errno(c, "recv");
 			return false;
 		}
 		c->in_len += (size_t)n;
@@ -1093,12 +1102,7 @@ static void dial(unsigned i)
 			tnd_warn("peer %s: %s", esc, err);
 		}
 		pthread_mutex_lock(&P.lock);
-		t->failures++;
-		snprintf(t->error, sizeof(t->error), "%s", err);
-		t->backoff_ns = t->backoff_ns ? t->backoff_ns * 2 : RETRY_MIN_NS;
-		if (t->backoff_ns > RETRY_MAX_NS)
-			t->backoff_ns = RETRY_MAX_NS;
-		t->retry_ns = tnd_now_ns() + t->backoff_ns;
+		target_failed(t, err, false);
 		pthread_mutex_unlock(&P.lock);
 		publish_snapshot();
 		return;

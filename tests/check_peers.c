@@ -329,6 +329,17 @@ static uint64_t used_bytes(tn_tensord *c, const char *name)
 	return arena_stat(c, name).stats.used_bytes;
 }
 
+/* Wait until arena @name of @c uses @want bytes (within @ms), failing with @what. */
+static void wait_used(tn_tensord *c, const char *name, uint64_t want, unsigned ms,
+		      const char *what)
+{
+	uint64_t t0 = now_ms();
+	while (used_bytes(c, name) != want) {
+		ck_assert_msg(now_ms() - t0 < ms, "%s", what);
+		sleep_ms(10);
+	}
+}
+
 /* ---- pulls ---------------------------------------------------------------------------------- */
 
 /* Holder A exports "src"; puller B dials A; both over @tls. Every source is pulled into B's
@@ -578,11 +589,7 @@ START_TEST(test_unpublished_during_pull)
 			ck_abort_msg("element %lld differs", (long long)i);
 	tn_tensor_unref(got);
 	/* Nobody holds it now: its bytes come back on the holder. */
-	uint64_t t0 = now_ms();
-	while (used_bytes(ca, "src") != empty) {
-		ck_assert_msg(now_ms() - t0 < 10000, "the holder kept the block after the pull");
-		sleep_ms(10);
-	}
+	wait_used(ca, "src", empty, 10000, "the holder kept the block after the pull");
 	tn_arena_unref(a);
 	tn_arena_unref(b);
 	ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "src", 0));
@@ -615,11 +622,7 @@ START_TEST(test_puller_killed)
 	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0);
 	/* A sees B go, and lets the block go: unpublished, its bytes come back. */
 	ck_assert_tn_ok(tn_arena_unpublish(a, "huge"));
-	uint64_t t0 = now_ms();
-	while (used_bytes(ca, "src") != empty) {
-		ck_assert_msg(now_ms() - t0 < 10000, "the holder kept the dead puller's lease");
-		sleep_ms(10);
-	}
+	wait_used(ca, "src", empty, 10000, "the holder kept the dead puller's lease");
 	tn_tensord_status s;
 	ck_assert_tn_ok(tn_tensord_status_get(ca, &s));
 	tn_arena_unref(a);
@@ -1093,7 +1096,6 @@ static Suite *peers_suite(void)
 	TCase *tc = tcase_create("peers");
 	tcase_set_timeout(tc, 300);
 	tcase_add_unchecked_fixture(tc, secrets_setup, runner_teardown);
-	tcase_add_checked_fixture(tc, NULL, NULL);
 	tcase_add_test(tc, test_peer_add_and_list);
 	tcase_add_test(tc, test_pull_shared_memory);
 	tcase_add_test(tc, test_pull_tcp);
