@@ -511,12 +511,25 @@ static pid_t pull_child(const char *sock, const char *from)
 	return pid;
 }
 
+/* The get's destination block exists in @name of @c (its used bytes passed @used): the
+ * puller has PULL_INFO and the get runs. */
+static void wait_get_started(tn_tensord *c, const char *name, uint64_t used)
+{
+	uint64_t t0 = now_ms();
+	while (used_bytes(c, name) <= used) {
+		ck_assert_msg(now_ms() - t0 < 10000, "the get did not start within 10 s");
+		sleep_ms(1);
+	}
+}
+
+/* The holder is killed during a 512 MiB get, over TCP (_i 0) and over shared memory (_i 1,
+ * UCX's choice: sysv/cma on one host). */
 START_TEST(test_holder_killed)
 {
+	const char *tls = _i == 0 ? "tcp" : NULL;
 	struct daemon A, B;
 	char a_addr[64];
-	/* TCP: slow enough that the kill lands during the get. */
-	pair(&A, "peer_export = src\n", &B, "", "tcp", a_addr);
+	pair(&A, "peer_export = src\n", &B, "", tls, a_addr);
 	tn_tensord *ca = connect_to(&A), *cb = connect_to(&B);
 	make_arena(ca, "src", 600 << 20, 0, 0);
 	make_arena(cb, "dst", 600 << 20, 0, 0);
@@ -524,11 +537,14 @@ START_TEST(test_holder_killed)
 	publish_huge(a);
 	tn_arena_unref(a);
 	tn_tensord_close(ca);
-	wait_ready(cb, a_addr, TN_TENSORD_PEER_DIALED);
+	tn_tensord_peer p;
+	p = wait_ready(cb, a_addr, TN_TENSORD_PEER_DIALED);
+	ck_assert_msg(strstr(p.lanes, _i == 0 ? "tcp/" : "memory"), "lanes \"%s\"", p.lanes);
 	uint64_t used = used_bytes(cb, "dst");
 
 	pid_t child = pull_child(B.sock, a_addr);
-	sleep_ms(100);
+	/* Kill once the puller's block exists: the get runs for 100 ms or more from then. */
+	wait_get_started(cb, "dst", used);
 	use(&A);
 	daemon_kill9();
 	uint64_t killed = now_ms();
@@ -544,9 +560,8 @@ START_TEST(test_holder_killed)
 	/* B goes on serving its clients, and dials A again once A is back. */
 	tn_tensord_status s;
 	ck_assert_tn_ok(tn_tensord_status_get(cb, &s));
-	restart(&A, "tcp");
+	restart(&A, tls);
 	wait_ready(cb, a_addr, TN_TENSORD_PEER_DIALED);
-	tn_tensord_peer p;
 	ck_assert(peer_entry(cb, a_addr, TN_TENSORD_PEER_DIALED, &p));
 	ck_assert_uint_ge(p.failures, 1);
 	ck_assert_tn_ok(tn_tensord_pull(cb, a_addr, "src", "huge", "dst", "huge", NULL));
@@ -1100,7 +1115,7 @@ static Suite *peers_suite(void)
 	tcase_add_test(tc, test_pull_shared_memory);
 	tcase_add_test(tc, test_pull_tcp);
 	tcase_add_test(tc, test_three_daemons);
-	tcase_add_test(tc, test_holder_killed);
+	tcase_add_loop_test(tc, test_holder_killed, 0, 2);
 	tcase_add_test(tc, test_puller_killed);
 	tcase_add_test(tc, test_unpublished_during_pull);
 	tcase_add_test(tc, test_bad_peers);
