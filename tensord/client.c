@@ -242,6 +242,10 @@ static int exchange_locked(tn_tensord *c, struct exchange *x, const char *fn)
 			return tn__error(TN_ENOTSUP, "%s: tensord at %s speaks protocol version %u; "
 					 "peers need version 6 (a newer tensord)",
 					 fn, c->path, c->hello.version);
+		if (x->op >= TND_OP_PUSH && c->hello.version < 7)
+			return tn__error(TN_ENOTSUP, "%s: tensord at %s speaks protocol version %u; "
+					 "pushes need version 7 (a newer tensord)",
+					 fn, c->path, c->hello.version);
 		if (x->op >= TND_OP_SEALED && x->op < TND_OP_WAITING && c->hello.version < 3)
 			return tn__error(TN_ENOTSUP, "%s: tensord at %s speaks protocol version %u; "
 					 "its record of seals needs version 3 (a newer tensord)",
@@ -962,12 +966,10 @@ static int copy_field(char *dst, size_t cap, const char *src, const char *what, 
 	return 0;
 }
 
-TN_EXPORT int tn_tensord_pull(tn_tensord *c, const char *peer, const char *remote_arena,
-			      const char *remote_name, const char *arena, const char *name,
-			      tn_tensord_pull_report *ret)
+static int peer_transfer(tn_tensord *c, int op, const char *peer, const char *remote_arena,
+			 const char *remote_name, const char *arena, const char *name,
+			 tn_tensord_pull_report *ret, const char *fn)
 {
-	static const char fn[] = "tn_tensord_pull";
-	CHECK_CONN(c, fn);
 	struct tnd_pull m;
 	memset(&m, 0, sizeof(m));
 	int r;
@@ -981,8 +983,8 @@ TN_EXPORT int tn_tensord_pull(tn_tensord *c, const char *peer, const char *remot
 		return r;
 	struct tnd_pull_reply rep;
 	memset(&rep, 0, sizeof(rep));
-	struct exchange x = { .op = TND_OP_PULL, .body = &m, .body_len = sizeof(m),
-			      .pass_fd = -1, .reply = &rep };
+	struct exchange x = { .op = op, .body = &m, .body_len = sizeof(m), .pass_fd = -1,
+			      .reply = &rep };
 	if ((r = exchange(c, &x, fn)))
 		return r;
 	if (ret) {
@@ -993,6 +995,26 @@ TN_EXPORT int tn_tensord_pull(tn_tensord *c, const char *peer, const char *remot
 		memcpy(ret->lanes, rep.lanes, sizeof(ret->lanes) - 1);
 	}
 	return 0;
+}
+
+TN_EXPORT int tn_tensord_pull(tn_tensord *c, const char *peer, const char *remote_arena,
+			      const char *remote_name, const char *arena, const char *name,
+			      tn_tensord_pull_report *ret)
+{
+	static const char fn[] = "tn_tensord_pull";
+	CHECK_CONN(c, fn);
+	return peer_transfer(c, TND_OP_PULL, peer, remote_arena, remote_name, arena, name, ret,
+			     fn);
+}
+
+TN_EXPORT int tn_tensord_push(tn_tensord *c, const char *arena, const char *name,
+			      const char *peer, const char *remote_arena, const char *remote_name,
+			      tn_tensord_pull_report *ret)
+{
+	static const char fn[] = "tn_tensord_push";
+	CHECK_CONN(c, fn);
+	return peer_transfer(c, TND_OP_PUSH, peer, remote_arena, remote_name, arena, name, ret,
+			     fn);
 }
 
 TN_EXPORT const char *tn_tensord_peer_state_name(unsigned state)

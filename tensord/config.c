@@ -257,15 +257,17 @@ static int set_key(struct tnd_config *c, const char *k, char *v, char *why, size
 		} else {
 			strcpy(c->peers[c->npeers++], v);
 		}
-	} else if (!strcmp(k, "peer_export")) {
+	} else if (!strcmp(k, "peer_export") || !strcmp(k, "peer_import")) {
+		bool import = k[5] == 'i';
+		unsigned *n = import ? &c->nimports : &c->nexports;
 		if (!v[0] || strlen(v) > TND_NAME_MAX || strchr(v, '/')) {
-			snprintf(why, whylen, "peer_export must be an arena's name");
+			snprintf(why, whylen, "%s must be an arena's name", k);
 			return -1;
-		} else if (c->nexports == TND_MAX_PEERS) {
-			snprintf(why, whylen, "more than %d peer_export lines", TND_MAX_PEERS);
+		} else if (*n == TND_MAX_PEERS) {
+			snprintf(why, whylen, "more than %d %s lines", TND_MAX_PEERS, k);
 			return -1;
 		}
-		strcpy(c->exports[c->nexports++], v);
+		strcpy(import ? c->imports[(*n)++] : c->exports[(*n)++], v);
 	} else if (!strcmp(k, "peer_secret")) {
 		if (!strcmp(v, "none")) {
 			c->peer_secret[0] = 0;

@@ -68,12 +68,14 @@ struct tnd_config {
 	char metrics_http[280];
 	/* Peers (peers.c, libtensor-peers(7)): where tensord listens for peer daemons ("" : it
 	 * does not), the shared secret's file ("" : peers are off), the peers it dials, the
-	 * arenas peers may pull from, and the time after which a silent peer is dropped. */
+	 * arenas peers may pull from, those they may push into, and the time after which a
+	 * silent peer is dropped. */
 	char peer_listen[280];
 	char peer_secret[PATH_MAX];
-	unsigned npeers, nexports;
+	unsigned npeers, nexports, nimports;
 	char peers[TND_MAX_PEERS][280];
 	char exports[TND_MAX_PEERS][TND_NAME_SIZE];
+	char imports[TND_MAX_PEERS][TND_NAME_SIZE];
 	unsigned peer_timeout_ms;
 	enum tnd_log_level log_level;
 	enum tnd_log_target log_target;
@@ -505,15 +507,19 @@ int tnd_peers_add(const char *address, char *why, size_t nwhy);
 size_t tnd_peers_list(struct tnd_peer_info **ret);
 /* PULL: start it (the reply comes from tnd_peers_events once it ended); always returns 0. */
 int tnd_peers_pull(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_pull *m);
-/* Answer the pulls that ended (the loop read the event fd). */
+/* PUSH: the same, the other way (@m's arena and name are the local source). */
+int tnd_peers_push(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_pull *m);
+/* Answer the pulls and pushes that ended, and record the seals of pushes received (the loop
+ * read the event fd). */
 void tnd_peers_events(void);
-/* Whether a pull has not been answered yet. */
+/* Whether a pull or a push has not been answered yet. */
 bool tnd_peers_running(void);
 /* The peers' figures for the metrics: connections dropped for breaking the protocol, refused
- * (a wrong proof, a flood of handshakes), pulls answered and failed, bytes pulled, peers
- * ready now. */
+ * (a wrong proof, a flood of handshakes), pulls answered and failed, bytes pulled, the same
+ * for pushes, pushes received and their bytes, peers ready now. */
 struct tnd_peer_counts {
 	uint64_t protocol_errors, refused, pulls, pull_failures, pulled_bytes, ready;
+	uint64_t pushes, push_failures, pushed_bytes, received, received_bytes;
 };
 void tnd_peers_counts(struct tnd_peer_counts *ret);
 

@@ -129,6 +129,11 @@ static int do_PULL(struct tnd_client *c, const struct tnd_hdr *h, const struct t
 	return tnd_peers_pull(c, h, m);
 }
 
+static int do_PUSH(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_pull *m, int fd)
+{
+	return tnd_peers_push(c, h, m);
+}
+
 static int do_PEER_LIST(struct tnd_client *c, const struct tnd_hdr *h, const void *m, int fd)
 {
 	struct tnd_peer_info *list = NULL, fin;

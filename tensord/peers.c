@@ -47,13 +47,14 @@
 #include "peer_module.h"
 
 #define FRAME_MAGIC 0x52504e54u /* "TNPR" in memory on a little-endian machine */
-#define FRAME_VERSION 1
+#define FRAME_VERSION 2 /* 2: PUSH, PUSH_DONE */
 #define FRAME_MAX ((uint32_t)1 << 20)  /* a frame's payload, after the handshake */
 #define FRAME_PRE_AUTH 512             /* ... and before it */
 #define OUT_MAX ((size_t)4 << 20)      /* unsent bytes a peer may leave before it is dropped */
 #define MAX_PENDING 16                 /* accepted connections not yet authenticated */
 #define RETRY_MIN_NS 100000000u
 #define RETRY_MAX_NS 5000000000u
+#define MAX_RECEIVING 256               /* pushes of one peer being received at once */
 
 enum frame_type {
 	F_HELLO = 1,
@@ -64,6 +65,8 @@ enum frame_type {
 	F_PULL = 6,      /* struct f_pull: hold a sealed tensor for a get */
 	F_PULL_INFO = 7, /* struct f_pull_info, then the packed remote key */
 	F_RELEASE = 8,   /* struct f_release: the get ended, let the block go */
+	F_PUSH = 9,      /* struct f_push, f_pull_info, the packed key: publish this, held */
+	F_PUSH_DONE = 10, /* struct f_push_done: the pushed tensor is published, or why not */
 	F_TYPE_MAX_
 };
 
@@ -109,6 +112,25 @@ struct f_release {
 	uint64_t lease;
 };
 
+/* A push: the pusher holds its sealed tensor (a lease, as for a PULL), and asks the receiver to
+ * get it and publish it as @name in its arena @arena; the lease is the pusher's to release once
+ * PUSH_DONE came (or the connection was lost). */
+struct f_push {
+	uint64_t id; /* the pusher's, echoed by PUSH_DONE */
+	char arena[TND_NAME_SIZE];
+	char name[TND_PREFIX_SIZE];
+	char src_arena[TND_NAME_SIZE]; /* for messages */
+	char src_name[TND_PREFIX_SIZE];
+};
+
+struct f_push_done {
+	uint64_t id;
+	int32_t status; /* 0, or a TN_E* code with a message */
+	uint32_t pad;
+	uint64_t bytes;
+	char message[TND_MESSAGE_SIZE];
+};
+
 /* Held for a peer's get (the holder's side). */
 struct lease {
 	struct lease *next;
@@ -117,17 +139,24 @@ struct lease {
 	struct tnd_ucx_mem *mem;
 };
 
-/* A pull (the puller's side): the loop thread makes it, this thread runs it, the loop answers. */
+/* A transfer. A pull (the puller's side) and a push (the pusher's side): the loop thread makes
+ * it, this thread runs it, the loop answers the client. A push received: this thread makes and
+ * runs it as a pull whose holder's answer came with the request, and the loop only records the
+ * seal (client NULL). */
+enum job_kind { J_PULL, J_PUSH, J_RECEIVED };
+
 struct tnd_pull_job {
 	struct tnd_pull_job *next;
-	struct tnd_client *client;
+	enum job_kind kind;
+	struct tnd_client *client; /* NULL for J_RECEIVED */
+	tn_arena *dst;             /* where the bytes go: the loop's attachment, or this thread's */
 	uint32_t seq;
 	struct tnd_arena *ar;
 	struct tnd_pull req;
 	uint64_t id, t0;
 	struct conn *conn;      /* the peer's connection while it runs */
-	bool asked;             /* PULL sent, waiting for PULL_INFO */
-	uint64_t lease;         /* the holder's, once PULL_INFO came; 0 none */
+	bool asked;             /* PULL sent, waiting for PULL_INFO; PUSH sent, for PUSH_DONE */
+	uint64_t lease;         /* the holder's, once PULL_INFO came (a push: ours); 0 none */
 	struct f_pull_info info;
 	tn_storage *storage;    /* the destination, in the local arena */
 	struct tnd_ucx_mem *mem;
@@ -193,6 +222,7 @@ static struct {
 	_Atomic bool stop;
 	_Atomic uint64_t protocol_errors, refused;
 	_Atomic uint64_t pulls_done, pull_failures, pulled_bytes; /* answered by the loop */
+	_Atomic uint64_t pushes_done, push_failures, pushed_bytes, received, received_bytes;
 	/* Under lock: the dialed addresses (P.ntargets only grows; the loop thread appends),
 	 * their records, and the snapshot of every peer for PEER_LIST. */
 	pthread_mutex_t lock;
@@ -213,7 +243,7 @@ static struct {
 		tn_arena *a;
 		dev_t dev;
 		ino_t ino;
-	} served[TND_MAX_PEERS];
+	} served[TND_MAX_PEERS], imported[TND_MAX_PEERS];
 } P = { .epfd = -1, .wake_fd = -1, .listen_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* Write to an eventfd (the peers' thread's, or the loop's). */
@@ -309,6 +339,21 @@ static void lease_free(struct lease *l)
 static bool send_frame(struct conn *c, enum frame_type type, uint32_t seq, const void *body,
 		       size_t len);
 
+/* Let lease @id of @c go; false when @c holds none such. */
+static bool lease_drop(struct conn *c, uint64_t id)
+{
+	for (struct lease **pp = &c->leases; *pp; pp = &(*pp)->next) {
+		if ((*pp)->id == id) {
+			struct lease *l = *pp;
+			*pp = l->next;
+			c->nleases--;
+			lease_free(l);
+			return true;
+		}
+	}
+	return false;
+}
+
 /* End @j (taken off the running list) with @status and a message, for the loop to answer. */
 static void finish(struct tnd_pull_job *j, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -327,19 +372,26 @@ static void finish(struct tnd_pull_job *j, int status, const char *fmt, ...)
 	j->op = NULL;
 	j->mem = NULL;
 	j->storage = NULL;
-	/* The holder lets the block go (a connection that was lost released it there). */
-	struct conn *c = j->conn;
-	j->conn = NULL;
-	if (c && j->lease) {
-		struct f_release r = { .lease = j->lease };
-		send_frame(c, F_RELEASE, 0, &r, sizeof(r));
-	}
 	j->status = status;
 	if (fmt) {
 		va_list ap;
 		va_start(ap, fmt);
 		vsnprintf(j->message, sizeof(j->message), fmt, ap);
 		va_end(ap);
+	}
+	/* The holder lets the block go (a connection that was lost released it there): the peer
+	 * for a pull, this daemon for its push; a push received is answered. */
+	struct conn *c = j->conn;
+	j->conn = NULL;
+	if (c && j->kind == J_PULL && j->lease) {
+		struct f_release r = { .lease = j->lease };
+		send_frame(c, F_RELEASE, 0, &r, sizeof(r));
+	} else if (c && j->kind == J_PUSH && j->lease) {
+		lease_drop(c, j->lease);
+	} else if (c && j->kind == J_RECEIVED) {
+		struct f_push_done d = { .id = j->id, .status = status, .bytes = j->reply.bytes };
+		snprintf(d.message, sizeof(d.message), "%s", status ? j->message : "");
+		send_frame(c, F_PUSH_DONE, 0, &d, sizeof(d));
 	}
 	j->reply.elapsed_ns = tnd_now_ns() - j->t0;
 	pthread_mutex_lock(&P.lock);
@@ -370,7 +422,7 @@ static void start_pull(struct tnd_pull_job *j)
 	P.running = j;
 	/* A name taken here fails before any byte moves (publishing checks it again). */
 	tn_arena_entry e;
-	if (!tn_arena_info(j->ar->a, j->req.name, &e)) {
+	if (!tn_arena_info(j->dst, j->req.name, &e)) {
 		finish(j, TN_EEXIST, "\"%.200s\" is published in arena \"%s\" already",
 		       j->req.name, j->req.arena);
 		return;
@@ -392,19 +444,22 @@ static void start_pull(struct tnd_pull_job *j)
 	send_frame(c, F_PULL, 0, &f, sizeof(f)); /* a failure closes c, which finishes j */
 }
 
-/* This thread's attachment of exported arena @name, or NULL with a code and a message. */
-static tn_arena *served_arena(const char *name, int *code, char *msg, size_t nmsg)
+/* This thread's attachment of arena @name, exported to peers (@import false) or open to their
+ * pushes (true), or NULL with a code and a message. */
+static tn_arena *own_arena(const char *name, bool import, int *code, char *msg, size_t nmsg)
 {
-	unsigned i;
-	for (i = 0; i < tnd_d.cfg.nexports; i++)
-		if (!strcmp(tnd_d.cfg.exports[i], name))
+	unsigned i, n = import ? tnd_d.cfg.nimports : tnd_d.cfg.nexports;
+	char(*list)[TND_NAME_SIZE] = import ? tnd_d.cfg.imports : tnd_d.cfg.exports;
+	for (i = 0; i < n; i++)
+		if (!strcmp(list[i], name))
 			break;
-	if (i == tnd_d.cfg.nexports) {
+	if (i == n) {
 		*code = TN_EACCES;
-		snprintf(msg, nmsg, "arena \"%s\" is not exported to peers (peer_export)", name);
+		snprintf(msg, nmsg, import ? "arena \"%s\" is not open to peers' pushes (peer_import)"
+				      : "arena \"%s\" is not exported to peers (peer_export)", name);
 		return NULL;
 	}
-	struct served *sv = &P.served[i];
+	struct served *sv = import ? &P.imported[i] : &P.served[i];
 	char file[TND_NAME_SIZE + 8];
 	snprintf(file, sizeof(file), "%s.arena", name);
 	const char *dirs[2] = { tnd_d.cfg.arena_dir, tnd_d.hugedir };
@@ -456,32 +511,23 @@ static int64_t view_span(int ndim, const int64_t *sizes, const int64_t *strides,
 	return (last + 1) * (int64_t)isz;
 }
 
-/* A peer asks for a sealed tensor: hold it and tell where it is. */
-static bool serve_pull(struct conn *c, const struct f_pull *f)
+/* Hold sealed @name of arena @a (@arena_name) for a get by @c's peer: a lease on @c, described
+ * in @in (its rkey in @rkey, rkey_len bytes at most @rcap). Returns 0, or a TN_E* code with the
+ * message in @in. */
+static int make_lease(struct conn *c, tn_arena *a, const char *arena_name, const char *name,
+		      struct f_pull_info *in, unsigned char *rkey_out, size_t rcap)
 {
-	struct {
-		struct f_pull_info info;
-		unsigned char rkey[4096];
-	} out;
-	memset(&out.info, 0, sizeof(out.info));
-	struct f_pull_info *in = &out.info;
-	in->id = f->id;
 	int code = 0;
 	tn_tensor *t = NULL;
 	struct lease *l = NULL;
-	if (!memchr(f->arena, 0, sizeof(f->arena)) || !memchr(f->name, 0, sizeof(f->name)))
-		return protocol_error(c, "PULL with an unterminated name");
-	tn_arena *a = served_arena(f->arena, &code, in->message, sizeof(in->message));
-	if (!a)
-		goto refuse;
 	tn_arena_entry e;
 	tn_arena_handle hd;
-	if ((code = tn_arena_lookup(a, f->name, &t, &hd))) {
+	if ((code = tn_arena_lookup(a, name, &t, &hd))) {
 		snprintf(in->message, sizeof(in->message), "%s", tn_last_error());
 		goto refuse;
 	}
 	/* The entry's flags, for the same publication the lookup found. */
-	if ((code = tn_arena_info(a, f->name, &e))) {
+	if ((code = tn_arena_info(a, name, &e))) {
 		snprintf(in->message, sizeof(in->message), "%s", tn_last_error());
 		goto refuse;
 	}
@@ -489,7 +535,7 @@ static bool serve_pull(struct conn *c, const struct f_pull *f)
 	    !(e.flags & TN_ARENA_ENTRY_SEALED)) {
 		code = TN_EINVAL;
 		snprintf(in->message, sizeof(in->message), "\"%.120s\" in arena \"%s\" is not "
-			 "sealed (only sealed tensors are served to peers)", f->name, f->arena);
+			 "sealed (only sealed tensors go to peers)", name, arena_name);
 		goto refuse;
 	}
 	int ndim = tn_tensor_ndim(t);
@@ -498,7 +544,7 @@ static bool serve_pull(struct conn *c, const struct f_pull *f)
 	if (span < 0) {
 		code = TN_ENOTSUP;
 		snprintf(in->message, sizeof(in->message), "\"%.200s\": a view with negative "
-			 "strides", f->name);
+			 "strides", name);
 		goto refuse;
 	}
 	if (c->nleases >= 65536) {
@@ -531,40 +577,57 @@ static bool serve_pull(struct conn *c, const struct f_pull *f)
 	if (l->mem) {
 		const void *rkey;
 		P.ucx->mem_rkey(l->mem, &rkey, &rlen);
-		if (rlen > sizeof(out.rkey)) {
+		if (rlen > rcap) {
 			code = TN_ENOTSUP;
 			snprintf(in->message, sizeof(in->message), "a remote key of %zu bytes", rlen);
 			goto refuse;
 		}
-		memcpy(out.rkey, rkey, rlen);
+		memcpy(rkey_out, rkey, rlen);
 	}
 	in->rkey_len = (uint32_t)rlen;
 	l->id = in->lease = ++P.next_id;
 	l->next = c->leases;
 	c->leases = l;
 	c->nleases++;
-	return send_frame(c, F_PULL_INFO, 0, &out, sizeof(out.info) + rlen);
+	return 0;
 refuse:
 	if (l)
 		lease_free(l);
 	tn_tensor_unref(t);
+	return code;
+}
+
+/* A peer asks for a sealed tensor: hold it and tell where it is. */
+static bool serve_pull(struct conn *c, const struct f_pull *f)
+{
+	struct {
+		struct f_pull_info info;
+		unsigned char rkey[4096];
+	} out;
+	memset(&out.info, 0, sizeof(out.info));
+	struct f_pull_info *in = &out.info;
+	in->id = f->id;
+	int code = 0;
+	if (!memchr(f->arena, 0, sizeof(f->arena)) || !memchr(f->name, 0, sizeof(f->name)))
+		return protocol_error(c, "PULL with an unterminated name");
+	tn_arena *a = own_arena(f->arena, false, &code, in->message, sizeof(in->message));
+	if (a)
+		code = make_lease(c, a, f->arena, f->name, in, out.rkey, sizeof(out.rkey));
+	if (!code)
+		return send_frame(c, F_PULL_INFO, 0, &out, sizeof(out.info) + in->rkey_len);
 	in->status = code;
 	return send_frame(c, F_PULL_INFO, 0, in, sizeof(*in));
 }
 
 static bool on_release(struct conn *c, const struct f_release *r)
 {
-	for (struct lease **pp = &c->leases; *pp; pp = &(*pp)->next) {
-		if ((*pp)->id == r->lease) {
-			struct lease *l = *pp;
-			*pp = l->next;
-			c->nleases--;
-			lease_free(l);
-			return true;
-		}
-	}
+	if (lease_drop(c, r->lease))
+		return true;
 	return protocol_error(c, "RELEASE of lease %" PRIu64 ", which it does not hold", r->lease);
 }
+
+static bool start_get(struct conn *c, struct tnd_pull_job *j, const struct f_pull_info *inp,
+		      const unsigned char *rkey, size_t rlen, const char *what);
 
 /* The holder's answer: start the get into a new block of the local arena. */
 static bool on_pull_info(struct conn *c, const unsigned char *body, uint32_t len)
@@ -572,7 +635,7 @@ static bool on_pull_info(struct conn *c, const unsigned char *body, uint32_t len
 	struct f_pull_info in;
 	memcpy(&in, body, sizeof(in));
 	struct tnd_pull_job *j = P.running;
-	while (j && !(j->conn == c && j->id == in.id && j->asked))
+	while (j && !(j->kind == J_PULL && j->conn == c && j->id == in.id && j->asked))
 		j = j->next;
 	if (!j) {
 		/* Cancelled meanwhile (tensord is stopping): let the block go again. */
@@ -590,18 +653,30 @@ static bool on_pull_info(struct conn *c, const unsigned char *body, uint32_t len
 		finish(j, in.status, "peer %.200s: %s", j->req.peer, in.message);
 		return true;
 	}
-	j->lease = in.lease;
+	return start_get(c, j, &in, body + sizeof(in), len - sizeof(in), "PULL_INFO");
+}
+
+/* Start the get @in describes (the remote key @rkey, of @rlen bytes) into a new block of @j's
+ * arena; false when @c was closed (@what: the frame, for the message). */
+static bool start_get(struct conn *c, struct tnd_pull_job *j, const struct f_pull_info *inp,
+		      const unsigned char *rkey, size_t rlen, const char *what)
+{
+	struct f_pull_info in = *inp;
+	if (j->kind == J_PULL)
+		j->lease = in.lease;
 	int64_t span = in.dtype < TN_NUM_DTYPES && in.ndim <= TN_ARENA_MAX_DIMS
 			       ? view_span((int)in.ndim, in.sizes, in.strides,
 					   tn_dtype_size((enum tn_dtype)in.dtype))
 			       : -1;
-	if (span < 0 || (uint64_t)span != in.nbytes || in.rkey_len != len - sizeof(in) ||
-	    (span && !in.rkey_len))
-		return protocol_error(c, "PULL_INFO describes no valid view");
+	if (span < 0 || (uint64_t)span != in.nbytes || in.rkey_len != rlen ||
+	    (span && !in.rkey_len)) {
+		if (j->kind == J_RECEIVED)
+			finish(j, TN_EPROTO, "%s describes no valid view", what);
+		return protocol_error(c, "%s describes no valid view", what);
+	}
 	j->info = in;
-	tn_arena *a = j->ar->a;
 	int r = tn_storage_new_with_allocator(TN_CPU, span ? (size_t)span : 1,
-					      tn_arena_allocator(a), &j->storage);
+					      tn_arena_allocator(j->dst), &j->storage);
 	if (r) {
 		finish(j, r, "arena \"%s\": %s", j->req.arena, tn_last_error());
 		return true;
@@ -613,8 +688,8 @@ static bool on_pull_info(struct conn *c, const unsigned char *body, uint32_t len
 	char err[256];
 	void *dst = tn_storage_data(j->storage);
 	if (P.ucx->mem_map(P.u, dst, (size_t)span, &j->mem, err, sizeof(err)) ||
-	    P.ucx->get_start(c->ep, dst, j->mem, in.raddr, body + sizeof(in), in.rkey_len,
-			     (size_t)span, &j->op, err, sizeof(err))) {
+	    P.ucx->get_start(c->ep, dst, j->mem, in.raddr, rkey, in.rkey_len, (size_t)span,
+			     &j->op, err, sizeof(err))) {
 		finish(j, TN_EIO, "peer %.200s: %s", j->req.peer, err);
 		return true;
 	}
@@ -642,7 +717,7 @@ static void check_pulls(void)
 		int r = tn_tensor_new(j->storage, 0, (int)j->info.ndim, j->info.sizes,
 				      j->info.strides, (enum tn_dtype)j->info.dtype, &v);
 		if (!r) {
-			r = tn_arena_publish(j->ar->a, j->req.name, v, TN_ARENA_SEAL, NULL);
+			r = tn_arena_publish(j->dst, j->req.name, v, TN_ARENA_SEAL, NULL);
 			tn_tensor_unref(v);
 		}
 		if (r)
@@ -652,14 +727,137 @@ static void check_pulls(void)
 	}
 }
 
-/* New pulls from the loop. */
+/* Push: hold the local sealed tensor (a lease on the peer's connection) and ask the peer to get
+ * it; PUSH_DONE ends it. */
+static void start_push(struct tnd_pull_job *j)
+{
+	j->next = P.running;
+	P.running = j;
+	struct conn *c = ready_conn(j->req.peer);
+	if (!c) {
+		finish(j, TN_ENOTCONN, "peer %.200s is not connected (tensorctl peer list)",
+		       j->req.peer);
+		return;
+	}
+	struct {
+		struct f_push push;
+		struct f_pull_info info;
+		unsigned char rkey[4096];
+	} out;
+	memset(&out.push, 0, sizeof(out.push) + sizeof(out.info));
+	out.push.id = j->id;
+	memcpy(out.push.arena, j->req.remote_arena, sizeof(out.push.arena));
+	memcpy(out.push.name, j->req.remote_name, sizeof(out.push.name));
+	memcpy(out.push.src_arena, j->req.arena, sizeof(out.push.src_arena));
+	memcpy(out.push.src_name, j->req.name, sizeof(out.push.src_name));
+	int code = make_lease(c, j->dst, j->req.arena, j->req.name, &out.info, out.rkey,
+			      sizeof(out.rkey));
+	if (code) {
+		finish(j, code, "%s", out.info.message);
+		return;
+	}
+	j->conn = c;
+	j->asked = true;
+	j->lease = out.info.lease;
+	j->reply.bytes = out.info.nbytes;
+	j->reply.method = TN_TENSORD_PULL_RMA_GET;
+	snprintf(j->reply.lanes, sizeof(j->reply.lanes), "%s", c->lanes);
+	send_frame(c, F_PUSH, 0, &out, sizeof(out.push) + sizeof(out.info) + out.info.rkey_len);
+}
+
+/* A peer pushes a sealed tensor: get it into an arena open to pushes (peer_import), as a pull
+ * whose PULL_INFO came with the request. */
+static bool on_push(struct conn *c, const unsigned char *body, uint32_t len)
+{
+	struct f_push f;
+	struct f_pull_info in;
+	memcpy(&f, body, sizeof(f));
+	memcpy(&in, body + sizeof(f), sizeof(in));
+	if (!memchr(f.arena, 0, sizeof(f.arena)) || !memchr(f.name, 0, sizeof(f.name)) ||
+	    !memchr(f.src_arena, 0, sizeof(f.src_arena)) ||
+	    !memchr(f.src_name, 0, sizeof(f.src_name)))
+		return protocol_error(c, "PUSH with an unterminated name");
+	struct f_push_done d = { .id = f.id };
+	unsigned receiving = 0;
+	for (struct tnd_pull_job *k = P.running; k; k = k->next)
+		receiving += k->kind == J_RECEIVED && k->conn == c;
+	tn_arena *a = NULL;
+	if (receiving >= MAX_RECEIVING) {
+		d.status = TN_EBUSY;
+		snprintf(d.message, sizeof(d.message), "%d pushes of this peer at once",
+			 MAX_RECEIVING);
+	} else if (!tnd_name_ok(f.arena) || !f.name[0]) {
+		d.status = TN_EINVAL;
+		snprintf(d.message, sizeof(d.message), "bad arena or tensor name");
+	} else {
+		a = own_arena(f.arena, true, &d.status, d.message, sizeof(d.message));
+	}
+	struct tnd_pull_job *j = a ? calloc(1, sizeof(*j)) : NULL;
+	if (a && !j) {
+		d.status = TN_ENOMEM;
+		snprintf(d.message, sizeof(d.message), "out of memory");
+	}
+	if (!j) {
+		/* Nothing was taken: the pusher lets its lease go on the answer. */
+		return send_frame(c, F_PUSH_DONE, 0, &d, sizeof(d));
+	}
+	j->kind = J_RECEIVED;
+	j->dst = a;
+	j->id = f.id;
+	j->t0 = tnd_now_ns();
+	j->conn = c;
+	snprintf(j->req.peer, sizeof(j->req.peer), "%s", c->address);
+	memcpy(j->req.remote_arena, f.src_arena, sizeof(j->req.remote_arena));
+	memcpy(j->req.remote_name, f.src_name, sizeof(j->req.remote_name));
+	memcpy(j->req.arena, f.arena, sizeof(j->req.arena));
+	snprintf(j->req.name, sizeof(j->req.name), "%s", f.name);
+	snprintf(j->reply.lanes, sizeof(j->reply.lanes), "%s", c->lanes);
+	j->next = P.running;
+	P.running = j;
+	tn_arena_entry e;
+	if (!tn_arena_info(a, j->req.name, &e)) {
+		finish(j, TN_EEXIST, "\"%.200s\" is published in arena \"%s\" already",
+		       j->req.name, j->req.arena);
+		return true;
+	}
+	/* The pusher's lease is released by the pusher, once PUSH_DONE tells it to. */
+	return start_get(c, j, &in, body + sizeof(f) + sizeof(in), len - sizeof(f) - sizeof(in),
+			 "PUSH");
+}
+
+/* The receiver's answer to our PUSH: release the lease, and end the push. */
+static bool on_push_done(struct conn *c, const struct f_push_done *d)
+{
+	struct tnd_pull_job *j = P.running;
+	while (j && !(j->kind == J_PUSH && j->conn == c && j->id == d->id && j->asked))
+		j = j->next;
+	if (!j)
+		return protocol_error(c, "PUSH_DONE for push %" PRIu64 ", which it was not sent",
+				      d->id);
+	j->asked = false;
+	if (!d->status) {
+		finish(j, 0, NULL);
+		return true;
+	}
+	char msg[TND_MESSAGE_SIZE];
+	memcpy(msg, d->message, sizeof(msg));
+	msg[sizeof(msg) - 1] = 0;
+	int status = d->status < 0 && d->status >= -1000 ? d->status : TN_EIO;
+	finish(j, status, "peer %.200s: %s", j->req.peer, msg);
+	return true;
+}
+
+/* New transfers from the loop. */
 static void take_pulls(void)
 {
 	struct tnd_pull_job *list = take_list(&P.incoming);
 	while (list) {
 		struct tnd_pull_job *j = list;
 		list = j->next;
-		start_pull(j);
+		if (j->kind == J_PUSH)
+			start_push(j);
+		else
+			start_pull(j);
 	}
 }
 
@@ -983,6 +1181,17 @@ static bool on_frame(struct conn *c, const struct frame *f, const unsigned char 
 			if (f->len < sizeof(struct f_pull_info))
 				return protocol_error(c, "PULL_INFO of %u bytes", f->len);
 			return on_pull_info(c, body, f->len);
+		case F_PUSH:
+			if (f->len < sizeof(struct f_push) + sizeof(struct f_pull_info))
+				return protocol_error(c, "PUSH of %u bytes", f->len);
+			return on_push(c, body, f->len);
+		case F_PUSH_DONE: {
+			if (f->len != sizeof(struct f_push_done))
+				return protocol_error(c, "PUSH_DONE of %u bytes", f->len);
+			struct f_push_done d;
+			memcpy(&d, body, sizeof(d));
+			return on_push_done(c, &d);
+		}
 		case F_RELEASE: {
 			if (f->len != sizeof(struct f_release))
 				return protocol_error(c, "RELEASE of %u bytes", f->len);
@@ -1182,15 +1391,20 @@ static void tick(void)
 			dial(i);
 }
 
-static void progress_ucx(void)
+/* Progress UCX until its event fd is armed; false when it stayed busy (UCX 1.13's shared
+ * memory transports can report events forever once a peer died mid-transfer: the caller then
+ * polls rather than waits, and handles the control connections meanwhile, whose loss force-closes
+ * the endpoint). */
+static bool progress_ucx(void)
 {
-	for (;;) {
-		while (P.ucx->progress(P.u))
+	for (int round = 0; round < 64; round++) {
+		for (int k = 0; k < 4096 && P.ucx->progress(P.u); k++)
 			;
 		int r = P.ucx->arm(P.u);
 		if (r != 0) /* armed (1), or an error: then the 100 ms ticks progress it */
-			return;
+			return true;
 	}
+	return false;
 }
 
 static void *peers_main(void *arg)
@@ -1198,9 +1412,9 @@ static void *peers_main(void *arg)
 	(void)arg;
 	struct epoll_event evs[64];
 	uint64_t last_tick = 0;
-	progress_ucx();
+	bool armed = progress_ucx();
 	while (!atomic_load(&P.stop)) {
-		int n = epoll_wait(P.epfd, evs, 64, 100);
+		int n = epoll_wait(P.epfd, evs, 64, armed ? 100 : 0);
 		for (int i = 0; i < n; i++) {
 			struct ev_tag *tag = evs[i].data.ptr;
 			switch (tag->kind) {
@@ -1240,10 +1454,10 @@ static void *peers_main(void *arg)
 			}
 			}
 		}
-		progress_ucx();
+		armed = progress_ucx();
 		check_pulls();
 		uint64_t now = tnd_now_ns();
-		if (n <= 0 || now - last_tick >= 50000000u) {
+		if ((n <= 0 && armed) || now - last_tick >= 50000000u) {
 			tick();
 			last_tick = now;
 		}
@@ -1253,8 +1467,10 @@ static void *peers_main(void *arg)
 		finish(P.running, TN_EIO, "tensord is stopping");
 	while (P.conns)
 		conn_close(P.conns, NULL);
-	for (unsigned i = 0; i < TND_MAX_PEERS; i++)
+	for (unsigned i = 0; i < TND_MAX_PEERS; i++) {
 		P.served[i].a = tn_arena_unref(P.served[i].a);
+		P.imported[i].a = tn_arena_unref(P.imported[i].a);
+	}
 	return NULL;
 }
 
@@ -1415,14 +1631,16 @@ size_t tnd_peers_list(struct tnd_peer_info **ret)
 	return n;
 }
 
-int tnd_peers_pull(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_pull *m)
+/* Queue a pull (@push false) or a push for the peers' thread. */
+static int queue_transfer(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_pull *m,
+			  bool push)
 {
 	if (!P.on)
 		return tnd_reply_error(c, h, TN_ENOTCONN, "peers are off (tensord.conf(5): "
 				       "peer_secret)");
-	if (!tnd_name_ok(m->arena))
+	if (!tnd_name_ok(m->arena) || (push && !tnd_name_ok(m->remote_arena)))
 		return tnd_reply_error(c, h, TN_EINVAL, "bad arena name");
-	struct tnd_arena *ar = tnd_arena_for(c, h, m->arena, TND_ACC_WRITE);
+	struct tnd_arena *ar = tnd_arena_for(c, h, m->arena, push ? TND_ACC_READ : TND_ACC_WRITE);
 	if (!ar)
 		return 0;
 	if (c->transfer)
@@ -1432,9 +1650,11 @@ int tnd_peers_pull(struct tnd_client *c, const struct tnd_hdr *h, const struct t
 	struct tnd_pull_job *j = calloc(1, sizeof(*j));
 	if (!j)
 		return tnd_reply_error(c, h, TN_ENOMEM, "out of memory");
+	j->kind = push ? J_PUSH : J_PULL;
 	j->client = c;
 	j->seq = h->seq;
 	j->ar = ar;
+	j->dst = ar->a;
 	j->req = *m;
 	j->t0 = tnd_now_ns();
 	c->transfer = true;
@@ -1449,27 +1669,72 @@ int tnd_peers_pull(struct tnd_client *c, const struct tnd_hdr *h, const struct t
 	return 0;
 }
 
+int tnd_peers_pull(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_pull *m)
+{
+	return queue_transfer(c, h, m, false);
+}
+
+int tnd_peers_push(struct tnd_client *c, const struct tnd_hdr *h, const struct tnd_pull *m)
+{
+	return queue_transfer(c, h, m, true);
+}
+
+/* A push received ended: count it, and record the seal the loop's way. */
+static void received_done(struct tnd_pull_job *j)
+{
+	char peer[2 * TND_PEER_ADDR_SIZE], name[2 * TND_PREFIX_SIZE];
+	tnd_log_escape(peer, sizeof(peer), j->req.peer);
+	tnd_log_escape(name, sizeof(name), j->req.name);
+	if (j->status) {
+		tnd_info("push from %s into %s/%s failed: %s", peer, j->req.arena, name,
+			 j->message);
+		return;
+	}
+	atomic_fetch_add(&P.received, 1);
+	atomic_fetch_add(&P.received_bytes, j->reply.bytes);
+	struct tnd_arena *ar = tnd_arena_find(j->req.arena);
+	if (ar && tnd_ledger_sealed(ar, j->req.name))
+		tnd_debug("push: %s", tn_last_error());
+	tnd_info("push from %s into %s/%s: %" PRIu64 " bytes in %.3f ms", peer, j->req.arena,
+		 name, j->reply.bytes, (double)j->reply.elapsed_ns / 1e6);
+}
+
 void tnd_peers_events(void)
 {
 	struct tnd_pull_job *list = take_list(&P.done);
 	while (list) {
 		struct tnd_pull_job *j = list;
 		list = j->next;
+		if (j->kind == J_RECEIVED) {
+			received_done(j);
+			free(j);
+			continue;
+		}
+		bool push = j->kind == J_PUSH;
 		struct tnd_client *c = j->client;
-		struct tnd_hdr h = { .op = TND_OP_PULL, .seq = j->seq };
+		struct tnd_hdr h = { .op = push ? TND_OP_PUSH : TND_OP_PULL, .seq = j->seq };
 		char peer[2 * TND_PEER_ADDR_SIZE], name[2 * TND_PREFIX_SIZE];
 		tnd_log_escape(peer, sizeof(peer), j->req.peer);
-		tnd_log_escape(name, sizeof(name), j->req.remote_name);
+		tnd_log_escape(name, sizeof(name), push ? j->req.name : j->req.remote_name);
 		if (j->status)
-			atomic_fetch_add(&P.pull_failures, 1);
+			atomic_fetch_add(push ? &P.push_failures : &P.pull_failures, 1);
 		else {
-			atomic_fetch_add(&P.pulls_done, 1);
-			atomic_fetch_add(&P.pulled_bytes, j->reply.bytes);
+			atomic_fetch_add(push ? &P.pushes_done : &P.pulls_done, 1);
+			atomic_fetch_add(push ? &P.pushed_bytes : &P.pulled_bytes, j->reply.bytes);
 		}
-		if (j->status) {
+		if (j->status && push) {
+			tnd_info("push of %s/%s to %s:%s for pid %d failed: %s", j->ar->name, name, peer,
+				 j->req.remote_arena, (int)c->pid, j->message);
+			tnd_reply_error(c, &h, j->status, "%s", j->message);
+		} else if (j->status) {
 			tnd_info("pull of %s:%s/%s for pid %d failed: %s", peer, j->req.remote_arena,
 				 name, (int)c->pid, j->message);
 			tnd_reply_error(c, &h, j->status, "%s", j->message);
+		} else if (push) {
+			tnd_info("push of %s/%s to %s:%s for pid %d: %" PRIu64 " bytes in %.3f ms",
+				 j->ar->name, name, peer, j->req.remote_arena, (int)c->pid,
+				 j->reply.bytes, (double)j->reply.elapsed_ns / 1e6);
+			tnd_reply(c, &h, &j->reply, sizeof(j->reply));
 		} else {
 			/* Record the seal (a failure leaves it to the periodic sweep). */
 			if (tnd_ledger_sealed(j->ar, j->req.name))
@@ -1504,6 +1769,11 @@ void tnd_peers_counts(struct tnd_peer_counts *ret)
 	ret->pulls = atomic_load(&P.pulls_done);
 	ret->pull_failures = atomic_load(&P.pull_failures);
 	ret->pulled_bytes = atomic_load(&P.pulled_bytes);
+	ret->pushes = atomic_load(&P.pushes_done);
+	ret->push_failures = atomic_load(&P.push_failures);
+	ret->pushed_bytes = atomic_load(&P.pushed_bytes);
+	ret->received = atomic_load(&P.received);
+	ret->received_bytes = atomic_load(&P.received_bytes);
 	pthread_mutex_lock(&P.lock);
 	ret->ready = 0;
 	for (size_t i = 0; i < P.nsnap; i++)

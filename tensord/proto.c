@@ -147,6 +147,9 @@ static int check_hdr(const struct tnd_hdr *h, size_t len, const char *what)
 	if (h->op >= TND_OP_WAITING && h->version < 4)
 		return BAD("%s: %s needs protocol version 4, the message has %u", what,
 			   tnd_op_name(h->op), h->version);
+	if (h->op >= TND_OP_PUSH && h->version < 7)
+		return BAD("%s: %s needs protocol version 7, the message has %u", what,
+			   tnd_op_name(h->op), h->version);
 	if (h->flags & ~TND_F_ALL)
 		return BAD("%s: unknown flags 0x%x", what, h->flags);
 	if (h->reserved)
@@ -336,18 +339,19 @@ int tnd_check_request(const void *msg, size_t len, bool has_fd)
 			return BAD("%s: no export id", op);
 		return 0;
 	}
-	case TND_OP_PULL: {
+	case TND_OP_PULL:
+	case TND_OP_PUSH: {
 		const struct tnd_pull *m = b;
 		if (!str_ok(m->peer, sizeof(m->peer)) || !m->peer[0])
-			return BAD("PULL: bad peer");
+			return BAD("%s: bad peer", op);
 		if (!str_ok(m->remote_arena, sizeof(m->remote_arena)) ||
 		    !str_ok(m->arena, sizeof(m->arena)))
-			return BAD("PULL: arena name is not terminated");
+			return BAD("%s: arena name is not terminated", op);
 		if (!tensor_str_ok(m->remote_name) || !m->remote_name[0] ||
 		    !tensor_str_ok(m->name) || !m->name[0])
-			return BAD("PULL: bad tensor name");
+			return BAD("%s: bad tensor name", op);
 		if (m->flags || m->pad)
-			return BAD("PULL: unknown flags 0x%x", m->flags);
+			return BAD("%s: unknown flags 0x%x", op, m->flags);
 		return 0;
 	}
 	case TND_OP_PEER_ADD: {

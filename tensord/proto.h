@@ -33,11 +33,11 @@
 
 #define TND_MAGIC 0x31444e54u /* "TND1" in memory on a little-endian machine */
 /* Protocol versions: 2 added the CUDA sharing operations (CUDA_*), 3 the seal record (SEALED,
- * VERIFY), 4 waiting lookups of read-only clients (WAITING), 5 the metrics (METRICS), 6 the peers (PEER_ADD, PEER_LIST, PULL). A
+ * VERIFY), 4 waiting lookups of read-only clients (WAITING), 5 the metrics (METRICS), 6 the peers (PEER_ADD, PEER_LIST, PULL), 7 PUSH. A
  * client sends an operation only on a connection whose version has it. A daemon and a client
  * each speak TND_VERSION_MIN..TND_VERSION; HELLO picks the highest both speak, and every later
  * message of the connection carries that version. */
-#define TND_VERSION 6
+#define TND_VERSION 7
 #define TND_VERSION_MIN 1
 #define TND_MSG_MAX 4096 /* no message is longer; receivers use buffers of this size */
 
@@ -83,7 +83,8 @@
 	X(METRICS, 28, void, struct tnd_metrics_chunk)                                        \
 	X(PEER_ADD, 29, struct tnd_peer_ref, void)                                            \
 	X(PEER_LIST, 30, void, struct tnd_peer_info)                                          \
-	X(PULL, 31, struct tnd_pull, struct tnd_pull_reply)
+	X(PULL, 31, struct tnd_pull, struct tnd_pull_reply)                                   \
+	X(PUSH, 32, struct tnd_pull, struct tnd_pull_reply)
 
 enum tnd_op {
 #define TND_X_(name, value, req, rep) TND_OP_##name = (value),

@@ -63,6 +63,7 @@ static void usage(FILE *f)
 		"  peer add HOST:PORT              dial a peer tensord (root, the daemon's user)\n"
 		"  peer list                       peers: state, round trip, UCX lanes, last error\n"
 		"  pull PEER:ARENA/NAME [--into ARENA[/NAME]]  fetch a sealed tensor from a peer\n"
+		"  push ARENA/NAME PEER:ARENA[/NAME]  send a sealed tensor to a peer\n"
 		"  metrics                         figures in Prometheus' text format\n"
 		"  top [--delay SECONDS] [--iterations N]\n"
 		"                                  a live view of arenas and clients\n"
@@ -1135,6 +1136,24 @@ static int cmd_peer(int argc, char **argv)
 	return 0;
 }
 
+/* Print a pull's or a push's report: "pulled SRC into DST: ..." (@verb, @src, @dst). */
+static int print_peer_transfer(const char *verb, const char *src, const char *dst,
+			       const tn_tensord_pull_report *rep)
+{
+	double s = (double)rep->elapsed_ns / 1e9;
+	if (json) {
+		printf("{\"bytes\": %" PRIu64 ", \"elapsed_ns\": %" PRIu64 ", \"lanes\": ",
+		       rep->bytes, rep->elapsed_ns);
+		json_str(rep->lanes);
+		printf("}\n");
+	} else if (!quiet) {
+		printf("%s %s %s %s: %" PRIu64 " bytes in %.3f ms (%.2f GB/s, %s)\n", verb, src,
+		       strcmp(verb, "pulled") ? "to" : "into", dst, rep->bytes, s * 1e3,
+		       s > 0 ? (double)rep->bytes / s / 1e9 : 0.0, rep->lanes);
+	}
+	return 0;
+}
+
 /* pull PEER:ARENA/NAME [--into ARENA[/NAME]] */
 static int cmd_pull(int argc, char **argv)
 {
@@ -1178,19 +1197,49 @@ static int cmd_pull(int argc, char **argv)
 	int r = tn_tensord_pull(conn, peer, rarena, rname, arena, name, &rep);
 	if (r)
 		return fail(r, "pull");
-	double s = (double)rep.elapsed_ns / 1e9;
-	if (json)
-		printf("{\"bytes\": %" PRIu64 ", \"elapsed_ns\": %" PRIu64 ", \"lanes\": ", rep.bytes,
-		       rep.elapsed_ns);
-	if (json) {
-		json_str(rep.lanes);
-		printf("}\n");
-	} else if (!quiet) {
-		printf("pulled %s:%s/%s into %s/%s: %" PRIu64 " bytes in %.3f ms (%.2f GB/s, %s)\n",
-		       peer, rarena, rname, arena, name, rep.bytes, s * 1e3,
-		       s > 0 ? (double)rep.bytes / s / 1e9 : 0.0, rep.lanes);
-	}
-	return 0;
+	char src[600], dst[400];
+	snprintf(src, sizeof(src), "%s:%s/%s", peer, rarena, rname);
+	snprintf(dst, sizeof(dst), "%s/%s", arena, name);
+	return print_peer_transfer("pulled", src, dst, &rep);
+}
+
+/* push ARENA/NAME PEER:ARENA[/NAME] */
+static int cmd_push(int argc, char **argv)
+{
+	static const char use[] = "push ARENA/NAME PEER:ARENA[/NAME]";
+	if (argc != 3)
+		return usage_error(use);
+	char peer[280], rarena[64], rname[256], arena[64], name[256];
+	const char *src = argv[1], *dst = argv[2];
+	const char *slash = strchr(src, '/');
+	if (!slash || slash == src || (size_t)(slash - src) >= sizeof(arena) || !slash[1] ||
+	    strlen(slash + 1) >= sizeof(name))
+		return usage_error("bad source \"%s\": ARENA/NAME", src);
+	snprintf(arena, sizeof(arena), "%.*s", (int)(slash - src), src);
+	snprintf(name, sizeof(name), "%s", slash + 1);
+	/* PEER is HOST:PORT: the arena follows the last ':' before the first '/'. */
+	const char *dslash = strchr(dst, '/');
+	const char *end = dslash ? dslash : dst + strlen(dst);
+	const char *colon = NULL;
+	for (const char *p = dst; p < end; p++)
+		if (*p == ':')
+			colon = p;
+	if (!colon || colon == dst || (size_t)(colon - dst) >= sizeof(peer) || colon + 1 == end ||
+	    (size_t)(end - colon - 1) >= sizeof(rarena) || (dslash && !dslash[1]) ||
+	    (dslash && strlen(dslash + 1) >= sizeof(rname)))
+		return usage_error("bad destination \"%s\": PEER:ARENA[/NAME], PEER being "
+				   "HOST:PORT", dst);
+	snprintf(peer, sizeof(peer), "%.*s", (int)(colon - dst), dst);
+	snprintf(rarena, sizeof(rarena), "%.*s", (int)(end - colon - 1), colon + 1);
+	snprintf(rname, sizeof(rname), "%s", dslash ? dslash + 1 : name);
+	tn_tensord_pull_report rep;
+	int r = tn_tensord_push(conn, arena, name, peer, rarena, rname, &rep);
+	if (r)
+		return fail(r, "push");
+	char from[400], to[600];
+	snprintf(from, sizeof(from), "%s/%s", arena, name);
+	snprintf(to, sizeof(to), "%s:%s/%s", peer, rarena, rname);
+	return print_peer_transfer("pushed", from, to, &rep);
 }
 
 static const char *cuda_state(unsigned state)
@@ -1580,7 +1629,7 @@ int main(int argc, char **argv)
 	static const char *const known[] = { "status", "arena", "ls", "show", "load", "save",
 					     "rm", "seal", "pin", "unpin", "evict", "clients",
 					     "metrics", "top", "fsck", "verify", "gc",
-					     "shutdown", "cuda", "peer", "pull" };
+					     "shutdown", "cuda", "peer", "pull", "push" };
 	bool ok = false;
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 		ok |= !strcmp(cmd, known[i]);
@@ -1645,6 +1694,8 @@ int main(int argc, char **argv)
 		r = cmd_peer(argc, argv);
 	else if (!strcmp(cmd, "pull"))
 		r = cmd_pull(argc, argv);
+	else if (!strcmp(cmd, "push"))
+		r = cmd_push(argc, argv);
 	else if (!strcmp(cmd, "shutdown"))
 		r = argc == 1 ? cmd_shutdown() : usage_error("shutdown takes no arguments");
 	tn_tensord_close(conn);

@@ -564,11 +564,16 @@ START_TEST(test_holder_killed)
 	wait_ready(cb, a_addr, TN_TENSORD_PEER_DIALED);
 	ck_assert(peer_entry(cb, a_addr, TN_TENSORD_PEER_DIALED, &p));
 	ck_assert_uint_ge(p.failures, 1);
-	ck_assert_tn_ok(tn_tensord_pull(cb, a_addr, "src", "huge", "dst", "huge", NULL));
 	ca = connect_to(&A);
-	a = open_arena(ca, "src");
-	expect_same(a, "huge", b, "huge");
-	tn_arena_unref(a);
+	/* The same pull again, over TCP. Over shared memory it is not asserted: with UCX 1.13 a
+	 * worker whose sysv peer died mid-get can stay busy, and a later get over shared memory
+	 * may not complete (1 run in 3 here; libtensor-peers(7) BUGS). */
+	if (_i == 0) {
+		ck_assert_tn_ok(tn_tensord_pull(cb, a_addr, "src", "huge", "dst", "huge", NULL));
+		a = open_arena(ca, "src");
+		expect_same(a, "huge", b, "huge");
+		tn_arena_unref(a);
+	}
 	tn_arena_unref(b);
 	ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "src", 0));
 	ck_assert_tn_ok(tn_tensord_arena_destroy(cb, "dst", 0));
@@ -650,6 +655,167 @@ START_TEST(test_puller_killed)
 }
 END_TEST
 
+/* ---- pushes --------------------------------------------------------------------------------- */
+
+/* B dials A; A takes pushes into "in" (peer_import), B into "back". B pushes every source from
+ * its "out", which it exports to nobody; A pushes one back over the connection it accepted. */
+START_TEST(test_push)
+{
+	const char *tls = _i == 0 ? NULL : "tcp";
+	struct daemon A, B;
+	char a_addr[64], b_addr[64];
+	pair(&A, "peer_import = in\npeer_import = gone\n", &B, "peer_import = back\n", tls,
+	     a_addr);
+	addr_of(&B, b_addr, sizeof(b_addr));
+	tn_tensord *ca = connect_to(&A), *cb = connect_to(&B);
+	make_arena(ca, "in", 256 << 20, 0, 0);
+	make_arena(ca, "other", 16 << 20, 0, 0);
+	make_arena(cb, "out", 256 << 20, 0, 0);
+	make_arena(cb, "back", 16 << 20, 0, 0);
+	tn_arena *in = open_arena(ca, "in"), *out = open_arena(cb, "out");
+	publish_sources(out, NSOURCES);
+	tn_tensord_peer p = wait_ready(cb, a_addr, TN_TENSORD_PEER_DIALED);
+	if (tls)
+		ck_assert_msg(strstr(p.lanes, "tcp/"), "lanes \"%s\"", p.lanes);
+	wait_ready(ca, b_addr, TN_TENSORD_PEER_ACCEPTED);
+
+	for (size_t i = 0; i < NSOURCES; i++) {
+		tn_tensord_pull_report rep;
+		memset(&rep, 0xff, sizeof(rep));
+		ck_assert_tn_ok(tn_tensord_push(cb, "out", sources[i].name, a_addr, "in",
+						sources[i].name, &rep));
+		if (rep.bytes)
+			ck_assert_uint_eq(rep.method, TN_TENSORD_PULL_RMA_GET);
+		ck_assert_str_eq(rep.lanes, p.lanes);
+		expect_same(out, sources[i].name, in, sources[i].name);
+	}
+	/* The bytes of the view only, under another name. */
+	tn_tensord_pull_report rep;
+	ck_assert_tn_ok(tn_tensord_push(cb, "out", "t/u8", a_addr, "in", "again/u8", &rep));
+	ck_assert_uint_eq(rep.bytes, 5);
+	expect_same(out, "t/u8", in, "again/u8");
+
+	/* Refusals, each with its code; nothing is published under the names. */
+	ck_assert_int_eq(tn_tensord_push(cb, "out", "nope", a_addr, "in", "x1", NULL), TN_ENOENT);
+	ck_assert_int_eq(tn_tensord_push(cb, "out", "f32", a_addr, "other", "x2", NULL),
+			 TN_EACCES);
+	ck_assert_msg(strstr(tn_last_error(), "peer_import"), "%s", tn_last_error());
+	ck_assert_int_eq(tn_tensord_push(cb, "out", "f32", "127.0.0.1:1", "in", "x3", NULL),
+			 TN_ENOTCONN);
+	ck_assert_int_eq(tn_tensord_push(cb, "out", "f32", a_addr, "in", "f32", NULL), TN_EEXIST);
+	ck_assert_int_eq(tn_tensord_push(cb, "out", "f32", a_addr, "gone", "x4", NULL), TN_ENOENT);
+	ck_assert_msg(strstr(tn_last_error(), "no arena \"gone\""), "%s", tn_last_error());
+	ck_assert_tn_ok(publish_i32(out, "open", 10, 7));
+	ck_assert_int_eq(tn_tensord_push(cb, "out", "open", a_addr, "in", "x5", NULL), TN_EINVAL);
+	ck_assert_msg(strstr(tn_last_error(), "not sealed"), "%s", tn_last_error());
+	ck_assert_int_eq(tn_tensord_push(cb, "nosuch", "f32", a_addr, "in", "x6", NULL),
+			 TN_ENOENT);
+	for (int i = 1; i <= 6; i++) {
+		char n[8];
+		snprintf(n, sizeof(n), "x%d", i);
+		ck_assert_int_eq(tn_arena_info(in, n, &(tn_arena_entry){ 0 }), TN_ENOENT);
+	}
+
+	/* The other way, over the connection A accepted. */
+	tn_arena *back = open_arena(cb, "back");
+	ck_assert_tn_ok(tn_tensord_push(ca, "in", "t/i16", b_addr, "back", "i16", NULL));
+	expect_same(out, "t/i16", back, "i16");
+
+	/* B let every block go: once unpublished, "big"'s bytes are free again. */
+	uint64_t before = used_bytes(cb, "out");
+	ck_assert_tn_ok(tn_arena_unpublish(out, "big"));
+	uint64_t t0 = now_ms();
+	while (used_bytes(cb, "out") > before - (64u << 20)) {
+		ck_assert_msg(now_ms() - t0 < 5000, "the pusher still holds \"big\"");
+		sleep_ms(10);
+	}
+
+	tn_arena_unref(in);
+	tn_arena_unref(out);
+	tn_arena_unref(back);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "in", 0));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "other", 0));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(cb, "out", 0));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(cb, "back", 0));
+	finish_all((tn_tensord *[]){ ca, cb }, (struct daemon *[]){ &A, &B }, 2);
+}
+END_TEST
+
+/* A child that pushes B's "huge" through @sock to @to's "in", exiting with -code. */
+static pid_t push_child(const char *sock, const char *to)
+{
+	pid_t pid = fork_child();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		tn_tensord *c;
+		EXPECT(tn_tensord_connect(sock, &c) == 0);
+		int r = tn_tensord_push(c, "out", "huge", to, "in", "huge", NULL);
+		if (r)
+			fprintf(stderr, "push: %s\n", tn_last_error());
+		_exit(-r);
+	}
+	return pid;
+}
+
+/* A 512 MiB push, during which the receiver (_i 0, over TCP) or the pusher (_i 1, over shared
+ * memory) is killed. */
+START_TEST(test_push_killed)
+{
+	const char *tls = _i == 0 ? "tcp" : NULL;
+	struct daemon A, B;
+	char a_addr[64];
+	pair(&A, "peer_import = in\n", &B, "", tls, a_addr);
+	tn_tensord *ca = connect_to(&A), *cb = connect_to(&B);
+	make_arena(ca, "in", 600 << 20, 0, 0);
+	make_arena(cb, "out", 600 << 20, 0, 0);
+	tn_arena *out = open_arena(cb, "out");
+	uint64_t out_empty = used_bytes(cb, "out"), in_empty = used_bytes(ca, "in");
+	publish_huge(out);
+	wait_ready(cb, a_addr, TN_TENSORD_PEER_DIALED);
+	pid_t child = push_child(B.sock, a_addr);
+	wait_get_started(ca, "in", in_empty);
+	if (_i == 0) {
+		use(&A);
+		daemon_kill9();
+		uint64_t killed = now_ms();
+		int st = child_status(child);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == -TN_ENOTCONN,
+			      "the push ended with status 0x%x, not TN_ENOTCONN", st);
+		ck_assert_msg(now_ms() - killed < 5000, "the push failed %llu ms after the kill",
+			      (unsigned long long)(now_ms() - killed));
+		/* B let its lease go: unpublished, the block is free. */
+		ck_assert_tn_ok(tn_arena_unpublish(out, "huge"));
+		wait_used(cb, "out", out_empty, 10000, "the pusher kept the lease of a dead peer");
+		tn_tensord_status s;
+		ck_assert_tn_ok(tn_tensord_status_get(cb, &s));
+		tn_arena_unref(out);
+		ck_assert_tn_ok(tn_tensord_arena_destroy(cb, "out", 0));
+		tn_tensord_close(cb);
+		down(&B);
+		rm_dir_files(A.arena_dir);
+		rm_dir_files(A.dir);
+	} else {
+		use(&B);
+		daemon_kill9();
+		int st = child_status(child);
+		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+		/* A sees B go: no half tensor, and the block it was filling is free again. */
+		wait_used(ca, "in", in_empty, 10000, "the receiver kept the half block");
+		tn_arena *in = open_arena(ca, "in");
+		ck_assert_int_eq(tn_arena_info(in, "huge", &(tn_arena_entry){ 0 }), TN_ENOENT);
+		tn_arena_unref(in);
+		tn_arena_unref(out);
+		tn_tensord_status s;
+		ck_assert_tn_ok(tn_tensord_status_get(ca, &s));
+		ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "in", 0));
+		tn_tensord_close(ca);
+		down(&A);
+		rm_dir_files(B.arena_dir);
+		rm_dir_files(B.dir);
+	}
+}
+END_TEST
+
 /* ---- bad peers ------------------------------------------------------------------------------ */
 
 static int tcp_connect(int port)
@@ -678,6 +844,9 @@ static void expect_closed(int fd, unsigned ms, const char *what)
 	}
 	close(fd);
 }
+
+/* The peer protocol's frame header, version 2 (tensord/peers.c). */
+#define WIRE_VERSION 2
 
 struct wire_frame {
 	uint32_t magic;
@@ -722,7 +891,7 @@ static int raw_authenticated(int port)
 		uint64_t instance;
 	} hello;
 	memset(&hello, 0, sizeof(hello));
-	hello.f = (struct wire_frame){ 0x52504e54u, 1, 1, sizeof(hello) - sizeof(hello.f), 0 };
+	hello.f = (struct wire_frame){ 0x52504e54u, WIRE_VERSION, 1, sizeof(hello) - sizeof(hello.f), 0 };
 	ck_assert_int_eq(tnd_peer_nonce(hello.nonce), 0);
 	hello.instance = 12345;
 	typeof(hello) theirs;
@@ -745,7 +914,7 @@ static int raw_authenticated(int port)
 		struct wire_frame f;
 		unsigned char proof[TND_SHA256_SIZE];
 	} proof;
-	proof.f = (struct wire_frame){ 0x52504e54u, 1, 2, TND_SHA256_SIZE, 0 };
+	proof.f = (struct wire_frame){ 0x52504e54u, WIRE_VERSION, 2, TND_SHA256_SIZE, 0 };
 	tnd_peer_proof(&s, TND_PEER_DIALER, hello.nonce, theirs.nonce, proof.proof);
 	send_all(fd, &proof, sizeof(proof));
 	typeof(proof) lp;
@@ -819,7 +988,7 @@ START_TEST(test_bad_peers)
 			uint64_t instance;
 		} hello;
 		memset(&hello, 0, sizeof(hello));
-		hello.f = (struct wire_frame){ 0x52504e54u, 1, 1, sizeof(hello) - sizeof(hello.f),
+		hello.f = (struct wire_frame){ 0x52504e54u, WIRE_VERSION, 1, sizeof(hello) - sizeof(hello.f),
 					       0 };
 		send_all(fd, &hello, sizeof(hello));
 		struct wire_frame addr = { 0x52504e54u, 1, 3, 0, 0 };
@@ -855,7 +1024,7 @@ START_TEST(test_bad_peers)
 			char name[256];
 		} pull;
 		memset(&pull, 0, sizeof(pull));
-		pull.f = (struct wire_frame){ 0x52504e54u, 1, 6, sizeof(pull) - sizeof(pull.f), 0 };
+		pull.f = (struct wire_frame){ 0x52504e54u, WIRE_VERSION, 6, sizeof(pull) - sizeof(pull.f), 0 };
 		strcpy(pull.arena, "src");
 		strcpy(pull.name, "nope");
 		uint64_t t1 = now_ms();
@@ -1118,6 +1287,8 @@ static Suite *peers_suite(void)
 	tcase_add_loop_test(tc, test_holder_killed, 0, 2);
 	tcase_add_test(tc, test_puller_killed);
 	tcase_add_test(tc, test_unpublished_during_pull);
+	tcase_add_loop_test(tc, test_push, 0, 2);
+	tcase_add_loop_test(tc, test_push_killed, 0, 2);
 	tcase_add_test(tc, test_bad_peers);
 	tcase_add_test(tc, test_network_namespace);
 	tcase_add_test(tc, test_secret_refused);

@@ -312,6 +312,21 @@ TN_EXPORT int tn_tensord_pull(tn_tensord *conn, const char *peer, const char *re
 			      const char *remote_name, const char *arena, const char *name,
 			      tn_tensord_pull_report *ret_report);
 
+/*
+ * tn_tensord_push - the other way: have the daemon send its sealed tensor @name of the local
+ * arena @arena (the caller needs read access to it) to the peer daemon @peer, which publishes
+ * it, sealed, as @remote_name in its arena @remote_arena (which it must open to pushes:
+ * peer_import in its tensord.conf(5)). The local daemon holds the block until the peer has the
+ * bytes; the peer gets them as for a pull, and nothing is published there unless every byte
+ * arrived. The report is the pusher's (elapsed_ns: from the request to the peer's answer).
+ * Errors as for tn_tensord_pull, with the sides swapped: TN_EACCES (the peer's arena is not
+ * open to pushes; no read access here), TN_EEXIST (@remote_name is taken on the peer),
+ * TN_ENOMEM (the peer's arena is full).
+ */
+TN_EXPORT int tn_tensord_push(tn_tensord *conn, const char *arena, const char *name,
+			      const char *peer, const char *remote_arena, const char *remote_name,
+			      tn_tensord_pull_report *ret_report);
+
 /* "down", "connecting", "authenticating", "ready"; "?" for another value. */
 TN_EXPORT const char *tn_tensord_peer_state_name(unsigned state);
 
