@@ -33,6 +33,7 @@ void tnd_config_defaults(struct tnd_config *c)
 	c->reclaim_interval_ms = 1000;
 	c->evict_interval_ms = 100;
 	c->peer_timeout_ms = 5000;
+	c->peer_transfer_timeout_ms = 600000;
 	c->log_level = TND_LOG_INFO;
 	c->log_target = TND_LOG_STDERR;
 }
@@ -381,6 +382,13 @@ static int set_key(struct tnd_config *c, const char *k, char *v, char *why, size
 	} else if (!strcmp(k, "peer_timeout_ms")) {
 		if (parse_uint(v, 100, 600000, &c->peer_timeout_ms)) {
 			snprintf(why, whylen, "peer_timeout_ms must be 100 to 600000");
+			return -1;
+		}
+	} else if (!strcmp(k, "peer_transfer_timeout_ms")) {
+		if (parse_uint(v, 0, 86400000, &c->peer_transfer_timeout_ms) ||
+		    (c->peer_transfer_timeout_ms && c->peer_transfer_timeout_ms < 100)) {
+			snprintf(why, whylen, "peer_transfer_timeout_ms must be 0 (none) or 100 to "
+				 "86400000");
 			return -1;
 		}
 	} else if (!strcmp(k, "evict_interval_ms")) {

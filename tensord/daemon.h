@@ -77,6 +77,7 @@ struct tnd_config {
 	char exports[TND_MAX_PEERS][TND_NAME_SIZE];
 	char imports[TND_MAX_PEERS][TND_NAME_SIZE];
 	unsigned peer_timeout_ms;
+	unsigned peer_transfer_timeout_ms; /* a pull's or a push's deadline; 0: none */
 	enum tnd_log_level log_level;
 	enum tnd_log_target log_target;
 	/* Which keys the file set (so command-line options and defaults combine right). */

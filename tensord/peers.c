@@ -166,6 +166,20 @@ struct tnd_pull_job {
 	struct tnd_pull_reply reply;
 };
 
+/* What a transfer abandoned at its deadline leaves until UCX is done with it: the get still
+ * writing into its block (a pull: the holder's lease is released after it), or the lease of a
+ * push whose peer still reads (until its PUSH_DONE). The endpoint is not closed for it: with
+ * UCP_ERR_HANDLING_MODE_NONE, UCX would still deliver the replies a live holder sends to a get
+ * it cancelled, into the request and the buffer it forgot. */
+struct drain {
+	struct drain *next;
+	struct conn *conn;
+	uint64_t id, lease;
+	tn_storage *storage;
+	struct tnd_ucx_mem *mem;
+	struct tnd_ucx_op *op;
+};
+
 enum epoll_kind { K_WAKE = 1, K_LISTEN, K_CONN, K_UCX };
 
 /* What an epoll event's data points at: these three kinds start with their kind. */
@@ -234,6 +248,7 @@ static struct {
 	/* Pulls: from the loop (under lock), running (this thread's), done (under lock, for the
 	 * loop); started and not yet answered by the loop. */
 	struct tnd_pull_job *incoming, *running, *done;
+	struct drain *drains;
 	_Atomic unsigned pulls;
 	uint64_t next_id;   /* this thread's: leases */
 	uint64_t next_pull; /* under lock: pulls */
@@ -727,6 +742,64 @@ static void check_pulls(void)
 	}
 }
 
+static void drain_free(struct drain *d)
+{
+	if (d->op)
+		P.ucx->op_free(d->op);
+	if (d->mem)
+		P.ucx->mem_unmap(d->mem);
+	tn_storage_unref(d->storage);
+	free(d);
+}
+
+/* @j passed peer_transfer_timeout_ms: fail it, and keep what UCX still uses as a drain. */
+static void abandon(struct tnd_pull_job *j)
+{
+	if (j->conn && (j->op || (j->kind == J_PUSH && j->asked && j->lease))) {
+		struct drain *d = calloc(1, sizeof(*d));
+		if (!d)
+			return; /* the next tick tries again */
+		d->conn = j->conn;
+		d->id = j->id;
+		d->lease = j->lease;
+		d->storage = j->storage;
+		d->mem = j->mem;
+		d->op = j->op;
+		d->next = P.drains;
+		P.drains = d;
+		j->conn = NULL;
+		j->lease = 0;
+		j->storage = NULL;
+		j->mem = NULL;
+		j->op = NULL;
+	}
+	finish(j, TN_ETIMEDOUT, "peer %.200s: the transfer took longer than "
+	       "peer_transfer_timeout_ms (%u ms)", j->req.peer, tnd_d.cfg.peer_transfer_timeout_ms);
+}
+
+/* Drains whose get ended: free the block, and let the holder release its lease. */
+static void check_drains(void)
+{
+	struct drain **pp = &P.drains;
+	while (*pp) {
+		struct drain *d = *pp;
+		char err[256];
+		if (!d->op || P.ucx->op_test(d->op, err, sizeof(err)) > 0) {
+			pp = &d->next;
+			continue;
+		}
+		*pp = d->next;
+		struct conn *c = d->conn;
+		uint64_t lease = d->lease;
+		drain_free(d);
+		if (lease) {
+			struct f_release r = { .lease = lease };
+			if (!send_frame(c, F_RELEASE, 0, &r, sizeof(r)))
+				pp = &P.drains; /* c was closed, and its drains with it */
+		}
+	}
+}
+
 /* Push: hold the local sealed tensor (a lease on the peer's connection) and ask the peer to get
  * it; PUSH_DONE ends it. */
 static void start_push(struct tnd_pull_job *j)
@@ -831,9 +904,20 @@ static bool on_push_done(struct conn *c, const struct f_push_done *d)
 	struct tnd_pull_job *j = P.running;
 	while (j && !(j->kind == J_PUSH && j->conn == c && j->id == d->id && j->asked))
 		j = j->next;
-	if (!j)
+	if (!j) {
+		/* A push abandoned at its deadline: its lease goes now. */
+		for (struct drain **pp = &P.drains; *pp; pp = &(*pp)->next) {
+			struct drain *k = *pp;
+			if (k->conn == c && k->id == d->id && !k->op) {
+				*pp = k->next;
+				lease_drop(c, k->lease);
+				drain_free(k);
+				return true;
+			}
+		}
 		return protocol_error(c, "PUSH_DONE for push %" PRIu64 ", which it was not sent",
 				      d->id);
+	}
 	j->asked = false;
 	if (!d->status) {
 		finish(j, 0, NULL);
@@ -907,6 +991,15 @@ static void conn_close(struct conn *c, const char *why)
 			finish(j, TN_ENOTCONN, "peer %.200s lost during the transfer: %.200s",
 			       j->req.peer, why ? why : "closed");
 		}
+	}
+	for (struct drain **pp = &P.drains; *pp;) {
+		struct drain *d = *pp;
+		if (d->conn != c) {
+			pp = &d->next;
+			continue;
+		}
+		*pp = d->next;
+		drain_free(d);
 	}
 	epoll_ctl(P.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
@@ -1376,6 +1469,13 @@ static void tick(void)
 			send_frame(c, F_PING, ++c->seq, &p, sizeof(p));
 		}
 	}
+	/* Transfers past their deadline fail; what UCX still uses of them drains. */
+	uint64_t deadline = (uint64_t)tnd_d.cfg.peer_transfer_timeout_ms * 1000000u;
+	for (struct tnd_pull_job *j = P.running, *next; deadline && j; j = next) {
+		next = j->next;
+		if (j->kind != J_RECEIVED && now - j->t0 > deadline)
+			abandon(j);
+	}
 	/* tensord is stopping (the loop set the clients' cancel flags): end the pulls that wait
 	 * for a holder's answer (those in a get end with it). */
 	for (struct tnd_pull_job *j = P.running, *next; j; j = next) {
@@ -1456,6 +1556,7 @@ static void *peers_main(void *arg)
 		}
 		armed = progress_ucx();
 		check_pulls();
+		check_drains();
 		uint64_t now = tnd_now_ns();
 		if ((n <= 0 && armed) || now - last_tick >= 50000000u) {
 			tick();

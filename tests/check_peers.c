@@ -655,6 +655,49 @@ START_TEST(test_puller_killed)
 }
 END_TEST
 
+/* A pull that takes longer than peer_transfer_timeout_ms fails with TN_ETIMEDOUT and leaves no
+ * name; the get drains on (the connection stays: UCX would deliver a cancelled get's replies
+ * into freed memory), then its block is freed and the holder's lease released. */
+START_TEST(test_transfer_deadline)
+{
+	struct daemon A, B;
+	char a_addr[64];
+	pair(&A, "peer_export = src\n", &B, "peer_transfer_timeout_ms = 100\n", "tcp", a_addr);
+	tn_tensord *ca = connect_to(&A), *cb = connect_to(&B);
+	make_arena(ca, "src", 600 << 20, 0, 0);
+	make_arena(cb, "dst", 600 << 20, 0, 0);
+	tn_arena *a = open_arena(ca, "src"), *b = open_arena(cb, "dst");
+	uint64_t src_empty = used_bytes(ca, "src");
+	publish_huge(a);
+	ck_assert_tn_ok(publish_i32(a, "small", 1000, 3));
+	ck_assert_tn_ok(tn_arena_seal(a, "small"));
+	wait_ready(cb, a_addr, TN_TENSORD_PEER_DIALED);
+	uint64_t used = used_bytes(cb, "dst");
+	/* 512 MiB over UCX's TCP takes several hundred milliseconds here. */
+	uint64_t t0 = now_ms();
+	ck_assert_int_eq(tn_tensord_pull(cb, a_addr, "src", "huge", "dst", "huge", NULL),
+			 TN_ETIMEDOUT);
+	ck_assert_msg(strstr(tn_last_error(), "peer_transfer_timeout_ms"), "%s", tn_last_error());
+	ck_assert_msg(now_ms() - t0 < 2000, "the deadline fired after %llu ms",
+		      (unsigned long long)(now_ms() - t0));
+	ck_assert_int_eq(tn_arena_info(b, "huge", &(tn_arena_entry){ 0 }), TN_ENOENT);
+	wait_used(cb, "dst", used, 10000, "the drained get's block was not freed");
+	/* The same connection serves the next pull, and the holder let the lease go. */
+	tn_tensord_peer p = wait_ready(cb, a_addr, TN_TENSORD_PEER_DIALED);
+	ck_assert_uint_eq(p.failures, 0);
+	ck_assert_tn_ok(tn_tensord_pull(cb, a_addr, "src", "small", "dst", "small", NULL));
+	expect_same(a, "small", b, "small");
+	ck_assert_tn_ok(tn_arena_unpublish(a, "huge"));
+	ck_assert_tn_ok(tn_arena_unpublish(a, "small"));
+	wait_used(ca, "src", src_empty, 10000, "the holder kept the lease of the timed-out pull");
+	tn_arena_unref(a);
+	tn_arena_unref(b);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "src", 0));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(cb, "dst", 0));
+	finish_all((tn_tensord *[]){ ca, cb }, (struct daemon *[]){ &A, &B }, 2);
+}
+END_TEST
+
 /* ---- pushes --------------------------------------------------------------------------------- */
 
 /* B dials A; A takes pushes into "in" (peer_import), B into "back". B pushes every source from
@@ -1287,6 +1330,7 @@ static Suite *peers_suite(void)
 	tcase_add_loop_test(tc, test_holder_killed, 0, 2);
 	tcase_add_test(tc, test_puller_killed);
 	tcase_add_test(tc, test_unpublished_during_pull);
+	tcase_add_test(tc, test_transfer_deadline);
 	tcase_add_loop_test(tc, test_push, 0, 2);
 	tcase_add_loop_test(tc, test_push_killed, 0, 2);
 	tcase_add_test(tc, test_bad_peers);
