@@ -966,9 +966,10 @@ static int copy_field(char *dst, size_t cap, const char *src, const char *what, 
 	return 0;
 }
 
-static int peer_transfer(tn_tensord *c, int op, const char *peer, const char *remote_arena,
-			 const char *remote_name, const char *arena, const char *name,
-			 tn_tensord_pull_report *ret, const char *fn)
+static int peer_transfer(tn_tensord *c, int op, uint32_t flags, const char *peer,
+			 const char *remote_arena, const char *remote_name, const char *arena,
+			 const char *name, tn_tensord_pull_report *ret, size_t *ret_count,
+			 const char *fn)
 {
 	struct tnd_pull m;
 	memset(&m, 0, sizeof(m));
@@ -983,6 +984,7 @@ static int peer_transfer(tn_tensord *c, int op, const char *peer, const char *re
 		return r;
 	struct tnd_pull_reply rep;
 	memset(&rep, 0, sizeof(rep));
+	m.flags = flags;
 	struct exchange x = { .op = op, .body = &m, .body_len = sizeof(m), .pass_fd = -1,
 			      .reply = &rep };
 	if ((r = exchange(c, &x, fn)))
@@ -994,6 +996,8 @@ static int peer_transfer(tn_tensord *c, int op, const char *peer, const char *re
 		ret->method = rep.method;
 		memcpy(ret->lanes, rep.lanes, sizeof(ret->lanes) - 1);
 	}
+	if (ret_count)
+		*ret_count = rep.count;
 	return 0;
 }
 
@@ -1003,8 +1007,21 @@ TN_EXPORT int tn_tensord_pull(tn_tensord *c, const char *peer, const char *remot
 {
 	static const char fn[] = "tn_tensord_pull";
 	CHECK_CONN(c, fn);
-	return peer_transfer(c, TND_OP_PULL, peer, remote_arena, remote_name, arena, name, ret,
-			     fn);
+	return peer_transfer(c, TND_OP_PULL, 0, peer, remote_arena, remote_name, arena, name, ret,
+			     NULL, fn);
+}
+
+TN_EXPORT int tn_tensord_pull_prefix(tn_tensord *c, const char *peer, const char *remote_arena,
+				     const char *remote_prefix, const char *arena,
+				     const char *prefix, tn_tensord_pull_report *ret,
+				     size_t *ret_count)
+{
+	static const char fn[] = "tn_tensord_pull_prefix";
+	CHECK_CONN(c, fn);
+	if (ret_count)
+		*ret_count = 0;
+	return peer_transfer(c, TND_OP_PULL, TND_PULL_PREFIX, peer, remote_arena, remote_prefix,
+			     arena, prefix, ret, ret_count, fn);
 }
 
 TN_EXPORT int tn_tensord_push(tn_tensord *c, const char *arena, const char *name,
@@ -1013,8 +1030,8 @@ TN_EXPORT int tn_tensord_push(tn_tensord *c, const char *arena, const char *name
 {
 	static const char fn[] = "tn_tensord_push";
 	CHECK_CONN(c, fn);
-	return peer_transfer(c, TND_OP_PUSH, peer, remote_arena, remote_name, arena, name, ret,
-			     fn);
+	return peer_transfer(c, TND_OP_PUSH, 0, peer, remote_arena, remote_name, arena, name, ret,
+			     NULL, fn);
 }
 
 TN_EXPORT const char *tn_tensord_peer_state_name(unsigned state)

@@ -67,6 +67,7 @@ enum frame_type {
 	F_RELEASE = 8,   /* struct f_release: the get ended, let the block go */
 	F_PUSH = 9,      /* struct f_push, f_pull_info, the packed key: publish this, held */
 	F_PUSH_DONE = 10, /* struct f_push_done: the pushed tensor is published, or why not */
+	F_BATCH_INFO = 11, /* struct f_batch_info, then its entries: a PULL of a prefix answered */
 	F_TYPE_MAX_
 };
 
@@ -88,10 +89,33 @@ struct f_ping {
 	uint64_t sent_ns; /* the sender's clock, echoed by PONG */
 };
 
+#define PULL_PREFIX 1u /* f_pull.flags: every sealed tensor whose name starts with name */
+#define BATCH_MAX 4096 /* tensors in one batch */
+
 struct f_pull {
-	uint64_t id; /* the puller's, echoed by PULL_INFO */
+	uint64_t id; /* the puller's, echoed by PULL_INFO or BATCH_INFO */
 	char arena[TND_NAME_SIZE];
 	char name[TND_PREFIX_SIZE];
+	uint32_t flags; /* PULL_PREFIX */
+	uint32_t pad;
+};
+
+/* A batch's answer: one lease for every tensor, then @count entries, each a struct
+ * f_batch_entry followed by its name (name_len bytes, no NUL), its sizes and strides (ndim
+ * int64 each) and its packed remote key (rkey_len bytes). */
+struct f_batch_info {
+	uint64_t id;
+	int32_t status;
+	uint32_t count;
+	uint64_t lease;
+	char message[TND_MESSAGE_SIZE];
+};
+
+struct f_batch_entry {
+	uint64_t nbytes, raddr;
+	uint32_t rkey_len;
+	uint16_t name_len;
+	uint8_t dtype, ndim;
 };
 
 struct f_pull_info {
@@ -132,11 +156,17 @@ struct f_push_done {
 };
 
 /* Held for a peer's get (the holder's side). */
+struct held {
+	tn_tensor *tensor; /* holds the block */
+	struct tnd_ucx_mem *mem;
+};
+
 struct lease {
 	struct lease *next;
 	uint64_t id;
-	tn_tensor *tensor; /* holds the block */
-	struct tnd_ucx_mem *mem;
+	size_t n;          /* tensors held: 1, or a batch's */
+	struct held *held; /* &one, or an array */
+	struct held one;
 };
 
 /* A transfer. A pull (the puller's side) and a push (the pusher's side): the loop thread makes
@@ -144,6 +174,17 @@ struct lease {
  * runs it as a pull whose holder's answer came with the request, and the loop only records the
  * seal (client NULL). */
 enum job_kind { J_PULL, J_PUSH, J_RECEIVED };
+
+/* One tensor of a batch (a pull of a prefix), on the puller's side. */
+struct part {
+	char name[TN_ARENA_NAME_MAX + 1]; /* the local name */
+	uint32_t dtype, ndim;
+	int64_t sizes[TN_ARENA_MAX_DIMS], strides[TN_ARENA_MAX_DIMS];
+	uint64_t nbytes;
+	tn_storage *storage;
+	struct tnd_ucx_mem *mem;
+	struct tnd_ucx_op *op;
+};
 
 struct tnd_pull_job {
 	struct tnd_pull_job *next;
@@ -161,6 +202,8 @@ struct tnd_pull_job {
 	tn_storage *storage;    /* the destination, in the local arena */
 	struct tnd_ucx_mem *mem;
 	struct tnd_ucx_op *op;
+	struct part *parts;     /* a batch: its tensors (the loop frees the array) */
+	size_t nparts;
 	int status;
 	char message[TND_MESSAGE_SIZE];
 	struct tnd_pull_reply reply;
@@ -178,6 +221,8 @@ struct drain {
 	tn_storage *storage;
 	struct tnd_ucx_mem *mem;
 	struct tnd_ucx_op *op;
+	struct part *parts; /* a batch's */
+	size_t nparts;
 };
 
 enum epoll_kind { K_WAKE = 1, K_LISTEN, K_CONN, K_UCX };
@@ -343,11 +388,43 @@ static bool protocol_error(struct conn *c, const char *fmt, ...)
 
 /* ---- pulls ------------------------------------------------------------------------------------ */
 
+/* Let @n parts' gets, registrations and blocks go (the array stays). */
+static void parts_release(struct part *p, size_t n)
+{
+	for (size_t i = 0; p && i < n; i++) {
+		if (p[i].op)
+			P.ucx->op_free(p[i].op);
+		if (p[i].mem)
+			P.ucx->mem_unmap(p[i].mem);
+		tn_storage_unref(p[i].storage);
+		p[i].op = NULL;
+		p[i].mem = NULL;
+		p[i].storage = NULL;
+	}
+}
+
+/* -1: a part's get failed (the reason in @err), 1: some still run, 0: all done. */
+static int parts_test(struct part *p, size_t n, char *err, size_t nerr)
+{
+	int any = 0;
+	for (size_t i = 0; i < n; i++) {
+		int t = p[i].op ? P.ucx->op_test(p[i].op, err, nerr) : 0;
+		if (t < 0)
+			return -1;
+		any |= t > 0;
+	}
+	return any;
+}
+
 static void lease_free(struct lease *l)
 {
-	if (l->mem)
-		P.ucx->mem_unmap(l->mem);
-	tn_tensor_unref(l->tensor);
+	for (size_t i = 0; l->held && i < l->n; i++) {
+		if (l->held[i].mem)
+			P.ucx->mem_unmap(l->held[i].mem);
+		tn_tensor_unref(l->held[i].tensor);
+	}
+	if (l->held != &l->one)
+		free(l->held);
 	free(l);
 }
 
@@ -387,6 +464,7 @@ static void finish(struct tnd_pull_job *j, int status, const char *fmt, ...)
 	j->op = NULL;
 	j->mem = NULL;
 	j->storage = NULL;
+	parts_release(j->parts, j->nparts);
 	j->status = status;
 	if (fmt) {
 		va_list ap;
@@ -435,9 +513,11 @@ static void start_pull(struct tnd_pull_job *j)
 {
 	j->next = P.running;
 	P.running = j;
-	/* A name taken here fails before any byte moves (publishing checks it again). */
+	/* A name taken here fails before any byte moves (publishing checks it again); a batch's
+	 * names are checked once known. */
 	tn_arena_entry e;
-	if (!tn_arena_info(j->dst, j->req.name, &e)) {
+	bool batch = j->req.flags & TND_PULL_PREFIX;
+	if (!batch && !tn_arena_info(j->dst, j->req.name, &e)) {
 		finish(j, TN_EEXIST, "\"%.200s\" is published in arena \"%s\" already",
 		       j->req.name, j->req.arena);
 		return;
@@ -453,6 +533,7 @@ static void start_pull(struct tnd_pull_job *j)
 	f.id = j->id;
 	memcpy(f.arena, j->req.remote_arena, sizeof(f.arena));
 	memcpy(f.name, j->req.remote_name, sizeof(f.name));
+	f.flags = batch ? PULL_PREFIX : 0;
 	j->conn = c;
 	j->asked = true;
 	snprintf(j->reply.lanes, sizeof(j->reply.lanes), "%s", c->lanes);
@@ -526,17 +607,17 @@ static int64_t view_span(int ndim, const int64_t *sizes, const int64_t *strides,
 	return (last + 1) * (int64_t)isz;
 }
 
-/* Hold sealed @name of arena @a (@arena_name) for a get by @c's peer: a lease on @c, described
- * in @in (its rkey in @rkey, rkey_len bytes at most @rcap). Returns 0, or a TN_E* code with the
- * message in @in. */
-static int make_lease(struct conn *c, tn_arena *a, const char *arena_name, const char *name,
-		      struct f_pull_info *in, unsigned char *rkey_out, size_t rcap)
+/* Hold sealed @name of arena @a (@arena_name) for a get: its tensor and registration in @h,
+ * described in @in (its rkey in @rkey_out, rkey_len bytes at most @rcap). Returns 0, or a
+ * TN_E* code with the message in @in. */
+static int hold_one(tn_arena *a, const char *arena_name, const char *name, struct held *h,
+		    struct f_pull_info *in, unsigned char *rkey_out, size_t rcap)
 {
 	int code = 0;
 	tn_tensor *t = NULL;
-	struct lease *l = NULL;
 	tn_arena_entry e;
 	tn_arena_handle hd;
+	memset(h, 0, sizeof(*h));
 	if ((code = tn_arena_lookup(a, name, &t, &hd))) {
 		snprintf(in->message, sizeof(in->message), "%s", tn_last_error());
 		goto refuse;
@@ -562,36 +643,25 @@ static int make_lease(struct conn *c, tn_arena *a, const char *arena_name, const
 			 "strides", name);
 		goto refuse;
 	}
-	if (c->nleases >= 65536) {
-		code = TN_EBUSY;
-		snprintf(in->message, sizeof(in->message), "65536 transfers of this peer at once");
-		goto refuse;
-	}
-	l = calloc(1, sizeof(*l));
-	if (!l) {
-		code = TN_ENOMEM;
-		snprintf(in->message, sizeof(in->message), "out of memory");
-		goto refuse;
-	}
-	l->tensor = t;
+	h->tensor = t;
 	t = NULL;
 	char err[256];
-	if (span && P.ucx->mem_map(P.u, tn_tensor_data(l->tensor), (size_t)span, &l->mem, err,
+	if (span && P.ucx->mem_map(P.u, tn_tensor_data(h->tensor), (size_t)span, &h->mem, err,
 				   sizeof(err))) {
 		code = TN_EIO;
 		snprintf(in->message, sizeof(in->message), "%s", err);
 		goto refuse;
 	}
-	in->dtype = (uint32_t)tn_tensor_dtype(l->tensor);
+	in->dtype = (uint32_t)tn_tensor_dtype(h->tensor);
 	in->ndim = (uint32_t)ndim;
-	memcpy(in->sizes, tn_tensor_sizes(l->tensor), (size_t)ndim * sizeof(int64_t));
-	memcpy(in->strides, tn_tensor_strides(l->tensor), (size_t)ndim * sizeof(int64_t));
+	memcpy(in->sizes, tn_tensor_sizes(h->tensor), (size_t)ndim * sizeof(int64_t));
+	memcpy(in->strides, tn_tensor_strides(h->tensor), (size_t)ndim * sizeof(int64_t));
 	in->nbytes = (uint64_t)span;
-	in->raddr = (uint64_t)(uintptr_t)tn_tensor_data(l->tensor);
+	in->raddr = (uint64_t)(uintptr_t)tn_tensor_data(h->tensor);
 	size_t rlen = 0;
-	if (l->mem) {
+	if (h->mem) {
 		const void *rkey;
-		P.ucx->mem_rkey(l->mem, &rkey, &rlen);
+		P.ucx->mem_rkey(h->mem, &rkey, &rlen);
 		if (rlen > rcap) {
 			code = TN_ENOTSUP;
 			snprintf(in->message, sizeof(in->message), "a remote key of %zu bytes", rlen);
@@ -600,16 +670,159 @@ static int make_lease(struct conn *c, tn_arena *a, const char *arena_name, const
 		memcpy(rkey_out, rkey, rlen);
 	}
 	in->rkey_len = (uint32_t)rlen;
-	l->id = in->lease = ++P.next_id;
+	return 0;
+refuse:
+	if (h->mem)
+		P.ucx->mem_unmap(h->mem);
+	tn_tensor_unref(h->tensor);
+	tn_tensor_unref(t);
+	memset(h, 0, sizeof(*h));
+	return code;
+}
+
+/* A new lease on @c, of @n tensors (@held: NULL for one, in the lease itself, else an array
+ * the lease takes); NULL with the reason in @msg. */
+static struct lease *lease_new(struct conn *c, size_t n, struct held *held, char *msg,
+			       size_t nmsg)
+{
+	if (c->nleases >= 65536) {
+		snprintf(msg, nmsg, "65536 transfers of this peer at once");
+		return NULL;
+	}
+	struct lease *l = calloc(1, sizeof(*l));
+	if (!l) {
+		snprintf(msg, nmsg, "out of memory");
+		return NULL;
+	}
+	l->n = n;
+	l->held = held ? held : &l->one;
+	l->id = ++P.next_id;
 	l->next = c->leases;
 	c->leases = l;
 	c->nleases++;
+	return l;
+}
+
+/* Hold sealed @name of arena @a for a get by @c's peer: a lease on @c, described in @in (see
+ * hold_one). Returns 0, or a TN_E* code with the message in @in. */
+static int make_lease(struct conn *c, tn_arena *a, const char *arena_name, const char *name,
+		      struct f_pull_info *in, unsigned char *rkey_out, size_t rcap)
+{
+	struct held h;
+	int code = hold_one(a, arena_name, name, &h, in, rkey_out, rcap);
+	if (code)
+		return code;
+	struct lease *l = lease_new(c, 1, NULL, in->message, sizeof(in->message));
+	if (!l) {
+		if (h.mem)
+			P.ucx->mem_unmap(h.mem);
+		tn_tensor_unref(h.tensor);
+		return TN_EBUSY;
+	}
+	l->one = h;
+	in->lease = l->id;
 	return 0;
+}
+
+/* A peer asks for every sealed tensor under a prefix: hold them all (one lease) and tell
+ * where each is, in one frame. */
+static bool serve_batch(struct conn *c, const struct f_pull *f)
+{
+	struct f_batch_info bi;
+	memset(&bi, 0, sizeof(bi));
+	bi.id = f->id;
+	int code = 0;
+	tn_arena_entry *es = NULL;
+	size_t n = 0, used = sizeof(bi), count = 0;
+	struct held *held = NULL;
+	unsigned char *out = NULL;
+	tn_arena *a = own_arena(f->arena, false, &code, bi.message, sizeof(bi.message));
+	if (!a)
+		goto refuse;
+	if ((code = tn_arena_list(a, f->name, &es, &n))) {
+		snprintf(bi.message, sizeof(bi.message), "%s", tn_last_error());
+		goto refuse;
+	}
+	held = calloc(n ? n : 1, sizeof(*held));
+	out = malloc(FRAME_MAX);
+	if (!held || !out) {
+		code = TN_ENOMEM;
+		snprintf(bi.message, sizeof(bi.message), "out of memory");
+		goto refuse;
+	}
+	for (size_t i = 0; i < n; i++) {
+		/* Sealed and here (a spilled tensor's bytes are on disk). */
+		if ((es[i].flags & (TN_ARENA_ENTRY_SEALED | TN_ARENA_ENTRY_SPILLED)) !=
+		    TN_ARENA_ENTRY_SEALED)
+			continue;
+		struct f_pull_info in;
+		unsigned char rkey[4096];
+		memset(&in, 0, sizeof(in));
+		int r = hold_one(a, f->arena, es[i].name, &held[count], &in, rkey, sizeof(rkey));
+		if (r == TN_ENOENT || r == TN_EINVAL)
+			continue; /* unpublished, or replaced unsealed, since the list */
+		if (r) {
+			code = r;
+			snprintf(bi.message, sizeof(bi.message), "%s", in.message);
+			goto refuse;
+		}
+		size_t nl = strlen(es[i].name);
+		size_t need = sizeof(struct f_batch_entry) + nl + 2 * in.ndim * sizeof(int64_t) +
+			      in.rkey_len;
+		count++;
+		if (count > BATCH_MAX || used + need > FRAME_MAX) {
+			code = TN_ENOSPC;
+			snprintf(bi.message, sizeof(bi.message), "more tensors under \"%.120s\" than "
+				 "one batch takes (%d, or 1 MiB of descriptions): pull a narrower "
+				 "prefix", f->name, BATCH_MAX);
+			goto refuse;
+		}
+		struct f_batch_entry be = { .nbytes = in.nbytes, .raddr = in.raddr,
+					    .rkey_len = in.rkey_len, .name_len = (uint16_t)nl,
+					    .dtype = (uint8_t)in.dtype, .ndim = (uint8_t)in.ndim };
+		unsigned char *p = out + used;
+		memcpy(p, &be, sizeof(be));
+		p += sizeof(be);
+		memcpy(p, es[i].name, nl);
+		p += nl;
+		memcpy(p, in.sizes, in.ndim * sizeof(int64_t));
+		p += in.ndim * sizeof(int64_t);
+		memcpy(p, in.strides, in.ndim * sizeof(int64_t));
+		p += in.ndim * sizeof(int64_t);
+		memcpy(p, rkey, in.rkey_len);
+		used += need;
+	}
+	if (!count) {
+		code = TN_ENOENT;
+		snprintf(bi.message, sizeof(bi.message), "no sealed tensor under \"%.120s\" in arena "
+			 "\"%s\"", f->name, f->arena);
+		goto refuse;
+	}
+	struct lease *l = lease_new(c, count, held, bi.message, sizeof(bi.message));
+	if (!l) {
+		code = TN_EBUSY;
+		goto refuse;
+	}
+	held = NULL;
+	bi.count = (uint32_t)count;
+	bi.lease = l->id;
+	memcpy(out, &bi, sizeof(bi));
+	bool ok = send_frame(c, F_BATCH_INFO, 0, out, used);
+	free(out);
+	free(es);
+	return ok;
 refuse:
-	if (l)
-		lease_free(l);
-	tn_tensor_unref(t);
-	return code;
+	for (size_t i = 0; held && i < count; i++) {
+		if (held[i].mem)
+			P.ucx->mem_unmap(held[i].mem);
+		tn_tensor_unref(held[i].tensor);
+	}
+	free(held);
+	free(out);
+	free(es);
+	bi.status = code;
+	bi.count = 0;
+	return send_frame(c, F_BATCH_INFO, 0, &bi, sizeof(bi));
 }
 
 /* A peer asks for a sealed tensor: hold it and tell where it is. */
@@ -625,6 +838,10 @@ static bool serve_pull(struct conn *c, const struct f_pull *f)
 	int code = 0;
 	if (!memchr(f->arena, 0, sizeof(f->arena)) || !memchr(f->name, 0, sizeof(f->name)))
 		return protocol_error(c, "PULL with an unterminated name");
+	if (f->flags & ~PULL_PREFIX || f->pad)
+		return protocol_error(c, "PULL with unknown flags 0x%x", f->flags);
+	if (f->flags & PULL_PREFIX)
+		return serve_batch(c, f);
 	tn_arena *a = own_arena(f->arena, false, &code, in->message, sizeof(in->message));
 	if (a)
 		code = make_lease(c, a, f->arena, f->name, in, out.rkey, sizeof(out.rkey));
@@ -644,31 +861,45 @@ static bool on_release(struct conn *c, const struct f_release *r)
 static bool start_get(struct conn *c, struct tnd_pull_job *j, const struct f_pull_info *inp,
 		      const unsigned char *rkey, size_t rlen, const char *what);
 
+/* The pull @id of @c that a PULL_INFO, or a BATCH_INFO (@batch), answers with @status, @lease
+ * and @message: the job, to start its gets; NULL when it was dealt with here (*ok: false when
+ * @c was closed). */
+static struct tnd_pull_job *answered(struct conn *c, uint64_t id, bool batch, int32_t status,
+				     uint64_t lease, char *message, size_t nmsg, bool *ok)
+{
+	*ok = true;
+	struct tnd_pull_job *j = P.running;
+	while (j && !(j->kind == J_PULL && j->conn == c && j->id == id && j->asked &&
+		      !(j->req.flags & TND_PULL_PREFIX) == !batch))
+		j = j->next;
+	if (!j) {
+		/* Ended meanwhile (tensord is stopping, a deadline): let the blocks go again. */
+		if (!status && lease) {
+			struct f_release r = { .lease = lease };
+			*ok = send_frame(c, F_RELEASE, 0, &r, sizeof(r));
+		}
+		return NULL;
+	}
+	j->asked = false;
+	if (status) {
+		message[nmsg - 1] = 0;
+		if (status >= 0 || status < -1000)
+			status = TN_EIO;
+		finish(j, status, "peer %.200s: %s", j->req.peer, message);
+		return NULL;
+	}
+	return j;
+}
+
 /* The holder's answer: start the get into a new block of the local arena. */
 static bool on_pull_info(struct conn *c, const unsigned char *body, uint32_t len)
 {
 	struct f_pull_info in;
 	memcpy(&in, body, sizeof(in));
-	struct tnd_pull_job *j = P.running;
-	while (j && !(j->kind == J_PULL && j->conn == c && j->id == in.id && j->asked))
-		j = j->next;
-	if (!j) {
-		/* Cancelled meanwhile (tensord is stopping): let the block go again. */
-		if (!in.status && in.lease) {
-			struct f_release r = { .lease = in.lease };
-			return send_frame(c, F_RELEASE, 0, &r, sizeof(r));
-		}
-		return true;
-	}
-	j->asked = false;
-	if (in.status) {
-		in.message[sizeof(in.message) - 1] = 0;
-		if (in.status >= 0 || in.status < -1000)
-			in.status = TN_EIO;
-		finish(j, in.status, "peer %.200s: %s", j->req.peer, in.message);
-		return true;
-	}
-	return start_get(c, j, &in, body + sizeof(in), len - sizeof(in), "PULL_INFO");
+	bool ok;
+	struct tnd_pull_job *j = answered(c, in.id, false, in.status, in.lease, in.message,
+					  sizeof(in.message), &ok);
+	return j ? start_get(c, j, &in, body + sizeof(in), len - sizeof(in), "PULL_INFO") : ok;
 }
 
 /* Start the get @in describes (the remote key @rkey, of @rlen bytes) into a new block of @j's
@@ -713,11 +944,145 @@ static bool start_get(struct conn *c, struct tnd_pull_job *j, const struct f_pul
 	return true;
 }
 
+/* A batch whose bytes all arrived: publish every tensor, sealed, or none. */
+static void check_batch(struct tnd_pull_job *j)
+{
+	char err[256];
+	int t = parts_test(j->parts, j->nparts, err, sizeof(err));
+	if (t > 0)
+		return;
+	if (t < 0) {
+		finish(j, TN_EIO, "peer %.200s: %s", j->req.peer, err);
+		return;
+	}
+	for (size_t i = 0; i < j->nparts; i++) {
+		struct part *p = &j->parts[i];
+		tn_tensor *v;
+		int r = tn_tensor_new(p->storage, 0, (int)p->ndim, p->sizes, p->strides,
+				      (enum tn_dtype)p->dtype, &v);
+		if (!r) {
+			r = tn_arena_publish(j->dst, p->name, v, TN_ARENA_SEAL, NULL);
+			tn_tensor_unref(v);
+		}
+		if (r) {
+			snprintf(err, sizeof(err), "%s", tn_last_error());
+			for (size_t k = 0; k < i; k++)
+				(void)tn_arena_unpublish(j->dst, j->parts[k].name);
+			finish(j, r, "arena \"%s\": %s (nothing of the batch was published)",
+			       j->req.arena, err);
+			return;
+		}
+	}
+	j->reply.count = (uint32_t)j->nparts;
+	finish(j, 0, NULL);
+}
+
+/* A batch's answer: check every entry, then start a get of each into a new block. */
+static bool on_batch_info(struct conn *c, const unsigned char *body, uint32_t len)
+{
+	struct f_batch_info bi;
+	memcpy(&bi, body, sizeof(bi));
+	bool ok;
+	struct tnd_pull_job *j = answered(c, bi.id, true, bi.status, bi.lease, bi.message,
+					  sizeof(bi.message), &ok);
+	if (!j)
+		return ok;
+	j->lease = bi.lease;
+	if (!bi.count || bi.count > BATCH_MAX)
+		return protocol_error(c, "BATCH_INFO of %u tensors", bi.count);
+	j->parts = calloc(bi.count, sizeof(*j->parts));
+	if (!j->parts) {
+		finish(j, TN_ENOMEM, "out of memory");
+		return true;
+	}
+	j->nparts = bi.count;
+	/* Every entry checked before any allocation: a hostile peer could send anything. */
+	const unsigned char *p = body + sizeof(bi), *end = body + len, *rkeys[BATCH_MAX];
+	size_t plen = strlen(j->req.remote_name), llen = strlen(j->req.name);
+	for (uint32_t i = 0; i < bi.count; i++) {
+		struct f_batch_entry be;
+		struct part *pt = &j->parts[i];
+		if ((size_t)(end - p) < sizeof(be))
+			return protocol_error(c, "BATCH_INFO cut short");
+		memcpy(&be, p, sizeof(be));
+		p += sizeof(be);
+		size_t rest = (size_t)be.name_len + 2u * be.ndim * sizeof(int64_t) + be.rkey_len;
+		if (be.dtype >= TN_NUM_DTYPES || be.ndim > TN_ARENA_MAX_DIMS || !be.name_len ||
+		    be.name_len > TN_ARENA_NAME_MAX || (size_t)(end - p) < rest ||
+		    be.name_len < plen || memcmp(p, j->req.remote_name, plen) ||
+		    memchr(p, 0, be.name_len))
+			return protocol_error(c, "BATCH_INFO with a bad entry");
+		if (llen + be.name_len - plen > TN_ARENA_NAME_MAX) {
+			finish(j, TN_EINVAL, "\"%s%.*s\": a name longer than %d bytes", j->req.name,
+			       (int)(be.name_len - plen), (const char *)p + plen, TN_ARENA_NAME_MAX);
+			return true;
+		}
+		memcpy(pt->name, j->req.name, llen);
+		memcpy(pt->name + llen, p + plen, be.name_len - plen);
+		pt->name[llen + be.name_len - plen] = 0;
+		p += be.name_len;
+		pt->dtype = be.dtype;
+		pt->ndim = be.ndim;
+		memcpy(pt->sizes, p, be.ndim * sizeof(int64_t));
+		p += be.ndim * sizeof(int64_t);
+		memcpy(pt->strides, p, be.ndim * sizeof(int64_t));
+		p += be.ndim * sizeof(int64_t);
+		int64_t span = view_span((int)be.ndim, pt->sizes, pt->strides,
+					 tn_dtype_size((enum tn_dtype)be.dtype));
+		if (span < 0 || (uint64_t)span != be.nbytes || (span && !be.rkey_len))
+			return protocol_error(c, "BATCH_INFO describes no valid view");
+		pt->nbytes = be.nbytes;
+		rkeys[i] = p;
+		p += be.rkey_len;
+	}
+	if (p != end)
+		return protocol_error(c, "BATCH_INFO with bytes after its entries");
+	for (uint32_t i = 0; i < bi.count; i++) {
+		tn_arena_entry e;
+		if (!tn_arena_info(j->dst, j->parts[i].name, &e)) {
+			finish(j, TN_EEXIST, "\"%.200s\" is published in arena \"%s\" already",
+			       j->parts[i].name, j->req.arena);
+			return true;
+		}
+	}
+	/* Second pass: the gets (the entries' raddr and rkey read again from the frame). */
+	p = body + sizeof(bi);
+	for (uint32_t i = 0; i < bi.count; i++) {
+		struct f_batch_entry be;
+		struct part *pt = &j->parts[i];
+		memcpy(&be, p, sizeof(be));
+		p += sizeof(be) + be.name_len + 2u * be.ndim * sizeof(int64_t) + be.rkey_len;
+		int r = tn_storage_new_with_allocator(TN_CPU, pt->nbytes ? (size_t)pt->nbytes : 1,
+						      tn_arena_allocator(j->dst), &pt->storage);
+		if (r) {
+			finish(j, r, "arena \"%s\": %s", j->req.arena, tn_last_error());
+			return true;
+		}
+		if (!pt->nbytes)
+			continue;
+		char err[256];
+		void *dst = tn_storage_data(pt->storage);
+		if (P.ucx->mem_map(P.u, dst, (size_t)pt->nbytes, &pt->mem, err, sizeof(err)) ||
+		    P.ucx->get_start(c->ep, dst, pt->mem, be.raddr, rkeys[i], be.rkey_len,
+				     (size_t)pt->nbytes, &pt->op, err, sizeof(err))) {
+			finish(j, TN_EIO, "peer %.200s: %s", j->req.peer, err);
+			return true;
+		}
+		j->reply.bytes += pt->nbytes;
+	}
+	j->reply.method = TN_TENSORD_PULL_RMA_GET;
+	return true;
+}
+
 /* Pulls whose bytes arrived: publish them, sealed. */
 static void check_pulls(void)
 {
 	for (struct tnd_pull_job *j = P.running, *next; j; j = next) {
 		next = j->next;
+		if (!j->asked && j->parts) {
+			check_batch(j);
+			continue;
+		}
 		if (j->asked || !j->storage)
 			continue;
 		char err[256];
@@ -744,6 +1109,8 @@ static void check_pulls(void)
 
 static void drain_free(struct drain *d)
 {
+	parts_release(d->parts, d->nparts);
+	free(d->parts);
 	if (d->op)
 		P.ucx->op_free(d->op);
 	if (d->mem)
@@ -755,7 +1122,7 @@ static void drain_free(struct drain *d)
 /* @j passed peer_transfer_timeout_ms: fail it, and keep what UCX still uses as a drain. */
 static void abandon(struct tnd_pull_job *j)
 {
-	if (j->conn && (j->op || (j->kind == J_PUSH && j->asked && j->lease))) {
+	if (j->conn && (j->op || j->parts || (j->kind == J_PUSH && j->asked && j->lease))) {
 		struct drain *d = calloc(1, sizeof(*d));
 		if (!d)
 			return; /* the next tick tries again */
@@ -765,6 +1132,10 @@ static void abandon(struct tnd_pull_job *j)
 		d->storage = j->storage;
 		d->mem = j->mem;
 		d->op = j->op;
+		d->parts = j->parts;
+		d->nparts = j->nparts;
+		j->parts = NULL;
+		j->nparts = 0;
 		d->next = P.drains;
 		P.drains = d;
 		j->conn = NULL;
@@ -784,7 +1155,9 @@ static void check_drains(void)
 	while (*pp) {
 		struct drain *d = *pp;
 		char err[256];
-		if (!d->op || P.ucx->op_test(d->op, err, sizeof(err)) > 0) {
+		if ((!d->op && !d->parts) ||
+		    (d->op && P.ucx->op_test(d->op, err, sizeof(err)) > 0) ||
+		    (d->parts && parts_test(d->parts, d->nparts, err, sizeof(err)) > 0)) {
 			pp = &d->next;
 			continue;
 		}
@@ -908,7 +1281,7 @@ static bool on_push_done(struct conn *c, const struct f_push_done *d)
 		/* A push abandoned at its deadline: its lease goes now. */
 		for (struct drain **pp = &P.drains; *pp; pp = &(*pp)->next) {
 			struct drain *k = *pp;
-			if (k->conn == c && k->id == d->id && !k->op) {
+			if (k->conn == c && k->id == d->id && !k->op && !k->parts) {
 				*pp = k->next;
 				lease_drop(c, k->lease);
 				drain_free(k);
@@ -1278,6 +1651,10 @@ static bool on_frame(struct conn *c, const struct frame *f, const unsigned char 
 			if (f->len < sizeof(struct f_push) + sizeof(struct f_pull_info))
 				return protocol_error(c, "PUSH of %u bytes", f->len);
 			return on_push(c, body, f->len);
+		case F_BATCH_INFO:
+			if (f->len < sizeof(struct f_batch_info))
+				return protocol_error(c, "BATCH_INFO of %u bytes", f->len);
+			return on_batch_info(c, body, f->len);
 		case F_PUSH_DONE: {
 			if (f->len != sizeof(struct f_push_done))
 				return protocol_error(c, "PUSH_DONE of %u bytes", f->len);
@@ -1837,9 +2214,10 @@ void tnd_peers_events(void)
 				 j->reply.bytes, (double)j->reply.elapsed_ns / 1e6);
 			tnd_reply(c, &h, &j->reply, sizeof(j->reply));
 		} else {
-			/* Record the seal (a failure leaves it to the periodic sweep). */
-			if (tnd_ledger_sealed(j->ar, j->req.name))
-				tnd_debug("pull: %s", tn_last_error());
+			/* Record the seals (a failure leaves it to the periodic sweep). */
+			for (size_t i = 0; i < (j->parts ? j->nparts : 1); i++)
+				if (tnd_ledger_sealed(j->ar, j->parts ? j->parts[i].name : j->req.name))
+					tnd_debug("pull: %s", tn_last_error());
 			tnd_info("pull of %s:%s/%s into arena %s for pid %d: %" PRIu64
 				 " bytes in %.3f ms", peer, j->req.remote_arena, name, j->ar->name,
 				 (int)c->pid, j->reply.bytes, (double)j->reply.elapsed_ns / 1e6);
@@ -1848,6 +2226,7 @@ void tnd_peers_events(void)
 		j->ar->transfers--;
 		c->transfer = false;
 		atomic_fetch_sub(&P.pulls, 1);
+		free(j->parts);
 		free(j);
 		tnd_client_maybe_free(c);
 	}

@@ -350,7 +350,7 @@ int tnd_check_request(const void *msg, size_t len, bool has_fd)
 		if (!tensor_str_ok(m->remote_name) || !m->remote_name[0] ||
 		    !tensor_str_ok(m->name) || !m->name[0])
 			return BAD("%s: bad tensor name", op);
-		if (m->flags || m->pad)
+		if ((m->flags & ~(h->op == TND_OP_PULL ? TND_PULL_PREFIX : 0u)) || m->pad)
 			return BAD("%s: unknown flags 0x%x", op, m->flags);
 		return 0;
 	}

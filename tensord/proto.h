@@ -350,15 +350,19 @@ struct tnd_pull {
 	char remote_name[TND_PREFIX_SIZE];    /* a sealed tensor in it */
 	char arena[TND_NAME_SIZE];            /* the local arena (write access) */
 	char name[TND_PREFIX_SIZE];           /* the name to publish, sealed */
-	uint32_t flags;                       /* none yet: 0 */
+	uint32_t flags;                       /* PULL: TND_PULL_PREFIX; PUSH: 0 */
 	uint32_t pad;
 };
+
+/* tnd_pull.flags: remote_name is a prefix: every sealed tensor under it, published as name
+ * followed by the rest of its name, in one batch. */
+#define TND_PULL_PREFIX 1u
 
 struct tnd_pull_reply {
 	uint64_t bytes;      /* data bytes moved */
 	uint64_t elapsed_ns; /* from the request to the publish */
 	uint32_t method;     /* TN_TENSORD_PULL_RMA_GET: by UCX RMA get */
-	uint32_t pad;
+	uint32_t count;      /* TND_PULL_PREFIX: the tensors published; else 0 */
 	char lanes[TND_PEER_LANES_SIZE];
 };
 

@@ -62,7 +62,7 @@ static void usage(FILE *f)
 		"  clients                         connected processes\n"
 		"  peer add HOST:PORT              dial a peer tensord (root, the daemon's user)\n"
 		"  peer list                       peers: state, round trip, UCX lanes, last error\n"
-		"  pull PEER:ARENA/NAME [--into ARENA[/NAME]]  fetch a sealed tensor from a peer\n"
+		"  pull PEER:ARENA/NAME[*] [--into ARENA[/NAME]]  fetch a sealed tensor (NAME*: all under NAME)\n"
 		"  push ARENA/NAME PEER:ARENA[/NAME]  send a sealed tensor to a peer\n"
 		"  metrics                         figures in Prometheus' text format\n"
 		"  top [--delay SECONDS] [--iterations N]\n"
@@ -1194,9 +1194,20 @@ static int cmd_pull(int argc, char **argv)
 			snprintf(name, sizeof(name), "%s", s2 + 1);
 	}
 	tn_tensord_pull_report rep;
-	int r = tn_tensord_pull(conn, peer, rarena, rname, arena, name, &rep);
+	/* NAME ending in '*': a batch of every sealed tensor under the prefix before it. */
+	size_t rl = strlen(rname), count = 0;
+	bool batch = rl > 1 && rname[rl - 1] == '*';
+	if (batch) {
+		rname[rl - 1] = 0;
+		if (!strcmp(name, spec + (slash + 1 - spec)))
+			snprintf(name, sizeof(name), "%s", rname);
+	}
+	int r = batch ? tn_tensord_pull_prefix(conn, peer, rarena, rname, arena, name, &rep, &count)
+		      : tn_tensord_pull(conn, peer, rarena, rname, arena, name, &rep);
 	if (r)
 		return fail(r, "pull");
+	if (batch && !json && !quiet)
+		printf("%zu tensors: ", count);
 	char src[600], dst[400];
 	snprintf(src, sizeof(src), "%s:%s/%s", peer, rarena, rname);
 	snprintf(dst, sizeof(dst), "%s/%s", arena, name);

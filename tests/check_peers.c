@@ -475,6 +475,83 @@ START_TEST(test_three_daemons)
 }
 END_TEST
 
+/* A batch: every sealed tensor under a prefix, in one request, all or nothing. */
+START_TEST(test_pull_prefix)
+{
+	const char *tls = _i == 0 ? NULL : "tcp";
+	struct daemon A, B;
+	char a_addr[64];
+	pair(&A, "peer_export = kv\n", &B, "", tls, a_addr);
+	tn_tensord *ca = connect_to(&A), *cb = connect_to(&B);
+	make_arena(ca, "kv", 64 << 20, 0, 0);
+	make_arena(cb, "mine", 64 << 20, 0, 0);
+	tn_arena *a = open_arena(ca, "kv"), *b = open_arena(cb, "mine");
+	uint64_t empty = used_bytes(ca, "kv");
+	/* 300 blocks of 4 KiB (int32 [1024], each its own values), a name that only starts like
+	 * them, and one not sealed: the batch takes the 300. */
+	enum { NB = 300 };
+	for (int i = 0; i < NB; i++) {
+		char n[32];
+		snprintf(n, sizeof(n), "seq7/blk%04d", i);
+		ck_assert_tn_ok(publish_i32(a, n, 1024, i * 1000));
+		ck_assert_tn_ok(tn_arena_seal(a, n));
+	}
+	ck_assert_tn_ok(publish_i32(a, "seq7x", 4, 1));
+	ck_assert_tn_ok(tn_arena_seal(a, "seq7x"));
+	ck_assert_tn_ok(publish_i32(a, "seq7/open", 4, 1));
+	wait_ready(cb, a_addr, TN_TENSORD_PEER_DIALED);
+
+	tn_tensord_pull_report rep;
+	size_t count = 0;
+	ck_assert_tn_ok(tn_tensord_pull_prefix(cb, a_addr, "kv", "seq7/", "mine", "s/", &rep,
+					       &count));
+	ck_assert_uint_eq(count, NB);
+	ck_assert_uint_eq(rep.bytes, (uint64_t)NB * 4096);
+	ck_assert_uint_eq(rep.method, TN_TENSORD_PULL_RMA_GET);
+	for (int i = 0; i < NB; i++) {
+		char n[32], m[32];
+		snprintf(n, sizeof(n), "seq7/blk%04d", i);
+		snprintf(m, sizeof(m), "s/blk%04d", i);
+		expect_same(a, n, b, m);
+	}
+	ck_assert_int_eq(tn_arena_info(b, "s/open", &(tn_arena_entry){ 0 }), TN_ENOENT);
+	tn_arena_entry *es;
+	size_t n;
+	ck_assert_tn_ok(tn_arena_list(b, NULL, &es, &n));
+	ck_assert_uint_eq(n, NB);
+	free(es);
+
+	/* All or nothing: one name taken here fails the batch before any byte moves. */
+	ck_assert_int_eq(tn_tensord_pull_prefix(cb, a_addr, "kv", "seq7/", "mine", "s/", NULL,
+						&count), TN_EEXIST);
+	ck_assert_uint_eq(count, 0);
+	ck_assert_tn_ok(publish_i32(b, "t/blk0150", 4, 1));
+	ck_assert_int_eq(tn_tensord_pull_prefix(cb, a_addr, "kv", "seq7/", "mine", "t/", NULL,
+						NULL), TN_EEXIST);
+	ck_assert_msg(strstr(tn_last_error(), "t/blk0150"), "%s", tn_last_error());
+	ck_assert_tn_ok(tn_arena_list(b, "t/", &es, &n));
+	ck_assert_uint_eq(n, 1);
+	free(es);
+	/* Nothing sealed under a prefix; an arena not exported. */
+	ck_assert_int_eq(tn_tensord_pull_prefix(cb, a_addr, "kv", "seq8/", "mine", "u/", NULL,
+						NULL), TN_ENOENT);
+	ck_assert_int_eq(tn_tensord_pull_prefix(cb, a_addr, "mine", "s", "mine", "u/", NULL, NULL),
+			 TN_EACCES);
+
+	/* The holder let every block go: unpublished, the arena is empty again. */
+	tn_arena_unref(b);
+	ck_assert_tn_ok(tn_arena_list(a, NULL, &es, &n));
+	for (size_t i = 0; i < n; i++)
+		ck_assert_tn_ok(tn_arena_unpublish(a, es[i].name));
+	free(es);
+	wait_used(ca, "kv", empty, 10000, "the holder kept blocks of the batch");
+	tn_arena_unref(a);
+	ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "kv", 0));
+	ck_assert_tn_ok(tn_tensord_arena_destroy(cb, "mine", 0));
+	finish_all((tn_tensord *[]){ ca, cb }, (struct daemon *[]){ &A, &B }, 2);
+}
+END_TEST
+
 /* ---- kills ---------------------------------------------------------------------------------- */
 
 #define HUGE_BYTES ((size_t)512 << 20)
@@ -1052,7 +1129,7 @@ START_TEST(test_bad_peers)
 		close(flood[i]);
 	/* An authenticated peer that sends garbage after the handshake. */
 	fd = raw_authenticated(A.port);
-	struct wire_frame odd = { 0x52504e54u, 1, 77, 0, 0 };
+	struct wire_frame odd = { 0x52504e54u, WIRE_VERSION, 77, 0, 0 };
 	send_all(fd, &odd, sizeof(odd));
 	expect_closed(fd, 3000, "an unknown frame type after the handshake");
 	/* An authenticated peer that asks and never reads the answers: dropped, once 4 MiB of
@@ -1065,9 +1142,11 @@ START_TEST(test_bad_peers)
 			uint64_t id;
 			char arena[64];
 			char name[256];
+			uint32_t flags, pad;
 		} pull;
 		memset(&pull, 0, sizeof(pull));
-		pull.f = (struct wire_frame){ 0x52504e54u, WIRE_VERSION, 6, sizeof(pull) - sizeof(pull.f), 0 };
+		pull.f = (struct wire_frame){ 0x52504e54u, WIRE_VERSION, 6,
+					      sizeof(pull) - sizeof(pull.f), 0 };
 		strcpy(pull.arena, "src");
 		strcpy(pull.name, "nope");
 		uint64_t t1 = now_ms();
@@ -1327,6 +1406,7 @@ static Suite *peers_suite(void)
 	tcase_add_test(tc, test_pull_shared_memory);
 	tcase_add_test(tc, test_pull_tcp);
 	tcase_add_test(tc, test_three_daemons);
+	tcase_add_loop_test(tc, test_pull_prefix, 0, 2);
 	tcase_add_loop_test(tc, test_holder_killed, 0, 2);
 	tcase_add_test(tc, test_puller_killed);
 	tcase_add_test(tc, test_unpublished_during_pull);

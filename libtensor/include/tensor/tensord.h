@@ -313,6 +313,20 @@ TN_EXPORT int tn_tensord_pull(tn_tensord *conn, const char *peer, const char *re
 			      tn_tensord_pull_report *ret_report);
 
 /*
+ * tn_tensord_pull_prefix - a batch: every sealed tensor of @remote_arena on @peer whose name
+ * starts with @remote_prefix, in one request, each published sealed in @arena as @prefix
+ * followed by the rest of its name. All or nothing: every name must be free here, and none is
+ * published unless every byte of every tensor arrived. At most 4096 tensors, and as many as
+ * one 1 MiB frame describes. *ret_count (may be NULL) gets their number. Errors as for
+ * tn_tensord_pull; TN_ENOENT also when no sealed tensor is under the prefix, TN_ENOSPC when
+ * more are than one batch takes.
+ */
+TN_EXPORT int tn_tensord_pull_prefix(tn_tensord *conn, const char *peer,
+				     const char *remote_arena, const char *remote_prefix,
+				     const char *arena, const char *prefix,
+				     tn_tensord_pull_report *ret_report, size_t *ret_count);
+
+/*
  * tn_tensord_push - the other way: have the daemon send its sealed tensor @name of the local
  * arena @arena (the caller needs read access to it) to the peer daemon @peer, which publishes
  * it, sealed, as @remote_name in its arena @remote_arena (which it must open to pushes:
