@@ -944,17 +944,32 @@ static bool start_get(struct conn *c, struct tnd_pull_job *j, const struct f_pul
 	return true;
 }
 
-/* A batch whose bytes all arrived: publish every tensor, sealed, or none. */
-static void check_batch(struct tnd_pull_job *j)
+static void conn_close(struct conn *c, const char *why);
+
+/* @j's get failed (@err): its endpoint is of no more use, so its connection goes (it is
+ * dialed again), which ends @j and the other transfers over it with TN_ENOTCONN ("lost
+ * during the transfer: @err"), as the loss of the control connection would. Returns whether
+ * a connection was closed (the list of running transfers changed). */
+static bool get_failed(struct tnd_pull_job *j, const char *err)
+{
+	if (!j->conn) {
+		finish(j, TN_EIO, "peer %.200s: %s", j->req.peer, err);
+		return false;
+	}
+	conn_close(j->conn, err);
+	return true;
+}
+
+/* A batch whose bytes all arrived: publish every tensor, sealed, or none; returns whether
+ * the list of running transfers changed beyond @j. */
+static bool check_batch(struct tnd_pull_job *j)
 {
 	char err[256];
 	int t = parts_test(j->parts, j->nparts, err, sizeof(err));
 	if (t > 0)
-		return;
-	if (t < 0) {
-		finish(j, TN_EIO, "peer %.200s: %s", j->req.peer, err);
-		return;
-	}
+		return false;
+	if (t < 0)
+		return get_failed(j, err);
 	for (size_t i = 0; i < j->nparts; i++) {
 		struct part *p = &j->parts[i];
 		tn_tensor *v;
@@ -970,11 +985,12 @@ static void check_batch(struct tnd_pull_job *j)
 				(void)tn_arena_unpublish(j->dst, j->parts[k].name);
 			finish(j, r, "arena \"%s\": %s (nothing of the batch was published)",
 			       j->req.arena, err);
-			return;
+			return false;
 		}
 	}
 	j->reply.count = (uint32_t)j->nparts;
 	finish(j, 0, NULL);
+	return false;
 }
 
 /* A batch's answer: check every entry, then start a get of each into a new block. */
@@ -1077,10 +1093,12 @@ static bool on_batch_info(struct conn *c, const unsigned char *body, uint32_t le
 /* Pulls whose bytes arrived: publish them, sealed. */
 static void check_pulls(void)
 {
+again:
 	for (struct tnd_pull_job *j = P.running, *next; j; j = next) {
 		next = j->next;
 		if (!j->asked && j->parts) {
-			check_batch(j);
+			if (check_batch(j))
+				goto again;
 			continue;
 		}
 		if (j->asked || !j->storage)
@@ -1090,7 +1108,8 @@ static void check_pulls(void)
 		if (t > 0)
 			continue;
 		if (t < 0) {
-			finish(j, TN_EIO, "peer %.200s: %s", j->req.peer, err);
+			if (get_failed(j, err))
+				goto again;
 			continue;
 		}
 		tn_tensor *v;
