@@ -1696,6 +1696,15 @@ static bool on_frame(struct conn *c, const struct frame *f, const unsigned char 
 	}
 }
 
+/* Whether @c is still open (on the list; not dereferenced). */
+static bool conn_alive(const struct conn *c)
+{
+	for (const struct conn *k = P.conns; k; k = k->next)
+		if (k == c)
+			return true;
+	return false;
+}
+
 /* Read what arrived and handle every whole frame; false when @c was closed. */
 static bool on_readable(struct conn *c)
 {
@@ -1748,8 +1757,10 @@ static bool on_readable(struct conn *c)
 						      max, c->got_proof ? "" : "before the handshake");
 			if (c->in_len - off - sizeof(f) < f.len)
 				break;
-			/* Frames are handled in place; keep the buffer while they run. */
-			if (!on_frame(c, &f, c->in + off + sizeof(f)))
+			/* Frames are handled in place; keep the buffer while they run. A
+			 * handler that answered a transfer may have closed @c without saying
+			 * (a frame sent to a peer that reads nothing): look for it too. */
+			if (!on_frame(c, &f, c->in + off + sizeof(f)) || !conn_alive(c))
 				return false;
 			off += sizeof(f) + f.len;
 		}
