@@ -897,6 +897,7 @@ START_TEST(test_push_killed)
 	if (_i == 0) {
 		use(&A);
 		daemon_kill9();
+		tn_tensord_close(ca);
 		uint64_t killed = now_ms();
 		int st = child_status(child);
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == -TN_ENOTCONN,
@@ -917,6 +918,7 @@ START_TEST(test_push_killed)
 	} else {
 		use(&B);
 		daemon_kill9();
+		tn_tensord_close(cb);
 		int st = child_status(child);
 		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0);
 		/* A sees B go: no half tensor, and the block it was filling is free again. */
