@@ -340,6 +340,16 @@ static void wait_used(tn_tensord *c, const char *name, uint64_t want, unsigned m
 	}
 }
 
+/* Wait until arena @name of @c uses @most bytes or fewer (within 5 s), failing with @what. */
+static void wait_used_below(tn_tensord *c, const char *name, uint64_t most, const char *what)
+{
+	uint64_t t0 = now_ms();
+	while (used_bytes(c, name) > most) {
+		ck_assert_msg(now_ms() - t0 < 5000, "%s", what);
+		sleep_ms(10);
+	}
+}
+
 /* ---- pulls ---------------------------------------------------------------------------------- */
 
 /* Holder A exports "src"; puller B dials A; both over @tls. Every source is pulled into B's
@@ -412,11 +422,7 @@ static void pull_all(const char *tls, const char *lanes_want)
 	/* The holder let every block go: once unpublished on A, its bytes are free again. */
 	uint64_t before = used_bytes(ca, "src");
 	ck_assert_tn_ok(tn_arena_unpublish(a, "big"));
-	uint64_t t0 = now_ms();
-	while (used_bytes(ca, "src") > before - (64u << 20)) {
-		ck_assert_msg(now_ms() - t0 < 5000, "the holder still holds \"big\"");
-		sleep_ms(10);
-	}
+	wait_used_below(ca, "src", before - (64u << 20), "the holder still holds \"big\"");
 
 	tn_arena_unref(a);
 	tn_arena_unref(b);
@@ -844,11 +850,7 @@ START_TEST(test_push)
 	/* B let every block go: once unpublished, "big"'s bytes are free again. */
 	uint64_t before = used_bytes(cb, "out");
 	ck_assert_tn_ok(tn_arena_unpublish(out, "big"));
-	uint64_t t0 = now_ms();
-	while (used_bytes(cb, "out") > before - (64u << 20)) {
-		ck_assert_msg(now_ms() - t0 < 5000, "the pusher still holds \"big\"");
-		sleep_ms(10);
-	}
+	wait_used_below(cb, "out", before - (64u << 20), "the pusher still holds \"big\"");
 
 	tn_arena_unref(in);
 	tn_arena_unref(out);
