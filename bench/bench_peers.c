@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
- * bench_peers: pulls between two tensord daemons started here (libtensor-peers(7)), per UCX
- * transport: its default between processes of one host (shared memory: cma/sysv) and TCP
- * (UCX_TLS=tcp). For each size, the median wall time of tn_tensord_pull (request to sealed
- * name, into a block of the puller's arena that earlier pulls already touched: each pulled
- * tensor is unpublished before the next pull) beside, in the same run and on the same transport:
+ * bench_peers: pulls between two tensord daemons started here (libtensor-peers(7)), per
+ * transport: UCX's default between processes of one host (shared memory: sysv/cma), where the
+ * puller reads the holder's block itself (direct reads), the same with peer_direct_read = no
+ * (UCX's get, which UCX 1.13 emulates over sysv), and TCP (UCX_TLS=tcp). For each size:
+ *   - "pull": the median wall time of tn_tensord_pull (request to sealed name), each pull
+ *     started once the puller freed the block of the one before (its seal digest, tensord(8)
+ *     VERIFY, done), so into pages earlier pulls touched;
+ *   - "back-to-back": the same pulls one after another, each unpublished at once (the digest
+ *     of one then runs beside the next; a pull waits while two blocks are held);
+ * beside, in the same run and on the same transport:
  *   - ucx_perftest -t ucp_get (Debian ucx-utils), the transport's own RMA get bandwidth;
  *   - a plain TCP socket copy over 127.0.0.1 (one process writes, the other reads).
  * Then the latency of 1,000 pulls of 4 KiB tensors, one after another, and of the same 1,000 in
@@ -258,13 +263,29 @@ static double tcp_copy(size_t bytes, int reps)
 	return bench_median(v, reps < 64 ? reps : 64);
 }
 
-static void run_transport(const char *label, const char *tls, size_t max, int reps)
+static uint64_t used_bytes(tn_tensord *c, const char *arena)
+{
+	tn_tensord_arena_info info;
+	CHECK(tn_tensord_arena_stat(c, arena, &info));
+	return info.stats.used_bytes;
+}
+
+/* Wait (at most 10 s) until arena @arena of @c uses @want bytes or fewer. */
+static void wait_used(tn_tensord *c, const char *arena, uint64_t want)
+{
+	double t0 = bench_now_ns();
+	while (used_bytes(c, arena) > want && bench_now_ns() - t0 < 10e9)
+		usleep(200);
+}
+
+static void run_transport(const char *label, const char *tls, const char *conf, size_t max,
+			  int reps)
 {
 	struct daemon A, B;
 	start(&A, "peer_export = src\n", tls);
-	char a_addr[64], extra[128], lanes[128];
+	char a_addr[64], extra[192], lanes[128];
 	snprintf(a_addr, sizeof(a_addr), "127.0.0.1:%d", A.port);
-	snprintf(extra, sizeof(extra), "peer = %s\n", a_addr);
+	snprintf(extra, sizeof(extra), "peer = %s\n%s", a_addr, conf);
 	start(&B, extra, tls);
 	tn_tensord *ca = connect_to(&A), *cb = connect_to(&B);
 	wait_ready(cb, a_addr, lanes, sizeof(lanes));
@@ -272,22 +293,25 @@ static void run_transport(const char *label, const char *tls, size_t max, int re
 	tn_tensord_arena_options_init(&o);
 	o.size = max + (64u << 20);
 	CHECK(tn_tensord_arena_create(ca, "src", &o));
-	/* Room for two: the puller's seal record digests each pulled tensor on a worker thread
+	/* Room for three: the puller's seal record digests each pulled tensor on a worker thread
 	 * (tensord(8), VERIFY), holding its block a while after the pull answered. */
-	o.size = 2 * max + (64u << 20);
+	o.size = 3 * max + (64u << 20);
 	CHECK(tn_tensord_arena_create(cb, "dst", &o));
 	tn_arena *a, *b;
 	CHECK(tn_tensord_arena_open(ca, "src", 0, &a));
 	CHECK(tn_tensord_arena_open(cb, "dst", 0, &b));
-	printf("\n%s (UCX_TLS=%s): lanes %s\n", label, tls ? tls : "(UCX's choice)", lanes);
-	printf("%10s %12s %12s %12s %9s %14s %12s\n", "size", "pull GB/s", "pull cold", "daemon GB/s",
-	       "perftest", "pull/perftest", "TCP copy");
+	printf("\n%s (UCX_TLS=%s%s%.*s): lanes %s\n", label, tls ? tls : "UCX's choice",
+	       conf[0] ? "; " : "", (int)strcspn(conf, "\n"), conf, lanes);
+	printf("%10s %10s %10s %10s %13s %9s %14s %11s %9s\n", "size", "pull GB/s", "pull cold",
+	       "daemon", "back-to-back", "perftest", "pull/perftest", "b2b/perftest", "TCP copy");
+	uint64_t empty = used_bytes(cb, "dst");
 	for (size_t bytes = (size_t)1 << 20; bytes <= max; bytes *= 16) {
 		publish_bytes(a, "t", bytes);
 		double v[64], d[64], cold = 0;
 		int n = reps < 64 ? reps : 64;
 		for (int r = 0; r <= n; r++) {
 			tn_tensord_pull_report rep;
+			wait_used(cb, "dst", empty);
 			double t0 = bench_now_ns();
 			CHECK(tn_tensord_pull(cb, a_addr, "src", "t", "dst", "t", &rep));
 			double gbs = (double)bytes / (bench_now_ns() - t0);
@@ -299,6 +323,15 @@ static void run_transport(const char *label, const char *tls, size_t max, int re
 			}
 			CHECK(tn_arena_unpublish(b, "t"));
 		}
+		wait_used(cb, "dst", empty);
+		double b0 = bench_now_ns();
+		for (int r = 0; r < n; r++) {
+			/* At most one digest behind (the arena has room for three). */
+			wait_used(cb, "dst", empty + bytes);
+			CHECK(tn_tensord_pull(cb, a_addr, "src", "t", "dst", "t", NULL));
+			CHECK(tn_arena_unpublish(b, "t"));
+		}
+		double b2b = (double)bytes * n / (bench_now_ns() - b0);
 		CHECK(tn_arena_unpublish(a, "t"));
 		double pull = bench_median(v, n), dmn = bench_median(d, n);
 		int iters = bytes >= ((size_t)256 << 20) ? 8 : bytes >= ((size_t)16 << 20) ? 40 : 400;
@@ -309,13 +342,14 @@ static void run_transport(const char *label, const char *tls, size_t max, int re
 			snprintf(sz, sizeof(sz), "%zu GiB", bytes >> 30);
 		else
 			snprintf(sz, sizeof(sz), "%zu MiB", bytes >> 20);
-		printf("%10s %12.2f %12.2f %12.2f %9.2f %13.2fx %12.2f\n", sz, pull, cold, dmn, pt,
-		       pt > 0 ? pull / pt : 0.0, tc);
+		printf("%10s %10.2f %10.2f %10.2f %13.2f %9.2f %13.2fx %10.2fx %9.2f\n", sz, pull,
+		       cold, dmn, b2b, pt, pt > 0 ? pull / pt : 0.0, pt > 0 ? b2b / pt : 0.0, tc);
 		if (bytes * 16 > max && bytes < max) {
 			bytes = max / 16; /* the last row is max itself */
 		}
 	}
 	/* Latency: 1,000 pulls of 4 KiB tensors, one after another. */
+	wait_used(cb, "dst", empty);
 	char name[32];
 	for (int i = 0; i < 1000; i++) {
 		snprintf(name, sizeof(name), "s/%d", i);
@@ -381,12 +415,15 @@ int main(void)
 		reps = 1;
 	printf("bench_peers: tn_tensord_pull between two tensord on this machine, medians of %d "
 	       "pulls per size (GB/s = 1e9 B/s; \"pull\": request to sealed name, seen by the "
-	       "caller; \"cold\": the first pull, into untouched pages; \"daemon\": the puller's "
-	       "own elapsed time); peers measured in the same run: ucx_perftest -t ucp_get on the "
+	       "caller, each started once the puller freed the last one's block; \"cold\": the "
+	       "first pull, into untouched pages; \"daemon\": the puller's own elapsed time; "
+	       "\"back-to-back\": the same pulls one after another, each one's seal digest beside "
+	       "the next); peers measured in the same run: ucx_perftest -t ucp_get on the "
 	       "same transport, and a plain TCP socket copy on 127.0.0.1. %ld CPUs.\n",
 	       reps, sysconf(_SC_NPROCESSORS_ONLN));
-	run_transport("UCX default (shared memory)", NULL, max, reps);
-	run_transport("UCX TCP", "tcp", max, reps);
+	run_transport("shared memory, direct reads", NULL, "", max, reps);
+	run_transport("shared memory, UCX's get", NULL, "peer_direct_read = no\n", max, reps);
+	run_transport("UCX TCP", "tcp", "", max, reps);
 	unlink(secret);
 	rmdir(dir);
 	return 0;

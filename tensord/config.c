@@ -34,6 +34,7 @@ void tnd_config_defaults(struct tnd_config *c)
 	c->evict_interval_ms = 100;
 	c->peer_timeout_ms = 5000;
 	c->peer_transfer_timeout_ms = 600000;
+	c->peer_direct_read = true;
 	c->log_level = TND_LOG_INFO;
 	c->log_target = TND_LOG_STDERR;
 }
@@ -391,6 +392,12 @@ static int set_key(struct tnd_config *c, const char *k, char *v, char *why, size
 				 "86400000");
 			return -1;
 		}
+	} else if (!strcmp(k, "peer_direct_read")) {
+		if (strcmp(v, "yes") && strcmp(v, "no")) {
+			snprintf(why, whylen, "peer_direct_read must be yes or no");
+			return -1;
+		}
+		c->peer_direct_read = !strcmp(v, "yes");
 	} else if (!strcmp(k, "evict_interval_ms")) {
 		if (parse_uint(v, 10, 3600000, &c->evict_interval_ms)) {
 			snprintf(why, whylen, "evict_interval_ms must be 10 to 3600000");

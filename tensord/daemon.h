@@ -78,6 +78,7 @@ struct tnd_config {
 	char imports[TND_MAX_PEERS][TND_NAME_SIZE];
 	unsigned peer_timeout_ms;
 	unsigned peer_transfer_timeout_ms; /* a pull's or a push's deadline; 0: none */
+	bool peer_direct_read; /* read a same-host peer's blocks with process_vm_readv */
 	enum tnd_log_level log_level;
 	enum tnd_log_target log_target;
 	/* Which keys the file set (so command-line options and defaults combine right). */

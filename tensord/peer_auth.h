@@ -71,7 +71,14 @@ void tnd_peer_secret_clear(struct tnd_peer_secret *s);
 /* A fresh nonce from getrandom. Returns 0, or -1 with errno set. */
 int tnd_peer_nonce(unsigned char nonce[TND_PEER_NONCE]);
 
-enum tnd_peer_role { TND_PEER_DIALER = 'D', TND_PEER_LISTENER = 'L' };
+/* D and L: the handshake's proofs; d and l: the tokens a daemon shows in its memory for a peer
+ * of the same host to read directly (peer_read.h). */
+enum tnd_peer_role {
+	TND_PEER_DIALER = 'D',
+	TND_PEER_LISTENER = 'L',
+	TND_PEER_DIALER_TOKEN = 'd',
+	TND_PEER_LISTENER_TOKEN = 'l'
+};
 
 /* The proof that the side of @role knows @s, for the nonces of the dialer and listener. */
 void tnd_peer_proof(const struct tnd_peer_secret *s, enum tnd_peer_role role,

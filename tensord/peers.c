@@ -45,9 +45,10 @@
 #include "daemon.h"
 #include "peer_auth.h"
 #include "peer_module.h"
+#include "peer_read.h"
 
 #define FRAME_MAGIC 0x52504e54u /* "TNPR" in memory on a little-endian machine */
-#define FRAME_VERSION 2 /* 2: PUSH, PUSH_DONE */
+#define FRAME_VERSION 3 /* 2: PUSH, PUSH_DONE; 3: direct reads (ADDR's f_local, LOCAL_READ) */
 #define FRAME_MAX ((uint32_t)1 << 20)  /* a frame's payload, after the handshake */
 #define FRAME_PRE_AUTH 512             /* ... and before it */
 #define OUT_MAX ((size_t)4 << 20)      /* unsent bytes a peer may leave before it is dropped */
@@ -68,6 +69,7 @@ enum frame_type {
 	F_PUSH = 9,      /* struct f_push, f_pull_info, the packed key: publish this, held */
 	F_PUSH_DONE = 10, /* struct f_push_done: the pushed tensor is published, or why not */
 	F_BATCH_INFO = 11, /* struct f_batch_info, then its entries: a PULL of a prefix answered */
+	F_LOCAL_READ = 12, /* no payload: the sender reads this side's blocks itself (peer_read.h) */
 	F_TYPE_MAX_
 };
 
@@ -83,6 +85,16 @@ struct f_hello {
 	unsigned char nonce[TND_PEER_NONCE];
 	char listen[TND_PEER_ADDR_SIZE]; /* the sender's peer_listen, "" when none */
 	uint64_t instance;               /* the sender's (tnd_d.instance): not itself */
+};
+
+/* ADDR: this, then the UCX worker's address. A daemon that offers direct reads of its memory
+ * (peer_read.h) names its pid and where the token for this connection is. */
+struct f_local {
+	char boot_id[40]; /* /proc/sys/kernel/random/boot_id */
+	uint64_t pidns;   /* the inode of /proc/self/ns/pid */
+	uint64_t token;   /* the token's address in the sender's memory */
+	int32_t pid;      /* 0: no direct reads */
+	uint32_t pad;
 };
 
 struct f_ping {
@@ -184,6 +196,7 @@ struct part {
 	tn_storage *storage;
 	struct tnd_ucx_mem *mem;
 	struct tnd_ucx_op *op;
+	struct tnd_read *rd; /* a direct read instead of op */
 };
 
 struct tnd_pull_job {
@@ -202,6 +215,7 @@ struct tnd_pull_job {
 	tn_storage *storage;    /* the destination, in the local arena */
 	struct tnd_ucx_mem *mem;
 	struct tnd_ucx_op *op;
+	struct tnd_read *rd;    /* a direct read instead of op */
 	struct part *parts;     /* a batch: its tensors (the loop frees the array) */
 	size_t nparts;
 	int status;
@@ -221,11 +235,12 @@ struct drain {
 	tn_storage *storage;
 	struct tnd_ucx_mem *mem;
 	struct tnd_ucx_op *op;
+	struct tnd_read *rd;
 	struct part *parts; /* a batch's */
 	size_t nparts;
 };
 
-enum epoll_kind { K_WAKE = 1, K_LISTEN, K_CONN, K_UCX };
+enum epoll_kind { K_WAKE = 1, K_LISTEN, K_CONN, K_UCX, K_READ };
 
 /* What an epoll event's data points at: these three kinds start with their kind. */
 struct ev_tag {
@@ -257,6 +272,13 @@ struct conn {
 	char lanes[TND_PEER_LANES_SIZE];
 	struct lease *leases;
 	unsigned nleases;
+	/* Direct reads (peer_read.h): the token the peer reads in this memory; the peer's pid
+	 * and pidfd when this daemon reads the peer's blocks itself (-1: by UCX's get); whether
+	 * the peer reads this daemon's (then its leases register nothing with UCX). */
+	unsigned char token[TND_SHA256_SIZE];
+	pid_t pid;
+	int pidfd;
+	bool peer_reads;
 };
 
 /* A dialed address: its connection, or when to dial it again. */
@@ -271,8 +293,8 @@ struct target {
 static struct {
 	bool on;
 	pthread_t thread;
-	int epfd, wake_fd, listen_fd;
-	struct ev_tag wake_tag, listen_tag, ucx_tag;
+	int epfd, wake_fd, listen_fd, read_fd; /* read_fd: the direct reads' completions */
+	struct ev_tag wake_tag, listen_tag, ucx_tag, read_tag;
 	const struct tnd_ucx_ops *ucx;
 	struct tnd_ucx *u;
 	struct tnd_peer_secret secret;
@@ -304,7 +326,9 @@ static struct {
 		dev_t dev;
 		ino_t ino;
 	} served[TND_MAX_PEERS], imported[TND_MAX_PEERS];
-} P = { .epfd = -1, .wake_fd = -1, .listen_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
+	char boot_id[40];
+	uint64_t pidns;
+} P = { .epfd = -1, .wake_fd = -1, .listen_fd = -1, .read_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* Write to an eventfd (the peers' thread's, or the loop's). */
 static void wake(int fd)
@@ -388,17 +412,32 @@ static bool protocol_error(struct conn *c, const char *fmt, ...)
 
 /* ---- pulls ------------------------------------------------------------------------------------ */
 
+/* A get's state, by UCX (@op) or a direct read (@rd), either NULL: 1 running, 0 done (or none),
+ * -1 failed with the reason in @err. */
+static int get_test(struct tnd_ucx_op *op, struct tnd_read *rd, char *err, size_t nerr)
+{
+	return op ? P.ucx->op_test(op, err, nerr) : rd ? tnd_read_test(rd, err, nerr) : 0;
+}
+
+/* Let a get go, with its registration: a direct read is stopped (and waited for). */
+static void get_free(struct tnd_ucx_op **op, struct tnd_ucx_mem **mem, struct tnd_read **rd)
+{
+	if (*op)
+		P.ucx->op_free(*op);
+	if (*mem)
+		P.ucx->mem_unmap(*mem);
+	tnd_read_free(*rd);
+	*op = NULL;
+	*mem = NULL;
+	*rd = NULL;
+}
+
 /* Let @n parts' gets, registrations and blocks go (the array stays). */
 static void parts_release(struct part *p, size_t n)
 {
 	for (size_t i = 0; p && i < n; i++) {
-		if (p[i].op)
-			P.ucx->op_free(p[i].op);
-		if (p[i].mem)
-			P.ucx->mem_unmap(p[i].mem);
+		get_free(&p[i].op, &p[i].mem, &p[i].rd);
 		tn_storage_unref(p[i].storage);
-		p[i].op = NULL;
-		p[i].mem = NULL;
 		p[i].storage = NULL;
 	}
 }
@@ -408,7 +447,7 @@ static int parts_test(struct part *p, size_t n, char *err, size_t nerr)
 {
 	int any = 0;
 	for (size_t i = 0; i < n; i++) {
-		int t = p[i].op ? P.ucx->op_test(p[i].op, err, nerr) : 0;
+		int t = get_test(p[i].op, p[i].rd, err, nerr);
 		if (t < 0)
 			return -1;
 		any |= t > 0;
@@ -456,13 +495,8 @@ static void finish(struct tnd_pull_job *j, int status, const char *fmt, ...)
 			*pp = j->next;
 			break;
 		}
-	if (j->op)
-		P.ucx->op_free(j->op);
-	if (j->mem)
-		P.ucx->mem_unmap(j->mem);
+	get_free(&j->op, &j->mem, &j->rd);
 	tn_storage_unref(j->storage);
-	j->op = NULL;
-	j->mem = NULL;
 	j->storage = NULL;
 	parts_release(j->parts, j->nparts);
 	j->status = status;
@@ -607,11 +641,12 @@ static int64_t view_span(int ndim, const int64_t *sizes, const int64_t *strides,
 	return (last + 1) * (int64_t)isz;
 }
 
-/* Hold sealed @name of arena @a (@arena_name) for a get: its tensor and registration in @h,
- * described in @in (its rkey in @rkey_out, rkey_len bytes at most @rcap). Returns 0, or a
- * TN_E* code with the message in @in. */
-static int hold_one(tn_arena *a, const char *arena_name, const char *name, struct held *h,
-		    struct f_pull_info *in, unsigned char *rkey_out, size_t rcap)
+/* Hold sealed @name of arena @a (@arena_name) for a get by @c's peer: its tensor and
+ * registration in @h (none when the peer reads this daemon's memory itself), described in @in
+ * (its rkey in @rkey_out, rkey_len bytes at most @rcap). Returns 0, or a TN_E* code with the
+ * message in @in. */
+static int hold_one(const struct conn *c, tn_arena *a, const char *arena_name, const char *name,
+		    struct held *h, struct f_pull_info *in, unsigned char *rkey_out, size_t rcap)
 {
 	int code = 0;
 	tn_tensor *t = NULL;
@@ -646,8 +681,9 @@ static int hold_one(tn_arena *a, const char *arena_name, const char *name, struc
 	h->tensor = t;
 	t = NULL;
 	char err[256];
-	if (span && P.ucx->mem_map(P.u, tn_tensor_data(h->tensor), (size_t)span, &h->mem, err,
-				   sizeof(err))) {
+	if (span && !c->peer_reads &&
+	    P.ucx->mem_map(P.u, tn_tensor_data(h->tensor), (size_t)span, &h->mem, err,
+			   sizeof(err))) {
 		code = TN_EIO;
 		snprintf(in->message, sizeof(in->message), "%s", err);
 		goto refuse;
@@ -709,7 +745,7 @@ static int make_lease(struct conn *c, tn_arena *a, const char *arena_name, const
 		      struct f_pull_info *in, unsigned char *rkey_out, size_t rcap)
 {
 	struct held h;
-	int code = hold_one(a, arena_name, name, &h, in, rkey_out, rcap);
+	int code = hold_one(c, a, arena_name, name, &h, in, rkey_out, rcap);
 	if (code)
 		return code;
 	struct lease *l = lease_new(c, 1, NULL, in->message, sizeof(in->message));
@@ -758,7 +794,7 @@ static bool serve_batch(struct conn *c, const struct f_pull *f)
 		struct f_pull_info in;
 		unsigned char rkey[4096];
 		memset(&in, 0, sizeof(in));
-		int r = hold_one(a, f->arena, es[i].name, &held[count], &in, rkey, sizeof(rkey));
+		int r = hold_one(c, a, f->arena, es[i].name, &held[count], &in, rkey, sizeof(rkey));
 		if (r == TN_ENOENT || r == TN_EINVAL)
 			continue; /* unpublished, or replaced unsealed, since the list */
 		if (r) {
@@ -902,6 +938,22 @@ static bool on_pull_info(struct conn *c, const unsigned char *body, uint32_t len
 	return j ? start_get(c, j, &in, body + sizeof(in), len - sizeof(in), "PULL_INFO") : ok;
 }
 
+/* Start getting @len bytes at @raddr of @c's peer into @dst: a direct read when this daemon
+ * reads the peer's memory itself, else a UCX get (registering @dst, the remote key @rkey).
+ * Returns 0, or -1 with a message. */
+static int get_begin(struct conn *c, void *dst, uint64_t raddr, const void *rkey, size_t rlen,
+		     size_t len, struct tnd_ucx_mem **mem, struct tnd_ucx_op **op,
+		     struct tnd_read **rd, char *err, size_t nerr)
+{
+	if (c->pidfd >= 0)
+		return tnd_read_start(c->pid, c->pidfd, dst, raddr, len, P.read_fd, rd, err, nerr);
+	return P.ucx->mem_map(P.u, dst, len, mem, err, nerr) ||
+			       P.ucx->get_start(c->ep, dst, *mem, raddr, rkey, rlen, len, op, err,
+						nerr)
+		       ? -1
+		       : 0;
+}
+
 /* Start the get @in describes (the remote key @rkey, of @rlen bytes) into a new block of @j's
  * arena; false when @c was closed (@what: the frame, for the message). */
 static bool start_get(struct conn *c, struct tnd_pull_job *j, const struct f_pull_info *inp,
@@ -915,7 +967,7 @@ static bool start_get(struct conn *c, struct tnd_pull_job *j, const struct f_pul
 					   tn_dtype_size((enum tn_dtype)in.dtype))
 			       : -1;
 	if (span < 0 || (uint64_t)span != in.nbytes || in.rkey_len != rlen ||
-	    (span && !in.rkey_len)) {
+	    (span && !in.rkey_len && c->pidfd < 0)) {
 		if (j->kind == J_RECEIVED)
 			finish(j, TN_EPROTO, "%s describes no valid view", what);
 		return protocol_error(c, "%s describes no valid view", what);
@@ -932,15 +984,13 @@ static bool start_get(struct conn *c, struct tnd_pull_job *j, const struct f_pul
 		return true; /* nothing to move: the check of running pulls publishes it */
 	}
 	char err[256];
-	void *dst = tn_storage_data(j->storage);
-	if (P.ucx->mem_map(P.u, dst, (size_t)span, &j->mem, err, sizeof(err)) ||
-	    P.ucx->get_start(c->ep, dst, j->mem, in.raddr, rkey, in.rkey_len, (size_t)span,
-			     &j->op, err, sizeof(err))) {
+	if (get_begin(c, tn_storage_data(j->storage), in.raddr, rkey, in.rkey_len, (size_t)span,
+		      &j->mem, &j->op, &j->rd, err, sizeof(err))) {
 		finish(j, TN_EIO, "peer %.200s: %s", j->req.peer, err);
 		return true;
 	}
 	j->reply.bytes = (uint64_t)span;
-	j->reply.method = TN_TENSORD_PULL_RMA_GET;
+	j->reply.method = c->pidfd >= 0 ? TN_TENSORD_PULL_DIRECT_READ : TN_TENSORD_PULL_RMA_GET;
 	return true;
 }
 
@@ -1045,7 +1095,7 @@ static bool on_batch_info(struct conn *c, const unsigned char *body, uint32_t le
 		p += be.ndim * sizeof(int64_t);
 		int64_t span = view_span((int)be.ndim, pt->sizes, pt->strides,
 					 tn_dtype_size((enum tn_dtype)be.dtype));
-		if (span < 0 || (uint64_t)span != be.nbytes || (span && !be.rkey_len))
+		if (span < 0 || (uint64_t)span != be.nbytes || (span && !be.rkey_len && c->pidfd < 0))
 			return protocol_error(c, "BATCH_INFO describes no valid view");
 		pt->nbytes = be.nbytes;
 		rkeys[i] = p;
@@ -1077,16 +1127,14 @@ static bool on_batch_info(struct conn *c, const unsigned char *body, uint32_t le
 		if (!pt->nbytes)
 			continue;
 		char err[256];
-		void *dst = tn_storage_data(pt->storage);
-		if (P.ucx->mem_map(P.u, dst, (size_t)pt->nbytes, &pt->mem, err, sizeof(err)) ||
-		    P.ucx->get_start(c->ep, dst, pt->mem, be.raddr, rkeys[i], be.rkey_len,
-				     (size_t)pt->nbytes, &pt->op, err, sizeof(err))) {
+		if (get_begin(c, tn_storage_data(pt->storage), be.raddr, rkeys[i], be.rkey_len,
+			      (size_t)pt->nbytes, &pt->mem, &pt->op, &pt->rd, err, sizeof(err))) {
 			finish(j, TN_EIO, "peer %.200s: %s", j->req.peer, err);
 			return true;
 		}
 		j->reply.bytes += pt->nbytes;
 	}
-	j->reply.method = TN_TENSORD_PULL_RMA_GET;
+	j->reply.method = c->pidfd >= 0 ? TN_TENSORD_PULL_DIRECT_READ : TN_TENSORD_PULL_RMA_GET;
 	return true;
 }
 
@@ -1104,7 +1152,7 @@ again:
 		if (j->asked || !j->storage)
 			continue;
 		char err[256];
-		int t = j->op ? P.ucx->op_test(j->op, err, sizeof(err)) : 0;
+		int t = get_test(j->op, j->rd, err, sizeof(err));
 		if (t > 0)
 			continue;
 		if (t < 0) {
@@ -1130,10 +1178,7 @@ static void drain_free(struct drain *d)
 {
 	parts_release(d->parts, d->nparts);
 	free(d->parts);
-	if (d->op)
-		P.ucx->op_free(d->op);
-	if (d->mem)
-		P.ucx->mem_unmap(d->mem);
+	get_free(&d->op, &d->mem, &d->rd);
 	tn_storage_unref(d->storage);
 	free(d);
 }
@@ -1141,7 +1186,7 @@ static void drain_free(struct drain *d)
 /* @j passed peer_transfer_timeout_ms: fail it, and keep what UCX still uses as a drain. */
 static void abandon(struct tnd_pull_job *j)
 {
-	if (j->conn && (j->op || j->parts || (j->kind == J_PUSH && j->asked && j->lease))) {
+	if (j->conn && (j->op || j->rd || j->parts || (j->kind == J_PUSH && j->asked && j->lease))) {
 		struct drain *d = calloc(1, sizeof(*d));
 		if (!d)
 			return; /* the next tick tries again */
@@ -1151,6 +1196,7 @@ static void abandon(struct tnd_pull_job *j)
 		d->storage = j->storage;
 		d->mem = j->mem;
 		d->op = j->op;
+		d->rd = j->rd;
 		d->parts = j->parts;
 		d->nparts = j->nparts;
 		j->parts = NULL;
@@ -1162,6 +1208,7 @@ static void abandon(struct tnd_pull_job *j)
 		j->storage = NULL;
 		j->mem = NULL;
 		j->op = NULL;
+		j->rd = NULL;
 	}
 	finish(j, TN_ETIMEDOUT, "peer %.200s: the transfer took longer than "
 	       "peer_transfer_timeout_ms (%u ms)", j->req.peer, tnd_d.cfg.peer_transfer_timeout_ms);
@@ -1174,8 +1221,8 @@ static void check_drains(void)
 	while (*pp) {
 		struct drain *d = *pp;
 		char err[256];
-		if ((!d->op && !d->parts) ||
-		    (d->op && P.ucx->op_test(d->op, err, sizeof(err)) > 0) ||
+		if ((!d->op && !d->rd && !d->parts) ||
+		    get_test(d->op, d->rd, err, sizeof(err)) > 0 ||
 		    (d->parts && parts_test(d->parts, d->nparts, err, sizeof(err)) > 0)) {
 			pp = &d->next;
 			continue;
@@ -1225,7 +1272,7 @@ static void start_push(struct tnd_pull_job *j)
 	j->asked = true;
 	j->lease = out.info.lease;
 	j->reply.bytes = out.info.nbytes;
-	j->reply.method = TN_TENSORD_PULL_RMA_GET;
+	j->reply.method = c->peer_reads ? TN_TENSORD_PULL_DIRECT_READ : TN_TENSORD_PULL_RMA_GET;
 	snprintf(j->reply.lanes, sizeof(j->reply.lanes), "%s", c->lanes);
 	send_frame(c, F_PUSH, 0, &out, sizeof(out.push) + sizeof(out.info) + out.info.rkey_len);
 }
@@ -1393,6 +1440,8 @@ static void conn_close(struct conn *c, const char *why)
 		*pp = d->next;
 		drain_free(d);
 	}
+	if (c->pidfd >= 0)
+		close(c->pidfd);
 	epoll_ctl(P.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	if (!c->dialer && c->step != S_READY)
@@ -1499,6 +1548,7 @@ static struct conn *conn_new(int fd, bool dialer, int target, const char *addres
 	}
 	c->kind = K_CONN;
 	c->fd = fd;
+	c->pidfd = -1;
 	c->dialer = dialer;
 	c->target = target;
 	c->started_ns = c->last_in_ns = c->last_out_ns = tnd_now_ns();
@@ -1542,25 +1592,98 @@ static bool send_proof(struct conn *c)
 	return send_frame(c, F_PROOF, 0, proof, sizeof(proof));
 }
 
+static bool conn_alive(const struct conn *c);
+
+/* The token the side of @c that @dialer names shows in its memory for direct reads. */
+static void local_token(const struct conn *c, bool dialer, unsigned char out[TND_SHA256_SIZE])
+{
+	const unsigned char *dn = c->dialer ? c->nonce : c->their_nonce;
+	const unsigned char *ln = c->dialer ? c->their_nonce : c->nonce;
+	tnd_peer_proof(&P.secret, dialer ? TND_PEER_DIALER_TOKEN : TND_PEER_LISTENER_TOKEN, dn, ln,
+		       out);
+}
+
 static bool send_addr(struct conn *c)
 {
 	const void *addr;
 	size_t len;
 	P.ucx->address(P.u, &addr, &len);
+	if (len > 65536 - sizeof(struct f_local)) {
+		conn_close(c, "a UCX worker address of more than 64 KiB");
+		return false;
+	}
+	unsigned char *body = malloc(sizeof(struct f_local) + len);
+	if (!body) {
+		conn_close(c, "out of memory");
+		return false;
+	}
+	struct f_local lo;
+	memset(&lo, 0, sizeof(lo));
+	if (tnd_d.cfg.peer_direct_read && P.boot_id[0]) {
+		local_token(c, c->dialer, c->token);
+		memcpy(lo.boot_id, P.boot_id, sizeof(lo.boot_id));
+		lo.pidns = P.pidns;
+		lo.token = (uint64_t)(uintptr_t)c->token;
+		lo.pid = (int32_t)getpid();
+	}
+	memcpy(body, &lo, sizeof(lo));
+	memcpy(body + sizeof(lo), addr, len);
 	c->sent_addr = true;
-	return send_frame(c, F_ADDR, 0, addr, len);
+	bool ok = send_frame(c, F_ADDR, 0, body, sizeof(lo) + len);
+	free(body);
+	return ok;
 }
 
-/* The other side's worker address (it proved the secret): the endpoint, and ready. */
-static bool on_addr(struct conn *c, const void *addr, size_t len)
+/* Whether UCX joined @c's peer by shared memory: the peer runs on this host. */
+static bool lanes_local(const char *lanes)
+{
+	static const char *const tl[] = { "sysv/", "posix/", "cma/", "xpmem/", "knem/" };
+	for (size_t i = 0; i < sizeof(tl) / sizeof(tl[0]); i++)
+		if (strstr(lanes, tl[i]))
+			return true;
+	return false;
+}
+
+/* Read @c's peer's memory directly from now on, if it offers it (@lo) and can be trusted
+ * to be the process that proved the secret (peer_read.h); else UCX's get stays. */
+static void try_direct_read(struct conn *c, const struct f_local *lo)
+{
+	if (!tnd_d.cfg.peer_direct_read || lo->pid <= 0 || !P.boot_id[0] ||
+	    memcmp(lo->boot_id, P.boot_id, sizeof(P.boot_id)) || lo->pidns != P.pidns ||
+	    !lanes_local(c->lanes))
+		return;
+	unsigned char want[TND_SHA256_SIZE];
+	char err[256], esc[2 * TND_PEER_ADDR_SIZE];
+	local_token(c, !c->dialer, want);
+	tnd_log_escape(esc, sizeof(esc), c->address);
+	int fd = tnd_read_probe((pid_t)lo->pid, lo->token, want, sizeof(want), err, sizeof(err));
+	if (fd < 0) {
+		tnd_info("peer %s: no direct reads (UCX's get instead): %s", esc, err);
+		return;
+	}
+	c->pid = (pid_t)lo->pid;
+	c->pidfd = fd;
+	size_t n = strlen(c->lanes);
+	snprintf(c->lanes + n, sizeof(c->lanes) - n, " read=process_vm_readv");
+	send_frame(c, F_LOCAL_READ, 0, NULL, 0);
+}
+
+/* The other side's ADDR (it proved the secret): the endpoint, direct reads, and ready. */
+static bool on_addr(struct conn *c, const unsigned char *body, size_t len)
 {
 	char err[256];
-	if (P.ucx->connect(P.u, addr, len, &c->ep, err, sizeof(err))) {
+	struct f_local lo;
+	memcpy(&lo, body, sizeof(lo));
+	lo.boot_id[sizeof(lo.boot_id) - 1] = 0;
+	if (P.ucx->connect(P.u, body + sizeof(lo), len - sizeof(lo), &c->ep, err, sizeof(err))) {
 		conn_close(c, err);
 		return false;
 	}
 	if (P.ucx->lanes(c->ep, c->lanes, sizeof(c->lanes)) < 0)
 		snprintf(c->lanes, sizeof(c->lanes), "?");
+	try_direct_read(c, &lo);
+	if (!conn_alive(c))
+		return false;
 	c->step = S_READY;
 	c->since = tnd_wall_s();
 	if (!c->dialer)
@@ -1634,7 +1757,7 @@ static bool on_frame(struct conn *c, const struct frame *f, const unsigned char 
 		return send_addr(c);
 	}
 	case S_ADDR:
-		if (f->type != F_ADDR || !f->len || f->len > 65536)
+		if (f->type != F_ADDR || f->len <= sizeof(struct f_local) || f->len > 65536)
 			return protocol_error(c, "expected ADDR, got frame type %u of %u bytes",
 					      f->type, f->len);
 		return on_addr(c, body, f->len);
@@ -1681,6 +1804,11 @@ static bool on_frame(struct conn *c, const struct frame *f, const unsigned char 
 			memcpy(&d, body, sizeof(d));
 			return on_push_done(c, &d);
 		}
+		case F_LOCAL_READ:
+			if (f->len)
+				return protocol_error(c, "LOCAL_READ of %u bytes", f->len);
+			c->peer_reads = true;
+			return true;
 		case F_RELEASE: {
 			if (f->len != sizeof(struct f_release))
 				return protocol_error(c, "RELEASE of %u bytes", f->len);
@@ -1938,6 +2066,12 @@ static void *peers_main(void *arg)
 				break;
 			case K_UCX:
 				break; /* progressed below */
+			case K_READ: {
+				uint64_t v;
+				ssize_t r = read(P.read_fd, &v, sizeof(v));
+				(void)r;
+				break; /* a direct read ended: checked below */
+			}
 			case K_CONN: {
 				struct conn *c = (struct conn *)tag;
 				uint32_t e = evs[i].events;
@@ -1975,6 +2109,7 @@ static void *peers_main(void *arg)
 		finish(P.running, TN_EIO, "tensord is stopping");
 	while (P.conns)
 		conn_close(P.conns, NULL);
+	tnd_read_shutdown();
 	for (unsigned i = 0; i < TND_MAX_PEERS; i++) {
 		P.served[i].a = tn_arena_unref(P.served[i].a);
 		P.imported[i].a = tn_arena_unref(P.imported[i].a);
@@ -2047,14 +2182,30 @@ int tnd_peers_start(void)
 	}
 	P.epfd = epoll_create1(EPOLL_CLOEXEC);
 	P.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (P.epfd < 0 || P.wake_fd < 0 || (tnd_d.cfg.peer_listen[0] && open_listener()))
+	P.read_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (P.epfd < 0 || P.wake_fd < 0 || P.read_fd < 0 ||
+	    (tnd_d.cfg.peer_listen[0] && open_listener()))
 		goto fail;
 	P.wake_tag.kind = K_WAKE;
 	P.listen_tag.kind = K_LISTEN;
 	P.ucx_tag.kind = K_UCX;
+	P.read_tag.kind = K_READ;
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &P.wake_tag };
 	if (epoll_ctl(P.epfd, EPOLL_CTL_ADD, P.wake_fd, &ev))
 		goto fail;
+	ev.data.ptr = &P.read_tag;
+	if (epoll_ctl(P.epfd, EPOLL_CTL_ADD, P.read_fd, &ev))
+		goto fail;
+	/* Direct reads need both daemons on one kernel and in one pid namespace. */
+	FILE *bf = fopen("/proc/sys/kernel/random/boot_id", "re");
+	struct stat ns;
+	if (bf && fgets(P.boot_id, sizeof(P.boot_id), bf) && !stat("/proc/self/ns/pid", &ns))
+		P.pidns = (uint64_t)ns.st_ino;
+	else
+		P.boot_id[0] = 0;
+	if (bf)
+		fclose(bf);
+	P.boot_id[strcspn(P.boot_id, "\n")] = 0;
 	ev.data.ptr = &P.ucx_tag;
 	if (epoll_ctl(P.epfd, EPOLL_CTL_ADD, P.ucx->efd(P.u), &ev))
 		goto fail;
@@ -2090,9 +2241,11 @@ void tnd_peers_stop(void)
 		close(P.listen_fd);
 	if (P.wake_fd >= 0)
 		close(P.wake_fd);
+	if (P.read_fd >= 0)
+		close(P.read_fd);
 	if (P.epfd >= 0)
 		close(P.epfd);
-	P.listen_fd = P.wake_fd = P.epfd = -1;
+	P.listen_fd = P.wake_fd = P.read_fd = P.epfd = -1;
 	if (P.u)
 		P.ucx->close(P.u);
 	P.u = NULL;

@@ -354,11 +354,13 @@ static void wait_used_below(tn_tensord *c, const char *name, uint64_t most, cons
 
 /* Holder A exports "src"; puller B dials A; both over @tls. Every source is pulled into B's
  * "dst", and B exports "dst" for A to pull one back over the connection A accepted. */
-static void pull_all(const char *tls, const char *lanes_want)
+static void pull_all(const char *tls, const char *lanes_want, const char *conf, unsigned method)
 {
 	struct daemon A, B;
-	char a_addr[64];
-	pair(&A, "peer_export = src\n", &B, "peer_export = dst\n", tls, a_addr);
+	char a_addr[64], a_conf[256], b_conf[256];
+	snprintf(a_conf, sizeof(a_conf), "peer_export = src\n%s", conf);
+	snprintf(b_conf, sizeof(b_conf), "peer_export = dst\n%s", conf);
+	pair(&A, a_conf, &B, b_conf, tls, a_addr);
 	char b_addr[64];
 	addr_of(&B, b_addr, sizeof(b_addr));
 	tn_tensord *ca = connect_to(&A), *cb = connect_to(&B);
@@ -371,10 +373,16 @@ static void pull_all(const char *tls, const char *lanes_want)
 	tn_tensord_peer p = wait_ready(cb, a_addr, TN_TENSORD_PEER_DIALED);
 	ck_assert_msg(strstr(p.lanes, "am=") && strstr(p.lanes, "rma="), "lanes \"%s\"", p.lanes);
 	ck_assert_msg(strstr(p.lanes, lanes_want), "lanes \"%s\" without %s", p.lanes, lanes_want);
+	/* Direct reads (libtensor-peers(7)) show in the lanes, both ways, or not at all. */
+	bool direct = method == TN_TENSORD_PULL_DIRECT_READ;
+	ck_assert_msg(!strstr(p.lanes, " read=process_vm_readv") == !direct, "lanes \"%s\"",
+		      p.lanes);
 	ck_assert_str_eq(p.error, "");
 	/* A lists the connection it accepted, under the address B announced. */
 	tn_tensord_peer q = wait_ready(ca, b_addr, TN_TENSORD_PEER_ACCEPTED);
 	ck_assert_msg(strstr(q.lanes, "rma="), "lanes \"%s\"", q.lanes);
+	ck_assert_msg(!strstr(q.lanes, " read=process_vm_readv") == !direct, "lanes \"%s\"",
+		      q.lanes);
 
 	for (size_t i = 0; i < NSOURCES; i++) {
 		tn_tensord_pull_report rep;
@@ -382,7 +390,7 @@ static void pull_all(const char *tls, const char *lanes_want)
 		ck_assert_tn_ok(tn_tensord_pull(cb, a_addr, "src", sources[i].name, "dst",
 						sources[i].name, &rep));
 		if (rep.bytes)
-			ck_assert_uint_eq(rep.method, TN_TENSORD_PULL_RMA_GET);
+			ck_assert_uint_eq(rep.method, method);
 		ck_assert_str_eq(rep.lanes, p.lanes);
 		expect_same(a, sources[i].name, b, sources[i].name);
 	}
@@ -435,14 +443,19 @@ static void pull_all(const char *tls, const char *lanes_want)
 
 START_TEST(test_pull_shared_memory)
 {
-	/* Between processes of one host UCX picks its shared-memory transports: no TCP lane. */
-	pull_all(NULL, "rma=");
+	/* Between processes of one host UCX picks its shared-memory transports, and the puller
+	 * reads the holder's block itself (_i 0); with peer_direct_read = no, UCX's get (_i 1). */
+	if (_i == 0)
+		pull_all(NULL, "memory", "", TN_TENSORD_PULL_DIRECT_READ);
+	else
+		pull_all(NULL, "memory", "peer_direct_read = no\n", TN_TENSORD_PULL_RMA_GET);
 }
 END_TEST
 
 START_TEST(test_pull_tcp)
 {
-	pull_all("tcp", "tcp/");
+	/* Over UCX's TCP there are no direct reads, even on one host. */
+	pull_all("tcp", "tcp/", "", TN_TENSORD_PULL_RMA_GET);
 }
 END_TEST
 
@@ -484,10 +497,12 @@ END_TEST
 /* A batch: every sealed tensor under a prefix, in one request, all or nothing. */
 START_TEST(test_pull_prefix)
 {
-	const char *tls = _i == 0 ? NULL : "tcp";
+	/* Shared memory (direct reads), TCP, shared memory with UCX's get. */
+	const char *tls = _i == 1 ? "tcp" : NULL;
+	unsigned method = _i == 0 ? TN_TENSORD_PULL_DIRECT_READ : TN_TENSORD_PULL_RMA_GET;
 	struct daemon A, B;
 	char a_addr[64];
-	pair(&A, "peer_export = kv\n", &B, "", tls, a_addr);
+	pair(&A, "peer_export = kv\n", &B, _i == 2 ? "peer_direct_read = no\n" : "", tls, a_addr);
 	tn_tensord *ca = connect_to(&A), *cb = connect_to(&B);
 	make_arena(ca, "kv", 64 << 20, 0, 0);
 	make_arena(cb, "mine", 64 << 20, 0, 0);
@@ -513,7 +528,7 @@ START_TEST(test_pull_prefix)
 					       &count));
 	ck_assert_uint_eq(count, NB);
 	ck_assert_uint_eq(rep.bytes, (uint64_t)NB * 4096);
-	ck_assert_uint_eq(rep.method, TN_TENSORD_PULL_RMA_GET);
+	ck_assert_uint_eq(rep.method, method);
 	for (int i = 0; i < NB; i++) {
 		char n[32], m[32];
 		snprintf(n, sizeof(n), "seq7/blk%04d", i);
@@ -622,7 +637,8 @@ START_TEST(test_holder_killed)
 	tn_tensord_close(ca);
 	tn_tensord_peer p;
 	p = wait_ready(cb, a_addr, TN_TENSORD_PEER_DIALED);
-	ck_assert_msg(strstr(p.lanes, _i == 0 ? "tcp/" : "memory"), "lanes \"%s\"", p.lanes);
+	ck_assert_msg(strstr(p.lanes, _i == 0 ? "tcp/" : "read=process_vm_readv"), "lanes \"%s\"",
+		      p.lanes);
 	uint64_t used = used_bytes(cb, "dst");
 
 	pid_t child = pull_child(B.sock, a_addr);
@@ -648,15 +664,12 @@ START_TEST(test_holder_killed)
 	ck_assert(peer_entry(cb, a_addr, TN_TENSORD_PEER_DIALED, &p));
 	ck_assert_uint_ge(p.failures, 1);
 	ca = connect_to(&A);
-	/* The same pull again, over TCP. Over shared memory it is not asserted: with UCX 1.13 a
-	 * worker whose sysv peer died mid-get can stay busy, and a later get over shared memory
-	 * may not complete (1 run in 3 here; libtensor-peers(7) BUGS). */
-	if (_i == 0) {
-		ck_assert_tn_ok(tn_tensord_pull(cb, a_addr, "src", "huge", "dst", "huge", NULL));
-		a = open_arena(ca, "src");
-		expect_same(a, "huge", b, "huge");
-		tn_arena_unref(a);
-	}
+	/* The same pull again. (Over shared memory it goes by a direct read: with UCX 1.13's get
+	 * over sysv, a worker whose peer died mid-get could stay busy, and that pull hang.) */
+	ck_assert_tn_ok(tn_tensord_pull(cb, a_addr, "src", "huge", "dst", "huge", NULL));
+	a = open_arena(ca, "src");
+	expect_same(a, "huge", b, "huge");
+	tn_arena_unref(a);
 	tn_arena_unref(b);
 	ck_assert_tn_ok(tn_tensord_arena_destroy(ca, "src", 0));
 	ck_assert_tn_ok(tn_tensord_arena_destroy(cb, "dst", 0));
@@ -811,7 +824,8 @@ START_TEST(test_push)
 		ck_assert_tn_ok(tn_tensord_push(cb, "out", sources[i].name, a_addr, "in",
 						sources[i].name, &rep));
 		if (rep.bytes)
-			ck_assert_uint_eq(rep.method, TN_TENSORD_PULL_RMA_GET);
+			ck_assert_uint_eq(rep.method, tls ? TN_TENSORD_PULL_RMA_GET
+							  : TN_TENSORD_PULL_DIRECT_READ);
 		ck_assert_str_eq(rep.lanes, p.lanes);
 		expect_same(out, sources[i].name, in, sources[i].name);
 	}
@@ -969,8 +983,8 @@ static void expect_closed(int fd, unsigned ms, const char *what)
 	close(fd);
 }
 
-/* The peer protocol's frame header, version 2 (tensord/peers.c). */
-#define WIRE_VERSION 2
+/* The peer protocol's frame header, version 3 (tensord/peers.c). */
+#define WIRE_VERSION 3
 
 struct wire_frame {
 	uint32_t magic;
@@ -1003,9 +1017,23 @@ static void recv_all(int fd, void *p, size_t n)
 	ck_assert_msg(try_recv_all(fd, p, n), "the daemon closed the connection");
 }
 
-/* A raw dialer that knows the secret: the handshake up to the listener's proof (the daemon
- * then counts it as a peer); returns the descriptor. */
-static int raw_authenticated(int port)
+/* What ADDR starts with (tensord/peers.c's struct f_local), before the UCX worker address. */
+struct wire_local {
+	char boot_id[40];
+	uint64_t pidns, token;
+	int32_t pid;
+	uint32_t pad;
+};
+
+/* A raw dialer that knows the secret, through the handshake up to the daemon's ADDR. */
+struct raw_peer {
+	int fd;
+	unsigned char nonce[TND_PEER_NONCE], their_nonce[TND_PEER_NONCE];
+	unsigned char *addr; /* the daemon's ADDR payload: a wire_local, then its worker address */
+	size_t len;
+};
+
+static void raw_handshake(int port, struct raw_peer *r)
 {
 	int fd;
 	struct {
@@ -1046,19 +1074,110 @@ static int raw_authenticated(int port)
 	ck_assert_uint_eq(lp.f.type, 2);
 	ck_assert(tnd_peer_proof_ok(&s, TND_PEER_LISTENER, hello.nonce, theirs.nonce, lp.proof));
 	tnd_peer_secret_clear(&s);
-	/* Its worker address, sent back as ours: its endpoint then leads to itself, which UCX
-	 * allows, and the connection is ready. */
 	struct wire_frame af;
 	recv_all(fd, &af, sizeof(af));
 	ck_assert_uint_eq(af.type, 3);
+	ck_assert_uint_gt(af.len, sizeof(struct wire_local));
 	ck_assert_uint_le(af.len, 65536);
-	unsigned char *addr = malloc(sizeof(af) + af.len);
-	ck_assert_ptr_nonnull(addr);
-	recv_all(fd, addr + sizeof(af), af.len);
-	memcpy(addr, &af, sizeof(af));
-	send_all(fd, addr, sizeof(af) + af.len);
-	free(addr);
-	return fd;
+	r->fd = fd;
+	memcpy(r->nonce, hello.nonce, sizeof(r->nonce));
+	memcpy(r->their_nonce, theirs.nonce, sizeof(r->their_nonce));
+	r->len = af.len;
+	r->addr = malloc(af.len);
+	ck_assert_ptr_nonnull(r->addr);
+	recv_all(fd, r->addr, af.len);
+}
+
+/* Send ADDR: @lo, then the worker address @ucx of @n bytes. */
+static void raw_send_addr(int fd, const struct wire_local *lo, const void *ucx, size_t n)
+{
+	struct wire_frame f = { 0x52504e54u, WIRE_VERSION, 3, (uint32_t)(sizeof(*lo) + n), 0 };
+	unsigned char *b = malloc(sizeof(f) + sizeof(*lo) + n);
+	ck_assert_ptr_nonnull(b);
+	memcpy(b, &f, sizeof(f));
+	memcpy(b + sizeof(f), lo, sizeof(*lo));
+	memcpy(b + sizeof(f) + sizeof(*lo), ucx, n);
+	send_all(fd, b, sizeof(f) + sizeof(*lo) + n);
+	free(b);
+}
+
+/* A raw dialer that knows the secret, connected: the daemon's own ADDR sent back as ours (its
+ * endpoint then leads to itself, which UCX allows); returns the descriptor. */
+static int raw_authenticated(int port)
+{
+	struct raw_peer r;
+	raw_handshake(port, &r);
+	struct wire_local lo;
+	memcpy(&lo, r.addr, sizeof(lo));
+	raw_send_addr(r.fd, &lo, r.addr + sizeof(lo), r.len - sizeof(lo));
+	free(r.addr);
+	return r.fd;
+}
+
+/* The token a dialer shows for direct reads on @r's connection (tensord/peer_read.h). */
+static void raw_token(const struct raw_peer *r, unsigned char tok[TND_SHA256_SIZE])
+{
+	struct tnd_peer_secret s;
+	char err[256];
+	ck_assert_int_eq(tnd_peer_secret_load(secret_path, &s, err, sizeof(err)), 0);
+	tnd_peer_proof(&s, TND_PEER_DIALER_TOKEN, r->nonce, r->their_nonce, tok);
+	tnd_peer_secret_clear(&s);
+}
+
+/* Direct reads: a peer that names a process other than itself is read over UCX only; one
+ * that shows its token in its own memory is read directly. @a, @b: two daemons of this host
+ * (b's worker address makes the endpoint a shared-memory one). */
+static void direct_read_claims(const struct daemon *A, const struct daemon *B)
+{
+	struct raw_peer rb, ra;
+	raw_handshake(B->port, &rb);
+	const unsigned char *b_ucx = rb.addr + sizeof(struct wire_local);
+	size_t b_len = rb.len - sizeof(struct wire_local);
+	static unsigned char tok[TND_SHA256_SIZE];
+	struct wire_local lo;
+
+	/* Its token here, but B's pid: A reads B, finds no token there, and reads by UCX. */
+	raw_handshake(A->port, &ra);
+	memcpy(&lo, ra.addr, sizeof(lo)); /* A's boot id and pid namespace */
+	ck_assert_int_eq(lo.pid, A->pid);
+	raw_token(&ra, tok);
+	lo.pid = B->pid;
+	lo.token = (uint64_t)(uintptr_t)tok;
+	raw_send_addr(ra.fd, &lo, b_ucx, b_len);
+	char needle[96];
+	snprintf(needle, sizeof(needle), "pid %d", (int)B->pid);
+	wait_log(A, "no direct reads (UCX's get instead)", 5000);
+	wait_log(A, needle, 100);
+	free(ra.addr);
+	close(ra.fd);
+
+	/* This process's pid, the token of another connection: the same. */
+	raw_handshake(A->port, &ra);
+	memcpy(&lo, ra.addr, sizeof(lo));
+	lo.pid = getpid();
+	lo.token = (uint64_t)(uintptr_t)tok; /* still the first connection's */
+	raw_send_addr(ra.fd, &lo, b_ucx, b_len);
+	snprintf(needle, sizeof(needle), "pid %d does not hold this connection's token",
+		 (int)getpid());
+	wait_log(A, needle, 5000);
+	free(ra.addr);
+	close(ra.fd);
+
+	/* Its own pid and its token: A says it reads directly (LOCAL_READ, no payload). */
+	raw_handshake(A->port, &ra);
+	memcpy(&lo, ra.addr, sizeof(lo));
+	raw_token(&ra, tok);
+	lo.pid = getpid();
+	lo.token = (uint64_t)(uintptr_t)tok;
+	raw_send_addr(ra.fd, &lo, b_ucx, b_len);
+	struct wire_frame lr;
+	recv_all(ra.fd, &lr, sizeof(lr));
+	ck_assert_uint_eq(lr.type, 12);
+	ck_assert_uint_eq(lr.len, 0);
+	free(ra.addr);
+	close(ra.fd);
+	free(rb.addr);
+	close(rb.fd);
 }
 
 START_TEST(test_bad_peers)
@@ -1119,6 +1238,7 @@ START_TEST(test_bad_peers)
 		send_all(fd, &addr, sizeof(addr));
 		expect_closed(fd, 3000, "ADDR before PROOF");
 	}
+	direct_read_claims(&A, &B);
 	/* Silent: dropped after peer_timeout_ms. */
 	fd = tcp_connect(A.port);
 	uint64_t t0 = now_ms();
@@ -1407,10 +1527,10 @@ static Suite *peers_suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_unchecked_fixture(tc, secrets_setup, runner_teardown);
 	tcase_add_test(tc, test_peer_add_and_list);
-	tcase_add_test(tc, test_pull_shared_memory);
+	tcase_add_loop_test(tc, test_pull_shared_memory, 0, 2);
 	tcase_add_test(tc, test_pull_tcp);
 	tcase_add_test(tc, test_three_daemons);
-	tcase_add_loop_test(tc, test_pull_prefix, 0, 2);
+	tcase_add_loop_test(tc, test_pull_prefix, 0, 3);
 	tcase_add_loop_test(tc, test_holder_killed, 0, 2);
 	tcase_add_test(tc, test_puller_killed);
 	tcase_add_test(tc, test_unpublished_during_pull);

@@ -285,7 +285,9 @@ TN_EXPORT int tn_tensord_peer_add(tn_tensord *conn, const char *address);
 TN_EXPORT int tn_tensord_peer_list(tn_tensord *conn, tn_tensord_peer **ret_peers,
 				   size_t *ret_count);
 
-#define TN_TENSORD_PULL_RMA_GET 1 /* tn_tensord_pull_report.method: a UCX RMA get */
+/* tn_tensord_pull_report.method: */
+#define TN_TENSORD_PULL_RMA_GET 1     /* a UCX RMA get */
+#define TN_TENSORD_PULL_DIRECT_READ 2 /* the peer's memory read directly (same host) */
 
 typedef struct tn_tensord_pull_report {
 	uint64_t bytes;      /* data bytes moved */
