@@ -1987,15 +1987,34 @@ static void on_accept(void)
 }
 
 /* Deadlines: handshakes, silence, keepalives, dialing again. */
+/* Whether a transfer runs with @c's peer: it holds leases here, or a get from it runs. */
+static bool transferring(const struct conn *c)
+{
+	if (c->nleases)
+		return true;
+	for (const struct tnd_pull_job *j = P.running; j; j = j->next)
+		if (j->conn == c && (j->op || j->rd || j->parts))
+			return true;
+	return false;
+}
+
 static void tick(void)
 {
 	uint64_t now = tnd_now_ns();
 	uint64_t timeout = (uint64_t)tnd_d.cfg.peer_timeout_ms * 1000000u;
+	/* A peer a transfer runs with (it holds leases here, or a get from it runs) may be silent
+	 * for as long as a transfer may take: over TCP, UCX can keep either side's peers' thread
+	 * inside one call of its progress for as long as the bytes flow, and no control frame is
+	 * sent meanwhile. Its death still shows at once (the connection's end), and the transfer's
+	 * deadline bounds a peer that hangs. */
+	uint64_t deadline = (uint64_t)tnd_d.cfg.peer_transfer_timeout_ms * 1000000u;
+	uint64_t busy = !deadline ? UINT64_MAX : deadline > timeout ? deadline : timeout;
 	for (struct conn *c = P.conns, *next; c; c = next) {
 		next = c->next;
 		if (c->step != S_READY && now - c->started_ns > timeout) {
 			conn_close(c, "handshake timed out");
-		} else if (c->step == S_READY && now - c->last_in_ns > timeout) {
+		} else if (c->step == S_READY &&
+			   now - c->last_in_ns > (transferring(c) ? busy : timeout)) {
 			char why[96];
 			snprintf(why, sizeof(why), "silent for %u ms", tnd_d.cfg.peer_timeout_ms);
 			conn_close(c, why);
@@ -2005,7 +2024,6 @@ static void tick(void)
 		}
 	}
 	/* Transfers past their deadline fail; what UCX still uses of them drains. */
-	uint64_t deadline = (uint64_t)tnd_d.cfg.peer_transfer_timeout_ms * 1000000u;
 	for (struct tnd_pull_job *j = P.running, *next; deadline && j; j = next) {
 		next = j->next;
 		if (j->kind != J_RECEIVED && now - j->t0 > deadline)
@@ -2026,15 +2044,18 @@ static void tick(void)
 			dial(i);
 }
 
-/* Progress UCX until its event fd is armed; false when it stayed busy (UCX 1.13's shared
- * memory transports can report events forever once a peer died mid-transfer: the caller then
- * polls rather than waits, and handles the control connections meanwhile, whose loss force-closes
- * the endpoint). */
+/* Progress UCX until its event fd is armed; false when it stayed busy, for 64 rounds or 20 ms
+ * (UCX 1.13's shared memory transports can report events forever once a peer died
+ * mid-transfer, and a large get over TCP keeps UCX busy for as long as it runs: the caller then
+ * polls rather than waits, and handles the control connections and its ticks meanwhile, which
+ * keep the peers' connections alive and notice their loss). */
 static bool progress_ucx(void)
 {
+	uint64_t t0 = tnd_now_ns();
 	for (int round = 0; round < 64; round++) {
 		for (int k = 0; k < 4096 && P.ucx->progress(P.u); k++)
-			;
+			if ((k & 63) == 63 && tnd_now_ns() - t0 > 20000000u)
+				return false;
 		int r = P.ucx->arm(P.u);
 		if (r != 0) /* armed (1), or an error: then the 100 ms ticks progress it */
 			return true;
