@@ -1987,13 +1987,17 @@ static void on_accept(void)
 }
 
 /* Deadlines: handshakes, silence, keepalives, dialing again. */
-/* Whether a transfer runs with @c's peer: it holds leases here, or a get from it runs. */
+/* Whether a transfer runs with @c's peer: it holds leases here, or a get from it runs (or
+ * drains, past its deadline). */
 static bool transferring(const struct conn *c)
 {
 	if (c->nleases)
 		return true;
 	for (const struct tnd_pull_job *j = P.running; j; j = j->next)
 		if (j->conn == c && (j->op || j->rd || j->parts))
+			return true;
+	for (const struct drain *d = P.drains; d; d = d->next)
+		if (d->conn == c)
 			return true;
 	return false;
 }
