@@ -111,6 +111,32 @@ int tnd_read_probe(pid_t pid, uint64_t addr, const void *expect, size_t n, char 
 	return pidfd;
 }
 
+int tnd_read_now(pid_t pid, int pidfd, const struct iovec *local, const struct iovec *remote,
+		 size_t n, char *err, size_t nerr)
+{
+	for (size_t i = 0; i < n;) {
+		size_t k = n - i < 1024 ? n - i : 1024, want = 0;
+		for (size_t m = 0; m < k; m++)
+			want += local[i + m].iov_len;
+		ssize_t got;
+		while ((got = process_vm_readv(pid, local + i, k, remote + i, k, 0)) < 0 &&
+		       errno == EINTR)
+			;
+		if (got < 0 || (size_t)got != want) {
+			/* A short count: a range the holder does not map (EFAULT). */
+			snprintf(err, nerr, "process_vm_readv of pid %d: %s", (int)pid,
+				 strerror(got < 0 ? errno : EFAULT));
+			return -1;
+		}
+		i += k;
+	}
+	if (tnd_read_exited(pidfd)) {
+		snprintf(err, nerr, "pid %d exited during the copy", (int)pid);
+		return -1;
+	}
+	return 0;
+}
+
 static void chunk_ended(struct tnd_read *r, int e)
 {
 	r->inflight--;

@@ -39,6 +39,16 @@ int tnd_read_probe(pid_t pid, uint64_t addr, const void *expect, size_t n, char 
 bool tnd_read_exited(int pidfd);
 
 /*
+ * Copy @n ranges at once, on the caller's thread, with one process_vm_readv(2) per 1024:
+ * @remote[i] of process @pid (its pidfd @pidfd) into @local[i] (of the same lengths). For the
+ * many small blocks of a batch. Returns 0 once every byte arrived and the holder lived past
+ * the copy, or -1 with the reason in @err.
+ */
+struct iovec;
+int tnd_read_now(pid_t pid, int pidfd, const struct iovec *local, const struct iovec *remote,
+		 size_t n, char *err, size_t nerr);
+
+/*
  * Start copying @len bytes at @src in process @pid (its pidfd @pidfd, from tnd_read_probe)
  * into @dst. Reads of up to 256 KiB are done before this returns; larger ones go to the
  * reader threads (started on the first, @wake_fd an eventfd written when a read ends).

@@ -40,6 +40,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -103,6 +104,8 @@ struct f_ping {
 
 #define PULL_PREFIX 1u /* f_pull.flags: every sealed tensor whose name starts with name */
 #define BATCH_MAX 4096 /* tensors in one batch */
+#define BATCH_VECTOR_MAX ((uint64_t)256 << 10) /* read directly, a batch's blocks up to this go
+						  in one vectored copy */
 
 struct f_pull {
 	uint64_t id; /* the puller's, echoed by PULL_INFO or BATCH_INFO */
@@ -947,11 +950,9 @@ static int get_begin(struct conn *c, void *dst, uint64_t raddr, const void *rkey
 {
 	if (c->pidfd >= 0)
 		return tnd_read_start(c->pid, c->pidfd, dst, raddr, len, P.read_fd, rd, err, nerr);
-	return P.ucx->mem_map(P.u, dst, len, mem, err, nerr) ||
-			       P.ucx->get_start(c->ep, dst, *mem, raddr, rkey, rlen, len, op, err,
-						nerr)
-		       ? -1
-		       : 0;
+	if (P.ucx->mem_map(P.u, dst, len, mem, err, nerr))
+		return -1;
+	return P.ucx->get_start(c->ep, dst, *mem, raddr, rkey, rlen, len, op, err, nerr);
 }
 
 /* Start the get @in describes (the remote key @rkey, of @rlen bytes) into a new block of @j's
@@ -1111,7 +1112,16 @@ static bool on_batch_info(struct conn *c, const unsigned char *body, uint32_t le
 			return true;
 		}
 	}
-	/* Second pass: the gets (the entries' raddr and rkey read again from the frame). */
+	/* Second pass: the gets (the entries' raddr and rkey read again from the frame). Read
+	 * directly, the small blocks go in one vectored copy at the end, not a read each. */
+	struct iovec *lv = NULL, *rv = NULL;
+	size_t nv = 0;
+	if (c->pidfd >= 0 && (!(lv = calloc(bi.count, sizeof(*lv))) ||
+			      !(rv = calloc(bi.count, sizeof(*rv))))) {
+		free(lv);
+		finish(j, TN_ENOMEM, "out of memory");
+		return true;
+	}
 	p = body + sizeof(bi);
 	for (uint32_t i = 0; i < bi.count; i++) {
 		struct f_batch_entry be;
@@ -1121,21 +1131,34 @@ static bool on_batch_info(struct conn *c, const unsigned char *body, uint32_t le
 		int r = tn_storage_new_with_allocator(TN_CPU, pt->nbytes ? (size_t)pt->nbytes : 1,
 						      tn_arena_allocator(j->dst), &pt->storage);
 		if (r) {
+			free(lv);
+			free(rv);
 			finish(j, r, "arena \"%s\": %s", j->req.arena, tn_last_error());
 			return true;
 		}
 		if (!pt->nbytes)
 			continue;
+		j->reply.bytes += pt->nbytes;
+		if (lv && pt->nbytes <= BATCH_VECTOR_MAX) {
+			lv[nv] = (struct iovec){ tn_storage_data(pt->storage), (size_t)pt->nbytes };
+			rv[nv++] = (struct iovec){ (void *)(uintptr_t)be.raddr, (size_t)pt->nbytes };
+			continue;
+		}
 		char err[256];
 		if (get_begin(c, tn_storage_data(pt->storage), be.raddr, rkeys[i], be.rkey_len,
 			      (size_t)pt->nbytes, &pt->mem, &pt->op, &pt->rd, err, sizeof(err))) {
+			free(lv);
+			free(rv);
 			finish(j, TN_EIO, "peer %.200s: %s", j->req.peer, err);
 			return true;
 		}
-		j->reply.bytes += pt->nbytes;
 	}
 	j->reply.method = c->pidfd >= 0 ? TN_TENSORD_PULL_DIRECT_READ : TN_TENSORD_PULL_RMA_GET;
-	return true;
+	char err[256];
+	int r = nv ? tnd_read_now(c->pid, c->pidfd, lv, rv, nv, err, sizeof(err)) : 0;
+	free(lv);
+	free(rv);
+	return r ? !get_failed(j, err) : true;
 }
 
 /* Pulls whose bytes arrived: publish them, sealed. */
