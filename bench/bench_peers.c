@@ -10,7 +10,9 @@
  *   - "back-to-back": the same pulls one after another, each unpublished at once (the digest
  *     of one then runs beside the next; a pull waits while two blocks are held);
  * beside, in the same run and on the same transport:
- *   - ucx_perftest -t ucp_get (Debian ucx-utils), the transport's own RMA get bandwidth;
+ *   - ucx_perftest (Debian ucx-utils) on the same transport: -t ucp_get, its RMA get, and
+ *     -t ucp_am_bw, its active messages (what a pull over TCP uses), and the ratios of a
+ *     pull to the better of the two;
  *   - a plain TCP socket copy over 127.0.0.1 (one process writes, the other reads).
  * Then the latency of 1,000 pulls of 4 KiB tensors, one after another, and of the same 1,000 in
  * one batch (tn_tensord_pull_prefix).
@@ -156,10 +158,16 @@ static void publish_bytes(tn_arena *a, const char *name, size_t bytes)
 	tn_tensor_unref(t);
 }
 
-/* ucx_perftest's ucp_get bandwidth for @bytes on @tls (NULL: UCX's choice), in GB/s; 0 when it
- * cannot be run. */
-static double perftest_get(size_t bytes, const char *tls, int iters)
+struct perf {
+	double gbs; /* bandwidth, GB/s */
+	double us;  /* average time of one operation */
+};
+
+/* ucx_perftest's @test (ucp_get, ucp_am_bw) of @bytes on @tls (NULL: UCX's choice); zeros when
+ * it cannot be run. */
+static struct perf perftest(size_t bytes, const char *tls, const char *test, int iters)
 {
+	struct perf none = { 0, 0 };
 	int port = free_port();
 	char ps[16], ss[32], ns[16];
 	snprintf(ps, sizeof(ps), "%d", port);
@@ -178,7 +186,7 @@ static double perftest_get(size_t bytes, const char *tls, int iters)
 	usleep(300000);
 	int p[2];
 	if (pipe(p))
-		return 0;
+		return none;
 	pid_t cli = fork();
 	if (cli == 0) {
 		if (tls)
@@ -186,8 +194,8 @@ static double perftest_get(size_t bytes, const char *tls, int iters)
 		dup2(p[1], 1);
 		int nul = open("/dev/null", O_WRONLY);
 		dup2(nul, 2);
-		execlp("ucx_perftest", "ucx_perftest", "127.0.0.1", "-p", ps, "-t", "ucp_get", "-s",
-		       ss, "-n", ns, "-w", "2", (char *)NULL);
+		execlp("ucx_perftest", "ucx_perftest", "127.0.0.1", "-p", ps, "-t", test, "-s", ss,
+		       "-n", ns, "-w", "2", (char *)NULL);
 		_exit(127);
 	}
 	close(p[1]);
@@ -201,13 +209,13 @@ static double perftest_get(size_t bytes, const char *tls, int iters)
 	waitpid(cli, NULL, 0);
 	kill(srv, SIGTERM);
 	waitpid(srv, NULL, 0);
-	/* "Final: ITERS LAT50 LATAVG LATALL BWAVG BWALL RATEAVG RATEALL", bandwidth in MB/s of
-	 * 2^20 bytes. */
+	/* "Final: ITERS LAT50 LATAVG LATALL BWAVG BWALL RATEAVG RATEALL", latencies in us,
+	 * bandwidth in MB/s of 2^20 bytes. */
 	const char *f = strstr(out, "Final:");
 	double it, l1, l2, l3, bw;
 	if (!f || sscanf(f, "Final: %lf %lf %lf %lf %lf", &it, &l1, &l2, &l3, &bw) != 5)
-		return 0;
-	return bw * 1048576.0 / 1e9;
+		return none;
+	return (struct perf){ bw * 1048576.0 / 1e9, l2 };
 }
 
 /* A plain TCP copy of @bytes over 127.0.0.1, median of @reps, in GB/s. */
@@ -302,8 +310,9 @@ static void run_transport(const char *label, const char *tls, const char *conf, 
 	CHECK(tn_tensord_arena_open(cb, "dst", 0, &b));
 	printf("\n%s (UCX_TLS=%s%s%.*s): lanes %s\n", label, tls ? tls : "UCX's choice",
 	       conf[0] ? "; " : "", (int)strcspn(conf, "\n"), conf, lanes);
-	printf("%10s %10s %10s %10s %13s %9s %14s %11s %9s\n", "size", "pull GB/s", "pull cold",
-	       "daemon", "back-to-back", "perftest", "pull/perftest", "b2b/perftest", "TCP copy");
+	printf("%10s %10s %10s %10s %13s %9s %9s %14s %11s %9s\n", "size", "pull GB/s",
+	       "pull cold", "daemon", "back-to-back", "pt get", "pt am_bw", "pull/perftest",
+	       "b2b/perftest", "TCP copy");
 	uint64_t empty = used_bytes(cb, "dst");
 	for (size_t bytes = (size_t)1 << 20; bytes <= max; bytes *= 16) {
 		publish_bytes(a, "t", bytes);
@@ -335,15 +344,18 @@ static void run_transport(const char *label, const char *tls, const char *conf, 
 		CHECK(tn_arena_unpublish(a, "t"));
 		double pull = bench_median(v, n), dmn = bench_median(d, n);
 		int iters = bytes >= ((size_t)256 << 20) ? 8 : bytes >= ((size_t)16 << 20) ? 40 : 400;
-		double pt = perftest_get(bytes, tls, iters);
+		double pg = perftest(bytes, tls, "ucp_get", iters).gbs;
+		double pa = perftest(bytes, tls, "ucp_am_bw", iters).gbs;
+		double pt = pg > pa ? pg : pa;
 		double tc = tcp_copy(bytes, n);
 		char sz[32];
 		if (bytes >= ((size_t)1 << 30))
 			snprintf(sz, sizeof(sz), "%zu GiB", bytes >> 30);
 		else
 			snprintf(sz, sizeof(sz), "%zu MiB", bytes >> 20);
-		printf("%10s %10.2f %10.2f %10.2f %13.2f %9.2f %13.2fx %10.2fx %9.2f\n", sz, pull,
-		       cold, dmn, b2b, pt, pt > 0 ? pull / pt : 0.0, pt > 0 ? b2b / pt : 0.0, tc);
+		printf("%10s %10.2f %10.2f %10.2f %13.2f %9.2f %9.2f %13.2fx %10.2fx %9.2f\n", sz,
+		       pull, cold, dmn, b2b, pg, pa, pt > 0 ? pull / pt : 0.0,
+		       pt > 0 ? b2b / pt : 0.0, tc);
 		if (bytes * 16 > max && bytes < max) {
 			bytes = max / 16; /* the last row is max itself */
 		}
@@ -371,11 +383,12 @@ static void run_transport(const char *label, const char *tls, const char *conf, 
 	t0 = bench_now_ns();
 	CHECK(tn_tensord_pull_prefix(cb, a_addr, "src", "s/", "dst", "b/", NULL, &count));
 	double batch = (bench_now_ns() - t0) / (count ? (double)count : 1.0);
-	double lat = perftest_get(4096, tls, 10000);
+	struct perf lg = perftest(4096, tls, "ucp_get", 2000);
+	struct perf la = perftest(4096, tls, "ucp_am_bw", 2000);
 	printf("1,000 pulls of 4 KiB one after another: %.1f us per pull (%.0f pulls/s); "
-	       "in one batch of %zu: %.1f us per tensor (%.1fx); "
-	       "ucx_perftest ucp_get of 4 KiB: %.2f GB/s\n", per / 1e3, 1e9 / per, count,
-	       batch / 1e3, batch > 0 ? per / batch : 0.0, lat);
+	       "in one batch of %zu: %.1f us per tensor (%.1fx); ucx_perftest of 4 KiB: "
+	       "ucp_get %.1f us, ucp_am_bw %.2f us per message\n", per / 1e3, 1e9 / per, count,
+	       batch / 1e3, batch > 0 ? per / batch : 0.0, lg.us, la.us);
 	tn_arena_unref(a);
 	tn_arena_unref(b);
 	CHECK(tn_tensord_arena_destroy(ca, "src", 0));
@@ -418,8 +431,9 @@ int main(void)
 	       "caller, each started once the puller freed the last one's block; \"cold\": the "
 	       "first pull, into untouched pages; \"daemon\": the puller's own elapsed time; "
 	       "\"back-to-back\": the same pulls one after another, each one's seal digest beside "
-	       "the next); peers measured in the same run: ucx_perftest -t ucp_get on the "
-	       "same transport, and a plain TCP socket copy on 127.0.0.1. %ld CPUs.\n",
+	       "the next); peers measured in the same run: ucx_perftest -t ucp_get (\"pt get\") "
+	       "and -t ucp_am_bw (\"pt am_bw\") on the same transport, the ratios against the "
+	       "better of the two, and a plain TCP socket copy on 127.0.0.1. %ld CPUs.\n",
 	       reps, sysconf(_SC_NPROCESSORS_ONLN));
 	run_transport("shared memory, direct reads", NULL, "", max, reps);
 	run_transport("shared memory, UCX's get", NULL, "peer_direct_read = no\n", max, reps);

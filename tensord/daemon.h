@@ -522,6 +522,7 @@ bool tnd_peers_running(void);
 struct tnd_peer_counts {
 	uint64_t protocol_errors, refused, pulls, pull_failures, pulled_bytes, ready;
 	uint64_t pushes, push_failures, pushed_bytes, received, received_bytes;
+	uint64_t dropped; /* active messages not received (peer_ucx.h) */
 };
 void tnd_peers_counts(struct tnd_peer_counts *ret);
 

@@ -100,3 +100,12 @@ bool tnd_ucx_lanes_native_get(const char *lanes)
 	return false;
 }
 
+
+bool tnd_ucx_lanes_local(const char *text)
+{
+	static const char *const tl[] = { "sysv/", "posix/", "cma/", "xpmem/", "knem/" };
+	for (size_t i = 0; i < sizeof(tl) / sizeof(tl[0]); i++)
+		if (strstr(text, tl[i]))
+			return true;
+	return false;
+}

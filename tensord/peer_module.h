@@ -11,7 +11,7 @@
 #include "peer_ucx.h"
 
 /* Bumped whenever struct tnd_ucx_ops changes; the loader refuses another number. */
-#define TND_UCX_ABI 2
+#define TND_UCX_ABI 3
 #define TND_UCX_ENTRY "tnd_ucx_module"
 
 struct tnd_ucx_ops {
@@ -19,6 +19,8 @@ struct tnd_ucx_ops {
 	int (*open)(struct tnd_ucx **u, char *err, size_t nerr);
 	void (*close)(struct tnd_ucx *u);
 	void (*address)(const struct tnd_ucx *u, const void **addr, size_t *len);
+	bool (*shared_memory)(const struct tnd_ucx *u);
+	uint64_t (*dropped)(const struct tnd_ucx *u);
 	int (*efd)(const struct tnd_ucx *u);
 	int (*arm)(struct tnd_ucx *u);
 	unsigned (*progress)(struct tnd_ucx *u);
@@ -26,8 +28,8 @@ struct tnd_ucx_ops {
 		       char *err, size_t nerr);
 	void (*mem_rkey)(const struct tnd_ucx_mem *m, const void **rkey, size_t *len);
 	void (*mem_unmap)(struct tnd_ucx_mem *m);
-	int (*connect)(struct tnd_ucx *u, const void *addr, size_t len, struct tnd_ucx_ep **ep,
-		       char *err, size_t nerr);
+	int (*connect)(struct tnd_ucx *u, const void *addr, size_t len, bool peer_errors,
+		       struct tnd_ucx_ep **ep, char *err, size_t nerr);
 	void (*disconnect)(struct tnd_ucx_ep *ep, bool force);
 	int (*lanes)(struct tnd_ucx_ep *ep, char *buf, size_t n);
 	int (*get)(struct tnd_ucx_ep *ep, void *dst, const struct tnd_ucx_mem *local,
@@ -36,6 +38,10 @@ struct tnd_ucx_ops {
 	int (*get_start)(struct tnd_ucx_ep *ep, void *dst, const struct tnd_ucx_mem *local,
 			 uint64_t raddr, const void *rkey, size_t rkey_len, size_t len,
 			 struct tnd_ucx_op **op, char *err, size_t nerr);
+	int (*send_start)(struct tnd_ucx_ep *ep, uint64_t key, uint32_t index, const void *src,
+			  size_t len, struct tnd_ucx_op **op, char *err, size_t nerr);
+	int (*recv_start)(struct tnd_ucx *u, uint64_t key, uint32_t index, void *dst, size_t len,
+			  struct tnd_ucx_op **op, char *err, size_t nerr);
 	int (*op_test)(struct tnd_ucx_op *op, char *err, size_t nerr);
 	void (*op_free)(struct tnd_ucx_op *op);
 };

@@ -11,12 +11,24 @@
 
 #include "peer_module.h"
 
+/* The active message id of a transfer's bytes, and its header: which receive they are for. */
+#define AM_ID 17
+struct am_hdr {
+	uint64_t key;
+	uint32_t index, pad;
+};
+
+#define RECV_BUCKETS 4096u /* of the table of receives waiting for their message */
+
 struct tnd_ucx {
 	ucp_context_h ctx;
 	ucp_worker_h worker;
 	ucp_address_t *addr;
 	size_t addr_len;
 	int efd;
+	bool shm; /* the context has a transport between processes of one host */
+	struct tnd_ucx_op *waiting[RECV_BUCKETS];
+	uint64_t dropped;
 };
 
 struct tnd_ucx_mem {
@@ -29,12 +41,102 @@ struct tnd_ucx_mem {
 struct tnd_ucx_ep {
 	struct tnd_ucx *u;
 	ucp_ep_h ep;
+	ucs_status_t failed; /* UCS_OK until UCX reported the peer failed (error mode PEER) */
+};
+
+/* A get, an active message sent, or one to receive. */
+struct tnd_ucx_op {
+	const char *what;  /* for messages */
+	ucp_rkey_h rkey;   /* a get's */
+	void *req;         /* NULL: completed at once, or not begun (a receive still waiting) */
+	ucs_status_t status;
+	struct am_hdr hdr; /* a send's header (kept while UCX may read it), a receive's key */
+	/* A receive: where the bytes go; waiting while in u->waiting, for its message. */
+	struct tnd_ucx *u;
+	void *dst;
+	size_t len;
+	bool waiting;
+	struct tnd_ucx_op *next; /* in its bucket */
 };
 
 static int fail(char *err, size_t nerr, const char *what, ucs_status_t st)
 {
 	snprintf(err, nerr, "%s: %s", what, ucs_status_string(st));
 	return -1;
+}
+
+static struct tnd_ucx_op **bucket(struct tnd_ucx *u, uint64_t key, uint32_t index)
+{
+	uint64_t h = (key ^ ((uint64_t)index * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
+	return &u->waiting[(h >> 40) % RECV_BUCKETS];
+}
+
+/* Take the receive waiting for (@key, @index) off the table; NULL when none waits. */
+static struct tnd_ucx_op *take_waiting(struct tnd_ucx *u, uint64_t key, uint32_t index)
+{
+	for (struct tnd_ucx_op **pp = bucket(u, key, index); *pp; pp = &(*pp)->next) {
+		struct tnd_ucx_op *op = *pp;
+		if (op->hdr.key == key && op->hdr.index == index) {
+			*pp = op->next;
+			op->next = NULL;
+			op->waiting = false;
+			return op;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * A transfer's bytes arrived (ucp_am_recv_callback_t): into the receive waiting for them,
+ * copied now (eager) or received by UCX's rendezvous into its destination. A message that no
+ * receive waits for, or of another length, is dropped (its sender's request completes): the
+ * receive was freed meanwhile (a deadline, a closed connection), or the peer is confused.
+ */
+static ucs_status_t am_recv(void *arg, const void *header, size_t header_length, void *data,
+			    size_t length, const ucp_am_recv_param_t *param)
+{
+	struct tnd_ucx *u = arg;
+	struct am_hdr h;
+	struct tnd_ucx_op *op = NULL;
+	if (header_length == sizeof(h)) {
+		memcpy(&h, header, sizeof(h));
+		op = take_waiting(u, h.key, h.index);
+	}
+	if (!op || op->len != length) {
+		if (op)
+			op->status = UCS_ERR_MESSAGE_TRUNCATED;
+		u->dropped++;
+		return UCS_OK;
+	}
+	if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+		memcpy(op->dst, data, length);
+		op->status = UCS_OK;
+		return UCS_OK;
+	}
+	ucp_request_param_t rp = { .op_attr_mask = 0 };
+	void *req = ucp_am_recv_data_nbx(u->worker, data, op->dst, length, &rp);
+	if (UCS_PTR_IS_ERR(req)) {
+		op->status = UCS_PTR_STATUS(req);
+	} else {
+		op->req = req;
+		op->status = req ? UCS_INPROGRESS : UCS_OK;
+	}
+	return UCS_OK;
+}
+
+/* Whether UCX's list of resources (ucp_context_print_info) names a transport between
+ * processes of one host. */
+static bool context_shm(ucp_context_h ctx)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (!f)
+		return false;
+	ucp_context_print_info(ctx, f);
+	bool shm = fclose(f) == 0 && tnd_ucx_lanes_local(text);
+	free(text);
+	return shm;
 }
 
 int tnd_ucx_open(struct tnd_ucx **out, char *err, size_t nerr)
@@ -76,6 +178,19 @@ int tnd_ucx_open(struct tnd_ucx **out, char *err, size_t nerr)
 		tnd_ucx_close(u);
 		return fail(err, nerr, "UCX worker address", st);
 	}
+	ucp_am_handler_param_t hp = { .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+						    UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+						    UCP_AM_HANDLER_PARAM_FIELD_CB |
+						    UCP_AM_HANDLER_PARAM_FIELD_ARG,
+				      .id = AM_ID,
+				      .flags = UCP_AM_FLAG_WHOLE_MSG,
+				      .cb = am_recv,
+				      .arg = u };
+	if ((st = ucp_worker_set_am_recv_handler(u->worker, &hp)) != UCS_OK) {
+		tnd_ucx_close(u);
+		return fail(err, nerr, "UCX active messages", st);
+	}
+	u->shm = context_shm(u->ctx);
 	*out = u;
 	return 0;
 }
@@ -95,6 +210,16 @@ void tnd_ucx_address(const struct tnd_ucx *u, const void **addr, size_t *len)
 {
 	*addr = u->addr;
 	*len = u->addr_len;
+}
+
+bool tnd_ucx_shared_memory(const struct tnd_ucx *u)
+{
+	return u->shm;
+}
+
+uint64_t tnd_ucx_dropped(const struct tnd_ucx *u)
+{
+	return u->dropped;
 }
 
 int tnd_ucx_efd(const struct tnd_ucx *u)
@@ -170,8 +295,17 @@ static ucs_status_t wait_req(struct tnd_ucx *u, void *req)
 	return st;
 }
 
-int tnd_ucx_connect(struct tnd_ucx *u, const void *addr, size_t len, struct tnd_ucx_ep **out,
-		    char *err, size_t nerr)
+/* UCX found @ep's peer gone (error mode PEER): its requests complete with an error, and the
+ * endpoint can only be closed (force) from now on. */
+static void ep_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+	(void)ep;
+	struct tnd_ucx_ep *e = arg;
+	e->failed = status;
+}
+
+int tnd_ucx_connect(struct tnd_ucx *u, const void *addr, size_t len, bool peer_errors,
+		    struct tnd_ucx_ep **out, char *err, size_t nerr)
 {
 	(void)len; /* UCX reads the address's own length */
 	*out = NULL;
@@ -182,9 +316,12 @@ int tnd_ucx_connect(struct tnd_ucx *u, const void *addr, size_t len, struct tnd_
 	}
 	e->u = u;
 	ucp_ep_params_t ep = { .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-					     UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+					     UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+					     UCP_EP_PARAM_FIELD_ERR_HANDLER,
 			       .address = (const ucp_address_t *)addr,
-			       .err_mode = UCP_ERR_HANDLING_MODE_NONE };
+			       .err_mode = peer_errors ? UCP_ERR_HANDLING_MODE_PEER
+						       : UCP_ERR_HANDLING_MODE_NONE,
+			       .err_handler = { .cb = ep_failed, .arg = e } };
 	ucs_status_t st = ucp_ep_create(u->worker, &ep, &e->ep);
 	if (st != UCS_OK) {
 		free(e);
@@ -199,7 +336,8 @@ void tnd_ucx_disconnect(struct tnd_ucx_ep *e, bool force)
 	if (!e)
 		return;
 	ucp_request_param_t rp = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-				   .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0 };
+				   .flags = force || e->failed != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE
+									   : 0 };
 	(void)wait_req(e->u, ucp_ep_close_nbx(e->ep, &rp));
 	free(e);
 }
@@ -238,11 +376,17 @@ int tnd_ucx_get(struct tnd_ucx_ep *e, void *dst, const struct tnd_ucx_mem *local
 	return st == UCS_OK ? 0 : fail(err, nerr, "UCX get", st);
 }
 
-struct tnd_ucx_op {
-	ucp_rkey_h rkey;
-	void *req; /* NULL: completed at once */
-	ucs_status_t status;
-};
+/* A new operation, @what for its messages; NULL with a message. */
+static struct tnd_ucx_op *op_new(const char *what, char *err, size_t nerr)
+{
+	struct tnd_ucx_op *op = calloc(1, sizeof(*op));
+	if (!op) {
+		snprintf(err, nerr, "UCX: out of memory");
+		return NULL;
+	}
+	op->what = what;
+	return op;
+}
 
 int tnd_ucx_get_start(struct tnd_ucx_ep *e, void *dst, const struct tnd_ucx_mem *local,
 		      uint64_t raddr, const void *rkey, size_t rkey_len, size_t len,
@@ -250,11 +394,9 @@ int tnd_ucx_get_start(struct tnd_ucx_ep *e, void *dst, const struct tnd_ucx_mem 
 {
 	(void)rkey_len;
 	*out = NULL;
-	struct tnd_ucx_op *op = calloc(1, sizeof(*op));
-	if (!op) {
-		snprintf(err, nerr, "UCX: out of memory");
+	struct tnd_ucx_op *op = op_new("UCX get", err, nerr);
+	if (!op)
 		return -1;
-	}
 	ucs_status_t st = ucp_ep_rkey_unpack(e->ep, rkey, &op->rkey);
 	if (st != UCS_OK) {
 		free(op);
@@ -274,6 +416,46 @@ int tnd_ucx_get_start(struct tnd_ucx_ep *e, void *dst, const struct tnd_ucx_mem 
 	return 0;
 }
 
+int tnd_ucx_send_start(struct tnd_ucx_ep *e, uint64_t key, uint32_t index, const void *src,
+		       size_t len, struct tnd_ucx_op **out, char *err, size_t nerr)
+{
+	*out = NULL;
+	struct tnd_ucx_op *op = op_new("UCX active message", err, nerr);
+	if (!op)
+		return -1;
+	op->hdr = (struct am_hdr){ .key = key, .index = index };
+	ucp_request_param_t sp = { .op_attr_mask = 0 };
+	void *req = ucp_am_send_nbx(e->ep, AM_ID, &op->hdr, sizeof(op->hdr), src, len, &sp);
+	if (UCS_PTR_IS_ERR(req)) {
+		free(op);
+		return fail(err, nerr, "UCX active message", UCS_PTR_STATUS(req));
+	}
+	op->req = req;
+	op->status = req ? UCS_INPROGRESS : UCS_OK;
+	*out = op;
+	return 0;
+}
+
+int tnd_ucx_recv_start(struct tnd_ucx *u, uint64_t key, uint32_t index, void *dst, size_t len,
+		       struct tnd_ucx_op **out, char *err, size_t nerr)
+{
+	*out = NULL;
+	struct tnd_ucx_op *op = op_new("UCX active message", err, nerr);
+	if (!op)
+		return -1;
+	op->hdr = (struct am_hdr){ .key = key, .index = index };
+	op->u = u;
+	op->dst = dst;
+	op->len = len;
+	op->status = UCS_INPROGRESS;
+	op->waiting = true;
+	struct tnd_ucx_op **b = bucket(u, key, index);
+	op->next = *b;
+	*b = op;
+	*out = op;
+	return 0;
+}
+
 int tnd_ucx_op_test(struct tnd_ucx_op *op, char *err, size_t nerr)
 {
 	if (op->req && op->status == UCS_INPROGRESS) {
@@ -285,16 +467,19 @@ int tnd_ucx_op_test(struct tnd_ucx_op *op, char *err, size_t nerr)
 	}
 	if (op->status == UCS_INPROGRESS)
 		return 1;
-	return op->status == UCS_OK ? 0 : fail(err, nerr, "UCX get", op->status);
+	return op->status == UCS_OK ? 0 : fail(err, nerr, op->what, op->status);
 }
 
 void tnd_ucx_op_free(struct tnd_ucx_op *op)
 {
 	if (!op)
 		return;
+	if (op->waiting)
+		(void)take_waiting(op->u, op->hdr.key, op->hdr.index);
 	if (op->req)
 		ucp_request_free(op->req); /* released when it completes */
-	ucp_rkey_destroy(op->rkey);
+	if (op->rkey)
+		ucp_rkey_destroy(op->rkey);
 	free(op);
 }
 
@@ -304,6 +489,8 @@ __attribute__((visibility("default"))) const struct tnd_ucx_ops tnd_ucx_module =
 	.open = tnd_ucx_open,
 	.close = tnd_ucx_close,
 	.address = tnd_ucx_address,
+	.shared_memory = tnd_ucx_shared_memory,
+	.dropped = tnd_ucx_dropped,
 	.efd = tnd_ucx_efd,
 	.arm = tnd_ucx_arm,
 	.progress = tnd_ucx_progress,
@@ -315,6 +502,8 @@ __attribute__((visibility("default"))) const struct tnd_ucx_ops tnd_ucx_module =
 	.lanes = tnd_ucx_lanes,
 	.get = tnd_ucx_get,
 	.get_start = tnd_ucx_get_start,
+	.send_start = tnd_ucx_send_start,
+	.recv_start = tnd_ucx_recv_start,
 	.op_test = tnd_ucx_op_test,
 	.op_free = tnd_ucx_op_free,
 };

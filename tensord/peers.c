@@ -49,7 +49,8 @@
 #include "peer_read.h"
 
 #define FRAME_MAGIC 0x52504e54u /* "TNPR" in memory on a little-endian machine */
-#define FRAME_VERSION 3 /* 2: PUSH, PUSH_DONE; 3: direct reads (ADDR's f_local, LOCAL_READ) */
+#define FRAME_VERSION 4 /* 2: PUSH, PUSH_DONE; 3: direct reads (ADDR's f_local, LOCAL_READ);
+			  4: f_local.flags, SEND (bytes by active messages) */
 #define FRAME_MAX ((uint32_t)1 << 20)  /* a frame's payload, after the handshake */
 #define FRAME_PRE_AUTH 512             /* ... and before it */
 #define OUT_MAX ((size_t)4 << 20)      /* unsent bytes a peer may leave before it is dropped */
@@ -71,6 +72,7 @@ enum frame_type {
 	F_PUSH_DONE = 10, /* struct f_push_done: the pushed tensor is published, or why not */
 	F_BATCH_INFO = 11, /* struct f_batch_info, then its entries: a PULL of a prefix answered */
 	F_LOCAL_READ = 12, /* no payload: the sender reads this side's blocks itself (peer_read.h) */
+	F_SEND = 13,       /* struct f_send: send a lease's blocks by active messages */
 	F_TYPE_MAX_
 };
 
@@ -95,14 +97,17 @@ struct f_local {
 	uint64_t pidns;   /* the inode of /proc/self/ns/pid */
 	uint64_t token;   /* the token's address in the sender's memory */
 	int32_t pid;      /* 0: no direct reads */
-	uint32_t pad;
+	uint32_t flags;   /* LOCAL_SHM */
 };
+
+#define LOCAL_SHM 1u /* f_local.flags: the sender's UCX has a shared-memory transport */
 
 struct f_ping {
 	uint64_t sent_ns; /* the sender's clock, echoed by PONG */
 };
 
 #define PULL_PREFIX 1u /* f_pull.flags: every sealed tensor whose name starts with name */
+#define PULL_SEND 2u   /* f_pull.flags: no remote keys, the puller will SEND for the bytes */
 #define BATCH_MAX 4096 /* tensors in one batch */
 #define BATCH_VECTOR_MAX ((uint64_t)256 << 10) /* read directly, a batch's blocks up to this go
 						  in one vectored copy */
@@ -151,6 +156,12 @@ struct f_release {
 	uint64_t lease;
 };
 
+/* Send every block of @lease, the i-th as an active message keyed (@key, i) (peer_ucx.h). */
+struct f_send {
+	uint64_t lease;
+	uint64_t key;
+};
+
 /* A push: the pusher holds its sealed tensor (a lease, as for a PULL), and asks the receiver to
  * get it and publish it as @name in its arena @arena; the lease is the pusher's to release once
  * PUSH_DONE came (or the connection was lost). */
@@ -174,6 +185,8 @@ struct f_push_done {
 struct held {
 	tn_tensor *tensor; /* holds the block */
 	struct tnd_ucx_mem *mem;
+	uint64_t nbytes;       /* its bytes, from the lowest element's */
+	struct tnd_ucx_op *op; /* the active message sending them, after SEND */
 };
 
 struct lease {
@@ -182,6 +195,8 @@ struct lease {
 	size_t n;          /* tensors held: 1, or a batch's */
 	struct held *held; /* &one, or an array */
 	struct held one;
+	bool sent;         /* SEND came */
+	bool released;     /* RELEASE came while an active message was still sending */
 };
 
 /* A transfer. A pull (the puller's side) and a push (the pusher's side): the loop thread makes
@@ -221,6 +236,8 @@ struct tnd_pull_job {
 	struct tnd_read *rd;    /* a direct read instead of op */
 	struct part *parts;     /* a batch: its tensors (the loop frees the array) */
 	size_t nparts;
+	bool by_send;           /* the bytes come by active messages (PULL_SEND), keyed: */
+	uint64_t key;
 	int status;
 	char message[TND_MESSAGE_SIZE];
 	struct tnd_pull_reply reply;
@@ -282,6 +299,8 @@ struct conn {
 	pid_t pid;
 	int pidfd;
 	bool peer_reads;
+	bool peer_errors; /* UCX's peer failure handling on the endpoint (peer_ucx.h) */
+	bool by_send;     /* this side's pulls ask for active messages (PULL_SEND) */
 };
 
 /* A dialed address: its connection, or when to dial it again. */
@@ -304,7 +323,7 @@ static struct {
 	struct conn *conns;
 	unsigned pending; /* accepted, not yet authenticated */
 	_Atomic bool stop;
-	_Atomic uint64_t protocol_errors, refused;
+	_Atomic uint64_t protocol_errors, refused, dropped;
 	_Atomic uint64_t pulls_done, pull_failures, pulled_bytes; /* answered by the loop */
 	_Atomic uint64_t pushes_done, push_failures, pushed_bytes, received, received_bytes;
 	/* Under lock: the dialed addresses (P.ntargets only grows; the loop thread appends),
@@ -331,6 +350,8 @@ static struct {
 	} served[TND_MAX_PEERS], imported[TND_MAX_PEERS];
 	char boot_id[40];
 	uint64_t pidns;
+	uint64_t key_seed, next_key; /* active messages' keys */
+	unsigned lingering;          /* released leases whose active messages still send */
 } P = { .epfd = -1, .wake_fd = -1, .listen_fd = -1, .read_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* Write to an eventfd (the peers' thread's, or the loop's). */
@@ -461,6 +482,8 @@ static int parts_test(struct part *p, size_t n, char *err, size_t nerr)
 static void lease_free(struct lease *l)
 {
 	for (size_t i = 0; l->held && i < l->n; i++) {
+		if (l->held[i].op)
+			P.ucx->op_free(l->held[i].op);
 		if (l->held[i].mem)
 			P.ucx->mem_unmap(l->held[i].mem);
 		tn_tensor_unref(l->held[i].tensor);
@@ -472,20 +495,54 @@ static void lease_free(struct lease *l)
 
 static bool send_frame(struct conn *c, enum frame_type type, uint32_t seq, const void *body,
 		       size_t len);
+static void conn_close(struct conn *c, const char *why);
 
-/* Let lease @id of @c go; false when @c holds none such. */
+/* Whether an active message of @l still sends (UCX reads its block). */
+static bool lease_sending(struct lease *l)
+{
+	char err[256];
+	for (size_t i = 0; i < l->n; i++)
+		if (l->held[i].op && P.ucx->op_test(l->held[i].op, err, sizeof(err)) > 0)
+			return true;
+	return false;
+}
+
+/* Let lease @id of @c go (once its active messages ended: until then it lingers, released);
+ * false when @c holds none such. */
 static bool lease_drop(struct conn *c, uint64_t id)
 {
 	for (struct lease **pp = &c->leases; *pp; pp = &(*pp)->next) {
-		if ((*pp)->id == id) {
-			struct lease *l = *pp;
-			*pp = l->next;
-			c->nleases--;
-			lease_free(l);
+		struct lease *l = *pp;
+		if (l->id != id || l->released)
+			continue;
+		if (l->sent && lease_sending(l)) {
+			l->released = true;
+			P.lingering++;
 			return true;
 		}
+		*pp = l->next;
+		c->nleases--;
+		lease_free(l);
+		return true;
 	}
 	return false;
+}
+
+/* Free the released leases whose active messages ended. */
+static void check_lingering(void)
+{
+	for (struct conn *c = P.conns; c && P.lingering; c = c->next)
+		for (struct lease **pp = &c->leases; *pp;) {
+			struct lease *l = *pp;
+			if (!l->released || lease_sending(l)) {
+				pp = &l->next;
+				continue;
+			}
+			*pp = l->next;
+			c->nleases--;
+			P.lingering--;
+			lease_free(l);
+		}
 }
 
 /* End @j (taken off the running list) with @status and a message, for the loop to answer. */
@@ -570,7 +627,8 @@ static void start_pull(struct tnd_pull_job *j)
 	f.id = j->id;
 	memcpy(f.arena, j->req.remote_arena, sizeof(f.arena));
 	memcpy(f.name, j->req.remote_name, sizeof(f.name));
-	f.flags = batch ? PULL_PREFIX : 0;
+	f.flags = (batch ? PULL_PREFIX : 0) | (c->by_send ? PULL_SEND : 0);
+	j->by_send = c->by_send;
 	j->conn = c;
 	j->asked = true;
 	snprintf(j->reply.lanes, sizeof(j->reply.lanes), "%s", c->lanes);
@@ -645,11 +703,12 @@ static int64_t view_span(int ndim, const int64_t *sizes, const int64_t *strides,
 }
 
 /* Hold sealed @name of arena @a (@arena_name) for a get by @c's peer: its tensor and
- * registration in @h (none when the peer reads this daemon's memory itself), described in @in
- * (its rkey in @rkey_out, rkey_len bytes at most @rcap). Returns 0, or a TN_E* code with the
- * message in @in. */
+ * registration in @h (none when the peer reads this daemon's memory itself, or asks for
+ * active messages: @send), described in @in (its rkey in @rkey_out, rkey_len bytes at most
+ * @rcap). Returns 0, or a TN_E* code with the message in @in. */
 static int hold_one(const struct conn *c, tn_arena *a, const char *arena_name, const char *name,
-		    struct held *h, struct f_pull_info *in, unsigned char *rkey_out, size_t rcap)
+		    bool send, struct held *h, struct f_pull_info *in, unsigned char *rkey_out,
+		    size_t rcap)
 {
 	int code = 0;
 	tn_tensor *t = NULL;
@@ -682,9 +741,10 @@ static int hold_one(const struct conn *c, tn_arena *a, const char *arena_name, c
 		goto refuse;
 	}
 	h->tensor = t;
+	h->nbytes = (uint64_t)span;
 	t = NULL;
 	char err[256];
-	if (span && !c->peer_reads &&
+	if (span && !c->peer_reads && !send &&
 	    P.ucx->mem_map(P.u, tn_tensor_data(h->tensor), (size_t)span, &h->mem, err,
 			   sizeof(err))) {
 		code = TN_EIO;
@@ -745,10 +805,10 @@ static struct lease *lease_new(struct conn *c, size_t n, struct held *held, char
 /* Hold sealed @name of arena @a for a get by @c's peer: a lease on @c, described in @in (see
  * hold_one). Returns 0, or a TN_E* code with the message in @in. */
 static int make_lease(struct conn *c, tn_arena *a, const char *arena_name, const char *name,
-		      struct f_pull_info *in, unsigned char *rkey_out, size_t rcap)
+		      bool send, struct f_pull_info *in, unsigned char *rkey_out, size_t rcap)
 {
 	struct held h;
-	int code = hold_one(c, a, arena_name, name, &h, in, rkey_out, rcap);
+	int code = hold_one(c, a, arena_name, name, send, &h, in, rkey_out, rcap);
 	if (code)
 		return code;
 	struct lease *l = lease_new(c, 1, NULL, in->message, sizeof(in->message));
@@ -797,7 +857,8 @@ static bool serve_batch(struct conn *c, const struct f_pull *f)
 		struct f_pull_info in;
 		unsigned char rkey[4096];
 		memset(&in, 0, sizeof(in));
-		int r = hold_one(c, a, f->arena, es[i].name, &held[count], &in, rkey, sizeof(rkey));
+		int r = hold_one(c, a, f->arena, es[i].name, f->flags & PULL_SEND, &held[count], &in,
+				 rkey, sizeof(rkey));
 		if (r == TN_ENOENT || r == TN_EINVAL)
 			continue; /* unpublished, or replaced unsealed, since the list */
 		if (r) {
@@ -877,13 +938,14 @@ static bool serve_pull(struct conn *c, const struct f_pull *f)
 	int code = 0;
 	if (!memchr(f->arena, 0, sizeof(f->arena)) || !memchr(f->name, 0, sizeof(f->name)))
 		return protocol_error(c, "PULL with an unterminated name");
-	if (f->flags & ~PULL_PREFIX || f->pad)
+	if (f->flags & ~(PULL_PREFIX | PULL_SEND) || f->pad)
 		return protocol_error(c, "PULL with unknown flags 0x%x", f->flags);
 	if (f->flags & PULL_PREFIX)
 		return serve_batch(c, f);
 	tn_arena *a = own_arena(f->arena, false, &code, in->message, sizeof(in->message));
 	if (a)
-		code = make_lease(c, a, f->arena, f->name, in, out.rkey, sizeof(out.rkey));
+		code = make_lease(c, a, f->arena, f->name, f->flags & PULL_SEND, in, out.rkey,
+				  sizeof(out.rkey));
 	if (!code)
 		return send_frame(c, F_PULL_INFO, 0, &out, sizeof(out.info) + in->rkey_len);
 	in->status = code;
@@ -895,6 +957,47 @@ static bool on_release(struct conn *c, const struct f_release *r)
 	if (lease_drop(c, r->lease))
 		return true;
 	return protocol_error(c, "RELEASE of lease %" PRIu64 ", which it does not hold", r->lease);
+}
+
+/* The peer asks for a lease's bytes by active messages (it registered their receives). */
+static bool on_send(struct conn *c, const struct f_send *f)
+{
+	struct lease *l = c->leases;
+	while (l && (l->id != f->lease || l->released))
+		l = l->next;
+	if (!l)
+		return protocol_error(c, "SEND of lease %" PRIu64 ", which it does not hold",
+				      f->lease);
+	if (l->sent)
+		return protocol_error(c, "SEND of lease %" PRIu64 " again", f->lease);
+	l->sent = true;
+	for (size_t i = 0; i < l->n; i++) {
+		struct held *h = &l->held[i];
+		char err[256];
+		if (h->nbytes && P.ucx->send_start(c->ep, f->key, (uint32_t)i,
+						   tn_tensor_data(h->tensor), (size_t)h->nbytes,
+						   &h->op, err, sizeof(err))) {
+			conn_close(c, err);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* A new key for a transfer's active messages: unguessable by another peer. */
+static uint64_t new_key(void)
+{
+	uint64_t z = P.key_seed + ++P.next_key * 0x9e3779b97f4a7c15ull;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Ask @c's peer for lease @lease's bytes under @key; false when @c was closed. */
+static bool ask_send(struct conn *c, uint64_t lease, uint64_t key)
+{
+	struct f_send f = { .lease = lease, .key = key };
+	return send_frame(c, F_SEND, 0, &f, sizeof(f));
 }
 
 static bool start_get(struct conn *c, struct tnd_pull_job *j, const struct f_pull_info *inp,
@@ -941,15 +1044,27 @@ static bool on_pull_info(struct conn *c, const unsigned char *body, uint32_t len
 	return j ? start_get(c, j, &in, body + sizeof(in), len - sizeof(in), "PULL_INFO") : ok;
 }
 
-/* Start getting @len bytes at @raddr of @c's peer into @dst: a direct read when this daemon
- * reads the peer's memory itself, else a UCX get (registering @dst, the remote key @rkey).
+/* How @j's bytes move over @c. */
+static uint32_t method_of(const struct conn *c, const struct tnd_pull_job *j)
+{
+	return c->pidfd >= 0 ? TN_TENSORD_PULL_DIRECT_READ
+	       : j->by_send  ? TN_TENSORD_PULL_ACTIVE_MESSAGE
+			     : TN_TENSORD_PULL_RMA_GET;
+}
+
+/* Start getting @len bytes at @raddr of @c's peer into @dst, the @index-th block of @j: a
+ * direct read when this daemon reads the peer's memory itself, the receive of an active
+ * message when @j asked for them, else a UCX get (registering @dst, the remote key @rkey).
  * Returns 0, or -1 with a message. */
-static int get_begin(struct conn *c, void *dst, uint64_t raddr, const void *rkey, size_t rlen,
-		     size_t len, struct tnd_ucx_mem **mem, struct tnd_ucx_op **op,
-		     struct tnd_read **rd, char *err, size_t nerr)
+static int get_begin(struct conn *c, const struct tnd_pull_job *j, uint32_t index, void *dst,
+		     uint64_t raddr, const void *rkey, size_t rlen, size_t len,
+		     struct tnd_ucx_mem **mem, struct tnd_ucx_op **op, struct tnd_read **rd,
+		     char *err, size_t nerr)
 {
 	if (c->pidfd >= 0)
 		return tnd_read_start(c->pid, c->pidfd, dst, raddr, len, P.read_fd, rd, err, nerr);
+	if (j->by_send)
+		return P.ucx->recv_start(P.u, j->key, index, dst, len, op, err, nerr);
 	if (P.ucx->mem_map(P.u, dst, len, mem, err, nerr))
 		return -1;
 	return P.ucx->get_start(c->ep, dst, *mem, raddr, rkey, rlen, len, op, err, nerr);
@@ -967,8 +1082,12 @@ static bool start_get(struct conn *c, struct tnd_pull_job *j, const struct f_pul
 			       ? view_span((int)in.ndim, in.sizes, in.strides,
 					   tn_dtype_size((enum tn_dtype)in.dtype))
 			       : -1;
+	/* A push without a remote key asks for a SEND (the pusher's choice, as PULL_SEND is
+	 * the puller's). */
+	if (j->kind == J_RECEIVED)
+		j->by_send = c->pidfd < 0 && !in.rkey_len;
 	if (span < 0 || (uint64_t)span != in.nbytes || in.rkey_len != rlen ||
-	    (span && !in.rkey_len && c->pidfd < 0)) {
+	    (span && !in.rkey_len && c->pidfd < 0 && !j->by_send)) {
 		if (j->kind == J_RECEIVED)
 			finish(j, TN_EPROTO, "%s describes no valid view", what);
 		return protocol_error(c, "%s describes no valid view", what);
@@ -985,17 +1104,17 @@ static bool start_get(struct conn *c, struct tnd_pull_job *j, const struct f_pul
 		return true; /* nothing to move: the check of running pulls publishes it */
 	}
 	char err[256];
-	if (get_begin(c, tn_storage_data(j->storage), in.raddr, rkey, in.rkey_len, (size_t)span,
-		      &j->mem, &j->op, &j->rd, err, sizeof(err))) {
+	if (j->by_send)
+		j->key = new_key();
+	if (get_begin(c, j, 0, tn_storage_data(j->storage), in.raddr, rkey, in.rkey_len,
+		      (size_t)span, &j->mem, &j->op, &j->rd, err, sizeof(err))) {
 		finish(j, TN_EIO, "peer %.200s: %s", j->req.peer, err);
 		return true;
 	}
 	j->reply.bytes = (uint64_t)span;
-	j->reply.method = c->pidfd >= 0 ? TN_TENSORD_PULL_DIRECT_READ : TN_TENSORD_PULL_RMA_GET;
-	return true;
+	j->reply.method = method_of(c, j);
+	return j->by_send && j->op ? ask_send(c, in.lease, j->key) : true;
 }
-
-static void conn_close(struct conn *c, const char *why);
 
 /* @j's get failed (@err): its endpoint is of no more use, so its connection goes (it is
  * dialed again), which ends @j and the other transfers over it with TN_ENOTCONN ("lost
@@ -1096,7 +1215,8 @@ static bool on_batch_info(struct conn *c, const unsigned char *body, uint32_t le
 		p += be.ndim * sizeof(int64_t);
 		int64_t span = view_span((int)be.ndim, pt->sizes, pt->strides,
 					 tn_dtype_size((enum tn_dtype)be.dtype));
-		if (span < 0 || (uint64_t)span != be.nbytes || (span && !be.rkey_len && c->pidfd < 0))
+		if (span < 0 || (uint64_t)span != be.nbytes ||
+		    (span && !be.rkey_len && c->pidfd < 0 && !j->by_send))
 			return protocol_error(c, "BATCH_INFO describes no valid view");
 		pt->nbytes = be.nbytes;
 		rkeys[i] = p;
@@ -1123,6 +1243,9 @@ static bool on_batch_info(struct conn *c, const unsigned char *body, uint32_t le
 		return true;
 	}
 	p = body + sizeof(bi);
+	if (j->by_send)
+		j->key = new_key();
+	bool sending = false;
 	for (uint32_t i = 0; i < bi.count; i++) {
 		struct f_batch_entry be;
 		struct part *pt = &j->parts[i];
@@ -1145,20 +1268,24 @@ static bool on_batch_info(struct conn *c, const unsigned char *body, uint32_t le
 			continue;
 		}
 		char err[256];
-		if (get_begin(c, tn_storage_data(pt->storage), be.raddr, rkeys[i], be.rkey_len,
-			      (size_t)pt->nbytes, &pt->mem, &pt->op, &pt->rd, err, sizeof(err))) {
+		if (get_begin(c, j, i, tn_storage_data(pt->storage), be.raddr, rkeys[i],
+			      be.rkey_len, (size_t)pt->nbytes, &pt->mem, &pt->op, &pt->rd, err,
+			      sizeof(err))) {
 			free(lv);
 			free(rv);
 			finish(j, TN_EIO, "peer %.200s: %s", j->req.peer, err);
 			return true;
 		}
+		sending |= pt->op && j->by_send;
 	}
-	j->reply.method = c->pidfd >= 0 ? TN_TENSORD_PULL_DIRECT_READ : TN_TENSORD_PULL_RMA_GET;
+	j->reply.method = method_of(c, j);
 	char err[256];
 	int r = nv ? tnd_read_now(c->pid, c->pidfd, lv, rv, nv, err, sizeof(err)) : 0;
 	free(lv);
 	free(rv);
-	return r ? !get_failed(j, err) : true;
+	if (r)
+		return !get_failed(j, err);
+	return sending ? ask_send(c, j->lease, j->key) : true;
 }
 
 /* Pulls whose bytes arrived: publish them, sealed. */
@@ -1285,8 +1412,8 @@ static void start_push(struct tnd_pull_job *j)
 	memcpy(out.push.name, j->req.remote_name, sizeof(out.push.name));
 	memcpy(out.push.src_arena, j->req.arena, sizeof(out.push.src_arena));
 	memcpy(out.push.src_name, j->req.name, sizeof(out.push.src_name));
-	int code = make_lease(c, j->dst, j->req.arena, j->req.name, &out.info, out.rkey,
-			      sizeof(out.rkey));
+	int code = make_lease(c, j->dst, j->req.arena, j->req.name, c->by_send, &out.info,
+			      out.rkey, sizeof(out.rkey));
 	if (code) {
 		finish(j, code, "%s", out.info.message);
 		return;
@@ -1295,7 +1422,9 @@ static void start_push(struct tnd_pull_job *j)
 	j->asked = true;
 	j->lease = out.info.lease;
 	j->reply.bytes = out.info.nbytes;
-	j->reply.method = c->peer_reads ? TN_TENSORD_PULL_DIRECT_READ : TN_TENSORD_PULL_RMA_GET;
+	j->reply.method = c->peer_reads ? TN_TENSORD_PULL_DIRECT_READ
+			  : c->by_send  ? TN_TENSORD_PULL_ACTIVE_MESSAGE
+					: TN_TENSORD_PULL_RMA_GET;
 	snprintf(j->reply.lanes, sizeof(j->reply.lanes), "%s", c->lanes);
 	send_frame(c, F_PUSH, 0, &out, sizeof(out.push) + sizeof(out.info) + out.info.rkey_len);
 }
@@ -1443,6 +1572,7 @@ static void conn_close(struct conn *c, const char *why)
 	while (c->leases) {
 		struct lease *l = c->leases;
 		c->leases = l->next;
+		P.lingering -= l->released;
 		lease_free(l);
 	}
 	for (struct tnd_pull_job *j = P.running, *next; j; j = next) {
@@ -1642,10 +1772,11 @@ static bool send_addr(struct conn *c)
 	}
 	struct f_local lo;
 	memset(&lo, 0, sizeof(lo));
+	memcpy(lo.boot_id, P.boot_id, sizeof(lo.boot_id));
+	lo.pidns = P.pidns;
+	lo.flags = P.ucx->shared_memory(P.u) ? LOCAL_SHM : 0;
 	if (tnd_d.cfg.peer_direct_read && P.boot_id[0]) {
 		local_token(c, c->dialer, c->token);
-		memcpy(lo.boot_id, P.boot_id, sizeof(lo.boot_id));
-		lo.pidns = P.pidns;
 		lo.token = (uint64_t)(uintptr_t)c->token;
 		lo.pid = (int32_t)getpid();
 	}
@@ -1657,23 +1788,19 @@ static bool send_addr(struct conn *c)
 	return ok;
 }
 
-/* Whether UCX joined @c's peer by shared memory: the peer runs on this host. */
-static bool lanes_local(const char *lanes)
+/* Whether the daemon whose ADDR began with @lo runs on this host, in this pid namespace. */
+static bool same_host(const struct f_local *lo)
 {
-	static const char *const tl[] = { "sysv/", "posix/", "cma/", "xpmem/", "knem/" };
-	for (size_t i = 0; i < sizeof(tl) / sizeof(tl[0]); i++)
-		if (strstr(lanes, tl[i]))
-			return true;
-	return false;
+	return P.boot_id[0] && !memcmp(lo->boot_id, P.boot_id, sizeof(P.boot_id)) &&
+	       lo->pidns == P.pidns;
 }
 
 /* Read @c's peer's memory directly from now on, if it offers it (@lo) and can be trusted
  * to be the process that proved the secret (peer_read.h); else UCX's get stays. */
 static void try_direct_read(struct conn *c, const struct f_local *lo)
 {
-	if (!tnd_d.cfg.peer_direct_read || lo->pid <= 0 || !P.boot_id[0] ||
-	    memcmp(lo->boot_id, P.boot_id, sizeof(P.boot_id)) || lo->pidns != P.pidns ||
-	    !lanes_local(c->lanes))
+	if (!tnd_d.cfg.peer_direct_read || lo->pid <= 0 || !same_host(lo) ||
+	    !tnd_ucx_lanes_local(c->lanes))
 		return;
 	unsigned char want[TND_SHA256_SIZE];
 	char err[256], esc[2 * TND_PEER_ADDR_SIZE];
@@ -1698,7 +1825,12 @@ static bool on_addr(struct conn *c, const unsigned char *body, size_t len)
 	struct f_local lo;
 	memcpy(&lo, body, sizeof(lo));
 	lo.boot_id[sizeof(lo.boot_id) - 1] = 0;
-	if (P.ucx->connect(P.u, body + sizeof(lo), len - sizeof(lo), &c->ep, err, sizeof(err))) {
+	/* Both sides choose the same: UCX's peer failure handling, unless shared memory could
+	 * join them (peer_ucx.h). */
+	c->peer_errors = !(same_host(&lo) && (lo.flags & LOCAL_SHM) &&
+			   P.ucx->shared_memory(P.u));
+	if (P.ucx->connect(P.u, body + sizeof(lo), len - sizeof(lo), c->peer_errors, &c->ep, err,
+			   sizeof(err))) {
 		conn_close(c, err);
 		return false;
 	}
@@ -1707,6 +1839,8 @@ static bool on_addr(struct conn *c, const unsigned char *body, size_t len)
 	try_direct_read(c, &lo);
 	if (!conn_alive(c))
 		return false;
+	/* Where UCX would only emulate a get (TCP), the bytes come by active messages. */
+	c->by_send = c->pidfd < 0 && !tnd_ucx_lanes_native_get(c->lanes);
 	c->step = S_READY;
 	c->since = tnd_wall_s();
 	if (!c->dialer)
@@ -1832,6 +1966,13 @@ static bool on_frame(struct conn *c, const struct frame *f, const unsigned char 
 				return protocol_error(c, "LOCAL_READ of %u bytes", f->len);
 			c->peer_reads = true;
 			return true;
+		case F_SEND: {
+			if (f->len != sizeof(struct f_send))
+				return protocol_error(c, "SEND of %u bytes", f->len);
+			struct f_send sf;
+			memcpy(&sf, body, sizeof(sf));
+			return on_send(c, &sf);
+		}
 		case F_RELEASE: {
 			if (f->len != sizeof(struct f_release))
 				return protocol_error(c, "RELEASE of %u bytes", f->len);
@@ -2144,8 +2285,10 @@ static void *peers_main(void *arg)
 			}
 		}
 		armed = progress_ucx();
+		atomic_store(&P.dropped, P.ucx->dropped(P.u));
 		check_pulls();
 		check_drains();
+		check_lingering();
 		uint64_t now = tnd_now_ns();
 		if ((n <= 0 && armed) || now - last_tick >= 50000000u) {
 			tick();
@@ -2245,6 +2388,12 @@ int tnd_peers_start(void)
 	if (epoll_ctl(P.epfd, EPOLL_CTL_ADD, P.read_fd, &ev))
 		goto fail;
 	/* Direct reads need both daemons on one kernel and in one pid namespace. */
+	unsigned char seed[TND_PEER_NONCE];
+	if (tnd_peer_nonce(seed)) {
+		tnd_error("peers: no random bytes for the transfers' keys");
+		goto fail;
+	}
+	memcpy(&P.key_seed, seed, sizeof(P.key_seed));
 	FILE *bf = fopen("/proc/sys/kernel/random/boot_id", "re");
 	struct stat ns;
 	if (bf && fgets(P.boot_id, sizeof(P.boot_id), bf) && !stat("/proc/self/ns/pid", &ns))
@@ -2477,6 +2626,7 @@ void tnd_peers_counts(struct tnd_peer_counts *ret)
 {
 	ret->protocol_errors = atomic_load(&P.protocol_errors);
 	ret->refused = atomic_load(&P.refused);
+	ret->dropped = atomic_load(&P.dropped);
 	ret->pulls = atomic_load(&P.pulls_done);
 	ret->pull_failures = atomic_load(&P.pull_failures);
 	ret->pulled_bytes = atomic_load(&P.pulled_bytes);

@@ -4,7 +4,10 @@
  * processes: a parent registers a buffer and a forked child pulls it by UCX get, over UCX's
  * shared-memory transports and over TCP on the loopback, bit for bit, at sizes from one byte
  * to 64 MiB; the lanes UCX chose, as tensorctl peer list will show them; the lanes parser on
- * ucp_ep_print_info's text as UCX 1.13 prints it; and the loader's refusals.
+ * ucp_ep_print_info's text as UCX 1.13 prints it; active messages between two processes (a
+ * sender's blocks into the receives the other registered, bit for bit; messages under an
+ * unknown key, for a receive freed before they came, or of another length); and the loader's
+ * refusals.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -18,6 +21,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "peer_module.h"
@@ -104,7 +108,7 @@ static void child_pull(int fd, size_t n)
 	    (rl = recv_blob(fd, rkey, sizeof(rkey))) == SIZE_MAX)
 		_exit(11);
 	struct tnd_ucx_ep *ep;
-	if (x->connect(u, addr, al, &ep, err, sizeof(err)))
+	if (x->connect(u, addr, al, false, &ep, err, sizeof(err)))
 		_exit(12);
 	unsigned char *dst = malloc(n);
 	struct tnd_ucx_mem *m;
@@ -209,6 +213,154 @@ START_TEST(test_pull_tcp)
 }
 END_TEST
 
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The sender of test_active_messages: connect to the parent (error mode PEER when @peer_errors),
+ * send each block under the key it is given, and the messages nobody waits for; exit 0 once
+ * every send completed and the parent said so. */
+static void child_send(int fd, bool peer_errors)
+{
+	char err[256];
+	const struct tnd_ucx_ops *x = tnd_ucx_load(".", err, sizeof(err));
+	struct tnd_ucx *u;
+	if (!x || x->open(&u, err, sizeof(err)))
+		_exit(10);
+	static char addr[1 << 16];
+	uint64_t key;
+	size_t al = recv_blob(fd, addr, sizeof(addr));
+	if (al == SIZE_MAX || recv_blob(fd, &key, 8) != 8)
+		_exit(11);
+	struct tnd_ucx_ep *ep;
+	if (x->connect(u, addr, al, peer_errors, &ep, err, sizeof(err)))
+		_exit(12);
+	size_t n = sizes[sizeof(sizes) / sizeof(sizes[0]) - 1];
+	unsigned char *src = malloc(n);
+	if (!src)
+		_exit(13);
+	for (size_t i = 0; i < n; i++)
+		src[i] = byte_at(i);
+	struct tnd_ucx_op *ops[8];
+	size_t nops = 0;
+	for (uint32_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+		if (x->send_start(ep, key, k, src, sizes[k], &ops[nops++], err, sizeof(err)))
+			_exit(14);
+	/* A receive freed before it came (50), one of another length (99), an unknown key. */
+	if (x->send_start(ep, key, 50, src, 1000, &ops[nops++], err, sizeof(err)) ||
+	    x->send_start(ep, key, 99, src, 20, &ops[nops++], err, sizeof(err)) ||
+	    x->send_start(ep, key ^ 1, 0, src, 100, &ops[nops++], err, sizeof(err)))
+		_exit(15);
+	for (size_t i = 0; i < nops; i++) {
+		int t;
+		while ((t = x->op_test(ops[i], err, sizeof(err))) > 0)
+			x->progress(u);
+		if (t < 0) {
+			fprintf(stderr, "%s\n", err);
+			_exit(16);
+		}
+		x->op_free(ops[i]);
+	}
+	/* Until the parent has them all (an eager send completes before it arrives). */
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	while (poll(&p, 1, 0) == 0)
+		x->progress(u);
+	x->disconnect(ep, false);
+	x->close(u);
+	free(src);
+	_exit(0);
+}
+
+/* Active messages from a child into receives the parent registered: over TCP with UCX's peer
+ * failure handling (_i 0), and over UCX's choice, shared memory, without it (_i 1). */
+START_TEST(test_active_messages)
+{
+	bool tcp = _i == 0;
+	if (tcp) {
+		setenv("UCX_TLS", "tcp", 1);
+		setenv("UCX_NET_DEVICES", "lo", 1);
+	}
+	int sv[2];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(sv[0]);
+		child_send(sv[1], tcp);
+	}
+	close(sv[1]);
+	char err[256];
+	const struct tnd_ucx_ops *x = tnd_ucx_load(".", err, sizeof(err));
+	ck_assert_msg(x != NULL, "%s", err);
+	struct tnd_ucx *u;
+	ck_assert_msg(x->open(&u, err, sizeof(err)) == 0, "%s", err);
+	ck_assert(x->shared_memory(u) == !tcp);
+	enum { NS = sizeof(sizes) / sizeof(sizes[0]) };
+	unsigned char *dst[NS];
+	struct tnd_ucx_op *ops[NS], *gone, *short_one;
+	uint64_t key = 0x1234567890abcdefull;
+	for (uint32_t k = 0; k < NS; k++) {
+		dst[k] = calloc(1, sizes[k]);
+		ck_assert_ptr_nonnull(dst[k]);
+		ck_assert_int_eq(x->recv_start(u, key, k, dst[k], sizes[k], &ops[k], err,
+					       sizeof(err)), 0);
+		ck_assert_int_eq(x->op_test(ops[k], err, sizeof(err)), 1);
+	}
+	static unsigned char small[10], unused[1000];
+	ck_assert_int_eq(x->recv_start(u, key, 50, unused, sizeof(unused), &gone, err,
+				       sizeof(err)), 0);
+	x->op_free(gone);
+	ck_assert_int_eq(x->recv_start(u, key, 99, small, sizeof(small), &short_one, err,
+				       sizeof(err)), 0);
+	const void *addr;
+	size_t al;
+	x->address(u, &addr, &al);
+	send_blob(sv[0], addr, al);
+	send_blob(sv[0], &key, 8);
+	/* Progress until every receive ended (the child's sends need this side's answers). */
+	uint64_t t0 = now_ms();
+	for (;;) {
+		int busy = x->op_test(short_one, err, sizeof(err)) > 0;
+		for (uint32_t k = 0; k < NS; k++)
+			busy |= x->op_test(ops[k], err, sizeof(err)) > 0;
+		if (!busy && x->dropped(u) >= 3)
+			break;
+		ck_assert_msg(now_ms() - t0 < 60000, "receives still waiting after 60 s");
+		x->progress(u);
+	}
+	for (uint32_t k = 0; k < NS; k++) {
+		ck_assert_msg(x->op_test(ops[k], err, sizeof(err)) == 0, "%s", err);
+		size_t bad = 0;
+		for (size_t i = 0; i < sizes[k]; i++)
+			bad += dst[k][i] != byte_at(i);
+		ck_assert_msg(bad == 0, "%zu of %zu bytes differ", bad, sizes[k]);
+		x->op_free(ops[k]);
+		free(dst[k]);
+	}
+	/* 20 bytes for a receive of 10: failed, nothing written. Not received: that one, the
+	 * freed receive's and the unknown key's. */
+	ck_assert_int_eq(x->op_test(short_one, err, sizeof(err)), -1);
+	ck_assert_msg(strstr(err, "UCX active message"), "%s", err);
+	x->op_free(short_one);
+	for (size_t i = 0; i < sizeof(small); i++)
+		ck_assert_uint_eq(small[i], 0);
+	ck_assert_uint_eq(x->dropped(u), 3);
+	uint64_t bye = 1;
+	ck_assert_int_eq(write(sv[0], &bye, 8), 8);
+	/* The child's endpoint closes against this worker: keep answering until it is gone. */
+	int st;
+	while (waitpid(pid, &st, WNOHANG) == 0)
+		x->progress(u);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the sender exited with %d",
+		      WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
+	x->close(u);
+	close(sv[0]);
+}
+END_TEST
+
 START_TEST(test_load_errors)
 {
 	char err[512];
@@ -231,6 +383,7 @@ static Suite *peer_ucx_suite(void)
 	tcase_add_test(tc, test_lanes_parser);
 	tcase_add_test(tc, test_pull_shared_memory);
 	tcase_add_test(tc, test_pull_tcp);
+	tcase_add_loop_test(tc, test_active_messages, 0, 2);
 	tcase_add_loop_test(tc, test_load_errors, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;

@@ -455,7 +455,7 @@ END_TEST
 START_TEST(test_pull_tcp)
 {
 	/* Over UCX's TCP there are no direct reads, even on one host. */
-	pull_all("tcp", "tcp/", "", TN_TENSORD_PULL_RMA_GET);
+	pull_all("tcp", "tcp/", "", TN_TENSORD_PULL_ACTIVE_MESSAGE);
 }
 END_TEST
 
@@ -499,7 +499,9 @@ START_TEST(test_pull_prefix)
 {
 	/* Shared memory (direct reads), TCP, shared memory with UCX's get. */
 	const char *tls = _i == 1 ? "tcp" : NULL;
-	unsigned method = _i == 0 ? TN_TENSORD_PULL_DIRECT_READ : TN_TENSORD_PULL_RMA_GET;
+	unsigned method = _i == 0   ? TN_TENSORD_PULL_DIRECT_READ
+			  : _i == 1 ? TN_TENSORD_PULL_ACTIVE_MESSAGE
+				    : TN_TENSORD_PULL_RMA_GET;
 	struct daemon A, B;
 	char a_addr[64];
 	pair(&A, "peer_export = kv\n", &B, _i == 2 ? "peer_direct_read = no\n" : "", tls, a_addr);
@@ -824,7 +826,7 @@ START_TEST(test_push)
 		ck_assert_tn_ok(tn_tensord_push(cb, "out", sources[i].name, a_addr, "in",
 						sources[i].name, &rep));
 		if (rep.bytes)
-			ck_assert_uint_eq(rep.method, tls ? TN_TENSORD_PULL_RMA_GET
+			ck_assert_uint_eq(rep.method, tls ? TN_TENSORD_PULL_ACTIVE_MESSAGE
 							  : TN_TENSORD_PULL_DIRECT_READ);
 		ck_assert_str_eq(rep.lanes, p.lanes);
 		expect_same(out, sources[i].name, in, sources[i].name);
@@ -984,7 +986,7 @@ static void expect_closed(int fd, unsigned ms, const char *what)
 }
 
 /* The peer protocol's frame header, version 3 (tensord/peers.c). */
-#define WIRE_VERSION 3
+#define WIRE_VERSION 4
 
 struct wire_frame {
 	uint32_t magic;
@@ -1022,7 +1024,7 @@ struct wire_local {
 	char boot_id[40];
 	uint64_t pidns, token;
 	int32_t pid;
-	uint32_t pad;
+	uint32_t flags; /* 1: the sender's UCX has a shared-memory transport */
 };
 
 /* A raw dialer that knows the secret, through the handshake up to the daemon's ADDR. */
@@ -1180,6 +1182,27 @@ static void direct_read_claims(const struct daemon *A, const struct daemon *B)
 	close(rb.fd);
 }
 
+/* A PULL frame (tensord/peers.c's struct f_pull), id 1. */
+struct raw_pull {
+	struct wire_frame f;
+	uint64_t id;
+	char arena[64];
+	char name[256];
+	uint32_t flags, pad;
+};
+
+static struct raw_pull raw_pull(const char *arena, const char *name, uint32_t flags)
+{
+	struct raw_pull p;
+	memset(&p, 0, sizeof(p));
+	p.f = (struct wire_frame){ 0x52504e54u, WIRE_VERSION, 6, sizeof(p) - sizeof(p.f), 0 };
+	p.id = 1;
+	snprintf(p.arena, sizeof(p.arena), "%s", arena);
+	snprintf(p.name, sizeof(p.name), "%s", name);
+	p.flags = flags;
+	return p;
+}
+
 START_TEST(test_bad_peers)
 {
 	struct daemon A, B, C;
@@ -1256,23 +1279,50 @@ START_TEST(test_bad_peers)
 	struct wire_frame odd = { 0x52504e54u, WIRE_VERSION, 77, 0, 0 };
 	send_all(fd, &odd, sizeof(odd));
 	expect_closed(fd, 3000, "an unknown frame type after the handshake");
+	/* SEND (bytes by active messages) of a lease it does not hold; SEND of one twice. */
+	fd = raw_authenticated(A.port);
+	{
+		struct {
+			struct wire_frame f;
+			uint64_t lease, key;
+		} snd = { { 0x52504e54u, WIRE_VERSION, 13, 16, 0 }, 777, 1 };
+		send_all(fd, &snd, sizeof(snd));
+		expect_closed(fd, 3000, "SEND of a lease it does not hold");
+		wait_log(&A, "SEND of lease 777, which it does not hold", 3000);
+		fd = raw_authenticated(A.port);
+		struct raw_pull pull = raw_pull("src", "f32", 2); /* PULL_SEND: no remote key */
+		send_all(fd, &pull, sizeof(pull));
+		/* PULL_INFO (tensord/peers.c's struct f_pull_info): id, status, dtype, ndim,
+		 * rkey_len, sizes and strides, nbytes, raddr, then the lease. */
+		struct wire_frame pi;
+		recv_all(fd, &pi, sizeof(pi));
+		ck_assert_uint_eq(pi.type, 7);
+		unsigned char info[4096];
+		ck_assert_uint_le(pi.len, sizeof(info));
+		recv_all(fd, info, pi.len);
+		int32_t status;
+		uint32_t rkey_len;
+		memcpy(&status, info + 8, 4);
+		memcpy(&rkey_len, info + 20, 4);
+		ck_assert_int_eq(status, 0);
+		ck_assert_uint_eq(rkey_len, 0); /* nothing registered for a get */
+		memcpy(&snd.lease, info + 24 + 16 * TN_ARENA_MAX_DIMS + 16, 8);
+		/* The first SEND is served (its message goes to A itself, whose worker address
+		 * this peer presented, and is dropped there: no receive waits for it). */
+		send_all(fd, &snd, sizeof(snd));
+		send_all(fd, &snd, sizeof(snd));
+		expect_closed(fd, 3000, "SEND of a lease twice");
+		char again[96];
+		snprintf(again, sizeof(again), "SEND of lease %llu again",
+			 (unsigned long long)snd.lease);
+		wait_log(&A, again, 3000);
+	}
 	/* An authenticated peer that asks and never reads the answers: dropped, once 4 MiB of
 	 * answers wait for it, or once its own frames stop coming (TCP stops acknowledging them
 	 * when the answers it does not read fill its window: the silence rule then drops it). */
 	fd = raw_authenticated(A.port);
 	{
-		struct {
-			struct wire_frame f;
-			uint64_t id;
-			char arena[64];
-			char name[256];
-			uint32_t flags, pad;
-		} pull;
-		memset(&pull, 0, sizeof(pull));
-		pull.f = (struct wire_frame){ 0x52504e54u, WIRE_VERSION, 6,
-					      sizeof(pull) - sizeof(pull.f), 0 };
-		strcpy(pull.arena, "src");
-		strcpy(pull.name, "nope");
+		struct raw_pull pull = raw_pull("src", "nope", 0);
 		uint64_t t1 = now_ms();
 		while (!dlog_has(&A, "does not read what it is sent") &&
 		       !dlog_has(&A, "silent for 1000 ms")) {

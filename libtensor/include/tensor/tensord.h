@@ -288,6 +288,7 @@ TN_EXPORT int tn_tensord_peer_list(tn_tensord *conn, tn_tensord_peer **ret_peers
 /* tn_tensord_pull_report.method: */
 #define TN_TENSORD_PULL_RMA_GET 1     /* a UCX RMA get */
 #define TN_TENSORD_PULL_DIRECT_READ 2 /* the peer's memory read directly (same host) */
+#define TN_TENSORD_PULL_ACTIVE_MESSAGE 3 /* UCX active messages (where a get is emulated: TCP) */
 
 typedef struct tn_tensord_pull_report {
 	uint64_t bytes;      /* data bytes moved */
