@@ -11,11 +11,19 @@
 
 #include "peer_module.h"
 
-/* The active message id of a transfer's bytes, and its header: which receive they are for. */
+/* The active message id of a transfer's bytes, and its header: which receive they are for,
+ * and where in it. A block goes in chunks of AM_CHUNK bytes, each its own message: UCX 1.13
+ * sends the whole of a rendezvous message from inside one call of its progress (the handler of
+ * the receiver's ready-to-receive, then its queue of pending sends, for as long as the socket
+ * takes bytes), so chunks sent a few at a time bound how long the peers' thread is away from
+ * its control connections (a 512 MiB message under ThreadSanitizer kept it there for 15 s). */
 #define AM_ID 17
+#define AM_CHUNK ((size_t)8 << 20)
+#define AM_WINDOW 2 /* chunks of a block sent at once: a progress call sends 16 MiB at most */
 struct am_hdr {
 	uint64_t key;
 	uint32_t index, pad;
+	uint64_t offset;
 };
 
 #define RECV_BUCKETS 4096u /* of the table of receives waiting for their message */
@@ -44,20 +52,34 @@ struct tnd_ucx_ep {
 	ucs_status_t failed; /* UCS_OK until UCX reported the peer failed (error mode PEER) */
 };
 
-/* A get, an active message sent, or one to receive. */
+/* A get, a block sent by active messages, or one to receive. */
 struct tnd_ucx_op {
-	const char *what;  /* for messages */
-	ucp_rkey_h rkey;   /* a get's */
-	void *req;         /* NULL: completed at once, or not begun (a receive still waiting) */
-	ucs_status_t status;
-	struct am_hdr hdr; /* a send's header (kept while UCX may read it), a receive's key */
-	/* A receive: where the bytes go; waiting while in u->waiting, for its message. */
+	const char *what;     /* for messages */
+	ucp_rkey_h rkey;      /* a get's */
+	ucs_status_t error;   /* UCS_OK, or the first failure */
+	size_t nreq;          /* a get's one request, or one per chunk */
+	void **reqs;          /* those in progress (NULL: ended, or a chunk not yet arrived) */
+	void *one;            /* reqs of a get */
+	struct am_hdr *hdrs;  /* a send's, one per chunk: UCX may read them until it ends */
+	struct tnd_ucx_ep *ep; /* a send's: its endpoint, source, next chunk, chunks ended */
+	const char *src;
+	size_t next_chunk, ended;
+	bool sending;
+	/* A receive: where the bytes go; waiting (in u->waiting) until every chunk came. */
 	struct tnd_ucx *u;
+	struct am_hdr key;    /* key and index */
 	void *dst;
-	size_t len;
+	size_t len, arrived;
+	unsigned char *got;   /* per chunk: it came */
 	bool waiting;
 	struct tnd_ucx_op *next; /* in its bucket */
 };
+
+/* The chunks of a block of @len bytes. */
+static size_t chunks(size_t len)
+{
+	return len ? (len + AM_CHUNK - 1) / AM_CHUNK : 1;
+}
 
 static int fail(char *err, size_t nerr, const char *what, ucs_status_t st)
 {
@@ -71,15 +93,18 @@ static struct tnd_ucx_op **bucket(struct tnd_ucx *u, uint64_t key, uint32_t inde
 	return &u->waiting[(h >> 40) % RECV_BUCKETS];
 }
 
-/* Take the receive waiting for (@key, @index) off the table; NULL when none waits. */
-static struct tnd_ucx_op *take_waiting(struct tnd_ucx *u, uint64_t key, uint32_t index)
+/* The receive waiting for (@key, @index), taken off the table when @take; NULL when none. */
+static struct tnd_ucx_op *find_waiting(struct tnd_ucx *u, uint64_t key, uint32_t index,
+				       bool take)
 {
 	for (struct tnd_ucx_op **pp = bucket(u, key, index); *pp; pp = &(*pp)->next) {
 		struct tnd_ucx_op *op = *pp;
-		if (op->hdr.key == key && op->hdr.index == index) {
-			*pp = op->next;
-			op->next = NULL;
-			op->waiting = false;
+		if (op->key.key == key && op->key.index == index) {
+			if (take) {
+				*pp = op->next;
+				op->next = NULL;
+				op->waiting = false;
+			}
 			return op;
 		}
 	}
@@ -87,10 +112,11 @@ static struct tnd_ucx_op *take_waiting(struct tnd_ucx *u, uint64_t key, uint32_t
 }
 
 /*
- * A transfer's bytes arrived (ucp_am_recv_callback_t): into the receive waiting for them,
- * copied now (eager) or received by UCX's rendezvous into its destination. A message that no
- * receive waits for, or of another length, is dropped (its sender's request completes): the
- * receive was freed meanwhile (a deadline, a closed connection), or the peer is confused.
+ * A chunk of a transfer arrived (ucp_am_recv_callback_t): into the receive waiting for it,
+ * copied now (eager) or received by UCX's rendezvous into its place. A message that no receive
+ * waits for is dropped (its sender's request completes): the receive was freed meanwhile (a
+ * deadline, a closed connection). One that does not fit the receive (another length or
+ * offset, a chunk again) is dropped and fails the receive: the peer is confused.
  */
 static ucs_status_t am_recv(void *arg, const void *header, size_t header_length, void *data,
 			    size_t length, const ucp_am_recv_param_t *param)
@@ -100,27 +126,32 @@ static ucs_status_t am_recv(void *arg, const void *header, size_t header_length,
 	struct tnd_ucx_op *op = NULL;
 	if (header_length == sizeof(h)) {
 		memcpy(&h, header, sizeof(h));
-		op = take_waiting(u, h.key, h.index);
+		op = find_waiting(u, h.key, h.index, false);
 	}
-	if (!op || op->len != length) {
-		if (op)
-			op->status = UCS_ERR_MESSAGE_TRUNCATED;
+	size_t k = op ? (size_t)(h.offset / AM_CHUNK) : 0;
+	if (!op || h.offset % AM_CHUNK || h.offset >= op->len + !op->len || op->got[k] ||
+	    length != (op->len - h.offset < AM_CHUNK ? op->len - h.offset : AM_CHUNK)) {
+		if (op) {
+			op->error = UCS_ERR_MESSAGE_TRUNCATED;
+			(void)find_waiting(u, h.key, h.index, true);
+		}
 		u->dropped++;
 		return UCS_OK;
 	}
+	op->got[k] = 1;
+	if (++op->arrived == op->nreq)
+		(void)find_waiting(u, h.key, h.index, true);
+	char *at = (char *)op->dst + h.offset;
 	if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
-		memcpy(op->dst, data, length);
-		op->status = UCS_OK;
+		memcpy(at, data, length);
 		return UCS_OK;
 	}
 	ucp_request_param_t rp = { .op_attr_mask = 0 };
-	void *req = ucp_am_recv_data_nbx(u->worker, data, op->dst, length, &rp);
-	if (UCS_PTR_IS_ERR(req)) {
-		op->status = UCS_PTR_STATUS(req);
-	} else {
-		op->req = req;
-		op->status = req ? UCS_INPROGRESS : UCS_OK;
-	}
+	void *req = ucp_am_recv_data_nbx(u->worker, data, at, length, &rp);
+	if (UCS_PTR_IS_ERR(req))
+		op->error = UCS_PTR_STATUS(req);
+	else
+		op->reqs[k] = req;
 	return UCS_OK;
 }
 
@@ -376,16 +407,33 @@ int tnd_ucx_get(struct tnd_ucx_ep *e, void *dst, const struct tnd_ucx_mem *local
 	return st == UCS_OK ? 0 : fail(err, nerr, "UCX get", st);
 }
 
-/* A new operation, @what for its messages; NULL with a message. */
-static struct tnd_ucx_op *op_new(const char *what, char *err, size_t nerr)
+/* A new operation of @nreq requests (a get's reqs: its one), @what for its messages; NULL
+ * with a message. */
+static struct tnd_ucx_op *op_new(const char *what, size_t nreq, char *err, size_t nerr)
 {
 	struct tnd_ucx_op *op = calloc(1, sizeof(*op));
+	if (op && nreq > 1 && !(op->reqs = calloc(nreq, sizeof(*op->reqs)))) {
+		free(op);
+		op = NULL;
+	}
 	if (!op) {
 		snprintf(err, nerr, "UCX: out of memory");
 		return NULL;
 	}
 	op->what = what;
+	op->nreq = nreq;
+	if (nreq == 1)
+		op->reqs = &op->one;
 	return op;
+}
+
+static void op_release(struct tnd_ucx_op *op)
+{
+	if (op->reqs != &op->one)
+		free(op->reqs);
+	free(op->hdrs);
+	free(op->got);
+	free(op);
 }
 
 int tnd_ucx_get_start(struct tnd_ucx_ep *e, void *dst, const struct tnd_ucx_mem *local,
@@ -394,12 +442,12 @@ int tnd_ucx_get_start(struct tnd_ucx_ep *e, void *dst, const struct tnd_ucx_mem 
 {
 	(void)rkey_len;
 	*out = NULL;
-	struct tnd_ucx_op *op = op_new("UCX get", err, nerr);
+	struct tnd_ucx_op *op = op_new("UCX get", 1, err, nerr);
 	if (!op)
 		return -1;
 	ucs_status_t st = ucp_ep_rkey_unpack(e->ep, rkey, &op->rkey);
 	if (st != UCS_OK) {
-		free(op);
+		op_release(op);
 		return fail(err, nerr, "UCX remote key", st);
 	}
 	ucp_request_param_t gp = { .op_attr_mask = local ? UCP_OP_ATTR_FIELD_MEMH : 0,
@@ -407,31 +455,62 @@ int tnd_ucx_get_start(struct tnd_ucx_ep *e, void *dst, const struct tnd_ucx_mem 
 	void *req = ucp_get_nbx(e->ep, dst, len, raddr, op->rkey, &gp);
 	if (UCS_PTR_IS_ERR(req)) {
 		ucp_rkey_destroy(op->rkey);
-		free(op);
+		op_release(op);
 		return fail(err, nerr, "UCX get", UCS_PTR_STATUS(req));
 	}
-	op->req = req;
-	op->status = req ? UCS_INPROGRESS : UCS_OK;
+	op->one = req;
 	*out = op;
 	return 0;
+}
+
+/* Start the send's next chunks, up to AM_WINDOW in flight; not after a failure. (No
+ * completion callbacks: UCX may complete a request of a force-closed endpoint in a later
+ * progress, after the operation was freed.) */
+static void send_more(struct tnd_ucx_op *op)
+{
+	for (;;) {
+		while (op->ended < op->next_chunk && !op->reqs[op->ended])
+			op->ended++; /* chunks end in order here: ended counts a prefix */
+		if (op->error != UCS_OK || op->next_chunk == op->nreq ||
+		    op->next_chunk - op->ended >= AM_WINDOW)
+			return;
+		size_t k = op->next_chunk++, off = k * AM_CHUNK;
+		ucp_request_param_t sp = { .op_attr_mask = 0 };
+		void *req = ucp_am_send_nbx(op->ep->ep, AM_ID, &op->hdrs[k], sizeof(op->hdrs[k]),
+					    op->src + off,
+					    op->len - off < AM_CHUNK ? op->len - off : AM_CHUNK, &sp);
+		if (UCS_PTR_IS_ERR(req))
+			op->error = UCS_PTR_STATUS(req);
+		else
+			op->reqs[k] = req; /* NULL: done at once */
+	}
 }
 
 int tnd_ucx_send_start(struct tnd_ucx_ep *e, uint64_t key, uint32_t index, const void *src,
 		       size_t len, struct tnd_ucx_op **out, char *err, size_t nerr)
 {
 	*out = NULL;
-	struct tnd_ucx_op *op = op_new("UCX active message", err, nerr);
+	size_t n = chunks(len);
+	struct tnd_ucx_op *op = op_new("UCX active message", n, err, nerr);
+	if (op && !(op->hdrs = calloc(n, sizeof(*op->hdrs)))) {
+		op_release(op);
+		snprintf(err, nerr, "UCX: out of memory");
+		return -1;
+	}
 	if (!op)
 		return -1;
-	op->hdr = (struct am_hdr){ .key = key, .index = index };
-	ucp_request_param_t sp = { .op_attr_mask = 0 };
-	void *req = ucp_am_send_nbx(e->ep, AM_ID, &op->hdr, sizeof(op->hdr), src, len, &sp);
-	if (UCS_PTR_IS_ERR(req)) {
-		free(op);
-		return fail(err, nerr, "UCX active message", UCS_PTR_STATUS(req));
+	for (size_t k = 0; k < n; k++)
+		op->hdrs[k] = (struct am_hdr){ .key = key, .index = index, .offset = k * AM_CHUNK };
+	op->ep = e;
+	op->src = src;
+	op->len = len;
+	op->sending = true;
+	send_more(op);
+	if (op->error != UCS_OK && op->ended == op->next_chunk) { /* nothing in flight */
+		ucs_status_t st = op->error;
+		op_release(op);
+		return fail(err, nerr, "UCX active message", st);
 	}
-	op->req = req;
-	op->status = req ? UCS_INPROGRESS : UCS_OK;
 	*out = op;
 	return 0;
 }
@@ -440,14 +519,19 @@ int tnd_ucx_recv_start(struct tnd_ucx *u, uint64_t key, uint32_t index, void *ds
 		       struct tnd_ucx_op **out, char *err, size_t nerr)
 {
 	*out = NULL;
-	struct tnd_ucx_op *op = op_new("UCX active message", err, nerr);
+	size_t n = chunks(len);
+	struct tnd_ucx_op *op = op_new("UCX active message", n, err, nerr);
+	if (op && !(op->got = calloc(n, 1))) {
+		op_release(op);
+		snprintf(err, nerr, "UCX: out of memory");
+		return -1;
+	}
 	if (!op)
 		return -1;
-	op->hdr = (struct am_hdr){ .key = key, .index = index };
+	op->key = (struct am_hdr){ .key = key, .index = index };
 	op->u = u;
 	op->dst = dst;
 	op->len = len;
-	op->status = UCS_INPROGRESS;
 	op->waiting = true;
 	struct tnd_ucx_op **b = bucket(u, key, index);
 	op->next = *b;
@@ -458,16 +542,32 @@ int tnd_ucx_recv_start(struct tnd_ucx *u, uint64_t key, uint32_t index, void *ds
 
 int tnd_ucx_op_test(struct tnd_ucx_op *op, char *err, size_t nerr)
 {
-	if (op->req && op->status == UCS_INPROGRESS) {
-		op->status = ucp_request_check_status(op->req);
-		if (op->status != UCS_INPROGRESS) {
-			ucp_request_free(op->req);
-			op->req = NULL;
+	bool busy = op->waiting;
+	/* A send's chunks in flight are those from ended to next_chunk. */
+	size_t k0 = op->sending ? op->ended : 0, k1 = op->sending ? op->next_chunk : op->nreq;
+	for (size_t k = k0; k < k1; k++) {
+		if (!op->reqs[k])
+			continue;
+		ucs_status_t st = ucp_request_check_status(op->reqs[k]);
+		if (st == UCS_INPROGRESS) {
+			busy = true;
+			continue;
 		}
+		ucp_request_free(op->reqs[k]);
+		op->reqs[k] = NULL;
+		if (st != UCS_OK && op->error == UCS_OK)
+			op->error = st;
 	}
-	if (op->status == UCS_INPROGRESS)
-		return 1;
-	return op->status == UCS_OK ? 0 : fail(err, nerr, op->what, op->status);
+	if (op->sending) {
+		/* A failed send reports it once no chunk is in flight (UCX reads the block). */
+		send_more(op);
+		busy = op->error == UCS_OK ? op->ended < op->nreq : op->ended < op->next_chunk;
+		if (busy)
+			return 1;
+	}
+	if (op->error != UCS_OK)
+		return fail(err, nerr, op->what, op->error);
+	return busy ? 1 : 0;
 }
 
 void tnd_ucx_op_free(struct tnd_ucx_op *op)
@@ -475,12 +575,13 @@ void tnd_ucx_op_free(struct tnd_ucx_op *op)
 	if (!op)
 		return;
 	if (op->waiting)
-		(void)take_waiting(op->u, op->hdr.key, op->hdr.index);
-	if (op->req)
-		ucp_request_free(op->req); /* released when it completes */
+		(void)find_waiting(op->u, op->key.key, op->key.index, true);
+	for (size_t k = 0; k < op->nreq; k++)
+		if (op->reqs[k])
+			ucp_request_free(op->reqs[k]); /* released when it completes */
 	if (op->rkey)
 		ucp_rkey_destroy(op->rkey);
-	free(op);
+	op_release(op);
 }
 
 /* The module's entry points (peer_module.h), the one symbol it exports. */

@@ -99,13 +99,15 @@ void tnd_ucx_op_free(struct tnd_ucx_op *op);
 
 /*
  * Active messages. tnd_ucx_recv_start registers a receive of exactly @len bytes into @dst
- * for the message keyed (@key, @index); tnd_ucx_send_start sends @len bytes at @src to @ep's
- * peer under that key (@src must stay until the operation ended). Both are then tested and
- * freed as a get: a receive is in progress until its message arrived and was copied or
- * received by rendezvous; freeing one whose message has not arrived unregisters it (a later
- * message under its key is dropped), while one being received, or a send in progress, must
- * first be ended by closing its endpoint (force). A message of another length fails the
- * receive. Both return 0, or -1 with a message.
+ * for the block keyed (@key, @index); tnd_ucx_send_start sends @len bytes at @src to @ep's
+ * peer under that key (@src must stay until the operation ended), in messages of 8 MiB at
+ * most (UCX sends a whole rendezvous message from within one call of its progress). Both are
+ * then tested and freed as a get: a receive is in progress until every chunk arrived and was
+ * copied or received by rendezvous; freeing one unregisters it (later chunks under its key are
+ * dropped), but chunks being received, or a send in progress, must first be ended by closing
+ * the endpoint (force). A chunk that does not fit (another length or offset, a chunk twice)
+ * fails the receive. Both return 0, or -1 with a message (a send whose later chunks could not
+ * start returns 0, and the test reports it).
  */
 int tnd_ucx_send_start(struct tnd_ucx_ep *ep, uint64_t key, uint32_t index, const void *src,
 		       size_t len, struct tnd_ucx_op **op, char *err, size_t nerr);

@@ -197,6 +197,7 @@ struct lease {
 	struct held *held; /* &one, or an array */
 	struct held one;
 	bool sent;         /* SEND came */
+	bool sends_ended;  /* ... and its active messages ended */
 	bool released;     /* RELEASE came while an active message was still sending */
 };
 
@@ -530,6 +531,31 @@ static bool lease_drop(struct conn *c, uint64_t id)
 		return true;
 	}
 	return false;
+}
+
+/* Advance the active messages of the leases whose blocks are being sent (a few chunks at a
+ * time, peer_ucx.h); a send that failed closes its connection. */
+static void check_sends(void)
+{
+again:
+	for (struct conn *c = P.conns; c && P.sending; c = c->next)
+		for (struct lease *l = c->leases; l; l = l->next) {
+			if (!l->sent || l->sends_ended)
+				continue;
+			char err[256];
+			bool busy = false;
+			for (size_t i = 0; i < l->n; i++) {
+				int t = l->held[i].op ? P.ucx->op_test(l->held[i].op, err,
+								       sizeof(err))
+						      : 0;
+				if (t < 0) {
+					conn_close(c, err);
+					goto again;
+				}
+				busy |= t > 0;
+			}
+			l->sends_ended = !busy;
+		}
 }
 
 /* Free the released leases whose active messages ended. */
@@ -979,9 +1005,10 @@ static bool on_send(struct conn *c, const struct f_send *f)
 	for (size_t i = 0; i < l->n; i++) {
 		struct held *h = &l->held[i];
 		char err[256];
-		if (h->nbytes && P.ucx->send_start(c->ep, f->key, (uint32_t)i,
-						   tn_tensor_data(h->tensor), (size_t)h->nbytes,
-						   &h->op, err, sizeof(err))) {
+		if (h->nbytes && (P.ucx->send_start(c->ep, f->key, (uint32_t)i,
+						    tn_tensor_data(h->tensor), (size_t)h->nbytes,
+						    &h->op, err, sizeof(err)) ||
+				  P.ucx->op_test(h->op, err, sizeof(err)) < 0)) {
 			conn_close(c, err);
 			return false;
 		}
@@ -2226,9 +2253,11 @@ static bool progress_ucx(void)
 {
 	uint64_t t0 = tnd_now_ns();
 	for (int round = 0; round < 64; round++) {
+		/* One call can take long (UCX sends what a socket takes of a rendezvous message
+		 * within it): the clock is read after each. */
 		for (int k = 0; k < 4096 && P.ucx->progress(P.u); k++) {
 			P.ucx_busy_ns = tnd_now_ns();
-			if ((k & 63) == 63 && P.ucx_busy_ns - t0 > 20000000u)
+			if (P.ucx_busy_ns - t0 > 20000000u)
 				return false;
 		}
 		int r = P.ucx->arm(P.u);
@@ -2304,6 +2333,7 @@ static void *peers_main(void *arg)
 		atomic_store(&P.dropped, P.ucx->dropped(P.u));
 		check_pulls();
 		check_drains();
+		check_sends();
 		check_lingering();
 		uint64_t now = tnd_now_ns();
 		if ((n <= 0 && armed) || now - last_tick >= 50000000u) {

@@ -782,7 +782,8 @@ START_TEST(test_transfer_deadline)
 	wait_used(cb, "dst", used, 10000, "the drained get's block was not freed");
 	/* The same connection serves the next pull, and the holder let the lease go. */
 	tn_tensord_peer p = wait_ready(cb, a_addr, TN_TENSORD_PEER_DIALED);
-	ck_assert_uint_eq(p.failures, 0);
+	ck_assert_msg(p.failures == 0, "the connection was lost %llu times: %s",
+		      (unsigned long long)p.failures, p.error);
 	ck_assert_tn_ok(tn_tensord_pull(cb, a_addr, "src", "small", "dst", "small", NULL));
 	expect_same(a, "small", b, "small");
 	ck_assert_tn_ok(tn_arena_unpublish(a, "huge"));
