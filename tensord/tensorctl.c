@@ -1136,20 +1136,36 @@ static int cmd_peer(int argc, char **argv)
 	return 0;
 }
 
+/* How a transfer's bytes moved (tn_tensord_pull_report.method), in words and for --json. */
+static const char *method_name(unsigned m, bool for_json)
+{
+	switch (m) {
+	case TN_TENSORD_PULL_RMA_GET:
+		return for_json ? "rma_get" : "RMA get";
+	case TN_TENSORD_PULL_DIRECT_READ:
+		return for_json ? "direct_read" : "direct read";
+	case TN_TENSORD_PULL_ACTIVE_MESSAGE:
+		return for_json ? "active_messages" : "active messages";
+	default:
+		return for_json ? "none" : "nothing to move";
+	}
+}
+
 /* Print a pull's or a push's report: "pulled SRC into DST: ..." (@verb, @src, @dst). */
 static int print_peer_transfer(const char *verb, const char *src, const char *dst,
 			       const tn_tensord_pull_report *rep)
 {
 	double s = (double)rep->elapsed_ns / 1e9;
 	if (json) {
-		printf("{\"bytes\": %" PRIu64 ", \"elapsed_ns\": %" PRIu64 ", \"lanes\": ",
-		       rep->bytes, rep->elapsed_ns);
+		printf("{\"bytes\": %" PRIu64 ", \"elapsed_ns\": %" PRIu64 ", \"method\": \"%s\", "
+		       "\"lanes\": ", rep->bytes, rep->elapsed_ns, method_name(rep->method, true));
 		json_str(rep->lanes);
 		printf("}\n");
 	} else if (!quiet) {
-		printf("%s %s %s %s: %" PRIu64 " bytes in %.3f ms (%.2f GB/s, %s)\n", verb, src,
+		printf("%s %s %s %s: %" PRIu64 " bytes in %.3f ms (%.2f GB/s, %s, %s)\n", verb, src,
 		       strcmp(verb, "pulled") ? "to" : "into", dst, rep->bytes, s * 1e3,
-		       s > 0 ? (double)rep->bytes / s / 1e9 : 0.0, rep->lanes);
+		       s > 0 ? (double)rep->bytes / s / 1e9 : 0.0, method_name(rep->method, false),
+		       rep->lanes);
 	}
 	return 0;
 }

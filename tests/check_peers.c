@@ -394,6 +394,26 @@ static void pull_all(const char *tls, const char *lanes_want, const char *conf, 
 		ck_assert_str_eq(rep.lanes, p.lanes);
 		expect_same(a, sources[i].name, b, sources[i].name);
 	}
+	/* tensorctl says how the bytes moved, in words and in JSON. */
+	{
+		static const char *const words[] = { "", "RMA get", "direct read",
+						      "active messages" };
+		static const char *const keys[] = { "", "rma_get", "direct_read",
+						     "active_messages" };
+		char out[4096], from[128], want[64];
+		snprintf(from, sizeof(from), "%s:src/f32", a_addr);
+		const char *text[] = { "--socket", B.sock, "pull", from, "--into", "dst/ctl/f32",
+				       NULL };
+		ck_assert_int_eq(tensorctl(out, sizeof(out), text), 0);
+		snprintf(want, sizeof(want), " GB/s, %s, am=", words[method]);
+		ck_assert_msg(strstr(out, "pulled ") && strstr(out, want), "%s", out);
+		const char *json[] = { "--socket", B.sock, "--json", "pull", from, "--into",
+				       "dst/ctl/json", NULL };
+		ck_assert_int_eq(tensorctl(out, sizeof(out), json), 0);
+		snprintf(want, sizeof(want), "\"method\": \"%s\"", keys[method]);
+		ck_assert_msg(strstr(out, want), "%s", out);
+		expect_same(a, "f32", b, "ctl/json");
+	}
 	/* The bytes of a view, not of its whole storage: the narrow's three elements two apart. */
 	tn_tensord_pull_report rep;
 	ck_assert_tn_ok(tn_tensord_pull(cb, a_addr, "src", "t/u8", "dst", "again/u8", &rep));
