@@ -11,7 +11,7 @@
 #include "peer_ucx.h"
 
 /* Bumped whenever struct tnd_ucx_ops changes; the loader refuses another number. */
-#define TND_UCX_ABI 3
+#define TND_UCX_ABI 4
 #define TND_UCX_ENTRY "tnd_ucx_module"
 
 struct tnd_ucx_ops {
@@ -44,6 +44,7 @@ struct tnd_ucx_ops {
 			  struct tnd_ucx_op **op, char *err, size_t nerr);
 	int (*op_test)(struct tnd_ucx_op *op, char *err, size_t nerr);
 	void (*op_free)(struct tnd_ucx_op *op);
+	void (*op_cancel)(struct tnd_ucx_op *op);
 };
 
 /*

@@ -570,6 +570,12 @@ int tnd_ucx_op_test(struct tnd_ucx_op *op, char *err, size_t nerr)
 	return busy ? 1 : 0;
 }
 
+void tnd_ucx_op_cancel(struct tnd_ucx_op *op)
+{
+	if (op && op->waiting)
+		(void)find_waiting(op->u, op->key.key, op->key.index, true);
+}
+
 void tnd_ucx_op_free(struct tnd_ucx_op *op)
 {
 	if (!op)
@@ -607,4 +613,5 @@ __attribute__((visibility("default"))) const struct tnd_ucx_ops tnd_ucx_module =
 	.recv_start = tnd_ucx_recv_start,
 	.op_test = tnd_ucx_op_test,
 	.op_free = tnd_ucx_op_free,
+	.op_cancel = tnd_ucx_op_cancel,
 };

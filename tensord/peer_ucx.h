@@ -113,5 +113,9 @@ int tnd_ucx_send_start(struct tnd_ucx_ep *ep, uint64_t key, uint32_t index, cons
 		       size_t len, struct tnd_ucx_op **op, char *err, size_t nerr);
 int tnd_ucx_recv_start(struct tnd_ucx *u, uint64_t key, uint32_t index, void *dst, size_t len,
 		       struct tnd_ucx_op **op, char *err, size_t nerr);
+/* Stop waiting for a receive's chunks that have not come (they are dropped when they do): it
+ * then ends once those being received ended, with 0 from tnd_ucx_op_test. A transfer past
+ * its deadline drains only those, not the rest of the block. Nothing for gets and sends. */
+void tnd_ucx_op_cancel(struct tnd_ucx_op *op);
 
 #endif /* TENSORD_PEER_UCX_H */

@@ -1368,6 +1368,13 @@ static void drain_free(struct drain *d)
 /* @j passed peer_transfer_timeout_ms: fail it, and keep what UCX still uses as a drain. */
 static void abandon(struct tnd_pull_job *j)
 {
+	/* Active messages not yet come are not waited for (peer_ucx.h): the holder's UCX sees
+	 * them dropped, and only those being received drain. */
+	if (j->by_send) {
+		P.ucx->op_cancel(j->op);
+		for (size_t i = 0; j->parts && i < j->nparts; i++)
+			P.ucx->op_cancel(j->parts[i].op);
+	}
 	if (j->conn && (j->op || j->rd || j->parts || (j->kind == J_PUSH && j->asked && j->lease))) {
 		struct drain *d = calloc(1, sizeof(*d));
 		if (!d)

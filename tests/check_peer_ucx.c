@@ -245,13 +245,15 @@ static void child_send(int fd, bool peer_errors)
 		_exit(13);
 	for (size_t i = 0; i < n; i++)
 		src[i] = byte_at(i);
-	struct tnd_ucx_op *ops[8];
+	struct tnd_ucx_op *ops[16];
 	size_t nops = 0;
 	for (uint32_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
 		if (x->send_start(ep, key, k, src, sizes[k], &ops[nops++], err, sizeof(err)))
 			_exit(14);
-	/* A receive freed before it came (50), one of another length (99), an unknown key. */
+	/* A receive freed before it came (50), one cancelled (60), one of another length (99), an
+	 * unknown key. */
 	if (x->send_start(ep, key, 50, src, 1000, &ops[nops++], err, sizeof(err)) ||
+	    x->send_start(ep, key, 60, src, 1000, &ops[nops++], err, sizeof(err)) ||
 	    x->send_start(ep, key, 99, src, 20, &ops[nops++], err, sizeof(err)) ||
 	    x->send_start(ep, key ^ 1, 0, src, 100, &ops[nops++], err, sizeof(err)))
 		_exit(15);
@@ -314,6 +316,14 @@ START_TEST(test_active_messages)
 	ck_assert_int_eq(x->recv_start(u, key, 50, unused, sizeof(unused), &gone, err,
 				       sizeof(err)), 0);
 	x->op_free(gone);
+	/* Cancelled before anything came: ended at once, and its message is dropped. */
+	static unsigned char unused2[1000];
+	struct tnd_ucx_op *cancelled;
+	ck_assert_int_eq(x->recv_start(u, key, 60, unused2, sizeof(unused2), &cancelled, err,
+				       sizeof(err)), 0);
+	ck_assert_int_eq(x->op_test(cancelled, err, sizeof(err)), 1);
+	x->op_cancel(cancelled);
+	ck_assert_int_eq(x->op_test(cancelled, err, sizeof(err)), 0);
 	ck_assert_int_eq(x->recv_start(u, key, 99, small, sizeof(small), &short_one, err,
 				       sizeof(err)), 0);
 	const void *addr;
@@ -327,7 +337,7 @@ START_TEST(test_active_messages)
 		int busy = x->op_test(short_one, err, sizeof(err)) > 0;
 		for (uint32_t k = 0; k < NS; k++)
 			busy |= x->op_test(ops[k], err, sizeof(err)) > 0;
-		if (!busy && x->dropped(u) >= 3)
+		if (!busy && x->dropped(u) >= 4)
 			break;
 		ck_assert_msg(now_ms() - t0 < 60000, "receives still waiting after 60 s");
 		x->progress(u);
@@ -342,13 +352,16 @@ START_TEST(test_active_messages)
 		free(dst[k]);
 	}
 	/* 20 bytes for a receive of 10: failed, nothing written. Not received: that one, the
-	 * freed receive's and the unknown key's. */
+	 * freed receive's, the cancelled one's and the unknown key's. */
 	ck_assert_int_eq(x->op_test(short_one, err, sizeof(err)), -1);
 	ck_assert_msg(strstr(err, "UCX active message"), "%s", err);
 	x->op_free(short_one);
 	for (size_t i = 0; i < sizeof(small); i++)
 		ck_assert_uint_eq(small[i], 0);
-	ck_assert_uint_eq(x->dropped(u), 3);
+	ck_assert_uint_eq(x->dropped(u), 4);
+	for (size_t i = 0; i < sizeof(unused2); i++)
+		ck_assert_uint_eq(unused2[i], 0);
+	x->op_free(cancelled);
 	uint64_t bye = 1;
 	ck_assert_int_eq(write(sv[0], &bye, 8), 8);
 	/* The child's endpoint closes against this worker: keep answering until it is gone. */
