@@ -502,16 +502,6 @@ static bool send_frame(struct conn *c, enum frame_type type, uint32_t seq, const
 		       size_t len);
 static void conn_close(struct conn *c, const char *why);
 
-/* Whether an active message of @l still sends (UCX reads its block). */
-static bool lease_sending(struct lease *l)
-{
-	char err[256];
-	for (size_t i = 0; i < l->n; i++)
-		if (l->held[i].op && P.ucx->op_test(l->held[i].op, err, sizeof(err)) > 0)
-			return true;
-	return false;
-}
-
 /* Let lease @id of @c go (once its active messages ended: until then it lingers, released);
  * false when @c holds none such. */
 static bool lease_drop(struct conn *c, uint64_t id)
@@ -520,7 +510,7 @@ static bool lease_drop(struct conn *c, uint64_t id)
 		struct lease *l = *pp;
 		if (l->id != id || l->released)
 			continue;
-		if (l->sent && lease_sending(l)) {
+		if (l->sent && !l->sends_ended) { /* check_lingering frees it once they end */
 			l->released = true;
 			P.lingering++;
 			return true;
@@ -564,7 +554,7 @@ static void check_lingering(void)
 	for (struct conn *c = P.conns; c && P.lingering; c = c->next)
 		for (struct lease **pp = &c->leases; *pp;) {
 			struct lease *l = *pp;
-			if (!l->released || lease_sending(l)) {
+			if (!l->released || !l->sends_ended) {
 				pp = &l->next;
 				continue;
 			}

@@ -133,6 +133,16 @@ static void child_pull(int fd, size_t n)
 	_exit(0);
 }
 
+/* The peers module, loaded, and a context of it in *@u. */
+static const struct tnd_ucx_ops *open_module(struct tnd_ucx **u)
+{
+	char err[256];
+	const struct tnd_ucx_ops *x = tnd_ucx_load(".", err, sizeof(err));
+	ck_assert_msg(x != NULL, "%s", err);
+	ck_assert_msg(x->open(u, err, sizeof(err)) == 0, "%s", err);
+	return x;
+}
+
 /* The parent registers @n bytes, the child pulls them; returns the lanes the child saw. */
 static void pull_once(size_t n, char *lanes, size_t nlanes)
 {
@@ -146,10 +156,8 @@ static void pull_once(size_t n, char *lanes, size_t nlanes)
 	}
 	close(sv[1]);
 	char err[256];
-	const struct tnd_ucx_ops *x = tnd_ucx_load(".", err, sizeof(err));
-	ck_assert_msg(x != NULL, "%s", err);
 	struct tnd_ucx *u;
-	ck_assert_msg(x->open(&u, err, sizeof(err)) == 0, "%s", err);
+	const struct tnd_ucx_ops *x = open_module(&u);
 	unsigned char *src = malloc(n);
 	ck_assert_ptr_nonnull(src);
 	for (size_t i = 0; i < n; i++)
@@ -296,10 +304,8 @@ START_TEST(test_active_messages)
 	}
 	close(sv[1]);
 	char err[256];
-	const struct tnd_ucx_ops *x = tnd_ucx_load(".", err, sizeof(err));
-	ck_assert_msg(x != NULL, "%s", err);
 	struct tnd_ucx *u;
-	ck_assert_msg(x->open(&u, err, sizeof(err)) == 0, "%s", err);
+	const struct tnd_ucx_ops *x = open_module(&u);
 	ck_assert(x->shared_memory(u) == !tcp);
 	enum { NS = sizeof(sizes) / sizeof(sizes[0]) };
 	unsigned char *dst[NS];
